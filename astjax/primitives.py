@@ -36,7 +36,12 @@ class Primitive:
               "creation" | "structural" | "static" | "compare" | "other"
     operator  the Python operator used when printing (e.g. "+"), if any
     unary     True for unary operators (e.g. "-" for negative)
-    method    name of the ndarray method spelling, if any (x.sum(...), x.dot(y))
+    method    name of the ndarray method spelling, if any (x.sum(...), x.dot(y)); the
+              receiver binds to params[0]
+    method_pack  when called as a method, several positional arguments after the
+              receiver are packed into one tuple for this parameter (x.reshape(3, 4)
+              -> shape=(3, 4)); a single argument is passed through (x.reshape((3, 4)))
+    attribute name of the ndarray attribute spelling, if any (x.T, x.shape)
     sample    builds sample arguments for table-driven tests: rng -> (args, kwargs)
     """
 
@@ -50,6 +55,8 @@ class Primitive:
     operator: str | None = None
     unary: bool = False
     method: str | None = None
+    method_pack: str | None = None
+    attribute: str | None = None
     sample: Callable[[np.random.Generator], tuple[tuple, dict]] | None = None
 
     @property
@@ -62,6 +69,8 @@ REGISTRY: dict[str, Primitive] = {}
 BY_CALLABLE: dict[int, Primitive] = {}
 # ndarray method name -> primitive (x.sum(axis=0) -> "sum").
 BY_METHOD: dict[str, Primitive] = {}
+# ndarray attribute name -> primitive (x.T -> "transpose", x.shape -> "shape").
+BY_ATTRIBUTE: dict[str, Primitive] = {}
 # gast operator class name ("Add", "MatMult", "USub", "Lt") -> primitive.
 BY_OPERATOR: dict[str, Primitive] = {}
 
@@ -75,6 +84,8 @@ def register(prim: Primitive, callables: tuple = (), operators: tuple = ()) -> P
         BY_CALLABLE.setdefault(id(obj), prim)
     if prim.method:
         BY_METHOD.setdefault(prim.method, prim)
+    if prim.attribute:
+        BY_ATTRIBUTE.setdefault(prim.attribute, prim)
     for op in operators:
         BY_OPERATOR[op] = prim
     return prim
