@@ -1,0 +1,18 @@
+"""astjax: JAX's composable transformations for existing NumPy code, by rewriting source.
+
+    import numpy as np
+    from astjax import grad
+
+    def loss(params, batch): ...
+    dloss = grad(loss)          # generated Python, printable with make_source
+"""
+from astjax.errors import (AstjaxError, DifferentiationError, SourceError, TransformError,
+                           UnsupportedSyntaxError)
+from astjax.api import (clear_cache, grad, make_source, stop_gradient, value_and_grad, vjp)
+from astjax import tree_util
+
+__version__ = "0.1.0"
+
+__all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
+           "tree_util", "AstjaxError", "TransformError", "SourceError",
+           "UnsupportedSyntaxError", "DifferentiationError"]

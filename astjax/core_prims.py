@@ -1,0 +1,97 @@
+"""Primitives of the core form itself (tuples, lists, flags, ranges, tape helpers).
+
+They sit in the same registry as the NumPy primitives so that every transformation
+treats generated code exactly like user code.  Their rule templates live in
+``templates/vjp_core.py``.
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+
+from astjax import runtime as rt
+from astjax.core import format_operand
+from astjax.primitives import Primitive, register
+
+CORE_RULE_MODULE = "vjp_core"
+
+register(Primitive("make_tuple", rt.make_tuple, "rt.make_tuple", ("*items",), diff=("*items",),
+                   kind="structural"))
+register(Primitive("make_list", rt.make_list, "rt.make_list", ("*items",), diff=("*items",),
+                   kind="structural"))
+register(Primitive("make_dict", rt.make_dict, "rt.make_dict", ("keys", "*values"),
+                   diff=("*values",), kind="structural"))
+register(Primitive("append", rt.append, "rt.append", ("lst", "item"), diff=("lst", "item"),
+                   kind="structural"))
+register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="structural"),
+         callables=(builtins.list, builtins.tuple))
+register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"))
+register(Primitive("stop_gradient", rt.stop_gradient, "rt.stop_gradient", ("x",),
+                   kind="structural"))
+register(Primitive("range", builtins.range, "range", ("start", "stop", "step"),
+                   defaults={"stop": None, "step": None}, kind="static"))
+register(Primitive("not_", rt.not_, "rt.not_", ("x",), kind="compare"))
+register(Primitive("no_flags", rt.no_flags, "rt.no_flags", ("*flags",), kind="compare"))
+register(Primitive("format_string", rt.format_string, "rt.format_string",
+                   ("template", "*values"), kind="static"))
+
+
+def _params(fn):
+    return tuple(("*" if p.kind is p.VAR_POSITIONAL else "") + p.name
+                 for p in inspect.signature(fn).parameters.values())
+
+
+for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
+              "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
+              "check_scalar_output"):
+    register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
+                       kind="other"))
+
+
+def _seq(a):
+    return ", ".join(format_operand(x) for x in a)
+
+
+def _print_make_tuple(s):
+    items = s.args[0]
+    return f"({_seq(items)},)" if len(items) == 1 else f"({_seq(items)})"
+
+
+def _print_make_dict(s):
+    keys = s.args[0].value
+    vals = s.args[1]
+    return "{" + ", ".join(f"{k!r}: {format_operand(v)}" for k, v in zip(keys, vals)) + "}"
+
+
+def _print_range(s):
+    parts = [a for a in s.args if not (hasattr(a, "value") and a.value is None)]
+    return f"range({_seq(parts)})"
+
+
+def _print_no_flags(s):
+    flags = s.args[0]
+    return f"not {format_operand(flags[0])}" if len(flags) == 1 else f"not ({' or '.join(format_operand(f) for f in flags)})"
+
+
+PRINTERS = {
+    "make_tuple": _print_make_tuple,
+    "make_list": lambda s: f"[{_seq(s.args[0])}]",
+    "make_dict": _print_make_dict,
+    "range": _print_range,
+    "not_": lambda s: f"not {format_operand(s.args[0])}",
+    "no_flags": _print_no_flags,
+    "to_list": lambda s: f"list({format_operand(s.args[0])})",
+}
+
+register(Primitive("push", rt.push, "rt.push", ("tape", "value"), kind="tape"))
+register(Primitive("pop", rt.pop, "rt.pop", ("tape",), kind="tape"))
+register(Primitive("new_tape", rt.new_tape, "rt.new_tape", (), kind="tape"))
+register(Primitive("not_none", lambda x: x is not None, "rt.not_none", ("x",), kind="compare"))
+register(Primitive("getattr", getattr, "getattr", ("x", "name"), kind="static"))
+PRINTERS.update({
+    "push": lambda s: f"{format_operand(s.args[0])}.append({format_operand(s.args[1])})",
+    "pop": lambda s: f"{format_operand(s.args[0])}.pop()",
+    "new_tape": lambda s: "[]",
+    "not_none": lambda s: f"{format_operand(s.args[0])} is not None",
+    "getattr": lambda s: f"{format_operand(s.args[0])}.{s.args[1].value}",
+})

@@ -1,0 +1,1 @@
+"""Front end: from a user's Python function to a checked, resolved gast AST."""

@@ -1,0 +1,208 @@
+"""The small runtime that generated code imports as ``rt``.
+
+Cotangents use ``None`` for "zero" so that nothing is allocated for values a
+derivative never reaches; containers (lists, tuples, dicts) hold cotangents of the
+same structure, again with ``None`` for zero entries.  Everything here is plain
+Python and NumPy, so the command-line tool can paste this module into a standalone
+generated file.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# ----------------------------------------------------------------- cotangent algebra
+
+
+def acc(a, b):
+    """``a + b`` for cotangents, where None is zero and containers add entrywise."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, (list, tuple)):
+        out = [acc(x, y) for x, y in zip(a, b)]
+        return out if isinstance(a, list) else _rebuild_tuple(a, out)
+    if isinstance(a, dict):
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = acc(out.get(k), v)
+        return out
+    return a + b
+
+
+def _rebuild_tuple(proto, items):
+    if hasattr(proto, "_fields"):  # namedtuple
+        return type(proto)(*items)
+    return tuple(items)
+
+
+def zeros_like(x):
+    """A concrete zero cotangent shaped like the primal ``x`` (containers recursively)."""
+    if isinstance(x, (list, tuple)):
+        items = [zeros_like(v) for v in x]
+        return items if isinstance(x, list) else _rebuild_tuple(x, items)
+    if isinstance(x, dict):
+        return {k: zeros_like(v) for k, v in x.items()}
+    if x is None:
+        return None
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+        return 0.0 if not isinstance(x, complex) else 0j
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.inexact):
+        return np.zeros(arr.shape, dtype=np.float64) if arr.ndim else np.float64(0.0)
+    return np.zeros_like(arr) if arr.ndim else arr.dtype.type(0)
+
+
+def instantiate(g, x):
+    """Replace symbolic zeros (None) in cotangent ``g`` by concrete zeros shaped like ``x``."""
+    if g is None:
+        return zeros_like(x)
+    if isinstance(x, (list, tuple)):
+        items = [instantiate(gi, xi) for gi, xi in zip(g, x)]
+        return items if isinstance(x, list) else _rebuild_tuple(x, items)
+    if isinstance(x, dict):
+        return {k: instantiate(g.get(k), v) for k, v in x.items()}
+    return g
+
+
+def ones_like(x):
+    """The seed cotangent for a scalar output: one, in the output's own dtype."""
+    arr = np.asarray(x)
+    if arr.dtype.kind in "fc":
+        return np.ones_like(arr) if arr.ndim else arr.dtype.type(1)
+    return np.float64(1.0)
+
+
+# ------------------------------------------------------------- structural primitives
+
+
+def make_tuple(*items):
+    return items
+
+
+def make_list(*items):
+    return list(items)
+
+
+def make_dict(keys, *values):
+    return dict(zip(keys, values))
+
+
+def append(lst, item):
+    """Functional ``lst.append(item)``: a new list, so the old one can be restored."""
+    return [*lst, item]
+
+
+def to_list(x):
+    return list(x)
+
+
+def seq_cotangents(g, n):
+    """Cotangents of the ``n`` items packed into a tuple/list whose cotangent is ``g``."""
+    if g is None:
+        return [None] * n
+    return list(g)
+
+
+def dict_cotangents(g, keys):
+    if g is None:
+        return [None] * len(keys)
+    return [g.get(k) for k in keys]
+
+
+def append_cotangents(g, lst):
+    """Cotangents of (list, item) for ``append``."""
+    if g is None:
+        return None, None
+    return list(g[:-1]), g[-1]
+
+
+def list_cotangent(g, x):
+    """Cotangent of ``list(x)``: back to the type of ``x``."""
+    if g is None:
+        return None
+    if isinstance(x, tuple):
+        return _rebuild_tuple(x, list(g))
+    if isinstance(x, list):
+        return list(g)
+    if isinstance(x, np.ndarray):
+        return np.stack([instantiate(gi, xi) for gi, xi in zip(g, x)]) if len(g) else np.zeros_like(x)
+    return g
+
+
+def stop_gradient(x):
+    """Identity whose result carries no derivative."""
+    return x
+
+
+def not_(x):
+    return not x
+
+
+def no_flags(*flags):
+    return not any(flags)
+
+
+def format_string(template, *values):
+    return template.format(*values)
+
+
+# ------------------------------------------------------------ in-place update rules
+
+
+def cot_at(g, index):
+    """``g[index]`` for an array cotangent, None stays None."""
+    if g is None:
+        return None
+    return g[index]
+
+
+def cot_zero_at(g, index):
+    """A copy of cotangent ``g`` with zeros written at ``index`` (None stays None)."""
+    if g is None:
+        return None
+    out = np.array(g, copy=True)
+    out[index] = 0
+    return out
+
+
+def save_at(x, index):
+    """The part of ``x`` an in-place update is about to overwrite (a copy)."""
+    part = x[index]
+    return part.copy() if isinstance(part, np.ndarray) else part
+
+
+# ----------------------------------------------------------------------- errors
+
+
+class NonScalarOutputError(TypeError):
+    pass
+
+
+def check_scalar_output(out, fname):
+    """grad requires a real scalar output, like JAX."""
+    shape = np.shape(out)
+    if shape != ():
+        raise NonScalarOutputError(
+            f"grad requires a scalar output, but {fname} returned an array of shape {shape}; "
+            "use vjp or jacrev for non-scalar outputs, or reduce the output (np.sum).")
+    dtype = np.asarray(out).dtype
+    if dtype.kind not in "f":
+        raise NonScalarOutputError(
+            f"grad requires a real floating-point output, but {fname} returned {dtype}.")
+    return out
+
+
+# ------------------------------------------------------------------------- tape
+
+
+def push(tape, value):
+    tape.append(value)
+
+
+def pop(tape):
+    return tape.pop()
+
+
+def new_tape():
+    return []

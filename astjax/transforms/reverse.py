@@ -1,0 +1,545 @@
+"""Reverse mode: core form -> core form computing vector-Jacobian products.
+
+The generated code is a forward sweep (the user's statements) followed by a
+backward sweep (each statement's adjoint, in reverse order).  Control flow is
+mirrored: an ``if`` reruns on its saved test, a loop runs backwards as many times
+as it ran forwards.
+
+Saving values: the backward sweep reads primal values where they are.  That is
+exact for a variable assigned once; a variable assigned several times (in a loop,
+or rebound) is pushed on a tape before each assignment and popped right after that
+assignment's adjoint, so at every point of the backward sweep variables hold the
+values they had at the matching point of the forward sweep.  Only variables that
+the backward sweep actually reads are saved (its def-use facts decide), and the
+tape holds references, not copies; in-place updates save the overwritten part.
+
+Cotangents use ``None`` for zero; the rules come from ``templates/vjp*.py``,
+inlined with the operands' names.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+
+import gast
+
+from astjax import core
+from astjax import primitives as P
+from astjax.core import (Assert, Comment, Const, Copy, External, For, If, Index, Prim, Raise,
+                         Return, SetItem, Var, While)
+from astjax.errors import DifferentiationError
+
+import astjax.core_prims  # noqa: F401
+
+
+# ------------------------------------------------------------------ rule templates
+
+@functools.lru_cache(maxsize=None)
+def _template_modules():
+    from astjax.templates import vjp, vjp_core
+    return (vjp, vjp_core)
+
+
+@functools.lru_cache(maxsize=None)
+def template_for(prim_name: str):
+    """(FunctionSource-like, gast FunctionDef) of the vjp template, parsed once."""
+    for mod in _template_modules():
+        fn = mod.__dict__.get(prim_name)
+        if isinstance(fn, types.FunctionType):
+            from astjax.frontend.source import get_function_source
+            return get_function_source(fn)
+    return None
+
+
+# ----------------------------------------------------------------- activity analysis
+
+def _diff_operands(s: Prim):
+    """Operands of a Prim at its differentiable parameters: [(param, operand)]."""
+    prim = P.REGISTRY[s.prim]
+    out = []
+    for pname, arg in zip(prim.params, s.args):
+        if pname in prim.diff:
+            if pname.startswith("*"):
+                for a in arg:
+                    out.append((pname, a))
+            else:
+                out.append((pname, arg))
+    return out
+
+
+def _vars(ops):
+    return {o.name for o in ops if isinstance(o, Var)}
+
+
+class Activity:
+    """Which variables carry derivatives (depend on inputs and reach the output)."""
+
+    def __init__(self, fn: core.Function, wrt: list[str], output: str):
+        stmts = list(core.walk(fn.body))
+        varied = set(wrt)
+        changed = True
+        while changed:
+            changed = False
+            for s in stmts:
+                new = set()
+                if isinstance(s, Prim) and s.target:
+                    if _vars(op for _, op in _diff_operands(s)) & varied:
+                        new.add(s.target)
+                elif isinstance(s, Copy):
+                    if isinstance(s.value, Var) and s.value.name in varied:
+                        new.add(s.target)
+                elif isinstance(s, SetItem):
+                    if isinstance(s.value, Var) and s.value.name in varied:
+                        new.add(s.target)
+                if new - varied:
+                    varied |= new
+                    changed = True
+        useful = {output}
+        changed = True
+        while changed:
+            changed = False
+            for s in stmts:
+                new = set()
+                if isinstance(s, Prim) and s.target in useful:
+                    new |= _vars(op for _, op in _diff_operands(s))
+                elif isinstance(s, Copy) and s.target in useful:
+                    new |= _vars([s.value])
+                elif isinstance(s, SetItem) and s.target in useful:
+                    new |= _vars([s.value])
+                elif isinstance(s, External) and s.target in useful:
+                    new |= _vars(s.args) | _vars(s.kwargs.values())
+                if new - useful:
+                    useful |= new
+                    changed = True
+        self.varied = varied
+        self.useful = useful
+        self.active = varied & useful
+        for s in stmts:
+            if isinstance(s, External) and s.target in useful:
+                bad = (_vars(s.args) | _vars(s.kwargs.values())) & varied
+                if bad:
+                    callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
+                    raise DifferentiationError(
+                        f"cannot differentiate through {callee}(): astjax has no rule for it "
+                        f"(it receives {', '.join(sorted(bad))}, which depends on the "
+                        "differentiated input)", s.loc,
+                        "use NumPy functions astjax knows (see astjax.primitives.REGISTRY), "
+                        "or wrap the value in astjax.stop_gradient if no derivative should "
+                        "flow through it")
+
+
+def _assignment_counts(fn: core.Function):
+    """How many places assign each variable, counting a place inside a loop as many."""
+    counts: dict[str, int] = {p: 1 for p in fn.params}
+
+    def visit(stmts, in_loop):
+        for s in stmts:
+            for w in core.writes(s):
+                counts[w] = counts.get(w, 0) + (2 if in_loop or isinstance(s, For) else 1)
+            if isinstance(s, If):
+                visit(s.body, in_loop)
+                visit(s.orelse, in_loop)
+            elif isinstance(s, (For, While)):
+                if isinstance(s, While):
+                    visit(s.test_body, True)
+                visit(s.body, True)
+
+    visit(fn.body, False)
+    return counts
+
+
+# ------------------------------------------------------------------ the transformation
+
+class ReverseAD:
+    """Builds forward and backward sweeps for one core function.
+
+    ``build()`` runs the backward generation twice: the first pass learns which
+    primal variables the backward sweep reads (so which must be saved); the second
+    emits the final code with saves and restores.
+    """
+
+    def __init__(self, fn: core.Function, wrt: list[str], output: str, normalizer_factory):
+        self.fn = fn
+        self.wrt = wrt
+        self.output = output
+        self.activity = Activity(fn, wrt, output)
+        self.counts = _assignment_counts(fn)
+        self.make_normalizer = normalizer_factory
+        self.names = fn.env.names
+        self.tape = self.names.fresh("tape")
+        self.adj_names: dict[str, str] = {}
+        self.trip_vars: set[str] = set()
+        self.restore: set[str] = set()
+        self.backward_reads: set[str] = set()
+        # cotangent variables known to be None / known not None at the point of emission
+        self.null: set[str] = set()
+        self.nonnull: set[str] = set()
+        self.loop_depth = 0
+
+    # ---------------------------------------------------------------- naming
+
+    def d(self, name: str) -> str:
+        if name not in self.adj_names:
+            dn = self.names.fresh(f"d_{name}")
+            self.adj_names[name] = dn
+            if self.loop_depth == 0:
+                self.null.add(dn)  # a cotangent nothing has reached yet is zero
+        return self.adj_names[name]
+
+    def is_active(self, op) -> bool:
+        return isinstance(op, Var) and op.name in self.activity.active
+
+    def reassigned(self, name) -> bool:
+        return self.counts.get(name, 0) > 1
+
+    # ------------------------------------------------------- cotangent updates
+
+    def accumulate(self, dx: str, contrib, loc) -> list:
+        """``dx += contrib`` where None is zero; plain assignment when dx is known None."""
+        if dx in self.null:
+            stmt = Copy(dx, contrib, loc=loc)
+        else:
+            stmt = Prim(dx, "acc", [Var(dx), contrib], loc=loc)
+        self.null.discard(dx)
+        self.nonnull.add(dx)
+        return [stmt]
+
+    def reset(self, dx: str, loc) -> list:
+        if dx in self.null:
+            return []
+        self.null.add(dx)
+        self.nonnull.discard(dx)
+        return [Copy(dx, Const(None), loc=loc)]
+
+    def guarded(self, d_y: str, body_fn, loc) -> list:
+        """Run ``body_fn`` (emitting the adjoint) only when cotangent ``d_y`` is not None."""
+        if d_y in self.null:
+            return []
+        if d_y in self.nonnull:
+            return body_fn()
+        before_null, before_nonnull = set(self.null), set(self.nonnull)
+        self.nonnull.add(d_y)
+        body = body_fn()
+        written = _written(body)
+        self.null = before_null - written
+        self.nonnull = before_nonnull - written
+        if not body:
+            return []
+        return [If(Prim(None, "not_none", [Var(d_y)]), body, [], loc=loc)]
+
+    # ------------------------------------------------------------ backward
+
+    def backward(self, stmts) -> list:
+        out: list = []
+        for s in reversed(stmts):
+            out.extend(self.adjoint(s))
+        return out
+
+    def adjoint(self, s) -> list:
+        """The adjoint of one statement, followed by restoring what it overwrote."""
+        loc = s.loc
+        if isinstance(s, If):
+            return self.if_adjoint(s)
+        if isinstance(s, (For, While)):
+            return self.loop_adjoint(s)
+        out: list = []
+        if isinstance(s, Prim):
+            if s.target and s.target in self.activity.active:
+                out.extend(self.prim_adjoint(s))
+            elif s.target and s.target in self.adj_names and self.reassigned(s.target):
+                out.extend(self.reset(self.d(s.target), loc))
+        elif isinstance(s, Copy):
+            if s.target in self.activity.active:
+                d_t = self.d(s.target)
+                if self.is_active(s.value) and s.value.name != s.target:
+                    d_src = self.d(s.value.name)
+
+                    def body():
+                        o = self.accumulate(d_src, Var(d_t), loc)
+                        return o + (self.reset(d_t, loc) if self.reassigned(s.target) else [])
+                    out.extend(self.guarded(d_t, body, loc))
+                elif self.reassigned(s.target):
+                    out.extend(self.reset(d_t, loc))
+        elif isinstance(s, External):
+            if s.target and s.target in self.adj_names and self.reassigned(s.target):
+                out.extend(self.reset(self.d(s.target), loc))
+        elif isinstance(s, SetItem):
+            if s.target in self.activity.active:
+                out.extend(self.setitem_adjoint(s))
+        # restore what the statement overwrote
+        if isinstance(s, SetItem):
+            if s.target in self.restore:
+                old = self.names.fresh(f"{s.target}_old")
+                out.append(Prim(old, "pop", [Var(self.tape)], loc=loc))
+                out.append(SetItem(s.target, s.index, Var(old), loc=loc))
+        else:
+            for w in core.writes(s):
+                if w in self.restore:
+                    out.append(Prim(w, "pop", [Var(self.tape)], loc=loc))
+        return out
+
+    def setitem_adjoint(self, s: SetItem) -> list:
+        loc = s.loc
+        d_t = self.d(s.target)
+        self.backward_reads.update(core.atom_vars([s.index]))
+
+        def body():
+            out = []
+            if self.is_active(s.value):
+                part = self.names.fresh(f"{d_t}_part")
+                out.append(Prim(part, "cot_at", [Var(d_t), s.index], loc=loc))
+                contrib = self.names.fresh(f"d_{s.value.name}_part")
+                out.append(Prim(contrib, "unbroadcast", [Var(part), s.value], loc=loc))
+                self.backward_reads.add(s.value.name)
+                out.extend(self.accumulate(self.d(s.value.name), Var(contrib), loc))
+            out.append(Prim(d_t, "cot_zero_at", [Var(d_t), s.index], loc=loc))
+            return out
+        return self.guarded(d_t, body, loc)
+
+    def if_adjoint(self, s: If) -> list:
+        null, nonnull = set(self.null), set(self.nonnull)
+        body = self.backward(s.body)
+        null_a, nonnull_a = self.null, self.nonnull
+        self.null, self.nonnull = set(null), set(nonnull)
+        orelse = self.backward(s.orelse)
+        self.null &= null_a
+        self.nonnull &= nonnull_a
+        if not (_has_code(body) or _has_code(orelse)):
+            return []
+        self.backward_reads.update(core.atom_vars([s.test]))
+        return [If(s.test, body or [], orelse, loc=s.loc)]
+
+    def loop_adjoint(self, s) -> list:
+        loc = s.loc
+        outer_null, outer_nonnull = set(self.null), set(self.nonnull)
+        # inside a reverse loop nothing is known about cotangents at iteration start
+        self.null, self.nonnull = set(), set()
+        self.loop_depth += 1
+        inner = self.backward(s.body)
+        if isinstance(s, For) and s.target in self.restore:
+            inner.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+        test_once = test_each = []
+        if isinstance(s, While):
+            test_each = self.backward(s.test_body)
+            self.null, self.nonnull = set(), set()
+            test_once = self.backward(s.test_body)
+        self.loop_depth -= 1
+        written = _written(inner + test_each + test_once)
+        self.null = outer_null - written
+        self.nonnull = outer_nonnull - written
+        if not _has_code(inner + test_each):
+            return []
+        trips = self._trip_var(s)
+        out = [Prim(trips, "pop", [Var(self.tape)], loc=loc)]
+        out.extend(test_once)
+        out.append(For(self.names.fresh("step"), Prim(None, "range", [
+            Const(0), Var(trips), Const(None)]), inner + test_each, loc=loc))
+        return out
+
+    def _trip_var(self, loop):
+        name = getattr(loop, "_trips", None)
+        if name is None:
+            name = self.names.fresh("trips")
+            loop._trips = name
+            self.trip_vars.add(name)
+        return name
+
+    def prim_adjoint(self, s: Prim) -> list:
+        """Inline the primitive's vjp template for its active operands."""
+        prim = P.REGISTRY[s.prim]
+        d_y = self.d(s.target)
+        wanted = [(i, op) for i, (pname, op) in enumerate(_diff_operands(s))
+                  if self.is_active(op)]
+        loc = s.loc
+        if not wanted:
+            return self.reset(d_y, loc) if self.reassigned(s.target) else []
+        src = template_for(s.prim)
+        if src is None:
+            raise DifferentiationError(
+                f"primitive {s.prim!r} has no vjp rule", loc,
+                "add a template to templates/vjp.py")
+
+        def body():
+            out: list = []
+            g = d_y
+            self_update = s.target in {op.name for _, op in wanted}
+            if self_update:
+                # y = f(y, ...): take the cotangent out before accumulating into y
+                g = self.names.fresh(f"{d_y}_in")
+                out.append(Copy(g, Var(d_y), loc=loc))
+                out.extend(self.reset(d_y, loc))
+            stmts, contribs = self.inline_template(src, prim, s, g, [i for i, _ in wanted])
+            out.extend(stmts)
+            for (i, op), c in zip(wanted, contribs):
+                if c is not None:
+                    out.extend(self.accumulate(self.d(op.name), c, loc))
+            if not self_update and self.reassigned(s.target):
+                out.extend(self.reset(d_y, loc))
+            return out
+        return self.guarded(d_y, body, loc)
+
+    def inline_template(self, src, prim, s: Prim, g: str, positions):
+        """(statements, one operand or None per position) for the template's cotangents.
+
+        ``positions`` index the flattened differentiable operands (a variadic
+        parameter contributes one position per operand).
+        """
+        fnode = src.node
+        params = [a.id for a in fnode.args.args]
+        bindings = {params[0]: Var(g), params[1]: Var(s.target)}
+        for pname, arg in zip(prim.params, s.args):
+            bindings[pname.lstrip("*")] = arg
+        norm = self.make_normalizer(self.names, self.fn.env)
+        stmts, results = norm.template(src, fnode, bindings, s.loc, hint=self.d(s.target))
+        flat = []
+        for k, pname in enumerate(prim.diff):
+            res = results[k] if k < len(results) else None
+            arg = s.args[prim.params.index(pname)]
+            if pname.startswith("*"):
+                flat.extend(("seq", res, j) for j in range(len(arg)))
+            else:
+                flat.append(("one", res, None))
+        outs = []
+        extra: list = []
+        for pos in positions:
+            kind, res, j = flat[pos]
+            if res is None or (isinstance(res, Const) and res.value is None):
+                outs.append(None)
+                continue
+            if kind == "seq":
+                t = self.names.fresh(f"{g}_{j}")
+                extra.append(Prim(t, "getitem", [res, Index((Const(j),))], loc=s.loc))
+                res = Var(t)
+            outs.append(res)
+        needed = _vars(o for o in outs if o is not None)
+        for st in extra:
+            needed |= set(core.reads(st))
+        body = _dce(stmts, needed) + extra
+        for st in core.walk(body):
+            st.loc = s.loc
+            self.backward_reads.update(core.reads(st))
+        self.backward_reads.update(_vars(o for o in outs if o is not None))
+        return body, outs
+
+    # ------------------------------------------------------------- forward
+
+    def forward(self, stmts) -> list:
+        out: list = []
+        for s in stmts:
+            out.extend(self.forward_stmt(s))
+        return out
+
+    def forward_stmt(self, s) -> list:
+        loc = s.loc
+        pre: list = []
+        if isinstance(s, SetItem):
+            if s.target in self.restore:
+                saved = self.names.fresh(f"{s.target}_saved")
+                pre.append(Prim(saved, "save_at", [Var(s.target), s.index], loc=loc))
+                pre.append(Prim(None, "push", [Var(self.tape), Var(saved)], loc=loc))
+            return pre + [s]
+        if not isinstance(s, For):
+            for w in core.writes(s):
+                if w in self.restore:
+                    pre.append(Prim(None, "push", [Var(self.tape), Var(w)], loc=loc))
+        if isinstance(s, If):
+            return pre + [If(s.test, self.forward(s.body), self.forward(s.orelse), loc=loc)]
+        if isinstance(s, (For, While)):
+            body = self.forward(s.body)
+            trips = getattr(s, "_trips", None)
+            if trips is not None:
+                body = [Prim(trips, "add", [Var(trips), Const(1)], loc=loc)] + body
+            if isinstance(s, For):
+                target = s.target
+                if target in self.restore:
+                    hidden = self.names.fresh(f"{target}_next")
+                    body = [Prim(None, "push", [Var(self.tape), Var(target)], loc=loc),
+                            Copy(target, Var(hidden), loc=loc)] + body
+                    target = hidden
+                loop = For(target, s.iter, body, s.exit_flags, loc=loc)
+            else:
+                loop = While(self.forward(s.test_body), s.test, body, s.exit_flags, loc=loc)
+            if trips is None:
+                return pre + [loop]
+            return pre + [Copy(trips, Const(0), loc=loc), loop,
+                          Prim(None, "push", [Var(self.tape), Var(trips)], loc=loc)]
+        return pre + [s]
+
+    # -------------------------------------------------------------- driver
+
+    def build(self, seeded: set[str] = frozenset()):
+        """(forward statements, backward statements, initial cotangent names).
+
+        ``seeded``: cotangent names set before the backward sweep starts (the seed).
+        """
+        body = [s for s in self.fn.body if not isinstance(s, Return)]
+        used = set(self.names.used)
+        # pass 1: what does the backward sweep read?
+        self._start(seeded)
+        self.backward(body)
+        reads = self.backward_reads
+        primal_vars = core.all_writes(body) | set(self.fn.params)
+        self.restore = {v for v in reads & primal_vars
+                        if self.reassigned(v) and v not in self.trip_vars}
+        # pass 2: the real thing (same names as pass 1 would have chosen)
+        trips = dict((id(x), x._trips) for x in core.walk(body) if hasattr(x, "_trips"))
+        self.names.used = used | set(trips.values())
+        seed_names = {k: v for k, v in self.adj_names.items() if v in seeded}
+        self.adj_names = dict(seed_names)
+        self._start(seeded)
+        backward = self.backward(body)
+        forward = self.forward(body)
+        return forward, backward
+
+    def _start(self, seeded):
+        self.backward_reads = set()
+        self.null = set()
+        self.nonnull = set(seeded)
+        self.loop_depth = 0
+
+    def initial_cotangents(self, backward, epilogue_reads, seeded) -> list:
+        """``d_x = None`` for cotangents that may be read before anything writes them."""
+        first: dict[str, str] = {}
+
+        def visit(stmts, top):
+            for st in stmts:
+                for r in core.reads(st):
+                    first.setdefault(r, "read")
+                for b in core.child_blocks(st):
+                    visit(b, False)
+                for w in core.writes(st):
+                    first.setdefault(w, "write" if top else "read")
+        visit(backward, True)
+        for r in epilogue_reads:
+            first.setdefault(r, "read")
+        names = [d for d in self.adj_names.values() if d not in seeded]
+        return [Copy(d, Const(None)) for d in names if first.get(d) == "read"]
+
+
+def _written(stmts) -> set:
+    return core.all_writes(stmts)
+
+
+def _has_code(stmts) -> bool:
+    return any(not isinstance(s, Comment) for s in stmts)
+
+
+def _dce(stmts, needed: set) -> list:
+    """Drop straight-line statements whose results nothing needs (rule templates)."""
+    keep = []
+    needed = set(needed)
+    for s in reversed(stmts):
+        ws = core.writes(s)
+        if isinstance(s, (Prim, Copy)) and ws and not (set(ws) & needed):
+            continue
+        keep.append(s)
+        needed |= set(core.reads(s))
+        for b in core.child_blocks(s):
+            needed |= core.all_reads(b)
+    return list(reversed(keep))
+
+
+__all__ = ["ReverseAD", "Activity", "template_for"]
+
+_unused = (Assert, Raise, inspect, gast)

@@ -1,0 +1,30 @@
+"""Vector-Jacobian products of the core-form primitives (see ``astjax/core_prims.py``).
+
+Same convention as ``templates/vjp.py``: ``def <primitive>(g, ans, <params>)``
+returning one cotangent per differentiable parameter.
+"""
+from astjax import runtime as rt
+
+
+def make_tuple(g, ans, *items):
+    return rt.seq_cotangents(g, len(items))
+
+
+def make_list(g, ans, *items):
+    return rt.seq_cotangents(g, len(items))
+
+
+def make_dict(g, ans, keys, *values):
+    return rt.dict_cotangents(g, keys)
+
+
+def append(g, ans, lst, item):
+    return rt.append_cotangents(g, lst)
+
+
+def to_list(g, ans, x):
+    return rt.list_cotangent(g, x)
+
+
+def acc(g, ans, a, b):
+    return g, g
