@@ -19,7 +19,8 @@ def make_dict(g, ans, keys, *values):
 
 
 def append(g, ans, lst, item):
-    return rt.append_cotangents(g, lst)
+    parts = rt.append_cotangents(g, lst)
+    return parts[0], parts[1]
 
 
 def to_list(g, ans, x):

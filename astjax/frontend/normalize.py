@@ -680,6 +680,10 @@ class Normalizer:
     # ---------------------------------------------------------------- assignment
 
     def assign(self, target, value_node):
+        if isinstance(target, gast.Name) and isinstance(value_node, gast.Lambda):
+            self.store_name(target.id, target)
+            self.scope.local_funcs[target.id] = LocalFunc(value_node, self.scope)
+            return
         if isinstance(target, gast.Name):
             var = self.store_name(target.id, target)
             self.expr(value_node, var, target=var)

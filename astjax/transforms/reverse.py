@@ -244,6 +244,17 @@ class ReverseAD:
         if isinstance(s, (For, While)):
             return self.loop_adjoint(s)
         out: list = []
+        if isinstance(s, Prim) and s.target in self.restore and s.target in core.atom_vars(
+                s.args):
+            # y = f(y, ...): the rule needs the old y, which the tape gives back first
+            new = self.names.fresh(f"{s.target}_new")
+            out.append(Copy(new, Var(s.target), loc=loc))
+            out.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+            if s.target in self.activity.active:
+                out.extend(self.prim_adjoint(s, ans=new))
+            elif s.target in self.adj_names and self.reassigned(s.target):
+                out.extend(self.reset(self.d(s.target), loc))
+            return out
         if isinstance(s, Prim):
             if s.target and s.target in self.activity.active:
                 out.extend(self.prim_adjoint(s))
@@ -345,7 +356,7 @@ class ReverseAD:
             self.trip_vars.add(name)
         return name
 
-    def prim_adjoint(self, s: Prim) -> list:
+    def prim_adjoint(self, s: Prim, ans: str | None = None) -> list:
         """Inline the primitive's vjp template for its active operands."""
         prim = P.REGISTRY[s.prim]
         d_y = self.d(s.target)
@@ -369,7 +380,8 @@ class ReverseAD:
                 g = self.names.fresh(f"{d_y}_in")
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
-            stmts, contribs = self.inline_template(src, prim, s, g, [i for i, _ in wanted])
+            stmts, contribs = self.inline_template(src, prim, s, g, [i for i, _ in wanted],
+                                                   ans or s.target)
             out.extend(stmts)
             for (i, op), c in zip(wanted, contribs):
                 if c is not None:
@@ -379,7 +391,7 @@ class ReverseAD:
             return out
         return self.guarded(d_y, body, loc)
 
-    def inline_template(self, src, prim, s: Prim, g: str, positions):
+    def inline_template(self, src, prim, s: Prim, g: str, positions, ans: str):
         """(statements, one operand or None per position) for the template's cotangents.
 
         ``positions`` index the flattened differentiable operands (a variadic
@@ -387,7 +399,7 @@ class ReverseAD:
         """
         fnode = src.node
         params = [a.id for a in fnode.args.args]
-        bindings = {params[0]: Var(g), params[1]: Var(s.target)}
+        bindings = {params[0]: Var(g), params[1]: Var(ans)}
         for pname, arg in zip(prim.params, s.args):
             bindings[pname.lstrip("*")] = arg
         norm = self.make_normalizer(self.names, self.fn.env)
