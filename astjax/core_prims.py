@@ -32,6 +32,7 @@ register(Primitive("range", builtins.range, "range", ("start", "stop", "step"),
                    defaults={"stop": None, "step": None}, kind="static"))
 register(Primitive("not_", rt.not_, "rt.not_", ("x",), kind="compare"))
 register(Primitive("no_flags", rt.no_flags, "rt.no_flags", ("*flags",), kind="compare"))
+register(Primitive("any_flag", rt.any_flag, "rt.any_flag", ("*flags",), kind="compare"))
 register(Primitive("format_string", rt.format_string, "rt.format_string",
                    ("template", "*values"), kind="static"))
 
@@ -80,6 +81,7 @@ PRINTERS = {
     "range": _print_range,
     "not_": lambda s: f"not {format_operand(s.args[0])}",
     "no_flags": _print_no_flags,
+    "any_flag": lambda s: " or ".join(format_operand(f) for f in s.args[0]),
     "to_list": lambda s: f"list({format_operand(s.args[0])})",
 }
 

@@ -143,6 +143,10 @@ def no_flags(*flags):
     return not any(flags)
 
 
+def any_flag(*flags):
+    return any(flags)
+
+
 def format_string(template, *values):
     return template.format(*values)
 

@@ -1,31 +1,1104 @@
 """Array helpers that rule templates call (unbroadcast, undoing reductions...).
 
 Generated code imports this module as ``ra``.  Each helper is itself a primitive in
-the registry, so code that calls it can be transformed again (higher derivatives).
+the registry (``astjax/primitives.py``), so code that calls it can be transformed
+again (higher derivatives).  Helpers that are linear in their first argument have a
+vjp template of their own; helpers that only compute masks or static facts (shapes,
+permutations, axes) are registered as non-differentiable.
+
+Conventions shared by every helper:
+- a cotangent ``None`` means zero, and comes back out as ``None``;
+- a cotangent returned for a primal ``x`` has ``x``'s shape and, when ``x`` is a
+  floating array, ``x``'s dtype (float32 stays float32);
+- containers (lists, tuples, dicts) get containers of cotangents of the same kind.
+
+NumPy only; no state.
 """
 from __future__ import annotations
 
+import builtins
+import operator
+
 import numpy as np
 
+# ---------------------------------------------------------------------------
+# Small internals (not primitives: never called from templates)
+# ---------------------------------------------------------------------------
 
-def unbroadcast(g, x):
-    """Sum a cotangent ``g`` down to the shape of ``x`` (undoing NumPy broadcasting)."""
-    if g is None:
-        return None
-    shape = np.shape(x)
-    gshape = np.shape(g)
-    if gshape == shape:
-        out = g
-    else:
-        lead = len(gshape) - len(shape)
-        axes = tuple(range(lead)) + tuple(
-            i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
-        out = np.sum(g, axis=axes, keepdims=False) if axes else g
-        if lead == 0 and np.shape(out) != shape:
-            out = np.reshape(out, shape)
-        elif np.shape(out) != shape:
-            out = np.reshape(out, shape)
+
+def _float_dtype(x, fallback=None):
+    """The floating dtype a cotangent for ``x`` must have (None: leave as is)."""
     dtype = getattr(x, "dtype", None)
-    if dtype is not None and np.issubdtype(dtype, np.inexact) and getattr(out, "dtype", dtype) != dtype:
+    if dtype is not None and np.issubdtype(dtype, np.inexact):
+        return dtype
+    return fallback
+
+
+def _fit_dtype(out, x):
+    dtype = _float_dtype(x)
+    if dtype is not None and getattr(out, "dtype", dtype) != dtype:
         out = np.asarray(out).astype(dtype)
     return out
+
+
+def _axes(axis, ndim):
+    """Normalize ``axis`` (None, int, negative, tuple) to a sorted tuple of axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        return tuple(sorted(operator.index(a) % ndim if ndim else 0 for a in axis))
+    return (operator.index(axis) % ndim if ndim else 0,)
+
+
+def _zeros(x):
+    return np.zeros(np.shape(x), dtype=_float_dtype(x, np.float64))
+
+
+def _is_container(x):
+    return isinstance(x, (list, tuple, dict))
+
+
+def _rebuild(x, items):
+    """A container of ``x``'s kind (list, tuple, namedtuple) holding ``items``."""
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return type(x)(*items)
+    if isinstance(x, tuple):
+        return tuple(items)
+    return list(items)
+
+
+# ---------------------------------------------------------------------------
+# Broadcasting and reductions
+# ---------------------------------------------------------------------------
+
+
+def unbroadcast(t, x):
+    """Sum a cotangent ``t`` down to the shape of ``x`` (undoing NumPy broadcasting).
+
+    Also casts to ``x``'s floating dtype, so every rule can end with it to give a
+    cotangent that fits its primal exactly.  ``x`` None (an absent optional
+    argument) gets ``None``.
+    """
+    if t is None or x is None:
+        return None
+    shape = np.shape(x)
+    tshape = np.shape(t)
+    out = t
+    if tshape != shape:
+        lead = len(tshape) - len(shape)
+        axes = tuple(range(lead)) + tuple(
+            i + lead for i, n in enumerate(shape) if n == 1 and tshape[i + lead] != 1)
+        if axes:
+            out = np.sum(t, axis=axes)
+        out = np.reshape(out, shape)
+    return _fit_dtype(out, x)
+
+
+def broadcast_like(t, x):
+    """Broadcast ``t`` to the shape (and floating dtype) of ``x``; a fresh array."""
+    if t is None:
+        return None
+    dtype = _float_dtype(x, getattr(np.asarray(t), "dtype", None))
+    out = np.empty(np.shape(x), dtype=dtype)
+    out[...] = t
+    return out
+
+
+def unreduce(t, x, axis=None, keepdims=False):
+    """Broadcast the cotangent of a reduction of ``x`` over ``axis`` back to ``x``'s shape."""
+    if t is None:
+        return None
+    shape = np.shape(x)
+    if not keepdims:
+        t = np.reshape(t, tuple(1 if i in _axes(axis, len(shape)) else n
+                                for i, n in enumerate(shape)))
+    return broadcast_like(t, x)
+
+
+def reduced_size(x, axis=None):
+    """How many elements a reduction of ``x`` over ``axis`` combines (a Python int)."""
+    shape = np.shape(x)
+    n = 1
+    for i in _axes(axis, len(shape)):
+        n *= shape[i]
+    return n
+
+
+def extremum_weights(a, ans, axis=None, keepdims=False):
+    """1/count where ``a`` equals its reduced max/min ``ans``, else 0 (ties share, as in JAX)."""
+    shape = np.shape(a)
+    if not keepdims:
+        ans = np.reshape(ans, tuple(1 if i in _axes(axis, len(shape)) else n
+                                    for i, n in enumerate(shape)))
+    mask = (a == ans) | (np.isnan(a) & np.isnan(ans))
+    count = np.sum(mask, axis=_axes(axis, len(shape)), keepdims=True)
+    dtype = _float_dtype(a, np.float64)
+    return mask.astype(dtype) / np.maximum(count, 1).astype(dtype)
+
+
+def max_weight(x, y, like=None):
+    """JAX's balanced weight of ``x`` in ``maximum(x, y)``: 1 where x > y, 0.5 on ties.
+
+    The weight has ``like``'s floating dtype so that ``g * weight`` keeps g's dtype.
+    """
+    dtype = _float_dtype(like, None)
+    if dtype is None:
+        dtype = np.result_type(_float_dtype(x, np.float64), _float_dtype(y, np.float64))
+    x = np.asarray(x)
+    y = np.asarray(y)
+    return np.greater(x, y).astype(dtype) + np.equal(x, y).astype(dtype) * 0.5
+
+
+def clip_part(t, a, a_min=None, a_max=None, min=None, max=None, which=0):
+    """The part of the cotangent ``t`` of ``clip`` that goes to ``a`` (which=0), to the
+    lower bound (1) or to the upper bound (2), before unbroadcasting.
+
+    ``clip`` is ``minimum(maximum(a, lo), hi)`` in JAX, so ties share like there.
+    Linear in ``t``; its own vjp is itself.
+    """
+    if t is None:
+        return None
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    if which == 1 and lo is None or which == 2 and hi is None:
+        return None
+    one = np.ones_like(t)
+    w_lo = one if lo is None else max_weight(a, lo, t)    # share of a in maximum(a, lo)
+    mid = a if lo is None else np.maximum(a, lo)
+    w_mid = one if hi is None else max_weight(hi, mid, t)  # share of mid in minimum(mid, hi)
+    if which == 0:
+        return t * (w_lo * w_mid)
+    if which == 1:
+        return t * ((1 - w_lo) * w_mid)
+    return t * (1 - w_mid)
+
+
+def clip(a, a_min=None, a_max=None, out=None, min=None, max=None):
+    """``np.clip`` accepting both NumPy spellings of the bounds (a_min/min, a_max/max)."""
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    return np.clip(a, lo, hi, out=out)
+
+
+# ---------------------------------------------------------------------------
+# Products along axes (prod, cumprod)
+# ---------------------------------------------------------------------------
+
+
+def _fold_plan(shape, axis):
+    axes = _axes(axis, len(shape))
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    n = 1
+    for i in axes:
+        n *= shape[i]
+    return kept + axes, tuple(shape[i] for i in kept) + (n,)
+
+
+def fold_axes(x, axis=None):
+    """Move the axes in ``axis`` to the end and flatten them into one (linear)."""
+    shape = np.shape(x)
+    perm, folded = _fold_plan(shape, axis)
+    return np.reshape(np.transpose(x, perm), folded)
+
+
+def unfold_axes(t, x, axis=None):
+    """Inverse of ``fold_axes(x, axis)``: ``t`` of the folded shape back to ``x``'s shape."""
+    if t is None:
+        return None
+    shape = np.shape(x)
+    perm, _ = _fold_plan(shape, axis)
+    inv = np.argsort(perm)
+    out = np.transpose(np.reshape(t, tuple(shape[i] for i in perm)), tuple(int(i) for i in inv))
+    return _fit_dtype(out, x)
+
+
+def prod_others_last(a):
+    """For each element along the last axis, the product of all the others.
+
+    Exclusive prefix times exclusive suffix products: exact with zeros, no division.
+    """
+    a = np.asarray(a)
+    ones = np.ones(a.shape[:-1] + (1,), dtype=a.dtype)
+    left = np.cumprod(np.concatenate([ones, a[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.flip(np.concatenate([a[..., 1:], ones], axis=-1), -1),
+                               axis=-1), -1)
+    return left * right
+
+
+def eye_last(x):
+    """Identity matrix of size ``x.shape[-1]`` in ``x``'s floating dtype (a constant)."""
+    return np.eye(np.shape(x)[-1], dtype=_float_dtype(x, np.float64))
+
+
+def cum_axis(axis):
+    """The axis a cumulative op runs along once ``axis=None`` has flattened its input."""
+    return 0 if axis is None else axis
+
+
+# ---------------------------------------------------------------------------
+# Static facts used by linear-algebra rules
+# ---------------------------------------------------------------------------
+
+
+def _norm_axes(axes, ndim):
+    if isinstance(axes, (tuple, list)):
+        return [operator.index(a) % ndim for a in axes]
+    return [operator.index(axes) % ndim]
+
+
+def _tensordot_axes(a, b, axes):
+    na, nb = np.ndim(a), np.ndim(b)
+    if isinstance(axes, (tuple, list)):
+        ia = _norm_axes(axes[0], na) if na else []
+        ib = _norm_axes(axes[1], nb) if nb else []
+    else:
+        n = operator.index(axes)
+        ia = list(range(na - n, na))
+        ib = list(range(n))
+    return ia, ib
+
+
+def tensordot_plan(a, b, axes=2, which=0):
+    """Static pieces of tensordot's vjp.
+
+    which=0: contraction axes of ``tensordot(g, b, .)`` giving a's cotangent;
+    which=1: the permutation that puts that result into a's axis order;
+    which=2: contraction axes of ``tensordot(a, g, .)`` giving b's cotangent;
+    which=3: the permutation for b.
+    """
+    ia, ib = _tensordot_axes(a, b, axes)
+    na, nb = np.ndim(a), np.ndim(b)
+    free_a = [i for i in range(na) if i not in ia]
+    free_b = [j for j in range(nb) if j not in ib]
+    fa = len(free_a)
+    if which == 0:
+        return [fa + k for k in range(len(free_b))], free_b
+    if which == 1:
+        sib = sorted(ib)
+        return tuple(free_a.index(i) if i in free_a else fa + sib.index(ib[ia.index(i)])
+                     for i in range(na))
+    if which == 2:
+        return free_a, list(range(fa))
+    sia = sorted(ia)
+    return tuple(len(ia) + free_b.index(j) if j in free_b else sia.index(ia[ib.index(j)])
+                 for j in range(nb))
+
+
+def dot_axes(a, b):
+    """``np.dot(a, b)`` as ``np.tensordot(a, b, axes)``: this returns the axes."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 0 or nb == 0:
+        return [], []
+    return [na - 1], [builtins.max(nb - 2, 0)]
+
+
+def inner_axes(a, b):
+    """``np.inner(a, b)`` as ``np.tensordot(a, b, axes)``: this returns the axes."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 0 or nb == 0:
+        return [], []
+    return [na - 1], [nb - 1]
+
+
+def matmul_shape(x, y, which=0):
+    """Shapes that turn matmul's 1-D operands into matrices (which: 0 x, 1 y, 2 result)."""
+    sx, sy = np.shape(x), np.shape(y)
+    x2 = (1,) + sx if len(sx) == 1 else sx
+    y2 = sy + (1,) if len(sy) == 1 else sy
+    if which == 0:
+        return x2
+    if which == 1:
+        return y2
+    batch = np.broadcast_shapes(x2[:-2], y2[:-2])
+    return tuple(batch) + (x2[-2], y2[-1])
+
+
+def kron_plan(a, b, which=0):
+    """Static pieces of kron's vjp (0: interleaved shape of g, 1: padded shape of b,
+    2: tensordot axes for a's cotangent, 3: padded shape of a, 4: axes for b's)."""
+    sa, sb = np.shape(a), np.shape(b)
+    nd = builtins.max(len(sa), len(sb))
+    sa = (1,) * (nd - len(sa)) + tuple(sa)
+    sb = (1,) * (nd - len(sb)) + tuple(sb)
+    if which == 0:
+        return tuple(n for pair in zip(sa, sb) for n in pair)
+    if which == 1:
+        return sb
+    if which == 2:
+        return [2 * i + 1 for i in range(nd)], list(range(nd))
+    if which == 3:
+        return sa
+    return list(range(nd)), [2 * i for i in range(nd)]
+
+
+def inverse_perm(axes, ndim):
+    """The permutation undoing ``np.transpose(x, axes)`` (None: reversal, its own inverse)."""
+    if axes is None:
+        return None
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = axes[0]
+    return tuple(int(i) for i in np.argsort([operator.index(a) % ndim for a in axes]))
+
+
+def neg_shift(shift):
+    """``-shift`` for ``np.roll`` (an int or a tuple of ints)."""
+    if isinstance(shift, (tuple, list)):
+        return tuple(-s for s in shift)
+    return -shift
+
+
+def col_shape(b):
+    """``b``'s shape, with a trailing 1 when ``b`` is a vector (np.linalg.solve's rule)."""
+    s = np.shape(b)
+    return s + (1,) if len(s) == 1 else s
+
+
+# ---------------------------------------------------------------------------
+# Diagonals, tiling, repeating, padding, gathering
+# ---------------------------------------------------------------------------
+
+
+def diagonal_vjp(t, x, offset=0, axis1=0, axis2=1):
+    """Zeros shaped like ``x`` with ``t`` (broadcast) written on the given diagonal."""
+    if t is None:
+        return None
+    z = _zeros(x)
+    ndim = z.ndim
+    zv = np.moveaxis(z, (axis1 % ndim, axis2 % ndim), (-2, -1))
+    n = builtins.max(0, builtins.min(zv.shape[-2] + builtins.min(offset, 0),
+                                     zv.shape[-1] - builtins.max(offset, 0)))
+    i = np.arange(n)
+    zv[..., i + builtins.max(-offset, 0), i + builtins.max(offset, 0)] = t
+    return z
+
+
+def diag_vjp(t, v, k=0):
+    """Cotangent of ``np.diag(v, k)``: the diagonal of ``t`` (1-D v) or ``t`` placed on
+    the diagonal of zeros (2-D v).  Linear in ``t``; its vjp is ``np.diag(g, k)``."""
+    if t is None:
+        return None
+    if np.ndim(v) == 1:
+        return _fit_dtype(np.diagonal(t, k), v)
+    return diagonal_vjp(t, v, k, 0, 1)
+
+
+def tile_vjp(t, A, reps):
+    """Cotangent of ``np.tile(A, reps)``: sum the tiles back onto ``A``."""
+    if t is None:
+        return None
+    reps = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
+    shape = np.shape(A)
+    nd = builtins.max(len(shape), len(reps))
+    s = (1,) * (nd - len(shape)) + tuple(shape)
+    r = (1,) * (nd - len(reps)) + reps
+    inter = tuple(n for pair in zip(r, s) for n in pair)
+    out = np.sum(np.reshape(t, inter), axis=tuple(range(0, 2 * nd, 2)))
+    return _fit_dtype(np.reshape(out, shape), A)
+
+
+def repeat_vjp(t, a, repeats, axis=None):
+    """Cotangent of ``np.repeat(a, repeats, axis)``: sum each run of copies."""
+    if t is None:
+        return None
+    shape = np.shape(a)
+    flat = axis is None
+    ax = 0 if flat else operator.index(axis) % builtins.max(len(shape), 1)
+    n = int(np.prod(shape)) if flat else shape[ax]
+    t = np.asarray(t)
+    if np.ndim(repeats) == 0:
+        r = operator.index(repeats)
+        out = np.sum(np.reshape(t, t.shape[:ax] + (n, r) + t.shape[ax + 1:]), axis=ax + 1)
+    else:
+        zshape = (n,) if flat else shape
+        out = np.zeros(zshape, dtype=_float_dtype(a, t.dtype))
+        idx = np.repeat(np.arange(n), repeats)
+        np.add.at(out, (slice(None),) * ax + (idx,), t)
+    return _fit_dtype(np.reshape(out, shape), a)
+
+
+_INDEX_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+def pad(array, pad_width, mode="constant", constant_values=0):
+    """``np.pad`` restricted to what is differentiated: ``constant_values`` only when
+    ``mode`` is "constant" (np.pad rejects it otherwise)."""
+    if mode == "constant":
+        return np.pad(array, pad_width, mode=mode, constant_values=constant_values)
+    return np.pad(array, pad_width, mode=mode)
+
+
+def pad_vjp(t, array, pad_width, mode="constant"):
+    """Cotangent of ``np.pad``: pad an index array the same way, then add ``t`` at the
+    indices (covers constant, edge, reflect, symmetric and wrap)."""
+    if t is None:
+        return None
+    if mode not in _INDEX_MODES:
+        raise NotImplementedError(f"the derivative of np.pad with mode={mode!r}")
+    shape = np.shape(array)
+    size = int(np.prod(shape))
+    idx = np.arange(size).reshape(shape)
+    if mode == "constant":
+        pidx = np.pad(idx, pad_width, mode="constant", constant_values=-1)
+    else:
+        pidx = np.pad(idx, pad_width, mode=mode)
+    keep = pidx >= 0
+    t = np.broadcast_to(t, pidx.shape)
+    out = np.bincount(pidx[keep], weights=t[keep], minlength=size)
+    return np.reshape(out, shape).astype(_float_dtype(array, t.dtype), copy=False)
+
+
+def take_vjp(t, a, indices, axis=None, mode="raise"):
+    """Cotangent of ``np.take``: add ``t`` at the taken positions (repeats add up)."""
+    if t is None:
+        return None
+    shape = np.shape(a)
+    flat = axis is None
+    ax = 0 if flat else operator.index(axis) % builtins.max(len(shape), 1)
+    n = int(np.prod(shape)) if flat else shape[ax]
+    idx = np.asarray(indices)
+    if mode == "wrap":
+        idx = idx % n
+    elif mode == "clip":
+        idx = np.clip(idx, 0, n - 1)
+    z = np.zeros((n,) if flat else shape, dtype=_float_dtype(a, np.float64))
+    np.add.at(z, (slice(None),) * ax + (idx,), t)
+    return np.reshape(z, shape)
+
+
+def take_along_axis_vjp(t, arr, indices, axis=-1):
+    """Cotangent of ``np.take_along_axis``: add ``t`` at the gathered positions."""
+    if t is None:
+        return None
+    shape = np.shape(arr)
+    if axis is None:
+        z = np.zeros(int(np.prod(shape)), dtype=_float_dtype(arr, np.float64))
+        np.add.at(z, np.asarray(indices), t)
+        return np.reshape(z, shape)
+    t = np.asarray(t)
+    ax = operator.index(axis) % len(shape)
+    index = []
+    for d in range(len(shape)):
+        if d == ax:
+            index.append(np.asarray(indices))
+            continue
+        view = [1] * len(shape)
+        view[d] = t.shape[d]
+        rng = np.arange(t.shape[d]) if shape[d] != 1 else np.zeros(t.shape[d], dtype=int)
+        index.append(rng.reshape(view))
+    z = _zeros(arr)
+    np.add.at(z, tuple(index), t)
+    return z
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """``np.diff`` taking None for "no prepend/append" (np.diff treats None as a value)."""
+    kw = {}
+    if prepend is not None:
+        kw["prepend"] = prepend
+    if append is not None:
+        kw["append"] = append
+    return np.diff(a, n, axis, **kw)
+
+
+def diff_vjp(t, a, n=1, axis=-1, prepend=None, append=None):
+    """Cotangent of ``np.diff`` for ``a``: apply the adjoint of a first difference
+    ``n`` times, then drop the rows that came from ``prepend``/``append``."""
+    if t is None:
+        return None
+    ax = operator.index(axis) % np.ndim(a)
+    t = np.asarray(t)
+    for _ in range(n):
+        width = [(0, 0)] * t.ndim
+        width[ax] = (1, 1)
+        t = -np.diff(np.pad(t, width), axis=ax)
+    before = 0 if prepend is None else 1 if np.ndim(prepend) == 0 else np.shape(prepend)[ax]
+    sl = [slice(None)] * t.ndim
+    sl[ax] = slice(before, before + np.shape(a)[ax])
+    return _fit_dtype(t[tuple(sl)], a)
+
+
+# ---------------------------------------------------------------------------
+# Joining and splitting
+# ---------------------------------------------------------------------------
+
+
+def _promoted_shape(x, how):
+    s = np.shape(x)
+    if how == "vstack":
+        return np.shape(np.atleast_2d(np.empty(s, dtype=np.int8)))
+    if how == "hstack":
+        return s if s else (1,)
+    if how == "dstack":
+        return np.shape(np.atleast_3d(np.empty(s, dtype=np.int8)))
+    if how == "column_stack":
+        return (s[0], 1) if len(s) == 1 else np.shape(np.atleast_2d(np.empty(s, np.int8)))
+    return s
+
+
+def _join_axis(shapes, axis, how):
+    if how in ("vstack",):
+        return 0
+    if how == "hstack":
+        return 0 if len(shapes[0]) == 1 else 1
+    if how == "dstack":
+        return 2
+    if how == "column_stack":
+        return 1
+    return axis
+
+
+def concat_vjp(t, arrays, axis=0, how="concatenate"):
+    """Cotangents of the pieces joined by concatenate/stack/vstack/hstack/dstack/
+    column_stack: cut ``t`` back into pieces shaped (and typed) like ``arrays``."""
+    arrays = list(arrays)
+    if t is None:
+        return [None] * len(arrays)
+    t = np.asarray(t)
+    shapes = [_promoted_shape(x, how) for x in arrays]
+    if how == "stack":
+        pieces = [np.take(t, i, axis=axis) for i in range(len(arrays))]
+    else:
+        ax = _join_axis(shapes, axis, how)
+        if ax is None:
+            sizes = [int(np.prod(s)) for s in shapes]
+            ax = 0
+        else:
+            ax = ax % t.ndim
+            sizes = [s[ax] for s in shapes]
+        cuts = np.cumsum(sizes)[:-1]
+        pieces = np.split(t, cuts, axis=ax)
+    return [_fit_dtype(np.reshape(p, np.shape(x)), x) for p, x in zip(pieces, arrays)]
+
+
+def concat_cots(ts, arrays, axis=0, how="concatenate"):
+    """Join per-piece cotangents ``ts`` (None: zeros) the way ``how`` joined ``arrays``.
+
+    The adjoint of ``concat_vjp``; also the vjp of split/hsplit/vsplit/dsplit, with
+    the split's output pieces as ``arrays``."""
+    arrays = list(arrays)
+    ts = list(ts) if isinstance(ts, (list, tuple)) else [ts]
+    pieces = []
+    for ti, x in zip(ts, arrays):
+        s = _promoted_shape(x, how)
+        pieces.append(np.zeros(s, dtype=_float_dtype(x, np.float64)) if ti is None
+                      else np.reshape(ti, s))
+    if how == "stack":
+        return np.stack(pieces, axis=axis)
+    ax = _join_axis([np.shape(p) for p in pieces], axis, how)
+    if ax is None:
+        return np.concatenate([np.ravel(p) for p in pieces])
+    return np.concatenate(pieces, axis=ax)
+
+
+def unpack_variadic(t, xs):
+    """Cotangents for a variadic ``*arys`` whose function returns one array for one
+    argument and a tuple for several (np.atleast_1d/2d/3d): always a list."""
+    xs = list(xs)
+    ts = [t] if len(xs) == 1 else list(t) if t is not None else [None] * len(xs)
+    return [asarray_vjp(ti, x) for ti, x in zip(ts, xs)]
+
+
+def pack_variadic(ts, t):
+    """Adjoint of ``unpack_variadic``: list ``ts`` back to ``t``'s form (array or tuple)."""
+    if isinstance(t, (list, tuple)):
+        return _rebuild(t, [pack_cots(ti, x) for ti, x in zip(ts, t)])
+    return pack_cots(ts[0], t)
+
+
+# ---------------------------------------------------------------------------
+# Containers, conversions, indexing
+# ---------------------------------------------------------------------------
+
+
+def asarray_vjp(t, a):
+    """Cotangent of ``np.asarray(a)``/``np.array(a)``/``np.copy(a)`` for the input ``a``:
+    ``t`` reshaped and cast to ``a``; for a (nested) list of arrays and scalars, a list
+    of such cotangents."""
+    if t is None or a is None:
+        return None
+    if isinstance(a, (list, tuple)):
+        t = np.reshape(t, np.shape(a))
+        return _rebuild(a, [asarray_vjp(t[i], ai) for i, ai in enumerate(a)])
+    dtype = _float_dtype(a, np.float64 if isinstance(a, float) else None)
+    out = np.reshape(t, np.shape(a))
+    if dtype is not None and getattr(out, "dtype", None) != dtype:
+        out = np.asarray(out).astype(dtype)
+    return out
+
+
+def pack_cots(ts, x):
+    """Adjoint of ``asarray_vjp``: (nested) cotangents ``ts`` (None: zeros) packed into
+    one array shaped and typed like ``x``."""
+    if isinstance(ts, (list, tuple)):
+        out = _zeros(x)
+        view = out
+        while len(ts) != 1 and view.ndim > 1 and view.shape[0] == 1:
+            view = view[0]  # leading axes that ndmin added
+        for i, ti in enumerate(ts):
+            if ti is not None:
+                view[i] = pack_cots(ti, view[i])
+        return out
+    if ts is None:
+        return _zeros(x)
+    return _fit_dtype(np.reshape(ts, np.shape(x)), x)
+
+
+def cast_like(t, x):
+    """Cast a cotangent to ``x``'s floating dtype (``x.astype``'s vjp); a cotangent
+    for a non-floating value is None."""
+    if t is None:
+        return None
+    if not np.issubdtype(np.result_type(t), np.inexact):
+        return None
+    dtype = _float_dtype(x, None)
+    if dtype is None:
+        return t if isinstance(x, float) else None
+    return np.asarray(t).astype(dtype, copy=False)
+
+
+def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    """``x.astype(dtype, ...)`` as a function (also ``np.astype``)."""
+    return np.asarray(x).astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
+
+
+def flatten(a, order="C"):
+    """``a.flatten(order)`` as a function: always a copy."""
+    return np.asarray(a).flatten(order=order)
+
+
+def item(a, *args):
+    """``a.item(*args)`` as a function."""
+    return np.asarray(a).item(*args)
+
+
+def item_index(a, args):
+    """The index ``a.item(*args)`` reads, as a tuple usable with ``a[...]``."""
+    shape = np.shape(a)
+    if not args:
+        return (0,) * len(shape)
+    if len(args) == 1 and isinstance(args[0], tuple):
+        return args[0]
+    if len(args) == 1:
+        return tuple(int(i) for i in np.unravel_index(args[0], shape))
+    return tuple(args)
+
+
+def dtype_of(x):
+    """``x.dtype`` as a function (works on Python scalars too)."""
+    dtype = getattr(x, "dtype", None)
+    return np.result_type(x) if dtype is None else dtype
+
+
+def math_log(x, base=None):
+    """``math.log(x[, base])`` on arrays and scalars."""
+    if base is None:
+        return np.log(x)
+    return np.log(x) / np.log(base)
+
+
+def log_or_one(base):
+    """``log(base)``, or 1 when there is no base (math.log's vjp divides by it)."""
+    return 1.0 if base is None else float(np.log(base))
+
+
+getitem = operator.getitem
+
+
+def _is_basic_index(index):
+    items = index if isinstance(index, tuple) else (index,)
+    for it in items:
+        if it is None or it is Ellipsis or isinstance(it, slice):
+            continue
+        if isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)):
+            continue
+        return False
+    return True
+
+
+def _is_mask_index(index):
+    return isinstance(index, np.ndarray) and index.dtype == np.bool_
+
+
+def getitem_vjp(t, x, index):
+    """Cotangent of ``x[index]`` for ``x``.
+
+    Arrays: zeros shaped like ``x`` with ``t`` added at ``index`` (``np.add.at`` for
+    integer-array indices, so repeated indices add up).  Lists and tuples: a
+    container of the same kind and length, None except at the indexed entries (a
+    slice gives several); dicts: the same keys, None except ``index``.
+    """
+    if isinstance(x, dict):
+        out = dict.fromkeys(x)
+        out[index] = t
+        return out
+    if isinstance(x, (list, tuple)):
+        items = [None] * len(x)
+        if isinstance(index, slice):
+            for i, ti in zip(range(len(x))[index], t if t is not None else ()):
+                items[i] = ti
+        else:
+            items[index] = t
+        return _rebuild(x, items)
+    if t is None:
+        return None
+    z = _zeros(x)
+    if _is_basic_index(index) or _is_mask_index(index):
+        z[index] = t
+    else:
+        np.add.at(z, index, t)
+    return z
+
+
+def setitem(x, index, v):
+    """``x[index] = v`` without mutating ``x``: a new array (or container) is returned."""
+    if isinstance(x, dict):
+        out = dict(x)
+    elif isinstance(x, list):
+        out = list(x)
+    else:
+        out = np.array(x, copy=True)
+    out[index] = v
+    return out
+
+
+def setitem_zero(t, index):
+    """``t`` with the entries at ``index`` zeroed (None for containers): the cotangent
+    of ``setitem``'s target.  Linear and idempotent, so its own vjp."""
+    if t is None:
+        return None
+    if isinstance(t, dict):
+        out = dict(t)
+        out[index] = None
+        return out
+    if isinstance(t, (list, tuple)):
+        items = list(t)
+        if isinstance(index, slice):
+            for i in range(len(items))[index]:
+                items[i] = None
+        else:
+            items[index] = None
+        return _rebuild(t, items)
+    out = np.array(t, copy=True)
+    out[index] = 0
+    return out
+
+
+def cot_or_zeros(t, like):
+    """``t``, or zeros shaped like ``like`` when ``t`` is None (one output of a tuple)."""
+    if t is None:
+        return _zeros(like)
+    return t
+
+
+# ---------------------------------------------------------------------------
+# Python builtins on sequences
+# ---------------------------------------------------------------------------
+
+py_sum = builtins.sum
+py_max = builtins.max
+py_min = builtins.min
+py_len = builtins.len
+py_float = builtins.float
+py_int = builtins.int
+py_round = builtins.round
+
+
+def py_sum_vjp(t, iterable):
+    """Cotangent of ``sum(iterable)`` for the iterable: ``t`` for every element (an
+    array iterable gets ``t`` broadcast along its first axis)."""
+    if isinstance(iterable, np.ndarray):
+        return broadcast_like(t, iterable)
+    return [unbroadcast(t, e) for e in iterable]
+
+
+def sum_cots(ts, x):
+    """Adjoint of ``py_sum_vjp``: the sum of cotangents ``ts`` (None skipped), fitted to ``x``."""
+    if isinstance(ts, np.ndarray):
+        return unbroadcast(np.sum(ts, axis=0), x)
+    total = None
+    for ti in ts:
+        if ti is not None:
+            total = ti if total is None else total + ti
+    return unbroadcast(total, x) if total is not None else None
+
+
+def _chosen(ans, args):
+    items = list(args[0]) if len(args) == 1 else list(args)
+    for i, e in enumerate(items):
+        if e is ans:
+            return items, i
+    for i, e in enumerate(items):
+        if np.all(e == ans):
+            return items, i
+    raise ValueError("max/min: the result is none of the arguments")
+
+
+def py_max_vjp(t, ans, args):
+    """Cotangents of Python's ``max``/``min`` for its positional arguments: ``t`` to the
+    chosen element, None elsewhere.  One iterable argument gets a list inside."""
+    items, i = _chosen(ans, args)
+    if len(args) == 1 and isinstance(args[0], np.ndarray):
+        z = _zeros(args[0])
+        z[i] = t
+        return [z]
+    cots = [None] * len(items)
+    cots[i] = unbroadcast(t, items[i])
+    if len(args) == 1:
+        return [_rebuild(args[0], cots) if isinstance(args[0], (list, tuple)) else cots]
+    return cots
+
+
+def py_max_pick(ts, ans, args):
+    """Adjoint of ``py_max_vjp``: the cotangent at the chosen element."""
+    items, i = _chosen(ans, args)
+    ts = ts[0] if len(args) == 1 else ts
+    return None if ts is None else ts[i]
+
+
+# ---------------------------------------------------------------------------
+# Norms
+# ---------------------------------------------------------------------------
+
+
+def _norm_kind(x, ord, axis):
+    """(vector or matrix, normalized axes) for np.linalg.norm's arguments."""
+    nd = np.ndim(x)
+    if axis is None:
+        if ord is None:
+            return "all", tuple(range(nd))
+        return ("vector", (0,)) if nd == 1 else ("matrix", (0, 1))
+    axes = _norm_axes(axis, nd)
+    return ("vector" if len(axes) == 1 else "matrix"), tuple(axes)
+
+
+def _two_norm(kind, ord):
+    return kind == "all" or kind == "vector" and ord in (None, 2) or \
+        kind == "matrix" and ord in (None, "fro")
+
+
+def _norm_grad(x, ord, axis):
+    """d norm / d x, shaped like ``x`` (the gradient of each norm w.r.t. its inputs)."""
+    x = np.asarray(x)
+    kind, axes = _norm_kind(x, ord, axis)
+    nrm = np.linalg.norm(x, ord, axis, keepdims=True) if kind != "all" else \
+        np.sqrt(np.sum(x * x, keepdims=True))
+    if _two_norm(kind, ord):
+        return x / nrm
+    if kind == "vector":
+        if ord == 1:
+            return np.sign(x)
+        if ord == 0:
+            return np.zeros_like(x)
+        if ord in (np.inf, -np.inf):
+            ax = axes[0]
+            a = np.abs(x)
+            ext = np.max(a, axis=ax, keepdims=True) if ord > 0 else np.min(a, axis=ax,
+                                                                            keepdims=True)
+            return np.sign(x) * extremum_weights(a, ext, ax, True)
+        p = float(ord)
+        return np.sign(x) * np.abs(x) ** (p - 1) / nrm ** (p - 1)
+    r, c = axes
+    xm = np.moveaxis(x, (r, c), (-2, -1))
+    if ord in ("nuc", 2, -2):
+        u, s, vh = np.linalg.svd(xm, full_matrices=False)
+        if ord == "nuc":
+            gm = u @ vh
+        elif ord == 2:
+            gm = u[..., :, :1] @ vh[..., :1, :]
+        else:
+            gm = u[..., :, -1:] @ vh[..., -1:, :]
+    elif ord in (1, -1):
+        colsum = np.sum(np.abs(xm), axis=-2, keepdims=True)
+        ext = np.max(colsum, -1, keepdims=True) if ord > 0 else np.min(colsum, -1, keepdims=True)
+        gm = np.sign(xm) * extremum_weights(colsum, ext, -1, True)
+    elif ord in (np.inf, -np.inf):
+        rowsum = np.sum(np.abs(xm), axis=-1, keepdims=True)
+        ext = np.max(rowsum, -2, keepdims=True) if ord > 0 else np.min(rowsum, -2, keepdims=True)
+        gm = np.sign(xm) * extremum_weights(rowsum, ext, -2, True)
+    else:
+        raise NotImplementedError(f"the derivative of np.linalg.norm with ord={ord!r}")
+    return np.moveaxis(gm, (-2, -1), (r, c))
+
+
+def norm_vjp(t, x, ord=None, axis=None, keepdims=False):
+    """Cotangent of ``np.linalg.norm(x, ord, axis, keepdims)`` for ``x``.
+
+    Covers every ``ord`` NumPy accepts for vectors (p-norms, 0, +-inf) and matrices
+    ('fro', 'nuc', +-1, +-2, +-inf).  Ties share like JAX's max.  Linear in ``t``.
+    """
+    if t is None:
+        return None
+    _, axes = _norm_kind(x, ord, axis)
+    return _fit_dtype(unreduce(t, x, axes, keepdims) * _norm_grad(x, ord, axis), x)
+
+
+def norm_vjp_t(s, x, ord=None, axis=None, keepdims=False):
+    """Second order: the vjp of ``norm_vjp`` w.r.t. its cotangent argument."""
+    if s is None:
+        return None
+    _, axes = _norm_kind(x, ord, axis)
+    return np.sum(s * _norm_grad(x, ord, axis), axis=axes, keepdims=keepdims)
+
+
+def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
+    """Second order: the vjp of ``norm_vjp`` w.r.t. ``x`` (a Hessian-vector product of
+    the norm).  Implemented for 2-norms/Frobenius and piecewise-linear vector norms."""
+    if s is None or t is None:
+        return None
+    x = np.asarray(x)
+    kind, axes = _norm_kind(x, ord, axis)
+    if _two_norm(kind, ord):
+        n = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+        tt = unreduce(t, x, axes, keepdims)
+        return _fit_dtype(tt * s / n - x * tt * np.sum(s * x, axis=axes, keepdims=True) / n ** 3,
+                          x)
+    if kind == "vector" and ord in (0, 1, np.inf, -np.inf):
+        return _zeros(x)
+    raise NotImplementedError(f"second derivatives of np.linalg.norm with ord={ord!r}")
+
+
+# ---------------------------------------------------------------------------
+# einsum
+# ---------------------------------------------------------------------------
+
+
+def _einsum_parse(subscripts, operands):
+    if not isinstance(subscripts, str):
+        raise NotImplementedError("the derivative of np.einsum in the interleaved "
+                                  "(operand, sublist, ...) form")
+    spec = subscripts.replace(" ", "")
+    if "->" in spec:
+        ins, out = spec.split("->")
+    else:
+        ins = spec
+        letters = ins.replace("...", "").replace(",", "")
+        out = ("..." if "..." in ins else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = ins.split(",")
+    if len(ins) != len(operands):
+        raise ValueError("einsum: subscripts do not match the number of operands")
+    return ins, out
+
+
+def _letters(spec):
+    return spec.replace("...", "")
+
+
+def _einsum_sizes(spec, x):
+    """Letter -> dimension size for one operand, and that operand's ellipsis rank."""
+    shape = np.shape(x)
+    letters = _letters(spec)
+    ell = len(shape) - len(letters)
+    sizes = {}
+    pos = 0
+    for part in spec.split("...") if "..." in spec else [spec]:
+        for c in part:
+            sizes[c] = shape[pos]
+            pos += 1
+        pos += ell
+    return sizes, ell
+
+
+def _einsum_term(subscripts, operands, k):
+    """One einsum (spec, operand list, after) giving the cotangent of operand ``k``
+    when called with the output cotangent first; ``after`` sums broadcast dims."""
+    ins, out = _einsum_parse(subscripts, operands)
+    spec = ins[k]
+    x = operands[k]
+    sizes, ell = _einsum_sizes(spec, x)
+    used = set(_letters(subscripts))
+    fresh = (c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used)
+    new_out = ""
+    extra_specs, extra_ops = [], []
+    seen = set()
+    dtype = _float_dtype(x, np.float64)
+    i = 0
+    while i < len(spec):
+        if spec.startswith("...", i):
+            new_out += "..."
+            i += 3
+            continue
+        c = spec[i]
+        if c in seen:
+            d = next(fresh)
+            new_out += d
+            extra_specs.append(c + d)
+            extra_ops.append(np.eye(sizes[c], dtype=dtype))
+        else:
+            seen.add(c)
+            new_out += c
+        i += 1
+    others = [ins[j] for j in range(len(ins)) if j != k]
+    present = set(out) | set("".join(others)) | set("".join(extra_specs))
+    for c in sorted(seen - present):
+        extra_specs.append(c)
+        extra_ops.append(np.ones(sizes[c], dtype=dtype))
+    full = ",".join([out] + others + extra_specs) + "->" + new_out
+    ops = [operands[j] for j in range(len(ins)) if j != k]
+    return full, ops, extra_ops, (spec, ell)
+
+
+def _einsum_fit(c, x, spec, ell):
+    """Sum the extra broadcast ellipsis dims of a raw cotangent down to ``x``'s shape."""
+    if "..." in spec:
+        p = len(spec.split("...")[0])
+        extra = np.ndim(c) - np.ndim(x)
+        if extra:
+            c = np.sum(c, axis=tuple(range(p, p + extra)))
+    return unbroadcast(c, x)
+
+
+def _opt(n, optimize):
+    return optimize if optimize else ("greedy" if n > 2 else False)
+
+
+def einsum_vjp(t, subscripts, operands, optimize=False):
+    """Cotangents of ``np.einsum(subscripts, *operands)`` for every operand (a list).
+
+    Each is one einsum of ``t`` with the other operands; a letter repeated inside an
+    operand (a diagonal) gets an identity factor, a letter summed only inside it a
+    ones factor, and broadcast ellipsis dimensions are summed back.
+    """
+    operands = list(operands)
+    if t is None:
+        return [None] * len(operands)
+    cots = []
+    for k, x in enumerate(operands):
+        full, ops, extra, (spec, ell) = _einsum_term(subscripts, operands, k)
+        c = np.einsum(full, t, *ops, *extra, optimize=_opt(2 + len(ops) + len(extra),
+                                                           optimize))
+        cots.append(_einsum_fit(c, x, spec, ell))
+    return cots
+
+
+def _einsum_vjp_second(s, t, subscripts, operands, optimize):
+    """Vjp of ``einsum_vjp`` w.r.t. ``t`` and each operand, given cotangents ``s``."""
+    operands = list(operands)
+    gt = None
+    gops = [None] * len(operands)
+    for k, x in enumerate(operands):
+        if s is None or s[k] is None:
+            continue
+        full, ops, extra, (spec, ell) = _einsum_term(subscripts, operands, k)
+        raw = np.einsum(full, t, *ops, *extra)
+        sk = np.asarray(s[k])
+        if "..." in spec and raw.ndim != np.ndim(x):
+            p = len(spec.split("...")[0])
+            sk = np.expand_dims(sk, tuple(range(p, p + raw.ndim - np.ndim(x))))
+        sk = np.broadcast_to(sk, raw.shape)
+        parts = einsum_vjp(sk, full, [t, *ops, *extra], optimize)
+        gt = parts[0] if gt is None else gt + parts[0]
+        others = [j for j in range(len(operands)) if j != k]
+        for j, pj in zip(others, parts[1:1 + len(ops)]):
+            gops[j] = pj if gops[j] is None else gops[j] + pj
+    return unbroadcast(gt, t), gops
+
+
+def einsum_vjp_t(s, t, subscripts, operands, optimize=False):
+    """Second order: the vjp of ``einsum_vjp`` w.r.t. its cotangent argument ``t``."""
+    return _einsum_vjp_second(s, t, subscripts, operands, optimize)[0]
+
+
+def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
+    """Second order: the vjp of ``einsum_vjp`` w.r.t. the operands (a list)."""
+    return _einsum_vjp_second(s, t, subscripts, operands, optimize)[1]

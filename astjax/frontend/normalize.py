@@ -1431,7 +1431,10 @@ def _is_library(fn) -> bool:
     """Functions of NumPy and the standard library are called, not inlined."""
     mod = getattr(fn, "__module__", "") or ""
     return mod.split(".")[0] in ("numpy", "math", "builtins", "functools", "operator",
-                                 "scipy", "astjax") and not mod.startswith("astjax.templates")
+                                 "scipy") or mod in _ASTJAX_LIBRARY
+
+
+_ASTJAX_LIBRARY = {"astjax.runtime", "astjax.runtime_array", "astjax.tree_util", "astjax.api"}
 
 
 _HINTS = {

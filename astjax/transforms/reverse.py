@@ -129,6 +129,73 @@ class Activity:
                         "flow through it")
 
 
+def insert_activity_flags(fn: core.Function, activity: Activity, names) -> dict:
+    """Track at run time whether a variable currently holds a differentiated value.
+
+    A variable that is assigned both values that depend on the inputs and values
+    that do not (``inputs = batch[0]`` then ``inputs = np.tanh(outputs)`` in a loop)
+    gets a boolean companion ``<name>_varies`` set at each assignment.  The backward
+    sweep skips cotangent work for it while the flag is false, so the first layer of
+    an MLP does not compute a cotangent for the data.  Returns {variable: flag}.
+    """
+    varied = activity.varied
+    active = activity.active
+
+    def status(s, flags):
+        """True / False / set of flags of mixed operands the result depends on."""
+        if isinstance(s, Prim):
+            ops = _vars(op for _, op in _diff_operands(s)) & varied if s.target else set()
+        elif isinstance(s, Copy):
+            ops = _vars([s.value]) & varied
+        elif isinstance(s, SetItem):
+            ops = (_vars([s.value]) & varied) | {s.target}
+        else:
+            return False
+        if not ops:
+            return False
+        if any(o not in flags for o in ops):
+            return True
+        return {flags[o] for o in ops}
+
+    stmts = [s for s in core.walk(fn.body) if isinstance(s, (Prim, Copy, SetItem))]
+    flags: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for v in sorted(active - set(flags)):
+            defs = [s for s in stmts if v in core.writes(s)]
+            if v in fn.params:
+                continue
+            sts = [status(s, {**flags, v: "self"}) for s in defs]
+            if defs and any(st is not True for st in sts) and any(st is not False for st in sts):
+                flags[v] = names.fresh(f"{v}_varies")
+                changed = True
+    if not flags:
+        return flags
+
+    def rewrite(stmts):
+        out = []
+        for s in stmts:
+            out.append(s)
+            for b in core.child_blocks(s):
+                b[:] = rewrite(b)
+            if isinstance(s, (Prim, Copy, SetItem)):
+                for w in core.writes(s):
+                    if w in flags:
+                        st = status(s, flags)
+                        if isinstance(st, set):
+                            st = sorted(st)
+                            out.append(Prim(flags[w], "any_flag", [tuple(Var(f) for f in st)],
+                                            loc=s.loc) if len(st) > 1 or st[0] != flags[w]
+                                       else Copy(flags[w], Var(st[0]), loc=s.loc))
+                        else:
+                            out.append(Copy(flags[w], Const(bool(st)), loc=s.loc))
+        return out
+
+    fn.body[:] = rewrite(fn.body)
+    return flags
+
+
 def _assignment_counts(fn: core.Function):
     """How many places assign each variable, counting a place inside a loop as many."""
     counts: dict[str, int] = {p: 1 for p in fn.params}
@@ -164,6 +231,7 @@ class ReverseAD:
         self.wrt = wrt
         self.output = output
         self.activity = Activity(fn, wrt, output)
+        self.flags = insert_activity_flags(fn, self.activity, fn.env.names)
         self.counts = _assignment_counts(fn)
         self.make_normalizer = normalizer_factory
         self.names = fn.env.names
@@ -380,12 +448,28 @@ class ReverseAD:
                 g = self.names.fresh(f"{d_y}_in")
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
-            stmts, contribs = self.inline_template(src, prim, s, g, [i for i, _ in wanted],
-                                                   ans or s.target)
-            out.extend(stmts)
-            for (i, op), c in zip(wanted, contribs):
-                if c is not None:
-                    out.extend(self.accumulate(self.d(op.name), c, loc))
+            always = [(i, op) for i, op in wanted if op.name not in self.flags]
+            sometimes = [(i, op) for i, op in wanted if op.name in self.flags]
+            if always:
+                stmts, contribs = self.inline_template(src, prim, s, g, [i for i, _ in always],
+                                                       ans or s.target)
+                out.extend(stmts)
+                for (i, op), c in zip(always, contribs):
+                    if c is not None:
+                        out.extend(self.accumulate(self.d(op.name), c, loc))
+            for i, op in sometimes:
+                # only while the operand holds a differentiated value
+                flag = self.flags[op.name]
+                self.backward_reads.add(flag)
+                null, nonnull = set(self.null), set(self.nonnull)
+                stmts, contribs = self.inline_template(src, prim, s, g, [i], ans or s.target)
+                inner = list(stmts)
+                if contribs[0] is not None:
+                    inner.extend(self.accumulate(self.d(op.name), contribs[0], loc))
+                written = _written(inner)
+                self.null, self.nonnull = null - written, nonnull - written
+                if inner:
+                    out.append(If(Var(flag), inner, [], loc=loc))
             if not self_update and self.reassigned(s.target):
                 out.extend(self.reset(d_y, loc))
             return out
