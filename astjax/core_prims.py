@@ -89,7 +89,10 @@ register(Primitive("push", rt.push, "rt.push", ("tape", "value"), kind="tape"))
 register(Primitive("pop", rt.pop, "rt.pop", ("tape",), kind="tape"))
 register(Primitive("new_tape", rt.new_tape, "rt.new_tape", (), kind="tape"))
 register(Primitive("not_none", lambda x: x is not None, "rt.not_none", ("x",), kind="compare"))
-register(Primitive("getattr", getattr, "getattr", ("x", "name"), kind="static"))
+register(Primitive("getattr", getattr, "getattr", ("x", "name"), diff=("x",),
+                   kind="structural"))
+register(Primitive("attr_cotangent", rt.attr_cotangent, "rt.attr_cotangent",
+                   ("g", "x", "name"), kind="other"))
 PRINTERS.update({
     "push": lambda s: f"{format_operand(s.args[0])}.append({format_operand(s.args[1])})",
     "pop": lambda s: f"{format_operand(s.args[0])}.pop()",

@@ -8,6 +8,8 @@ generated file.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 # ----------------------------------------------------------------- cotangent algebra
@@ -27,7 +29,37 @@ def acc(a, b):
         for k, v in b.items():
             out[k] = acc(out.get(k), v)
         return out
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return _dataclass_like(a, {f.name: acc(getattr(a, f.name), getattr(b, f.name))
+                                   for f in dataclasses.fields(a)})
     return a + b
+
+
+def _dataclass_like(proto, values):
+    """An instance of proto's class with the given field values (no __init__ checks)."""
+    out = object.__new__(type(proto))
+    for k, v in values.items():
+        object.__setattr__(out, k, v)
+    return out
+
+
+def _is_numeric(v):
+    return isinstance(v, (float, complex, np.ndarray, np.generic)) or (
+        isinstance(v, (list, tuple, dict)) or dataclasses.is_dataclass(v))
+
+
+def attr_cotangent(g, x, name):
+    """Cotangent of ``x`` for ``x.name`` (dataclass or namedtuple pytree nodes)."""
+    if g is None:
+        return None
+    if hasattr(x, "_fields"):
+        return type(x)(*[g if f == name else None for f in x._fields])
+    if dataclasses.is_dataclass(x):
+        return _dataclass_like(x, {f.name: g if f.name == name else (
+            None if _is_numeric(getattr(x, f.name)) else getattr(x, f.name))
+            for f in dataclasses.fields(x)})
+    raise TypeError(f"cannot differentiate attribute {name!r} of {type(x).__name__}: "
+                    "only dataclass and namedtuple fields carry derivatives")
 
 
 def _rebuild_tuple(proto, items):
@@ -43,6 +75,10 @@ def zeros_like(x):
         return items if isinstance(x, list) else _rebuild_tuple(x, items)
     if isinstance(x, dict):
         return {k: zeros_like(v) for k, v in x.items()}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return _dataclass_like(x, {f.name: zeros_like(getattr(x, f.name))
+                                   if _is_numeric(getattr(x, f.name)) else getattr(x, f.name)
+                                   for f in dataclasses.fields(x)})
     if x is None:
         return None
     if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
@@ -62,6 +98,10 @@ def instantiate(g, x):
         return items if isinstance(x, list) else _rebuild_tuple(x, items)
     if isinstance(x, dict):
         return {k: instantiate(g.get(k), v) for k, v in x.items()}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return _dataclass_like(x, {f.name: instantiate(getattr(g, f.name), getattr(x, f.name))
+                                   if _is_numeric(getattr(x, f.name)) else getattr(x, f.name)
+                                   for f in dataclasses.fields(x)})
     return g
 
 

@@ -29,3 +29,7 @@ def to_list(g, ans, x):
 
 def acc(g, ans, a, b):
     return g, g
+
+
+def getattr(g, ans, x, name):
+    return rt.attr_cotangent(g, x, name)

@@ -33,6 +33,7 @@ from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Ra
                          SetItem, SliceAtom, Var, While)
 from astjax.errors import Location, TransformError, UnsupportedSyntaxError
 from astjax.frontend.names import NameGen
+from astjax.frontend.resolve import scope_info
 from astjax.frontend.source import get_function_source, unwrap_callable
 
 import astjax.core_prims  # noqa: F401  (registers the core primitives)
@@ -126,38 +127,12 @@ class LoopCtx:
 
 
 def _assigned_names(fn_node) -> set:
-    """Names a function assigns (so they are local to it), not looking into nested defs."""
-    out = set()
-
-    class V(gast.NodeVisitor):
-        def visit_Name(self, node):
-            if isinstance(node.ctx, (gast.Store, gast.Del)):
-                out.add(node.id)
-
-        def visit_FunctionDef(self, node):
-            out.add(node.name)
-
-        def visit_Lambda(self, node):
-            pass
-
-        def visit_ListComp(self, node):
-            for g in node.generators:
-                self.visit(g.iter)
-
-        visit_GeneratorExp = visit_SetComp = visit_DictComp = visit_ListComp
-
-    body = fn_node.body if isinstance(fn_node.body, list) else [fn_node.body]
-    for st in body:
-        V().visit(st)
-    return out
+    """Names local to a function (beniget: parameters, assignments, nested defs)."""
+    return set(scope_info(fn_node).locals)
 
 
 def _ordered_names(fn_node):
-    seen = []
-    for n in gast.walk(fn_node):
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store) and n.id not in seen:
-            seen.append(n.id)
-    return sorted(seen, key=lambda k: seen.index(k))
+    return list(scope_info(fn_node).locals)
 
 
 def _params_of(args: gast.arguments):

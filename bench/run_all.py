@@ -1,0 +1,13 @@
+"""Run every benchmark in bench/ and print its figures."""
+import os
+import runpy
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCHES = ["mlp_grad.py"]
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    for name in BENCHES:
+        print(f"\n=== bench/{name} ===")
+        runpy.run_path(os.path.join(HERE, name), run_name="__main__")
