@@ -100,3 +100,16 @@ PRINTERS.update({
     "not_none": lambda s: f"{format_operand(s.args[0])} is not None",
     "getattr": lambda s: f"{format_operand(s.args[0])}.{s.args[1].value}",
 })
+
+register(Primitive("clamp_index", rt.clamp_index, "rt.clamp_index", ("index", "n"),
+                   kind="static"))
+register(Primitive("scan_length", rt.scan_length, "rt.scan_length", ("xs", "length"),
+                   kind="static"))
+register(Primitive("tree_index", rt.tree_index, "rt.tree_index", ("xs", "i"), diff=("xs",),
+                   kind="structural"))
+register(Primitive("tree_index_vjp", rt.tree_index_vjp, "rt.tree_index_vjp", ("g", "xs", "i"),
+                   kind="other"))
+register(Primitive("tree_stack", rt.tree_stack, "rt.tree_stack", ("ys", "reverse"),
+                   diff=("ys",), kind="structural"))
+register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
+                   "rt.tree_unstack_cotangent", ("g", "ys", "reverse"), kind="other"))

@@ -250,3 +250,72 @@ def pop(tape):
 
 def new_tape():
     return []
+
+
+# ------------------------------------------------------------- lax helpers
+
+
+def clamp_index(index, n):
+    """lax.switch clamps its index into range, as JAX does."""
+    return int(min(max(int(index), 0), n - 1))
+
+
+def scan_length(xs, length):
+    """Number of scan steps: the leading axis of every leaf of ``xs``, or ``length``."""
+    from astjax.tree_util import tree_leaves
+    leaves = tree_leaves(xs)
+    sizes = {int(np.shape(leaf)[0]) if np.ndim(leaf) else -1 for leaf in leaves}
+    if -1 in sizes:
+        raise ValueError("scan: every leaf of xs needs a leading axis to scan over")
+    if length is not None:
+        sizes.add(int(length))
+    if len(sizes) > 1:
+        raise ValueError(f"scan: xs leaves and length disagree on the number of steps: "
+                         f"{sorted(sizes)}")
+    if not sizes:
+        raise ValueError("scan: give xs or length")
+    return sizes.pop()
+
+
+def tree_index(xs, i):
+    """Step ``i`` of a scan input: every leaf indexed at ``i`` (None stays None)."""
+    if xs is None:
+        return None
+    from astjax.tree_util import tree_map
+    return tree_map(lambda leaf: leaf[i], xs)
+
+
+def tree_index_vjp(g, xs, i):
+    """Cotangent of ``xs`` for ``tree_index(xs, i)``: zeros with ``g`` at step ``i``."""
+    if g is None or xs is None:
+        return None
+    from astjax.tree_util import tree_map
+
+    def put(leaf, gl):
+        out = np.zeros_like(np.asarray(leaf, dtype=np.result_type(leaf, gl)))
+        out[i] = gl
+        return out
+    return tree_map(put, xs, instantiate(g, tree_index(xs, i)))
+
+
+def tree_stack(ys, reverse):
+    """Stack per-step scan outputs along a new leading axis (restoring order if reversed)."""
+    from astjax.tree_util import tree_map
+    ys = list(ys)
+    if reverse:
+        ys.reverse()
+    if not ys:
+        return np.zeros((0,))
+    return tree_map(lambda *leaves: np.stack([np.asarray(v) for v in leaves]), ys[0], *ys[1:])
+
+
+def tree_unstack_cotangent(g, ys, reverse):
+    """Cotangents of the per-step outputs from the cotangent of their stack."""
+    n = len(ys)
+    if g is None:
+        return [None] * n
+    from astjax.tree_util import tree_map
+    out = [tree_map(lambda leaf: leaf[i], g) for i in range(n)]
+    if reverse:
+        out.reverse()
+    return out

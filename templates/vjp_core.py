@@ -33,3 +33,11 @@ def acc(g, ans, a, b):
 
 def getattr(g, ans, x, name):
     return rt.attr_cotangent(g, x, name)
+
+
+def tree_index(g, ans, xs, i):
+    return rt.tree_index_vjp(g, xs, i)
+
+
+def tree_stack(g, ans, ys, reverse):
+    return rt.tree_unstack_cotangent(g, ys, reverse)

@@ -39,8 +39,8 @@ from astjax.frontend.source import get_function_source, unwrap_callable
 import astjax.core_prims  # noqa: F401  (registers the core primitives)
 
 # id(callable) -> handler(normalizer, call_node, hint, target): calls that are
-# rewritten rather than called (astjax.lax constructs register here).
-SPECIAL_CALLS: dict = {}
+# rewritten rather than called (the astjax.lax constructs).
+from astjax.frontend.lax_rewrite import HANDLERS as SPECIAL_CALLS  # noqa: E402
 
 _SCALAR_TYPES = (bool, int, float, complex, str, bytes, type(None))
 _OP_NAMES = {
@@ -1288,18 +1288,61 @@ class Normalizer:
     # ------------------------------------------------------------------ inlining
 
     def inline_callable(self, obj, node, hint, target):
-        func, pargs, pkwargs = unwrap_callable(obj)
-        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or func.__code__ in [
-                c for c in self.inline_stack]:
+        args, kwargs = self.call_args(node, hint)
+        return self.call_function_ref(("object", obj), args, kwargs, node, hint, target)
+
+    def function_ref(self, node):
+        """What a function-valued expression denotes, for inlining with given operands.
+
+        Returns ("local", LocalFunc) for lambdas and nested defs, ("object", callable)
+        for functions reached through globals, closures or attributes.
+        """
+        if isinstance(node, gast.Lambda):
+            return ("local", LocalFunc(node, self.scope))
+        if isinstance(node, gast.Name):
+            kind, *rest = self.lookup(node.id, node)
+            if kind == "func":
+                return ("local", rest[0])
+            if kind == "object" and callable(rest[0]):
+                return ("object", rest[0])
+        else:
+            obj = self.static_value(node)
+            if obj is not None and callable(obj):
+                return ("object", obj)
+        self.error(node, "expected a function that astjax can inline here (a lambda, a "
+                         "nested def, or a function defined in a file)",
+                   "pass the function itself, not a value computed at run time",
+                   cls=TransformError)
+
+    def call_function_ref(self, ref, args, kwargs, node, hint, target):
+        """Inline (or, for a primitive, emit) a call of ``ref`` on evaluated operands."""
+        kind, value = ref
+        if kind == "local":
+            name = getattr(value.node, "name", "lambda")
+            scope = Scope(value.scope.fsrc, name, parent=value.scope)
+            if id(value.node) in self.inline_stack:
+                self.error(node, f"recursive call to {name} cannot be inlined",
+                           "rewrite the recursion as a loop", cls=TransformError)
+            return self._inline(scope, value.node, args, kwargs, node, hint, target,
+                                code=id(value.node))
+        prim = P.lookup_callable(value)
+        if prim is not None:
+            out = self._out(target, hint, _short(prim.name))
+            self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
+            return Var(out)
+        func, pargs, pkwargs = unwrap_callable(value)
+        if _is_library(func):
+            self.error(node, f"{getattr(func, '__qualname__', func)} cannot be inlined here",
+                       "wrap it in a lambda or a def of your own", cls=TransformError)
+        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or func.__code__ in self.inline_stack:
             self.error(node, f"recursive call to {func.__name__} cannot be inlined",
                        "rewrite the recursion as a loop", cls=TransformError)
         fsrc = get_function_source(func)
-        args, kwargs = self.call_args(node, hint)
         pre = [self.object_operand(v, "arg") for v in pargs]
         pkw = {k: self.object_operand(v, k) for k, v in pkwargs.items()}
         pkw.update(kwargs)
         scope = Scope(fsrc, fsrc.name, parent=None)
-        return self._inline(scope, fsrc.node, pre + args, pkw, node, hint, target,
+        return self._inline(scope, fsrc.node, pre + list(args), pkw, node, hint, target,
                             code=func.__code__)
 
     def inline_local(self, lf: LocalFunc, node, hint, target):
@@ -1331,7 +1374,11 @@ class Normalizer:
         caller_scope, caller_loops, caller_loc = self.scope, self.loops, self.loc
         scope.local_names = _assigned_names(fnode) | set(params)
         assigned = _assigned_names(fnode)
-        result = target if target is not None else self.tmp(hint or scope.name, "out")
+        passed = {a.name for a in list(args) + list(kwargs.values()) if isinstance(a, Var)}
+        if target is not None and target not in passed:
+            result = target
+        else:
+            result = self.tmp(hint or scope.name, "out")
         # bind parameters: substitute operands for parameters the callee never reassigns
         for p in params:
             if p in bound:
@@ -1355,6 +1402,9 @@ class Normalizer:
         finally:
             self.inline_stack.pop()
             self.scope, self.loops, self.loc = caller_scope, caller_loops, caller_loc
+        if target is not None and result != target:
+            self.emit(Copy(target, Var(result)))
+            return Var(target)
         return Var(result)
 
     def _defaults_of(self, scope, fnode):
