@@ -54,8 +54,8 @@ def _zeros(x):
     return np.zeros(np.shape(x), dtype=_float_dtype(x, np.float64))
 
 
-def _is_container(x):
-    return isinstance(x, (list, tuple, dict))
+def _is_float(x):
+    return isinstance(x, float) or _float_dtype(x) is not None
 
 
 def _rebuild(x, items):
@@ -171,6 +171,18 @@ def clip_part(t, a, a_min=None, a_max=None, min=None, max=None, which=0):
     if which == 1:
         return t * ((1 - w_lo) * w_mid)
     return t * (1 - w_mid)
+
+
+def where(condition, x=None, y=None):
+    """``np.where`` with keyword-friendly ``x``/``y`` (NumPy's are positional-only)."""
+    if x is None and y is None:
+        return np.where(condition)
+    return np.where(condition, x, y)
+
+
+def unsupported(what):
+    """Raise for a derivative astjax does not implement (used by rule templates)."""
+    raise NotImplementedError(f"astjax does not implement {what}")
 
 
 def clip(a, a_min=None, a_max=None, out=None, min=None, max=None):
@@ -347,10 +359,16 @@ def neg_shift(shift):
     return -shift
 
 
-def col_shape(b):
-    """``b``'s shape, with a trailing 1 when ``b`` is a vector (np.linalg.solve's rule)."""
-    s = np.shape(b)
-    return s + (1,) if len(s) == 1 else s
+def col_shape(x, b):
+    """``x``'s shape, with a trailing 1 when ``b`` is a vector (np.linalg.solve treats a
+    1-D ``b`` as one column)."""
+    s = tuple(np.shape(x))
+    return s + (1,) if np.ndim(b) == 1 else s
+
+
+def chol_lower(x, upper=False):
+    """The lower-triangular factor from np.linalg.cholesky's result (``upper``: swap)."""
+    return np.swapaxes(x, -1, -2) if upper else x
 
 
 # ---------------------------------------------------------------------------
@@ -522,6 +540,20 @@ def diff_vjp(t, a, n=1, axis=-1, prepend=None, append=None):
 # ---------------------------------------------------------------------------
 
 
+def diff_vjp_adj(s, a, n=1, axis=-1, prepend=None, append=None):
+    """Adjoint of ``diff_vjp``: embed ``s`` (shaped like ``a``) in zeros where
+    prepend/append sat, then take ``n`` differences."""
+    if s is None:
+        return None
+    ax = operator.index(axis) % np.ndim(a)
+    s = np.asarray(s)
+    before = 0 if prepend is None else 1 if np.ndim(prepend) == 0 else np.shape(prepend)[ax]
+    after = 0 if append is None else 1 if np.ndim(append) == 0 else np.shape(append)[ax]
+    width = [(0, 0)] * s.ndim
+    width[ax] = (before, after)
+    return np.diff(np.pad(s, width), n, axis=ax)
+
+
 def _promoted_shape(x, how):
     s = np.shape(x)
     if how == "vstack":
@@ -617,7 +649,9 @@ def asarray_vjp(t, a):
     if t is None or a is None:
         return None
     if isinstance(a, (list, tuple)):
-        t = np.reshape(t, np.shape(a))
+        t = np.asarray(t)
+        while t.ndim > 1 and t.shape[0] == 1 and len(a) != 1:
+            t = t[0]  # leading axes that ndmin added
         return _rebuild(a, [asarray_vjp(t[i], ai) for i, ai in enumerate(a)])
     dtype = _float_dtype(a, np.float64 if isinstance(a, float) else None)
     out = np.reshape(t, np.shape(a))
@@ -698,7 +732,12 @@ def math_log(x, base=None):
 
 def log_or_one(base):
     """``log(base)``, or 1 when there is no base (math.log's vjp divides by it)."""
-    return 1.0 if base is None else float(np.log(base))
+    return 1.0 if base is None else np.log(base)
+
+
+def or_one(base):
+    """``base``, or 1 when there is none (math.log's vjp for its base)."""
+    return 1.0 if base is None else base
 
 
 getitem = operator.getitem
@@ -833,24 +872,26 @@ def _chosen(ans, args):
     raise ValueError("max/min: the result is none of the arguments")
 
 
-def py_max_vjp(t, ans, args):
+def py_max_vjp(t, chosen, args):
     """Cotangents of Python's ``max``/``min`` for its positional arguments: ``t`` to the
-    chosen element, None elsewhere.  One iterable argument gets a list inside."""
-    items, i = _chosen(ans, args)
+    chosen element (``chosen`` is max's result), zeros elsewhere.  One iterable argument
+    gets a list inside."""
+    items, i = _chosen(chosen, args)
     if len(args) == 1 and isinstance(args[0], np.ndarray):
         z = _zeros(args[0])
         z[i] = t
         return [z]
-    cots = [None] * len(items)
+    # zeros (not None) for the others: callers pick entries out of this list
+    cots = [_zeros(e) if _is_float(e) else None for e in items]
     cots[i] = unbroadcast(t, items[i])
     if len(args) == 1:
         return [_rebuild(args[0], cots) if isinstance(args[0], (list, tuple)) else cots]
     return cots
 
 
-def py_max_pick(ts, ans, args):
+def py_max_pick(ts, chosen, args):
     """Adjoint of ``py_max_vjp``: the cotangent at the chosen element."""
-    items, i = _chosen(ans, args)
+    items, i = _chosen(chosen, args)
     ts = ts[0] if len(args) == 1 else ts
     return None if ts is None else ts[i]
 

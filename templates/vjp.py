@@ -8,23 +8,872 @@ means zero.  Bodies are plain NumPy so a template can be called directly in test
 the reverse-mode transformation parses the body and inlines it with names
 substituted, so keep each body to a few straight-line statements ending in a
 ``return``.
+
+Every call here is itself a registered primitive (``np.*`` or a ``ra.*`` helper) and
+every cotangent ends with the shape and dtype of its primal (``ra.unbroadcast`` does
+both), so the code these rules generate can be differentiated again.  Semantics
+follow JAX: ties of max/min share the cotangent, rounding has a zero derivative.
+Numeric constants are Python floats so float32 stays float32.
 """
 import numpy as np
 
 from astjax import runtime_array as ra
 
+# ------------------------------------------------------------------ arithmetic
 
-def add(g, ans, x, y):
+
+def add(g, ans, x, y, out=None):
     return ra.unbroadcast(g, x), ra.unbroadcast(g, y)
 
 
-def tanh(g, ans, x):
-    return g * (1 - ans * ans)
+def subtract(g, ans, x, y, out=None):
+    return ra.unbroadcast(g, x), ra.unbroadcast(-g, y)
 
 
-def sum(g, ans, x, axis=None, dtype=None, keepdims=False):
-    return ra.unreduce(g, x, axis, keepdims)
+def multiply(g, ans, x, y, out=None):
+    return ra.unbroadcast(g * y, x), ra.unbroadcast(g * x, y)
 
 
-def dot(g, ans, x, y):
-    return ra.dot_vjp_x(g, x, y), ra.dot_vjp_y(g, x, y)
+def divide(g, ans, x, y, out=None):
+    return ra.unbroadcast(g / y, x), ra.unbroadcast(-g * ans / y, y)
+
+
+def floor_divide(g, ans, x, y, out=None):
+    return None, None
+
+
+def remainder(g, ans, x, y, out=None):
+    return ra.unbroadcast(g, x), ra.unbroadcast(-g * np.floor_divide(x, y), y)
+
+
+def fmod(g, ans, x, y, out=None):
+    return ra.unbroadcast(g, x), ra.unbroadcast(-g * np.trunc(x / y), y)
+
+
+def power(g, ans, x, y, out=None):
+    # d/dy is x ** y * log(x) where x > 0 and 0 elsewhere (no nan from 0 ** y; for
+    # x < 0, where x ** y is real only at integer y, JAX would give nan)
+    gx = ra.unbroadcast(g * y * x ** (y - 1), x)
+    gy = ra.unbroadcast(g * ans * np.log(np.where(x > 0, x, 1.0)), y)
+    return gx, gy
+
+
+def float_power(g, ans, x, y, out=None):
+    gx = ra.unbroadcast(g * y * np.float_power(x, y - 1), x)
+    gy = ra.unbroadcast(g * ans * np.log(np.where(x > 0, x, 1.0)), y)
+    return gx, gy
+
+
+def matmul(g, ans, x, y, out=None):
+    # 1-D operands become (1, n) / (n, 1) matrices; batch dimensions unbroadcast
+    x2 = np.reshape(x, ra.matmul_shape(x, y, 0))
+    y2 = np.reshape(y, ra.matmul_shape(x, y, 1))
+    g2 = np.reshape(g, ra.matmul_shape(x, y, 2))
+    gx = ra.unbroadcast(np.matmul(g2, np.swapaxes(y2, -1, -2)), x2)
+    gy = ra.unbroadcast(np.matmul(np.swapaxes(x2, -1, -2), g2), y2)
+    return np.reshape(gx, np.shape(x)), np.reshape(gy, np.shape(y))
+
+
+def vecdot(g, ans, x, y, out=None, axis=-1):
+    ge = np.expand_dims(g, axis)
+    return ra.unbroadcast(ge * y, x), ra.unbroadcast(ge * x, y)
+
+
+def maximum(g, ans, x, y, out=None):
+    return (ra.unbroadcast(g * ra.max_weight(x, y, g), x),
+            ra.unbroadcast(g * ra.max_weight(y, x, g), y))
+
+
+def minimum(g, ans, x, y, out=None):
+    return (ra.unbroadcast(g * ra.max_weight(y, x, g), x),
+            ra.unbroadcast(g * ra.max_weight(x, y, g), y))
+
+
+def fmax(g, ans, x, y, out=None):
+    return (ra.unbroadcast(g * ra.max_weight(x, y, g), x),
+            ra.unbroadcast(g * ra.max_weight(y, x, g), y))
+
+
+def fmin(g, ans, x, y, out=None):
+    return (ra.unbroadcast(g * ra.max_weight(y, x, g), x),
+            ra.unbroadcast(g * ra.max_weight(x, y, g), y))
+
+
+def arctan2(g, ans, x, y, out=None):
+    d = g / (x * x + y * y)
+    return ra.unbroadcast(d * y, x), ra.unbroadcast(-d * x, y)
+
+
+def hypot(g, ans, x, y, out=None):
+    return ra.unbroadcast(g * x / ans, x), ra.unbroadcast(g * y / ans, y)
+
+
+def logaddexp(g, ans, x, y, out=None):
+    return ra.unbroadcast(g * np.exp(x - ans), x), ra.unbroadcast(g * np.exp(y - ans), y)
+
+
+def logaddexp2(g, ans, x, y, out=None):
+    return ra.unbroadcast(g * np.exp2(x - ans), x), ra.unbroadcast(g * np.exp2(y - ans), y)
+
+
+def math_log(g, ans, x, base=None):
+    lb = ra.log_or_one(base)
+    gx = ra.unbroadcast(g / (x * lb), x)
+    return gx, ra.unbroadcast(-g * ans / (ra.or_one(base) * lb), base)
+
+
+# ------------------------------------------------------------------ elementwise
+
+
+def negative(g, ans, x, out=None):
+    return -g
+
+
+def positive(g, ans, x, out=None):
+    return g
+
+
+def exp(g, ans, x, out=None):
+    return g * ans
+
+
+def exp2(g, ans, x, out=None):
+    return g * ans * 0.6931471805599453
+
+
+def expm1(g, ans, x, out=None):
+    return g * (ans + 1.0)
+
+
+def log(g, ans, x, out=None):
+    return g / x
+
+
+def log2(g, ans, x, out=None):
+    return g / (x * 0.6931471805599453)
+
+
+def log10(g, ans, x, out=None):
+    return g / (x * 2.302585092994046)
+
+
+def log1p(g, ans, x, out=None):
+    return g / (x + 1.0)
+
+
+def sqrt(g, ans, x, out=None):
+    return g * 0.5 / ans
+
+
+def cbrt(g, ans, x, out=None):
+    return g / (3.0 * ans * ans)
+
+
+def square(g, ans, x, out=None):
+    return g * 2.0 * x
+
+
+def reciprocal(g, ans, x, out=None):
+    return -g * ans * ans
+
+
+def sin(g, ans, x, out=None):
+    return g * np.cos(x)
+
+
+def cos(g, ans, x, out=None):
+    return -g * np.sin(x)
+
+
+def tan(g, ans, x, out=None):
+    return g * (1.0 + ans * ans)
+
+
+def arcsin(g, ans, x, out=None):
+    return g / np.sqrt(1.0 - x * x)
+
+
+def arccos(g, ans, x, out=None):
+    return -g / np.sqrt(1.0 - x * x)
+
+
+def arctan(g, ans, x, out=None):
+    return g / (1.0 + x * x)
+
+
+def sinh(g, ans, x, out=None):
+    return g * np.cosh(x)
+
+
+def cosh(g, ans, x, out=None):
+    return g * np.sinh(x)
+
+
+def tanh(g, ans, x, out=None):
+    return g * (1.0 - ans * ans)
+
+
+def arcsinh(g, ans, x, out=None):
+    return g / np.sqrt(x * x + 1.0)
+
+
+def arccosh(g, ans, x, out=None):
+    return g / np.sqrt(x * x - 1.0)
+
+
+def arctanh(g, ans, x, out=None):
+    return g / (1.0 - x * x)
+
+
+def absolute(g, ans, x, out=None):
+    # JAX: the derivative at 0 is +1
+    return np.where(x >= 0, g, -g)
+
+
+def fabs(g, ans, x, out=None):
+    return np.where(x >= 0, g, -g)
+
+
+def deg2rad(g, ans, x, out=None):
+    return g * 0.017453292519943295
+
+
+def rad2deg(g, ans, x, out=None):
+    return g * 57.29577951308232
+
+
+def conj(g, ans, x, out=None):
+    return g
+
+
+def real(g, ans, val):
+    return g
+
+
+def imag(g, ans, val):
+    return None
+
+
+def sinc(g, ans, x):
+    # (cos(pi x) - sinc(x)) / x, and 0 at x == 0
+    safe = np.where(x == 0, 1.0, x)
+    return g * np.where(x == 0, 0.0, (np.cos(3.141592653589793 * x) - ans) / safe)
+
+
+def sign(g, ans, x, out=None):
+    return None
+
+
+def floor(g, ans, x, out=None):
+    return None
+
+
+def ceil(g, ans, x, out=None):
+    return None
+
+
+def trunc(g, ans, x, out=None):
+    return None
+
+
+def rint(g, ans, x, out=None):
+    return None
+
+
+def fix(g, ans, x, out=None):
+    return None
+
+
+def round(g, ans, a, decimals=0, out=None):
+    return None
+
+
+def py_round(g, ans, number, ndigits=None):
+    return None
+
+
+def clip(g, ans, a, a_min=None, a_max=None, out=None, min=None, max=None):
+    ga = ra.unbroadcast(ra.clip_part(g, a, a_min, a_max, min, max, 0), a)
+    glo = ra.clip_part(g, a, a_min, a_max, min, max, 1)
+    ghi = ra.clip_part(g, a, a_min, a_max, min, max, 2)
+    return (ga, ra.unbroadcast(glo, a_min), ra.unbroadcast(ghi, a_max),
+            ra.unbroadcast(glo, min), ra.unbroadcast(ghi, max))
+
+
+def where(g, ans, condition, x=None, y=None):
+    return (ra.unbroadcast(np.where(condition, g, 0.0), x),
+            ra.unbroadcast(np.where(condition, 0.0, g), y))
+
+
+# ------------------------------------------------------------------ reductions
+
+
+def sum(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    return ra.unreduce(g, a, axis, keepdims)
+
+
+def mean(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    return ra.unreduce(g, a, axis, keepdims) / ra.reduced_size(a, axis)
+
+
+def prod(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    # product of the other elements: exact with zeros, no division
+    others = ra.unfold_axes(ra.prod_others_last(ra.fold_axes(a, axis)), a, axis)
+    return ra.unreduce(g, a, axis, keepdims) * others
+
+
+def max(g, ans, a, axis=None, out=None, keepdims=False):
+    return ra.unreduce(g, a, axis, keepdims) * ra.extremum_weights(a, ans, axis, keepdims)
+
+
+def min(g, ans, a, axis=None, out=None, keepdims=False):
+    return ra.unreduce(g, a, axis, keepdims) * ra.extremum_weights(a, ans, axis, keepdims)
+
+
+def nanmax(g, ans, a, axis=None, out=None, keepdims=False):
+    return ra.unreduce(g, a, axis, keepdims) * ra.extremum_weights(a, ans, axis, keepdims)
+
+
+def nanmin(g, ans, a, axis=None, out=None, keepdims=False):
+    return ra.unreduce(g, a, axis, keepdims) * ra.extremum_weights(a, ans, axis, keepdims)
+
+
+def nansum(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    return np.where(np.isnan(a), 0.0, ra.unreduce(g, a, axis, keepdims))
+
+
+def nanmean(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=keepdims)
+    return np.where(np.isnan(a), 0.0, ra.unreduce(g / n, a, axis, keepdims))
+
+
+def var(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    d = a - np.mean(a, axis=axis, keepdims=True)
+    return ra.unreduce(g, a, axis, keepdims) * d * (2.0 / (ra.reduced_size(a, axis) - ddof))
+
+
+def std(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    d = a - np.mean(a, axis=axis, keepdims=True)
+    return ra.unreduce(g / ans, a, axis, keepdims) * d / (ra.reduced_size(a, axis) - ddof)
+
+
+def cumsum(g, ans, a, axis=None, dtype=None, out=None):
+    ax = ra.cum_axis(axis)
+    rev = np.flip(np.cumsum(np.flip(g, ax), ax), ax)
+    return ra.unbroadcast(np.reshape(rev, np.shape(a)), a)
+
+
+def cumprod(g, ans, a, axis=None, dtype=None, out=None):
+    # row j of m is the input with element j replaced by 1; its running products
+    # are the partial derivatives of the outputs at and after j (exact with zeros)
+    ax = ra.cum_axis(axis)
+    x = np.moveaxis(np.reshape(a, np.shape(ans)), ax, -1)
+    e = ra.eye_last(x)
+    c = np.cumprod(np.expand_dims(x, -2) * (1.0 - e) + e, axis=-1)
+    gx = np.sum(c * np.triu(np.ones_like(e)) * np.expand_dims(np.moveaxis(g, ax, -1), -2),
+                axis=-1)
+    return ra.unbroadcast(np.reshape(np.moveaxis(gx, -1, ax), np.shape(a)), a)
+
+
+def norm(g, ans, x, ord=None, axis=None, keepdims=False):
+    return ra.norm_vjp(g, x, ord, axis, keepdims)
+
+
+def trace(g, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    return ra.diagonal_vjp(np.expand_dims(g, -1), a, offset, axis1, axis2)
+
+
+def diagonal(g, ans, a, offset=0, axis1=0, axis2=1):
+    return ra.diagonal_vjp(g, a, offset, axis1, axis2)
+
+
+def diag(g, ans, v, k=0):
+    return ra.diag_vjp(g, v, k)
+
+
+# ------------------------------------------------------------------ linear algebra
+
+
+def dot(g, ans, a, b, out=None):
+    axes = ra.dot_axes(a, b)
+    ga = np.transpose(np.tensordot(g, b, ra.tensordot_plan(a, b, axes, 0)),
+                      ra.tensordot_plan(a, b, axes, 1))
+    gb = np.transpose(np.tensordot(a, g, ra.tensordot_plan(a, b, axes, 2)),
+                      ra.tensordot_plan(a, b, axes, 3))
+    return ra.unbroadcast(ga, a), ra.unbroadcast(gb, b)
+
+
+def inner(g, ans, a, b):
+    axes = ra.inner_axes(a, b)
+    ga = np.transpose(np.tensordot(g, b, ra.tensordot_plan(a, b, axes, 0)),
+                      ra.tensordot_plan(a, b, axes, 1))
+    gb = np.transpose(np.tensordot(a, g, ra.tensordot_plan(a, b, axes, 2)),
+                      ra.tensordot_plan(a, b, axes, 3))
+    return ra.unbroadcast(ga, a), ra.unbroadcast(gb, b)
+
+
+def tensordot(g, ans, a, b, axes=2):
+    ga = np.transpose(np.tensordot(g, b, ra.tensordot_plan(a, b, axes, 0)),
+                      ra.tensordot_plan(a, b, axes, 1))
+    gb = np.transpose(np.tensordot(a, g, ra.tensordot_plan(a, b, axes, 2)),
+                      ra.tensordot_plan(a, b, axes, 3))
+    return ra.unbroadcast(ga, a), ra.unbroadcast(gb, b)
+
+
+def vdot(g, ans, a, b):
+    return (ra.unbroadcast(np.reshape(g * np.ravel(b), np.shape(a)), a),
+            ra.unbroadcast(np.reshape(g * np.ravel(a), np.shape(b)), b))
+
+
+def outer(g, ans, a, b, out=None):
+    return (ra.unbroadcast(np.reshape(np.dot(g, np.ravel(b)), np.shape(a)), a),
+            ra.unbroadcast(np.reshape(np.dot(np.ravel(a), g), np.shape(b)), b))
+
+
+def kron(g, ans, a, b):
+    g4 = np.reshape(g, ra.kron_plan(a, b, 0))
+    ga = np.tensordot(g4, np.reshape(b, ra.kron_plan(a, b, 1)), ra.kron_plan(a, b, 2))
+    gb = np.tensordot(np.reshape(a, ra.kron_plan(a, b, 3)), g4, ra.kron_plan(a, b, 4))
+    return (ra.unbroadcast(np.reshape(ga, np.shape(a)), a),
+            ra.unbroadcast(np.reshape(gb, np.shape(b)), b))
+
+
+def einsum(g, ans, subscripts, *operands, out=None, optimize=False):
+    return ra.einsum_vjp(g, subscripts, operands)
+
+
+def matrix_transpose(g, ans, x):
+    return np.swapaxes(g, -1, -2)
+
+
+def inv(g, ans, a):
+    at = np.swapaxes(ans, -1, -2)
+    return -np.matmul(at, np.matmul(g, at))
+
+
+def det(g, ans, a):
+    return np.expand_dims(g * ans, (-2, -1)) * np.swapaxes(np.linalg.inv(a), -1, -2)
+
+
+def slogdet(g, ans, a):
+    glog = ra.cot_or_zeros(ra.getitem(g, 1), ra.getitem(ans, 1))
+    return np.expand_dims(glog, (-2, -1)) * np.swapaxes(np.linalg.inv(a), -1, -2)
+
+
+def solve(g, ans, a, b):
+    # a 1-D b is one column
+    gb = np.linalg.solve(np.swapaxes(a, -1, -2), np.reshape(g, ra.col_shape(ans, b)))
+    ga = -np.matmul(gb, np.swapaxes(np.reshape(ans, ra.col_shape(ans, b)), -1, -2))
+    gb_fit = ra.unbroadcast(gb, np.reshape(b, ra.col_shape(b, b)))
+    return ra.unbroadcast(ga, a), np.reshape(gb_fit, np.shape(b))
+
+
+def cholesky(g, ans, a, upper=False):
+    # JAX's rule: sym(L^-T phi(L^T gL) L^-1), phi = lower triangle with half diagonal
+    l = ra.chol_lower(ans, upper)
+    lt = np.swapaxes(l, -1, -2)
+    p = np.matmul(lt, np.tril(ra.chol_lower(g, upper)))
+    p = np.tril(p) - 0.5 * p * ra.eye_last(p)
+    s = np.swapaxes(np.linalg.solve(lt, np.swapaxes(np.linalg.solve(lt, p), -1, -2)), -1, -2)
+    return (s + np.swapaxes(s, -1, -2)) * 0.5
+
+
+def eigh(g, ans, a, UPLO="L"):
+    # JAX's rule (symmetrized input): V (diag(gw) + F * (V^T gV)) V^T, F = 1/(w_j - w_i)
+    w = ra.getitem(ans, 0)
+    v = ra.getitem(ans, 1)
+    e = ra.eye_last(w)
+    f = 1.0 / (e + np.expand_dims(w, -2) - np.expand_dims(w, -1)) - e
+    vt = np.swapaxes(v, -1, -2)
+    gw = ra.cot_or_zeros(ra.getitem(g, 0), w)
+    gv = ra.cot_or_zeros(ra.getitem(g, 1), v)
+    mid = np.expand_dims(gw, -2) * e + f * np.matmul(vt, gv)
+    s = np.matmul(v, np.matmul(mid, vt))
+    return (s + np.swapaxes(s, -1, -2)) * 0.5
+
+
+def eigvalsh(g, ans, a, UPLO="L"):
+    v = ra.getitem(np.linalg.eigh(a, UPLO), 1)
+    return np.matmul(v * np.expand_dims(g, -2), np.swapaxes(v, -1, -2))
+
+
+# ------------------------------------------------------------------ shapes
+
+
+def reshape(g, ans, a, shape, order="C"):
+    return np.reshape(g, np.shape(a), order=order)
+
+
+def ravel(g, ans, a, order="C"):
+    return np.reshape(g, np.shape(a), order=order)
+
+
+def flatten(g, ans, a, order="C"):
+    return np.reshape(g, np.shape(a), order=order)
+
+
+def transpose(g, ans, a, axes=None):
+    return np.transpose(g, ra.inverse_perm(axes, np.ndim(a)))
+
+
+def swapaxes(g, ans, a, axis1, axis2):
+    return np.swapaxes(g, axis1, axis2)
+
+
+def moveaxis(g, ans, a, source, destination):
+    return np.moveaxis(g, destination, source)
+
+
+def expand_dims(g, ans, a, axis):
+    return np.reshape(g, np.shape(a))
+
+
+def squeeze(g, ans, a, axis=None):
+    return np.reshape(g, np.shape(a))
+
+
+def broadcast_to(g, ans, array, shape, subok=False):
+    return ra.unbroadcast(g, array)
+
+
+def atleast_1d(g, ans, *arys):
+    return ra.unpack_variadic(g, arys)
+
+
+def atleast_2d(g, ans, *arys):
+    return ra.unpack_variadic(g, arys)
+
+
+def atleast_3d(g, ans, *arys):
+    return ra.unpack_variadic(g, arys)
+
+
+def concatenate(g, ans, arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    return ra.concat_vjp(g, arrays, axis, "concatenate")
+
+
+def stack(g, ans, arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    return ra.concat_vjp(g, arrays, axis, "stack")
+
+
+def vstack(g, ans, tup, dtype=None, casting="same_kind"):
+    return ra.concat_vjp(g, tup, 0, "vstack")
+
+
+def hstack(g, ans, tup, dtype=None, casting="same_kind"):
+    return ra.concat_vjp(g, tup, 0, "hstack")
+
+
+def dstack(g, ans, tup):
+    return ra.concat_vjp(g, tup, 0, "dstack")
+
+
+def column_stack(g, ans, tup):
+    return ra.concat_vjp(g, tup, 0, "column_stack")
+
+
+def split(g, ans, ary, indices_or_sections, axis=0):
+    return ra.concat_cots(g, ans, axis, "concatenate")
+
+
+def array_split(g, ans, ary, indices_or_sections, axis=0):
+    return ra.concat_cots(g, ans, axis, "concatenate")
+
+
+def hsplit(g, ans, ary, indices_or_sections):
+    return ra.concat_cots(g, ans, 0, "hstack")
+
+
+def vsplit(g, ans, ary, indices_or_sections):
+    return ra.concat_cots(g, ans, 0, "vstack")
+
+
+def dsplit(g, ans, ary, indices_or_sections):
+    return ra.concat_cots(g, ans, 0, "dstack")
+
+
+def tile(g, ans, A, reps):
+    return ra.tile_vjp(g, A, reps)
+
+
+def repeat(g, ans, a, repeats, axis=None):
+    return ra.repeat_vjp(g, a, repeats, axis)
+
+
+def flip(g, ans, m, axis=None):
+    return np.flip(g, axis)
+
+
+def fliplr(g, ans, m):
+    return np.fliplr(g)
+
+
+def flipud(g, ans, m):
+    return np.flipud(g)
+
+
+def rot90(g, ans, m, k=1, axes=(0, 1)):
+    return np.rot90(g, -k, axes)
+
+
+def roll(g, ans, a, shift, axis=None):
+    return np.roll(g, ra.neg_shift(shift), axis)
+
+
+def pad(g, ans, array, pad_width, mode="constant", constant_values=0):
+    return ra.pad_vjp(g, array, pad_width, mode)
+
+
+def take(g, ans, a, indices, axis=None, out=None, mode="raise"):
+    return ra.take_vjp(g, a, indices, axis, mode)
+
+
+def take_along_axis(g, ans, arr, indices, axis=-1):
+    return ra.take_along_axis_vjp(g, arr, indices, axis)
+
+
+def tril(g, ans, m, k=0):
+    return np.tril(g, k)
+
+
+def triu(g, ans, m, k=0):
+    return np.triu(g, k)
+
+
+def sort(g, ans, a, axis=-1, kind=None, order=None, stable=None):
+    return ra.take_along_axis_vjp(g, a, np.argsort(a, axis=axis, kind="stable"), axis)
+
+
+def diff(g, ans, a, n=1, axis=-1, prepend=None, append=None):
+    return ra.diff_vjp(g, a, n, axis, prepend, append)
+
+
+# ------------------------------------------------------------------ indexing
+
+
+def getitem(g, ans, x, index):
+    return ra.getitem_vjp(g, x, index)
+
+
+def setitem(g, ans, x, index, v):
+    return ra.setitem_zero(g, index), ra.unbroadcast(ra.getitem(g, index), v)
+
+
+def item(g, ans, a, *args):
+    return ra.getitem_vjp(g, a, ra.item_index(a, args))
+
+
+# ------------------------------------------------------------------ creation, conversion
+
+
+def full(g, ans, shape, fill_value, dtype=None, order="C"):
+    return ra.unbroadcast(g, fill_value)
+
+
+def full_like(g, ans, a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    return ra.unbroadcast(g, fill_value)
+
+
+def array(g, ans, object, dtype=None, copy=True, order="K", subok=False, ndmin=0):
+    return ra.asarray_vjp(g, object)
+
+
+def asarray(g, ans, a, dtype=None, order=None, copy=None):
+    return ra.asarray_vjp(g, a)
+
+
+def copy(g, ans, a, order="K", subok=False):
+    return ra.asarray_vjp(g, a)
+
+
+def astype(g, ans, x, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    return ra.cast_like(g, x)
+
+
+def py_float(g, ans, x):
+    return ra.broadcast_like(g, x)
+
+
+# ------------------------------------------------------------------ Python builtins
+
+
+def py_sum(g, ans, iterable, start=0):
+    return ra.py_sum_vjp(g, iterable), ra.unbroadcast(g, start)
+
+
+def py_max(g, ans, *args, key=None):
+    return ra.py_max_vjp(g, ans, args)
+
+
+def py_min(g, ans, *args, key=None):
+    return ra.py_max_vjp(g, ans, args)
+
+
+# ------------------------------------------------------------------ runtime helpers
+# (their rules make the code generated from the rules above differentiable again)
+
+
+def unbroadcast(g, ans, t, x):
+    return ra.broadcast_like(g, t)
+
+
+def broadcast_like(g, ans, t, x):
+    return ra.unbroadcast(g, t)
+
+
+def unreduce(g, ans, t, x, axis=None, keepdims=False):
+    return ra.unbroadcast(np.sum(g, axis=axis, keepdims=keepdims), t)
+
+
+def clip_part(g, ans, t, a, a_min=None, a_max=None, min=None, max=None, which=0):
+    return ra.clip_part(g, a, a_min, a_max, min, max, which)
+
+
+def fold_axes(g, ans, x, axis=None):
+    return ra.unfold_axes(g, x, axis)
+
+
+def unfold_axes(g, ans, t, x, axis=None):
+    return ra.unbroadcast(ra.fold_axes(g, axis), t)
+
+
+def prod_others_last(g, ans, a):
+    # d out_i / d a_j = prod of a over k != i, j (i != j): row i of m is a with a_i = 1
+    e = ra.eye_last(a)
+    m = np.expand_dims(a, -2) * (1.0 - e) + e
+    return np.sum(ra.prod_others_last(m) * (1.0 - e) * np.expand_dims(g, -1), axis=-2)
+
+
+def diagonal_vjp(g, ans, t, x, offset=0, axis1=0, axis2=1):
+    return ra.unbroadcast(np.diagonal(g, offset, axis1, axis2), t)
+
+
+def diag_vjp(g, ans, t, v, k=0):
+    return ra.unbroadcast(np.diag(g, k), t)
+
+
+def tile_vjp(g, ans, t, A, reps):
+    return ra.unbroadcast(np.tile(g, reps), t)
+
+
+def repeat_vjp(g, ans, t, a, repeats, axis=None):
+    return ra.unbroadcast(np.repeat(g, repeats, axis), t)
+
+
+def pad_vjp(g, ans, t, array, pad_width, mode="constant"):
+    return ra.unbroadcast(ra.pad(g, pad_width, mode), t)
+
+
+def take_vjp(g, ans, t, a, indices, axis=None, mode="raise"):
+    return ra.unbroadcast(np.take(g, indices, axis=axis, mode=mode), t)
+
+
+def take_along_axis_vjp(g, ans, t, arr, indices, axis=-1):
+    return ra.unbroadcast(np.take_along_axis(g, indices, axis=axis), t)
+
+
+def diff_vjp(g, ans, t, a, n=1, axis=-1, prepend=None, append=None):
+    return ra.unbroadcast(ra.diff_vjp_adj(g, a, n, axis, prepend, append), t)
+
+
+def diff_vjp_adj(g, ans, s, a, n=1, axis=-1, prepend=None, append=None):
+    return ra.unbroadcast(ra.diff_vjp(g, a, n, axis, prepend, append), s)
+
+
+def concat_vjp(g, ans, t, arrays, axis=0, how="concatenate"):
+    return ra.unbroadcast(ra.concat_cots(g, arrays, axis, how), t)
+
+
+def concat_cots(g, ans, ts, arrays, axis=0, how="concatenate"):
+    return ra.concat_vjp(g, arrays, axis, how)
+
+
+def unpack_variadic(g, ans, t, xs):
+    return ra.pack_variadic(g, t)
+
+
+def pack_variadic(g, ans, ts, t):
+    return ra.unpack_variadic(g, ts)
+
+
+def asarray_vjp(g, ans, t, a):
+    return ra.pack_cots(g, t)
+
+
+def pack_cots(g, ans, ts, x):
+    return ra.asarray_vjp(g, ts)
+
+
+def cast_like(g, ans, t, x):
+    return ra.cast_like(g, t)
+
+
+def chol_lower(g, ans, x, upper=False):
+    return ra.chol_lower(g, upper)
+
+
+def getitem_vjp(g, ans, t, x, index):
+    return ra.getitem(g, index)
+
+
+def setitem_zero(g, ans, t, index):
+    return ra.setitem_zero(g, index)
+
+
+def cot_or_zeros(g, ans, t, like):
+    return g
+
+
+def py_sum_vjp(g, ans, t, iterable):
+    return ra.sum_cots(g, t)
+
+
+def sum_cots(g, ans, ts, x):
+    return ra.py_sum_vjp(g, ts)
+
+
+def py_max_vjp(g, ans, t, chosen, args):
+    return ra.unbroadcast(ra.py_max_pick(g, chosen, args), t)
+
+
+def py_max_pick(g, ans, ts, chosen, args):
+    return ra.py_max_vjp(g, chosen, args)
+
+
+def norm_vjp(g, ans, t, x, ord=None, axis=None, keepdims=False):
+    return ra.norm_vjp_t(g, x, ord, axis, keepdims), ra.norm_vjp_x(g, t, x, ord, axis, keepdims)
+
+
+def einsum_vjp(g, ans, t, subscripts, operands, optimize=False):
+    return (ra.einsum_vjp_t(g, t, subscripts, operands, optimize),
+            ra.einsum_vjp_ops(g, t, subscripts, operands, optimize))
+
+
+def norm_vjp_t(g, ans, s, x, ord=None, axis=None, keepdims=False):
+    return ra.norm_vjp(g, x, ord, axis, keepdims), ra.unsupported("third derivatives of norm")
+
+
+def norm_vjp_x(g, ans, s, t, x, ord=None, axis=None, keepdims=False):
+    return (ra.norm_vjp_x(g, t, x, ord, axis, keepdims),
+            ra.unsupported("third derivatives of norm"),
+            ra.unsupported("third derivatives of norm"))
+
+
+def einsum_vjp_t(g, ans, s, t, subscripts, operands, optimize=False):
+    return (ra.unsupported("third derivatives of einsum"),
+            ra.unsupported("third derivatives of einsum"),
+            ra.unsupported("third derivatives of einsum"))
+
+
+def einsum_vjp_ops(g, ans, s, t, subscripts, operands, optimize=False):
+    return (ra.unsupported("third derivatives of einsum"),
+            ra.unsupported("third derivatives of einsum"),
+            ra.unsupported("third derivatives of einsum"))
+
+
+def log_or_one(g, ans, base):
+    return ra.unsupported("second derivatives of math.log in its base")
+
+
+def or_one(g, ans, base):
+    return ra.unsupported("second derivatives of math.log in its base")
