@@ -12,7 +12,7 @@ import os
 from itertools import count
 
 from astjax import core
-from astjax.core import (Assert, Comment, Const, Copy, External, For, If, Index, Prim, Raise,
+from astjax.core import (Assert, Comment, Const, Copy, External, For, If, Prim, Raise,
                          Return, SetItem, Var, While, format_operand)
 
 _PRECEDENCE_SAFE = (Var, Const)
@@ -161,7 +161,13 @@ class Printer:
 def print_function(fn: core.Function, docstring: str | None = None) -> str:
     """Source text of one core function."""
     p = Printer()
-    params = ", ".join(fn.params)
+    parts = []
+    for name in fn.params:
+        if fn.kwonly and name == fn.kwonly[0]:
+            parts.append("*")
+        d = fn.defaults.get(name)
+        parts.append(f"{name}={format_operand(d)}" if d is not None else name)
+    params = ", ".join(parts)
     p.emit(0, f"def {fn.name}({params}):")
     if docstring:
         p.emit(1, '"""' + docstring.replace('"""', "'''") + '"""')

@@ -202,7 +202,8 @@ class Function:
     # name in the generated namespace -> (kind, payload) for values the body reads
     # from outside (globals, closure cells, constants); see frontend.normalize.Env.
     env: dict = field(default_factory=dict)
-    defaults: dict = field(default_factory=dict)
+    defaults: dict = field(default_factory=dict)   # parameter -> operand
+    kwonly: list = field(default_factory=list)      # keyword-only parameters
 
 
 # ---------------------------------------------------------------------------- walking

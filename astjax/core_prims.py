@@ -25,6 +25,10 @@ register(Primitive("append", rt.append, "rt.append", ("lst", "item"), diff=("lst
                    kind="structural"))
 register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="structural"),
          callables=(builtins.list, builtins.tuple))
+register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff=("x",),
+                   kind="structural"))
+register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,
+                   "rt.as_sequence_cotangent", ("g", "x"), kind="other"))
 register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"))
 register(Primitive("stop_gradient", rt.stop_gradient, "rt.stop_gradient", ("x",),
                    kind="structural"))
@@ -71,7 +75,9 @@ def _print_range(s):
 
 def _print_no_flags(s):
     flags = s.args[0]
-    return f"not {format_operand(flags[0])}" if len(flags) == 1 else f"not ({' or '.join(format_operand(f) for f in flags)})"
+    if len(flags) == 1:
+        return f"not {format_operand(flags[0])}"
+    return f"not ({' or '.join(format_operand(f) for f in flags)})"
 
 
 PRINTERS = {

@@ -137,6 +137,19 @@ def to_list(x):
     return list(x)
 
 
+def as_sequence(x):
+    """What ``for v in x`` walks, made indexable: dicts give their keys, iterators a list."""
+    if isinstance(x, (list, tuple, np.ndarray, range)):
+        return x
+    return list(x)
+
+
+def as_sequence_cotangent(g, x):
+    if isinstance(x, (list, tuple, np.ndarray, range)):
+        return g
+    return None
+
+
 def seq_cotangents(g, n):
     """Cotangents of the ``n`` items packed into a tuple/list whose cotangent is ``g``."""
     if g is None:
@@ -166,7 +179,9 @@ def list_cotangent(g, x):
     if isinstance(x, list):
         return list(g)
     if isinstance(x, np.ndarray):
-        return np.stack([instantiate(gi, xi) for gi, xi in zip(g, x)]) if len(g) else np.zeros_like(x)
+        if not len(g):
+            return np.zeros_like(x)
+        return np.stack([instantiate(gi, xi) for gi, xi in zip(g, x)])
     return g
 
 
@@ -223,8 +238,9 @@ class NonScalarOutputError(TypeError):
     pass
 
 
-def check_scalar_output(out, fname):
+def check_scalar_output(value, fname):
     """grad requires a real scalar output, like JAX."""
+    out = value
     shape = np.shape(out)
     if shape != ():
         raise NonScalarOutputError(

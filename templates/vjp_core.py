@@ -41,3 +41,7 @@ def tree_index(g, ans, xs, i):
 
 def tree_stack(g, ans, ys, reverse):
     return rt.tree_unstack_cotangent(g, ys, reverse)
+
+
+def as_sequence(g, ans, x):
+    return rt.as_sequence_cotangent(g, x)

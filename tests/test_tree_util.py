@@ -414,11 +414,13 @@ def test_register_twice_raises():
 
 def test_registry_scoped_resets_registrations():
     reg = tu.default_registry
+    before = reg.registered_types()
     with reg.scoped():
         _register_box()
         assert reg.is_registered(Box)
-        assert reg.registered_types() == [Box]
+        assert reg.registered_types() == before + [Box]
     assert not reg.is_registered(Box)
+    assert reg.registered_types() == before
     assert tree_leaves(Box(1, "a"))[0].label == "a"
     _register_box()  # allowed again after the reset
 

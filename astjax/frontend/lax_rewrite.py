@@ -125,7 +125,7 @@ def handle_fori_loop(norm, node, hint, target):
     lower = norm.expr(b["lower"], "lower")
     upper = norm.expr(b["upper"], "upper")
     body_ref = norm.function_ref(b["body_fun"])
-    carry = norm.fresh(f"{hint}_carry" if hint else "carry")
+    carry = norm.fresh("carry")
     norm.expr(b["init_val"], carry, target=carry)
     i = norm.fresh("i")
     body: list = []
@@ -146,7 +146,7 @@ def handle_while_loop(norm, node, hint, target):
     b = _bind(norm, node, ["cond_fun", "body_fun", "init_val"], {}, "while_loop")
     cond_ref = norm.function_ref(b["cond_fun"])
     body_ref = norm.function_ref(b["body_fun"])
-    carry = norm.fresh(f"{hint}_carry" if hint else "carry")
+    carry = norm.fresh("carry")
     norm.expr(b["init_val"], carry, target=carry)
     test = norm.fresh("keep_going")
     test_body: list = []
@@ -161,7 +161,7 @@ def handle_while_loop(norm, node, hint, target):
 
 def _loop_over_steps(norm, node, xs, n, reverse, step_fn):
     """``for step in range(n)`` with ``x = xs[step]`` (or from the end), calling step_fn(x)."""
-    step = norm.fresh("step")
+    step = norm.fresh("i")
     body: list = []
     with norm.emitting(body):
         idx = Var(step)
@@ -185,7 +185,7 @@ def handle_scan(norm, node, hint, target):
     b = _bind(norm, node, ["f", "init", "xs", "length", "reverse", "unroll"],
               {"xs": None, "length": None, "reverse": False, "unroll": 1}, "scan")
     f_ref = norm.function_ref(b["f"])
-    carry = norm.fresh(f"{hint}_carry" if hint else "carry")
+    carry = norm.fresh("carry")
     norm.expr(b["init"], carry, target=carry)
     xs = norm.expr(b["xs"], "xs") if "xs" in b else Const(None)
     length = norm.expr(b["length"], "length") if "length" in b else Const(None)

@@ -131,6 +131,30 @@ def _assigned_names(fn_node) -> set:
     return set(scope_info(fn_node).locals)
 
 
+def _rebound_names(fn_node) -> set:
+    """Names the function body itself assigns (a parameter here is reassigned)."""
+    out = set()
+    body = fn_node.body if isinstance(fn_node.body, list) else [fn_node.body]
+    stack = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (gast.FunctionDef, gast.Lambda)):
+            if isinstance(n, gast.FunctionDef):
+                out.add(n.name)
+            continue
+        if isinstance(n, gast.Name) and isinstance(n.ctx, (gast.Store, gast.Del)):
+            out.add(n.id)
+        if isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and isinstance(
+                n.value, gast.Name):
+            out.add(n.value.id)  # y[i] = v updates y in place: never substitute it
+        if isinstance(n, (gast.ListComp, gast.GeneratorExp, gast.SetComp, gast.DictComp)):
+            for g in n.generators:
+                stack.append(g.iter)
+            continue
+        stack.extend(gast.iter_child_nodes(n))
+    return out
+
+
 def _ordered_names(fn_node):
     return list(scope_info(fn_node).locals)
 
@@ -211,11 +235,13 @@ class Normalizer:
         fsrc = get_function_source(func)
         node = fsrc.node
         args = node.args
+        scope = Scope(fsrc, fsrc.name)
+        self.scope = scope
         if args.vararg or args.kwarg:
-            self.error(node, f"{fsrc.name}: *args/**kwargs parameters are not supported",
+            self.error(args.vararg or args.kwarg,
+                       f"{fsrc.name}: *args/**kwargs parameters are not supported",
                        "give the function explicit parameters")
         params = _params_of(args)
-        scope = Scope(fsrc, fsrc.name)
         self._enter_locals(scope, node)
         for p in params:
             scope.rename[p] = Var(self.fresh(p))
@@ -235,9 +261,12 @@ class Normalizer:
             self._body(scope, node, result)
             self.emit(Return(Var(result)))
         remaining = [scope.rename[p].name for p in params if p not in bound]
-        defaults = {scope.rename[p].name: v for p, v in fsrc.defaults.items() if p not in bound}
+        defaults = {scope.rename[p].name: Var(self.env.value_ref(v, f"{p}_default"))
+                    for p, v in fsrc.defaults.items() if p not in bound}
+        kwonly = [scope.rename[a.id].name for a in args.kwonlyargs if a.id not in bound]
         return core.Function(name or fsrc.name, remaining, body, loc=self.location(node),
-                             source_name=fsrc.name, env=self.env, defaults=defaults)
+                             source_name=fsrc.name, env=self.env, defaults=defaults,
+                             kwonly=kwonly)
 
     def template(self, src, fnode, bindings, loc, hint):
         """Inline a rule template: (statements, operand per returned entry).
@@ -246,7 +275,7 @@ class Normalizer:
         prefixed with ``hint`` so the generated backward code reads naturally.
         """
         scope = Scope(src, fnode.name)
-        params = [a.id for a in fnode.args.args]
+        params = [a.id for a in fnode.args.args + fnode.args.kwonlyargs]
         if fnode.args.vararg is not None:
             params.append(fnode.args.vararg.id)
         scope.local_names = _assigned_names(fnode) | set(params)
@@ -604,6 +633,12 @@ class Normalizer:
             return [name], bind, count
         seq = self._as_sequence(it, "seq")
         name = seq.name if isinstance(seq, Var) else "seq"
+        if not (isinstance(it, gast.Call) and isinstance(it.func, gast.Attribute)
+                and it.func.attr in ("items", "values")):
+            # dicts iterate over keys, iterators become lists; sequences stay as they are
+            items = self.tmp(name, "seq")
+            self.emit(Prim(items, "as_sequence", [seq]))
+            seq = Var(items)
 
         def count(_):
             n = self.tmp(name, "len")
@@ -663,6 +698,11 @@ class Normalizer:
             var = self.store_name(target.id, target)
             self.expr(value_node, var, target=var)
         elif isinstance(target, (gast.Tuple, gast.List)):
+            if isinstance(value_node, (gast.Tuple, gast.List)) and len(value_node.elts) == len(
+                    target.elts) and any(isinstance(e, gast.Lambda) for e in value_node.elts):
+                for t, e in zip(target.elts, value_node.elts):
+                    self.assign(t, e)  # f, g = lambda..., lambda...: bind each
+                return
             if isinstance(value_node, (gast.Tuple, gast.List)) and len(value_node.elts) == len(
                     target.elts) and not any(isinstance(e, gast.Starred) for e in value_node.elts):
                 # a, b = b, a: evaluate everything first
@@ -1197,7 +1237,8 @@ class Normalizer:
             self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
             return Var(out)
         if isinstance(obj, functools.partial) or isinstance(obj, types.MethodType) or (
-                isinstance(obj, types.FunctionType) and not _is_library(obj)):
+                isinstance(obj, types.FunctionType) and not _is_library(obj)) or getattr(
+                obj, "_astjax_generated", None) is not None:
             return self.inline_callable(obj, node, hint, target)
         name = getattr(obj, "__name__", "call")
         callee = self.object_operand(obj, name)
@@ -1317,6 +1358,9 @@ class Normalizer:
     def call_function_ref(self, ref, args, kwargs, node, hint, target):
         """Inline (or, for a primitive, emit) a call of ``ref`` on evaluated operands."""
         kind, value = ref
+        generated = getattr(value, "_astjax_generated", None)
+        if kind == "object" and generated is not None:
+            value = generated()  # a transformed function: inline the code it runs
         if kind == "local":
             name = getattr(value.node, "name", "lambda")
             scope = Scope(value.scope.fsrc, name, parent=value.scope)
@@ -1373,7 +1417,7 @@ class Normalizer:
         defaults = self._defaults_of(scope, fnode)
         caller_scope, caller_loops, caller_loc = self.scope, self.loops, self.loc
         scope.local_names = _assigned_names(fnode) | set(params)
-        assigned = _assigned_names(fnode)
+        assigned = _rebound_names(fnode)
         passed = {a.name for a in list(args) + list(kwargs.values()) if isinstance(a, Var)}
         if target is not None and target not in passed:
             result = target

@@ -19,15 +19,11 @@ inlined with the operands' names.
 from __future__ import annotations
 
 import functools
-import inspect
 import types
-
-import gast
 
 from astjax import core
 from astjax import primitives as P
-from astjax.core import (Assert, Comment, Const, Copy, External, For, If, Index, Prim, Raise,
-                         Return, SetItem, Var, While)
+from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem, Var, While)
 from astjax.errors import DifferentiationError
 
 import astjax.core_prims  # noqa: F401
@@ -116,6 +112,17 @@ class Activity:
         self.useful = useful
         self.active = varied & useful
         for s in stmts:
+            if isinstance(s, Prim) and s.target in useful:
+                prim = P.REGISTRY[s.prim]
+                if not prim.diff and prim.kind not in P.CONSTANT_KINDS | _CORE_CONSTANT:
+                    bad = _vars(s.args) & varied
+                    if bad:
+                        raise DifferentiationError(
+                            f"{prim.code}() has no derivative rule in astjax (it receives "
+                            f"{', '.join(sorted(bad))}, which depends on the differentiated "
+                            "input)", s.loc, prim.reason or
+                            "wrap the value in astjax.stop_gradient if no derivative should "
+                            "flow through it")
             if isinstance(s, External) and s.target in useful:
                 bad = (_vars(s.args) | _vars(s.kwargs.values())) & varied
                 if bad:
@@ -127,6 +134,9 @@ class Activity:
                         "use NumPy functions astjax knows (see astjax.primitives.REGISTRY), "
                         "or wrap the value in astjax.stop_gradient if no derivative should "
                         "flow through it")
+
+
+_CORE_CONSTANT = frozenset({"tape", "structural"})
 
 
 def insert_activity_flags(fn: core.Function, activity: Activity, names) -> dict:
@@ -637,5 +647,3 @@ def _dce(stmts, needed: set) -> list:
 
 
 __all__ = ["ReverseAD", "Activity", "template_for"]
-
-_unused = (Assert, Raise, inspect, gast)
