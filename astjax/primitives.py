@@ -747,3 +747,8 @@ for _name, _params, _defaults in (
 
 # Extra spellings of registered primitives.
 BY_METHOD.setdefault("conjugate", REGISTRY["conj"])
+
+_helper("dot_grad_a", ("t", "a", "b"), diff=("t", "b"),
+        sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 4)), _u(r, (4, 2))), {}))
+_helper("dot_grad_b", ("t", "a", "b"), diff=("t", "a"),
+        sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 4)), _u(r, (4, 2))), {}))

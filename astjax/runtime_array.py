@@ -1143,3 +1143,46 @@ def einsum_vjp_t(s, t, subscripts, operands, optimize=False):
 def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
     """Second order: the vjp of ``einsum_vjp`` w.r.t. the operands (a list)."""
     return _einsum_vjp_second(s, t, subscripts, operands, optimize)[1]
+
+
+# ------------------------------------------------------------------ dot, fast path
+# ga = dot_grad_a(g, a, b) is defined by <g, dot(da, b)> = <ga, da> for every da, and
+# gb = dot_grad_b(g, a, b) by <g, dot(a, db)> = <gb, db>.  The two are bilinear and
+# their own vjps are dot / dot_grad_a / dot_grad_b again (templates/vjp.py), so any
+# order of differentiation stays inside these three functions.
+
+
+def dot_grad_a(t, a, b):
+    """Cotangent of ``a`` in ``np.dot(a, b)``: ``g @ b.T`` for matrices."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 2 and nb == 2:
+        out = np.dot(t, b.T)
+    elif na == 2 and nb == 1:
+        out = np.outer(t, b)
+    elif na == 1 and nb == 2:
+        out = np.dot(b, t)
+    elif na == 1 and nb == 1:
+        out = t * b
+    else:
+        axes = dot_axes(a, b)
+        out = np.transpose(np.tensordot(t, b, tensordot_plan(a, b, axes, 0)),
+                           tensordot_plan(a, b, axes, 1))
+    return unbroadcast(out, a)
+
+
+def dot_grad_b(t, a, b):
+    """Cotangent of ``b`` in ``np.dot(a, b)``: ``a.T @ g`` for matrices."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 2 and nb == 2:
+        out = np.dot(a.T, t)
+    elif na == 2 and nb == 1:
+        out = np.dot(t, a)
+    elif na == 1 and nb == 2:
+        out = np.outer(a, t)
+    elif na == 1 and nb == 1:
+        out = t * a
+    else:
+        axes = dot_axes(a, b)
+        out = np.transpose(np.tensordot(a, t, tensordot_plan(a, b, axes, 2)),
+                           tensordot_plan(a, b, axes, 3))
+    return unbroadcast(out, b)

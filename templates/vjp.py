@@ -395,12 +395,17 @@ def diag(g, ans, v, k=0):
 
 
 def dot(g, ans, a, b, out=None):
-    axes = ra.dot_axes(a, b)
-    ga = np.transpose(np.tensordot(g, b, ra.tensordot_plan(a, b, axes, 0)),
-                      ra.tensordot_plan(a, b, axes, 1))
-    gb = np.transpose(np.tensordot(a, g, ra.tensordot_plan(a, b, axes, 2)),
-                      ra.tensordot_plan(a, b, axes, 3))
-    return ra.unbroadcast(ga, a), ra.unbroadcast(gb, b)
+    return ra.dot_grad_a(g, a, b), ra.dot_grad_b(g, a, b)
+
+
+def dot_grad_a(g, ans, t, a, b):
+    # <g, dot_grad_a(t, a, b)> = <t, dot(g, b)>: bilinear in (t, b)
+    return np.dot(g, b), ra.dot_grad_b(t, g, b)
+
+
+def dot_grad_b(g, ans, t, a, b):
+    # <g, dot_grad_b(t, a, b)> = <t, dot(a, g)>: bilinear in (t, a)
+    return np.dot(a, g), ra.dot_grad_a(t, a, g)
 
 
 def inner(g, ans, a, b):
