@@ -23,7 +23,8 @@ import types
 
 from astjax import core
 from astjax import primitives as P
-from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem, Var, While)
+from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
+                         Var, While)
 from astjax.errors import DifferentiationError
 
 import astjax.core_prims  # noqa: F401
