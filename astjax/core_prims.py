@@ -28,7 +28,7 @@ register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="str
 register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff=("x",),
                    kind="structural"))
 register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,
-                   "rt.as_sequence_cotangent", ("g", "x"), kind="other"))
+                   "rt.as_sequence_cotangent", ("g", "x"), kind="other", meta=("x",)))
 register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"))
 register(Primitive("stop_gradient", rt.stop_gradient, "rt.stop_gradient", ("x",),
                    kind="structural"))
@@ -46,11 +46,12 @@ def _params(fn):
                  for p in inspect.signature(fn).parameters.values())
 
 
+_META = {"instantiate": ("x",), "list_cotangent": ("x",), "append_cotangents": ("lst",)}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
               "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
-              "check_scalar_output"):
+              "check_scalar_output", "meta", "restore_at", "keys_list"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
-                       kind="other"))
+                       kind="other", meta=_META.get(_name, ())))
 
 
 def _seq(a):
@@ -98,12 +99,13 @@ register(Primitive("not_none", lambda x: x is not None, "rt.not_none", ("x",), k
 register(Primitive("getattr", getattr, "getattr", ("x", "name"), diff=("x",),
                    kind="structural"))
 register(Primitive("attr_cotangent", rt.attr_cotangent, "rt.attr_cotangent",
-                   ("g", "x", "name"), kind="other"))
+                   ("g", "x", "name"), kind="other", meta=("x",)))
 PRINTERS.update({
     "push": lambda s: f"{format_operand(s.args[0])}.append({format_operand(s.args[1])})",
     "pop": lambda s: f"{format_operand(s.args[0])}.pop()",
     "new_tape": lambda s: "[]",
     "not_none": lambda s: f"{format_operand(s.args[0])} is not None",
+    "keys_list": lambda s: f"list({format_operand(s.args[0])})",
     "getattr": lambda s: f"{format_operand(s.args[0])}.{s.args[1].value}",
 })
 
@@ -114,7 +116,7 @@ register(Primitive("scan_length", rt.scan_length, "rt.scan_length", ("xs", "leng
 register(Primitive("tree_index", rt.tree_index, "rt.tree_index", ("xs", "i"), diff=("xs",),
                    kind="structural"))
 register(Primitive("tree_index_vjp", rt.tree_index_vjp, "rt.tree_index_vjp", ("g", "xs", "i"),
-                   kind="other"))
+                   kind="other", meta=("xs",)))
 register(Primitive("tree_stack", rt.tree_stack, "rt.tree_stack", ("ys", "reverse"),
                    diff=("ys",), kind="structural"))
 register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,

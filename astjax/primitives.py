@@ -58,6 +58,8 @@ class Primitive:
               receiver are packed into one tuple for this parameter (x.reshape(3, 4)
               -> shape=(3, 4)); a single argument is passed through (x.reshape((3, 4)))
     attribute name of the ndarray attribute spelling, if any (x.T, x.shape)
+    meta      parameters read only for their shape, dtype or structure: reverse mode
+              saves a zero-size stand-in (``rt.meta``) for them instead of the value
     sample    builds sample arguments for table-driven tests: rng -> (args, kwargs)
     reason    why a primitive is not differentiable (shown in error messages)
     """
@@ -75,6 +77,7 @@ class Primitive:
     method_pack: str | None = None
     attribute: str | None = None
     sample: Callable[[np.random.Generator], tuple[tuple, dict]] | None = None
+    meta: tuple[str, ...] = ()
     reason: str = ""
 
     @property
@@ -621,17 +624,18 @@ register(Primitive("math_log", ra.math_log, "ra.math_log", ("x", "base"), {"base
 # ---------------------------------------------------------------------------
 
 
-def _helper(name, params, defaults=None, diff=(), kind="other", sample=None, reason=""):
+def _helper(name, params, defaults=None, diff=(), kind="other", sample=None, reason="",
+            meta=()):
     register(Primitive(name, getattr(ra, name), f"ra.{name}", params, defaults or {}, diff=diff,
-                       kind=kind, sample=sample, reason=reason))
+                       kind=kind, sample=sample, reason=reason, meta=meta))
 
 
 _helper("unbroadcast", ("t", "x"), diff=("t",),
-        sample=lambda r: ((_u(r, (2, 3, 4)), _u(r, (3, 1))), {}))
+        sample=lambda r: ((_u(r, (2, 3, 4)), _u(r, (3, 1))), {}), meta=("x",))
 _helper("broadcast_like", ("t", "x"), diff=("t",),
-        sample=lambda r: ((_u(r, (3, 1)), _u(r, (2, 3, 4))), {}))
+        sample=lambda r: ((_u(r, (3, 1)), _u(r, (2, 3, 4))), {}), meta=("x",))
 _helper("unreduce", ("t", "x", "axis", "keepdims"), {"axis": None, "keepdims": False},
-        diff=("t",), sample=lambda r: ((_u(r, (3,)), _u(r, (3, 4)), 1, False), {}))
+        diff=("t",), sample=lambda r: ((_u(r, (3,)), _u(r, (3, 4)), 1, False), {}), meta=("x",))
 _helper("clip_part", ("t", "a", "a_min", "a_max", "min", "max", "which"),
         {"a_min": None, "a_max": None, "min": None, "max": None, "which": 0}, diff=("t",),
         sample=lambda r: ((_u(r), _u(r), -0.5, _u(r, (4,)) + 0.5), {"which": 1}))
@@ -650,9 +654,9 @@ _helper("tile_vjp", ("t", "A", "reps"), diff=("t",),
 _helper("repeat_vjp", ("t", "a", "repeats", "axis"), {"axis": None}, diff=("t",),
         sample=lambda r: ((_u(r, (12,)), _u(r, (2, 3)), 2), {}))
 _helper("pad_vjp", ("t", "array", "pad_width", "mode"), {"mode": "constant"}, diff=("t",),
-        sample=lambda r: ((_u(r, (5, 6)), _u(r, (3, 4)), 1), {"mode": "wrap"}))
+        sample=lambda r: ((_u(r, (5, 6)), _u(r, (3, 4)), 1), {"mode": "wrap"}), meta=("array",))
 _helper("take_vjp", ("t", "a", "indices", "axis", "mode"), {"axis": None, "mode": "raise"},
-        diff=("t",), sample=lambda r: ((_u(r, (3,)), _u(r), [1, 1, 7]), {}))
+        diff=("t",), sample=lambda r: ((_u(r, (3,)), _u(r), [1, 1, 7]), {}), meta=("a",))
 _helper("take_along_axis_vjp", ("t", "arr", "indices", "axis"), {"axis": -1}, diff=("t",),
         sample=lambda r: ((_u(r, (2, 4)), _u(r), np.array([[0, 1, 2, 0], [2, 2, 1, 0]]), 0),
                           {}))
@@ -676,15 +680,15 @@ _helper("asarray_vjp", ("t", "a"), diff=("t",),
 _helper("pack_cots", ("ts", "x"), diff=("ts",),
         sample=lambda r: (([_u(r, (3,)), None, [0.5, 1.5, 2.5]], _u(r, (1, 3, 3))), {}))
 _helper("cast_like", ("t", "x"), diff=("t",),
-        sample=lambda r: ((_u(r), _u(r)), {}))
+        sample=lambda r: ((_u(r), _u(r)), {}), meta=("x",))
 _helper("chol_lower", ("x", "upper"), {"upper": False}, diff=("x",),
         sample=lambda r: ((_u(r, (2, 3, 3)), True), {}))
 _helper("getitem_vjp", ("t", "x", "index"), diff=("t",),
         sample=lambda r: ((_u(r, (3, 2)), _u(r, (5, 4)), (np.array([0, 2, 0]), slice(1, 3))),
-                          {}))
+                          {}), meta=("x",))
 _helper("setitem_zero", ("t", "index"), diff=("t",),
         sample=lambda r: ((_u(r, (5, 4)), (slice(None), [0, 2, 2])), {}))
-_helper("cot_or_zeros", ("t", "like"), diff=("t",), sample=lambda r: ((_u(r), _u(r)), {}))
+_helper("cot_or_zeros", ("t", "like"), diff=("t",), sample=lambda r: ((_u(r), _u(r)), {}), meta=("like",))
 _helper("py_sum_vjp", ("t", "iterable"), diff=("t",),
         sample=lambda r: ((_u(r, (2, 3)), [_u(r, (3,)), 1.0, _u(r, (2, 3))]), {}))
 _helper("sum_cots", ("ts", "x"), diff=("ts",),
@@ -752,3 +756,8 @@ _helper("dot_grad_a", ("t", "a", "b"), diff=("t", "b"),
         sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 4)), _u(r, (4, 2))), {}))
 _helper("dot_grad_b", ("t", "a", "b"), diff=("t", "a"),
         sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 4)), _u(r, (4, 2))), {}))
+_helper("add_cot", ("t", "x", "y", "which"), {"which": 0}, diff=("t",),
+        sample=lambda r: ((_u(r, (3, 4)), _u(r, (3, 4)), _u(r, (4,))), {"which": 1}),
+        meta=("x", "y"))
+_helper("add_cot_vjp", ("g", "t", "x", "y", "which"), {"which": 0},
+        reason="third derivatives of add are not implemented", meta=("x", "y"))

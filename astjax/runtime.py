@@ -137,6 +137,11 @@ def to_list(x):
     return list(x)
 
 
+def keys_list(x):
+    """The keys of a dict, in order (never differentiable)."""
+    return list(x)
+
+
 def as_sequence(x):
     """What ``for v in x`` walks, made indexable: dicts give their keys, iterators a list."""
     if isinstance(x, (list, tuple, np.ndarray, range)):
@@ -206,29 +211,70 @@ def format_string(template, *values):
     return template.format(*values)
 
 
+def meta(x):
+    """A stand-in for ``x`` that keeps only its shape, dtype and structure.
+
+    Rules that need just the shape of an operand (``unbroadcast(g, x)``) read this
+    instead, so reverse mode does not keep every intermediate array alive: for an
+    array it is a zero-stride view of one element.
+    """
+    if isinstance(x, np.ndarray):
+        return np.broadcast_to(np.zeros((), x.dtype), x.shape)
+    if isinstance(x, list):
+        return [meta(v) for v in x]
+    if isinstance(x, tuple):
+        return _rebuild_tuple(x, [meta(v) for v in x])
+    if isinstance(x, dict):
+        return {k: meta(v) for k, v in x.items()}
+    return x
+
+
 # ------------------------------------------------------------ in-place update rules
 
 
+_MISSING = object()
+
+
 def cot_at(g, index):
-    """``g[index]`` for an array cotangent, None stays None."""
+    """``g[index]`` of a cotangent (array, list or dict); None stays None."""
     if g is None:
         return None
+    if isinstance(g, dict):
+        return g.get(index)
     return g[index]
 
 
 def cot_zero_at(g, index):
-    """A copy of cotangent ``g`` with zeros written at ``index`` (None stays None)."""
+    """A copy of cotangent ``g`` with zero (None for containers) at ``index``."""
     if g is None:
         return None
+    if isinstance(g, dict):
+        out = dict(g)
+        out.pop(index, None)
+        return out
+    if isinstance(g, list):
+        out = list(g)
+        out[index] = None
+        return out
     out = np.array(g, copy=True)
     out[index] = 0
     return out
 
 
 def save_at(x, index):
-    """The part of ``x`` an in-place update is about to overwrite (a copy)."""
+    """What an in-place update ``x[index] = v`` is about to overwrite (a copy)."""
+    if isinstance(x, dict):
+        return x.get(index, _MISSING)
     part = x[index]
     return part.copy() if isinstance(part, np.ndarray) else part
+
+
+def restore_at(x, index, old):
+    """Undo ``x[index] = v`` with the value ``save_at`` gave (a new dict key is removed)."""
+    if old is _MISSING:
+        del x[index]
+    else:
+        x[index] = old
 
 
 # ----------------------------------------------------------------------- errors

@@ -1186,3 +1186,27 @@ def dot_grad_b(t, a, b):
         out = np.transpose(np.tensordot(a, t, tensordot_plan(a, b, axes, 2)),
                            tensordot_plan(a, b, axes, 3))
     return unbroadcast(out, b)
+
+
+def add_cot(t, x, y, which=0):
+    """Cotangent of operand ``which`` of ``x + y``: unbroadcast for arrays, the matching
+    slice of the cotangent for a list or tuple concatenation."""
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        if t is None:
+            return None
+        n = len(x)
+        part = list(t[:n]) if which == 0 else list(t[n:])
+        proto = x if which == 0 else y
+        return part if isinstance(proto, list) else tuple(part)
+    return unbroadcast(t, x if which == 0 else y)
+
+
+def add_cot_vjp(g, t, x, y, which=0):
+    """add_cot is linear in its cotangent: its vjp puts g back where it came from."""
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        if g is None:
+            return None
+        n = len(x)
+        pad = [None] * (len(y) if which == 0 else n)
+        return list(g) + pad if which == 0 else pad + list(g)
+    return broadcast_like(g, t)

@@ -106,6 +106,21 @@ class LocalFunc:
 
 
 @dataclass
+class ObjFunc:
+    """A local name bound to a known callable (``apply(np.tanh, x)`` binds f = np.tanh)."""
+
+    obj: object
+    operand: object
+
+
+@dataclass
+class FuncArg:
+    """A call argument that is a function: inlined callees receive the function itself."""
+
+    func: object  # LocalFunc | ObjFunc
+
+
+@dataclass
 class Scope:
     """One function being normalized (the outer one, or one being inlined)."""
 
@@ -229,8 +244,12 @@ class Normalizer:
 
     # --------------------------------------------------------------- entry point
 
-    def function(self, fn, name=None) -> core.Function:
-        """Normalize a Python callable into a core Function with the same parameters."""
+    def function(self, fn, name=None, static_functions=None) -> core.Function:
+        """Normalize a Python callable into a core Function with the same parameters.
+
+        ``static_functions``: {positional index: function} for arguments that are
+        functions; calls of those parameters inline the given function.
+        """
         func, pargs, pkwargs = unwrap_callable(fn)
         fsrc = get_function_source(func)
         node = fsrc.node
@@ -245,6 +264,12 @@ class Normalizer:
         self._enter_locals(scope, node)
         for p in params:
             scope.rename[p] = Var(self.fresh(p))
+        remaining_pos = [p for p in params[:len(args.posonlyargs) + len(args.args)]
+                         if p not in set(params[:len(pargs)]) and p not in pkwargs]
+        for i, f in (static_functions or {}).items():
+            if i < len(remaining_pos):
+                p = remaining_pos[i]
+                scope.local_funcs[p] = ObjFunc(f, self.object_operand(f, p))
         self._rename_locals(scope, node)
         self.scope = scope
         self.loc = self.location(node)
@@ -659,7 +684,7 @@ class Normalizer:
                 self.static_value(node.func.value) is None:
             d = self.expr(node.func.value, hint)
             keys = self.tmp(d.name if isinstance(d, Var) else hint, "keys")
-            self.emit(External(keys, Var(self.env.value_ref(list, "list")), [d]))
+            self.emit(Prim(keys, "keys_list", [d]))
             if node.func.attr == "keys":
                 return Var(keys)
             # values/items: build a list of d[k] (differentiable through getitem)
@@ -827,6 +852,8 @@ class Normalizer:
         if kind == "local":
             return rest[0]
         if kind == "func":
+            if isinstance(rest[0], ObjFunc):
+                return rest[0].operand
             self.error(node, f"function {name!r} can only be called here",
                        "astjax inlines local functions at their call sites")
         return self.object_operand(rest[0], name, rest[1])
@@ -1189,6 +1216,8 @@ class Normalizer:
         if isinstance(func, gast.Name):
             kind, *rest = self.lookup(func.id, func)
             if kind == "func":
+                if isinstance(rest[0], ObjFunc):
+                    return self.call_object(rest[0].obj, node, hint, target, discard)
                 return self.inline_local(rest[0], node, hint, target)
             if kind == "local":
                 return self.external_call(node, rest[0], hint, target, func.id, discard)
@@ -1208,14 +1237,40 @@ class Normalizer:
             if isinstance(a, gast.Starred):
                 self.error(a, "*args in a call is not supported here",
                            "pass the arguments one by one")
-            args.append(self.expr(a, hint))
+            args.append(self.arg_operand(a, hint))
         kwargs = {}
         for kw in node.keywords:
             if kw.arg is None:
                 self.error(node, "**kwargs in a call is not supported here",
                            "pass keyword arguments explicitly")
-            kwargs[kw.arg] = self.expr(kw.value, hint)
+            kwargs[kw.arg] = self.arg_operand(kw.value, hint)
         return args, kwargs
+
+    def arg_operand(self, node, hint):
+        """A call argument: an operand, or a FuncArg when it denotes a function."""
+        if isinstance(node, gast.Lambda):
+            return FuncArg(LocalFunc(node, self.scope))
+        if isinstance(node, gast.Name):
+            kind, *rest = self.lookup(node.id, node)
+            if kind == "func":
+                return FuncArg(rest[0])
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            obj = self.static_value(node)
+            if callable(obj) and not isinstance(obj, type) and not isinstance(
+                    obj, types.ModuleType):
+                name = getattr(obj, "__name__", "f")
+                return FuncArg(ObjFunc(obj, self.object_operand(obj, name)))
+        return self.expr(node, hint)
+
+    def plain(self, op, node):
+        """An operand for a primitive or an external call (a function becomes a value)."""
+        if isinstance(op, FuncArg):
+            if isinstance(op.func, ObjFunc):
+                return op.func.operand
+            self.error(node, "a lambda or nested function can only be called or passed to "
+                             "another Python function here",
+                       "astjax inlines functions where they are called", cls=TransformError)
+        return op
 
     def call_object(self, obj, node, hint, target, discard=False):
         special = SPECIAL_CALLS.get(id(obj))
@@ -1223,6 +1278,7 @@ class Normalizer:
             return special(self, node, hint, target)
         if obj is range:
             args, _ = self.call_args(node, hint)
+            args = [self.plain(a, node) for a in args]
             out = self._out(target, hint, "range")
             self.emit(Prim(out, "range", self._range_args(args, node)))
             return Var(out)
@@ -1246,6 +1302,8 @@ class Normalizer:
 
     def external_call(self, node, callee, hint, target, label, discard=False):
         args, kwargs = self.call_args(node, hint)
+        args = [self.plain(a, node) for a in args]
+        kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
         if discard and target is None:
             self.emit(External(None, callee, args, kwargs))
             return Const(None)
@@ -1260,6 +1318,7 @@ class Normalizer:
             if not isinstance(lst, Var) or func.value.id not in self.scope.local_names:
                 self.error(node, "append() is supported on local lists only")
             args, kwargs = self.call_args(node, lst.name)
+            args = [self.plain(a, node) for a in args]
             if len(args) != 1 or kwargs:
                 self.error(node, "append() takes exactly one argument")
             self.emit(Prim(lst.name, "append", [lst, args[0]]))
@@ -1269,6 +1328,8 @@ class Normalizer:
         prim = P.BY_METHOD.get(name)
         if prim is None:
             args, kwargs = self.call_args(node, rhint)
+            args = [self.plain(a, node) for a in args]
+            kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
             if discard and target is None:
                 self.emit(External(None, receiver, args, kwargs, method=name))
                 return Const(None)
@@ -1276,6 +1337,7 @@ class Normalizer:
             self.emit(External(out, receiver, args, kwargs, method=name))
             return Var(out)
         args, kwargs = self.call_args(node, rhint)
+        args = [self.plain(a, node) for a in args]
         if prim.method_pack and len(args) > 1:
             tup = self.tmp(rhint, prim.method_pack)
             self.emit(Prim(tup, "make_tuple", [tuple(args)]))
@@ -1288,7 +1350,8 @@ class Normalizer:
         """Match call operands to a primitive's parameters (NumPy's order and names)."""
         params = prim.params
         bound: dict = {}
-        pos = list(args)
+        pos = [self.plain(a, node) for a in args]
+        kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
         for i, p in enumerate(params):
             if p.startswith("*"):
                 bound[p] = tuple(pos[i:])
@@ -1343,6 +1406,8 @@ class Normalizer:
         if isinstance(node, gast.Name):
             kind, *rest = self.lookup(node.id, node)
             if kind == "func":
+                if isinstance(rest[0], ObjFunc):
+                    return ("object", rest[0].obj)
                 return ("local", rest[0])
             if kind == "object" and callable(rest[0]):
                 return ("object", rest[0])
@@ -1432,7 +1497,9 @@ class Normalizer:
             else:
                 self.error(call_node, f"{scope.name}() missing argument {p!r}",
                            cls=TransformError)
-            if p in assigned:
+            if isinstance(v, FuncArg):
+                scope.local_funcs[p] = v.func  # calls of p inline the function passed
+            elif p in assigned:
                 var = self.fresh(p)
                 self.emit(Copy(var, v))
                 scope.rename[p] = Var(var)

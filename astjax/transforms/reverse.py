@@ -237,9 +237,13 @@ class ReverseAD:
     emits the final code with saves and restores.
     """
 
-    def __init__(self, fn: core.Function, wrt: list[str], output: str, normalizer_factory):
+    def __init__(self, fn: core.Function, wrt: list[str], output: str, normalizer_factory,
+                 residuals: bool = False):
         self.fn = fn
         self.wrt = wrt
+        # True when the backward sweep runs later from saved residuals (vjp): then
+        # every shape-only read is saved as a stand-in, not the array itself
+        self.residuals = residuals
         self.output = output
         self.activity = Activity(fn, wrt, output)
         self.flags = insert_activity_flags(fn, self.activity, fn.env.names)
@@ -251,6 +255,8 @@ class ReverseAD:
         self.trip_vars: set[str] = set()
         self.restore: set[str] = set()
         self.backward_reads: set[str] = set()
+        self.meta_reads: set[str] = set()
+        self.meta_of: dict[str, str] = {}
         # cotangent variables known to be None / known not None at the point of emission
         self.null: set[str] = set()
         self.nonnull: set[str] = set()
@@ -362,7 +368,8 @@ class ReverseAD:
             if s.target in self.restore:
                 old = self.names.fresh(f"{s.target}_old")
                 out.append(Prim(old, "pop", [Var(self.tape)], loc=loc))
-                out.append(SetItem(s.target, s.index, Var(old), loc=loc))
+                out.append(Prim(None, "restore_at", [Var(s.target), s.index, Var(old)],
+                                loc=loc))
         else:
             for w in core.writes(s):
                 if w in self.restore:
@@ -380,8 +387,9 @@ class ReverseAD:
                 part = self.names.fresh(f"{d_t}_part")
                 out.append(Prim(part, "cot_at", [Var(d_t), s.index], loc=loc))
                 contrib = self.names.fresh(f"d_{s.value.name}_part")
-                out.append(Prim(contrib, "unbroadcast", [Var(part), s.value], loc=loc))
-                self.backward_reads.add(s.value.name)
+                shape_of = self.meta_operands([Prim(contrib, "unbroadcast", [Var(part), s.value],
+                                                    loc=loc)])
+                out.extend(shape_of)
                 out.extend(self.accumulate(self.d(s.value.name), Var(contrib), loc))
             out.append(Prim(d_t, "cot_zero_at", [Var(d_t), s.index], loc=loc))
             return out
@@ -522,12 +530,31 @@ class ReverseAD:
         needed = _vars(o for o in outs if o is not None)
         for st in extra:
             needed |= set(core.reads(st))
-        body = _dce(stmts, needed) + extra
+        body = self.meta_operands(_dce(stmts, needed) + extra)
         for st in core.walk(body):
             st.loc = s.loc
-            self.backward_reads.update(core.reads(st))
         self.backward_reads.update(_vars(o for o in outs if o is not None))
         return body, outs
+
+    def meta_operands(self, stmts) -> list:
+        """Record what backward statements read; operands they read only for their shape
+        are switched to the variable's shape stand-in (``x_shape = rt.meta(x)``)."""
+        for st in core.walk(stmts):
+            if not isinstance(st, Prim):
+                self.backward_reads.update(core.reads(st))
+                continue
+            prim = P.REGISTRY[st.prim]
+            for k, (pname, arg) in enumerate(zip(prim.params, st.args)):
+                names = core.atom_vars(arg if pname.startswith("*") else [arg])
+                if pname not in prim.meta:
+                    self.backward_reads.update(names)
+                    continue
+                self.meta_reads.update(names)
+                if isinstance(arg, Var) and arg.name in self.meta_of:
+                    st.args[k] = Var(self.meta_of[arg.name])
+                    self.backward_reads.add(self.meta_of[arg.name])
+            self.backward_reads.update(core.atom_vars(st.kwargs.values()))
+        return stmts
 
     # ------------------------------------------------------------- forward
 
@@ -582,18 +609,37 @@ class ReverseAD:
         """
         body = [s for s in self.fn.body if not isinstance(s, Return)]
         used = set(self.names.used)
-        # pass 1: what does the backward sweep read?
-        self._start(seeded)
-        self.backward(body)
+        seed_names = {}
+
+        def dry_run():
+            """Generate the backward sweep only to learn what it reads."""
+            nonlocal seed_names
+            self._start(seeded)
+            self.backward(body)
+            keep = {x._trips for x in core.walk(body) if hasattr(x, "_trips")}
+            self.names.used = used | keep | set(self.meta_of.values())
+            seed_names = seed_names or {k: v for k, v in self.adj_names.items() if v in seeded}
+            self.adj_names = dict(seed_names)
+
+        # pass 1: which primal values does the backward sweep read, and which of those
+        # only for their shape?  Reassigned ones of the latter get a shape stand-in.
+        dry_run()
+        primal_vars = core.all_writes(body) | set(self.fn.params)
+        shape_only = {v for v in self.meta_reads - self.backward_reads
+                      if v in primal_vars and (self.reassigned(v) or self.residuals)}
+        if shape_only:
+            self.meta_of = {v: self.names.fresh(f"{v}_shape") for v in sorted(shape_only)}
+            body = _insert_shape_standins(body, self.meta_of, self.fn.params)
+            body = [Prim(self.meta_of[p], "meta", [Var(p)], loc=self.fn.loc)
+                    for p in self.fn.params if p in self.meta_of] + body
+            self.fn.body[:] = body + [s for s in self.fn.body if isinstance(s, Return)]
+            self.counts = _assignment_counts(self.fn)
+            dry_run()
         reads = self.backward_reads
         primal_vars = core.all_writes(body) | set(self.fn.params)
         self.restore = {v for v in reads & primal_vars
                         if self.reassigned(v) and v not in self.trip_vars}
-        # pass 2: the real thing (same names as pass 1 would have chosen)
-        trips = dict((id(x), x._trips) for x in core.walk(body) if hasattr(x, "_trips"))
-        self.names.used = used | set(trips.values())
-        seed_names = {k: v for k, v in self.adj_names.items() if v in seeded}
-        self.adj_names = dict(seed_names)
+        # pass 2: the real thing (same names as the dry runs chose)
         self._start(seeded)
         backward = self.backward(body)
         forward = self.forward(body)
@@ -601,6 +647,7 @@ class ReverseAD:
 
     def _start(self, seeded):
         self.backward_reads = set()
+        self.meta_reads = set()
         self.null = set()
         self.nonnull = set(seeded)
         self.loop_depth = 0
@@ -626,6 +673,25 @@ class ReverseAD:
 
 def _written(stmts) -> set:
     return core.all_writes(stmts)
+
+
+def _insert_shape_standins(stmts, meta_of, params) -> list:
+    """After every assignment of a variable in ``meta_of``, record its shape stand-in."""
+    out = []
+    for s in stmts:
+        if isinstance(s, For) and s.target in meta_of:
+            s.body[:] = [Prim(meta_of[s.target], "meta", [Var(s.target)], loc=s.loc)] + \
+                _insert_shape_standins(s.body, meta_of, params)
+            out.append(s)
+            continue
+        for b in core.child_blocks(s):
+            b[:] = _insert_shape_standins(b, meta_of, params)
+        out.append(s)
+        if isinstance(s, (Prim, Copy, External, SetItem)):
+            for w in core.writes(s):
+                if w in meta_of:
+                    out.append(Prim(meta_of[w], "meta", [Var(w)], loc=s.loc))
+    return out
 
 
 def _has_code(stmts) -> bool:

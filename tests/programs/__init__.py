@@ -1,0 +1,1 @@
+"""User programs that the reverse-mode tests transform (astjax reads their source)."""
