@@ -385,5 +385,8 @@ def make_source(fun):
     return source
 
 
+# transformations that may be applied inside transformed code (grad(f)(x) in a body)
+STATIC_TRANSFORMS = (grad, value_and_grad)
+
 __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
            "TransformError"]

@@ -25,10 +25,12 @@ register(Primitive("append", rt.append, "rt.append", ("lst", "item"), diff=("lst
                    kind="structural"))
 register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="structural"),
          callables=(builtins.list, builtins.tuple))
+register(Primitive("keys_list", rt.keys_list, "rt.keys_list", ("x",), kind="static"))
 register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff=("x",),
                    kind="structural"))
 register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,
-                   "rt.as_sequence_cotangent", ("g", "x"), kind="other", meta=("x",)))
+                   "rt.as_sequence_cotangent", ("g", "x"), diff=("g",), kind="other",
+                   meta=("x",)))
 register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"))
 register(Primitive("stop_gradient", rt.stop_gradient, "rt.stop_gradient", ("x",),
                    kind="structural"))
@@ -46,12 +48,22 @@ def _params(fn):
                  for p in inspect.signature(fn).parameters.values())
 
 
-_META = {"instantiate": ("x",), "list_cotangent": ("x",), "append_cotangents": ("lst",)}
+# Runtime helpers that generated code calls.  Those differentiable in some argument
+# have a template in templates/vjp_core.py (grad of grad differentiates them).
+_META = {"instantiate": ("x",), "list_cotangent": ("x",), "append_cotangents": ("lst",),
+         "cot_at_vjp": ("g",)}
+_DIFF = {"instantiate": ("g",), "check_scalar_output": ("value",), "cot_at": ("g",),
+         "cot_zero_at": ("g",), "seq_cotangents": ("g",), "dict_cotangents": ("g",),
+         "list_cotangent": ("g",), "append_cotangents": ("g",)}
+_KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
+         "save_at": "tape", "restore_at": "tape"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
               "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
-              "check_scalar_output", "meta", "restore_at", "keys_list"):
+              "check_scalar_output", "meta", "restore_at", "cot_at_vjp", "dict_from_values",
+              "append_cotangents_vjp"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
-                       kind="other", meta=_META.get(_name, ())))
+                       diff=_DIFF.get(_name, ()), kind=_KIND.get(_name, "other"),
+                       meta=_META.get(_name, ())))
 
 
 def _seq(a):
@@ -93,16 +105,15 @@ PRINTERS = {
 }
 
 register(Primitive("push", rt.push, "rt.push", ("tape", "value"), kind="tape"))
-register(Primitive("pop", rt.pop, "rt.pop", ("tape",), kind="tape"))
+register(Primitive("pop", rt.pop, "rt.pop", ("tape",), diff=("tape",), kind="tape"))
 register(Primitive("new_tape", rt.new_tape, "rt.new_tape", (), kind="tape"))
 register(Primitive("not_none", lambda x: x is not None, "rt.not_none", ("x",), kind="compare"))
 register(Primitive("getattr", getattr, "getattr", ("x", "name"), diff=("x",),
                    kind="structural"))
 register(Primitive("attr_cotangent", rt.attr_cotangent, "rt.attr_cotangent",
-                   ("g", "x", "name"), kind="other", meta=("x",)))
+                   ("g", "x", "name"), diff=("g",), kind="other", meta=("x",)))
+register(Primitive("attr_of", rt.attr_of, "rt.attr_of", ("x", "name"), kind="other"))
 PRINTERS.update({
-    "push": lambda s: f"{format_operand(s.args[0])}.append({format_operand(s.args[1])})",
-    "pop": lambda s: f"{format_operand(s.args[0])}.pop()",
     "new_tape": lambda s: "[]",
     "not_none": lambda s: f"{format_operand(s.args[0])} is not None",
     "keys_list": lambda s: f"list({format_operand(s.args[0])})",
@@ -116,8 +127,11 @@ register(Primitive("scan_length", rt.scan_length, "rt.scan_length", ("xs", "leng
 register(Primitive("tree_index", rt.tree_index, "rt.tree_index", ("xs", "i"), diff=("xs",),
                    kind="structural"))
 register(Primitive("tree_index_vjp", rt.tree_index_vjp, "rt.tree_index_vjp", ("g", "xs", "i"),
-                   kind="other", meta=("xs",)))
+                   diff=("g",), kind="other", meta=("xs",)))
 register(Primitive("tree_stack", rt.tree_stack, "rt.tree_stack", ("ys", "reverse"),
                    diff=("ys",), kind="structural"))
 register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
-                   "rt.tree_unstack_cotangent", ("g", "ys", "reverse"), kind="other"))
+                   "rt.tree_unstack_cotangent", ("g", "ys", "reverse"), diff=("g",),
+                   kind="other", meta=("ys",)))
+register(Primitive("tree_restack", rt.tree_restack, "rt.tree_restack", ("cts", "ys", "reverse"),
+                   kind="other", meta=("ys",)))

@@ -688,7 +688,8 @@ _helper("getitem_vjp", ("t", "x", "index"), diff=("t",),
                           {}), meta=("x",))
 _helper("setitem_zero", ("t", "index"), diff=("t",),
         sample=lambda r: ((_u(r, (5, 4)), (slice(None), [0, 2, 2])), {}))
-_helper("cot_or_zeros", ("t", "like"), diff=("t",), sample=lambda r: ((_u(r), _u(r)), {}), meta=("like",))
+_helper("cot_or_zeros", ("t", "like"), diff=("t",), sample=lambda r: ((_u(r), _u(r)), {}),
+        meta=("like",))
 _helper("py_sum_vjp", ("t", "iterable"), diff=("t",),
         sample=lambda r: ((_u(r, (2, 3)), [_u(r, (3,)), 1.0, _u(r, (2, 3))]), {}))
 _helper("sum_cots", ("ts", "x"), diff=("ts",),

@@ -235,6 +235,34 @@ def meta(x):
 _MISSING = object()
 
 
+def cot_at_vjp(ct, g, index):
+    """Cotangent of ``g`` for ``cot_at(g, index)``: ``ct`` placed at ``index``."""
+    if ct is None:
+        return None
+    if isinstance(g, dict):
+        return {index: ct}
+    if isinstance(g, (list, tuple)):
+        out = [None] * len(g)
+        out[index] = ct
+        return out if isinstance(g, list) else _rebuild_tuple(g, out)
+    out = np.zeros(np.shape(g), dtype=np.result_type(g, ct))
+    np.add.at(out, index, ct)
+    return out
+
+
+def dict_from_values(values, keys):
+    if values is None:
+        return None
+    return {k: v for k, v in zip(keys, values) if v is not None}
+
+
+def append_cotangents_vjp(ct):
+    if ct is None:
+        return None
+    head, last = ct
+    return list(head if head is not None else []) + [last]
+
+
 def cot_at(g, index):
     """``g[index]`` of a cotangent (array, list or dict); None stays None."""
     if g is None:
@@ -381,3 +409,14 @@ def tree_unstack_cotangent(g, ys, reverse):
     if reverse:
         out.reverse()
     return out
+
+
+def tree_restack(cts, ys, reverse):
+    """Stack per-step cotangents (None for zero) back into one stacked cotangent."""
+    cts = [instantiate(c, y) for c, y in zip(cts, ys)]
+    return tree_stack(cts, reverse)
+
+
+def attr_of(x, name):
+    """``x.name`` of a cotangent object, None staying None."""
+    return None if x is None else getattr(x, name)

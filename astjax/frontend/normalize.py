@@ -250,6 +250,9 @@ class Normalizer:
         ``static_functions``: {positional index: function} for arguments that are
         functions; calls of those parameters inline the given function.
         """
+        generated = getattr(fn, "_astjax_generated", None)
+        if generated is not None:
+            fn = generated()  # grad(grad(f)): transform the code grad(f) runs
         func, pargs, pkwargs = unwrap_callable(fn)
         fsrc = get_function_source(func)
         node = fsrc.node
@@ -1226,10 +1229,38 @@ class Normalizer:
             return self.inline_local(LocalFunc(func, self.scope), node, hint, target)
         else:
             obj = self.static_value(func)
+            if obj is None and isinstance(func, gast.Call):
+                obj = self.static_transform(func)
             if obj is None:
                 callee = self.expr(func, hint)
                 return self.external_call(node, callee, hint, target, "call", discard)
         return self.call_object(obj, node, hint, target, discard)
+
+    def static_transform(self, node):
+        """``grad(f)`` written inside a function: build the transformed function now.
+
+        Only astjax transformations applied to functions and constants qualify; the
+        result is then inlined like any transformed function.
+        """
+        callee = self.static_value(node.func)
+        from astjax import api
+        if callee not in api.STATIC_TRANSFORMS:
+            return None
+        values = []
+        for a in list(node.args) + [k.value for k in node.keywords]:
+            if isinstance(a, gast.Constant):
+                values.append(a.value)
+            elif isinstance(a, (gast.Tuple, gast.List)) and all(
+                    isinstance(e, gast.Constant) for e in a.elts):
+                values.append(tuple(e.value for e in a.elts))
+            else:
+                v = self.static_value(a)
+                if v is None:
+                    return None
+                values.append(v)
+        n = len(node.args)
+        kwargs = {k.arg: v for k, v in zip(node.keywords, values[n:])}
+        return callee(*values[:n], **kwargs)
 
     def call_args(self, node, hint):
         args = []

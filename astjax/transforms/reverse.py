@@ -89,6 +89,8 @@ class Activity:
                 elif isinstance(s, SetItem):
                     if isinstance(s.value, Var) and s.value.name in varied:
                         new.add(s.target)
+                if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[1]]) & varied:
+                    new |= _vars([s.args[0]])  # a tape holding derivatives carries them
                 if new - varied:
                     varied |= new
                     changed = True
@@ -106,6 +108,8 @@ class Activity:
                     new |= _vars([s.value])
                 elif isinstance(s, External) and s.target in useful:
                     new |= _vars(s.args) | _vars(s.kwargs.values())
+                if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[0]]) & useful:
+                    new |= _vars([s.args[1]])
                 if new - useful:
                     useful |= new
                     changed = True
@@ -169,18 +173,32 @@ def insert_activity_flags(fn: core.Function, activity: Activity, names) -> dict:
         return {flags[o] for o in ops}
 
     stmts = [s for s in core.walk(fn.body) if isinstance(s, (Prim, Copy, SetItem))]
-    flags: dict[str, str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for v in sorted(active - set(flags)):
-            defs = [s for s in stmts if v in core.writes(s)]
-            if v in fn.params:
-                continue
-            sts = [status(s, {**flags, v: "self"}) for s in defs]
-            if defs and any(st is not True for st in sts) and any(st is not False for st in sts):
-                flags[v] = names.fresh(f"{v}_varies")
-                changed = True
+    defs = {}
+    for s in stmts:
+        for w in core.writes(s):
+            defs.setdefault(w, []).append(s)
+    # mixed: assigned a non-differentiated value somewhere, a differentiated one elsewhere
+    everything = {v: "?" for v in active}
+    mixed = set()
+    for v in sorted(active - set(fn.params)):
+        sts = [status(s, everything) for s in defs.get(v, [])]
+        if any(st is False for st in sts) and any(st is not False for st in sts):
+            mixed.add(v)
+    # worth a flag: operands of expensive rules (matrix products...), and what they follow
+    needed = set()
+    for s in stmts:
+        if isinstance(s, Prim) and P.REGISTRY[s.prim].kind == "linalg":
+            needed |= _vars(op for _, op in _diff_operands(s)) & mixed
+    todo = list(needed)
+    while todo:
+        v = todo.pop()
+        for s in defs.get(v, []):
+            st = status(s, {u: u for u in mixed})
+            for u in (st if isinstance(st, set) else ()):
+                if u in mixed and u not in needed:
+                    needed.add(u)
+                    todo.append(u)
+    flags: dict[str, str] = {v: names.fresh(f"{v}_varies") for v in sorted(needed)}
     if not flags:
         return flags
 
@@ -257,6 +275,7 @@ class ReverseAD:
         self.backward_reads: set[str] = set()
         self.meta_reads: set[str] = set()
         self.meta_of: dict[str, str] = {}
+        self.tape_cotangents: set[str] = set()
         # cotangent variables known to be None / known not None at the point of emission
         self.null: set[str] = set()
         self.nonnull: set[str] = set()
@@ -329,7 +348,9 @@ class ReverseAD:
         if isinstance(s, (For, While)):
             return self.loop_adjoint(s)
         out: list = []
-        if isinstance(s, Prim) and s.target in self.restore and s.target in core.atom_vars(
+        if isinstance(s, Prim) and s.prim in ("push", "pop") and self.is_active(s.args[0]):
+            out.extend(self.tape_adjoint(s))
+        elif isinstance(s, Prim) and s.target in self.restore and s.target in core.atom_vars(
                 s.args):
             # y = f(y, ...): the rule needs the old y, which the tape gives back first
             new = self.names.fresh(f"{s.target}_new")
@@ -340,7 +361,7 @@ class ReverseAD:
             elif s.target in self.adj_names and self.reassigned(s.target):
                 out.extend(self.reset(self.d(s.target), loc))
             return out
-        if isinstance(s, Prim):
+        elif isinstance(s, Prim):
             if s.target and s.target in self.activity.active:
                 out.extend(self.prim_adjoint(s))
             elif s.target and s.target in self.adj_names and self.reassigned(s.target):
@@ -376,6 +397,32 @@ class ReverseAD:
                     out.append(Prim(w, "pop", [Var(self.tape)], loc=loc))
         return out
 
+    def tape_adjoint(self, s: Prim) -> list:
+        """Differentiating code that itself uses a tape (grad of grad).
+
+        Values pushed on a tape come back by ``pop`` later, so cotangents travel the
+        other way on a cotangent tape: the adjoint of ``x = tape.pop()`` pushes
+        ``d_x``, the adjoint of ``tape.append(v)`` pops it into ``d_v``.  Every push and
+        pop gets its mirror, so the two tapes stay aligned.
+        """
+        loc = s.loc
+        tape = s.args[0].name
+        d_tape = self.d(tape)
+        self.null.discard(d_tape)
+        self.nonnull.add(d_tape)
+        self.tape_cotangents.add(d_tape)
+        if s.prim == "push":
+            value = s.args[1]
+            if not self.is_active(value):
+                return [Prim(None, "pop", [Var(d_tape)], loc=loc)]
+            got = self.names.fresh(f"d_{value.name}_back")
+            return [Prim(got, "pop", [Var(d_tape)], loc=loc)] + self.accumulate(
+                self.d(value.name), Var(got), loc)
+        if s.target in self.activity.active:
+            d_x = self.d(s.target)
+            return [Prim(None, "push", [Var(d_tape), Var(d_x)], loc=loc)] + self.reset(d_x, loc)
+        return [Prim(None, "push", [Var(d_tape), Const(None)], loc=loc)]
+
     def setitem_adjoint(self, s: SetItem) -> list:
         loc = s.loc
         d_t = self.d(s.target)
@@ -405,7 +452,7 @@ class ReverseAD:
         self.nonnull &= nonnull_a
         if not (_has_code(body) or _has_code(orelse)):
             return []
-        self.backward_reads.update(core.atom_vars([s.test]))
+        self.backward_reads.update(core.reads(s))
         return [If(s.test, body or [], orelse, loc=s.loc)]
 
     def loop_adjoint(self, s) -> list:
@@ -668,7 +715,9 @@ class ReverseAD:
         for r in epilogue_reads:
             first.setdefault(r, "read")
         names = [d for d in self.adj_names.values() if d not in seeded]
-        return [Copy(d, Const(None)) for d in names if first.get(d) == "read"]
+        tapes = [Prim(d, "new_tape", []) for d in names if d in self.tape_cotangents]
+        return tapes + [Copy(d, Const(None)) for d in names
+                        if first.get(d) == "read" and d not in self.tape_cotangents]
 
 
 def _written(stmts) -> set:
