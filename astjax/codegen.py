@@ -74,11 +74,14 @@ class Printer:
 
     def __init__(self, indent="    "):
         self.lines: list[str] = []
+        self.origins: list = []      # per line: the user Location it came from, or None
         self.indent = indent
         self._last_loc = None
+        self._current = None
 
     def emit(self, depth, text):
         self.lines.append(self.indent * depth + text)
+        self.origins.append(self._current)
 
     def location_comment(self, depth, loc):
         if loc is None:
@@ -100,6 +103,7 @@ class Printer:
 
     def stmt(self, s, depth):
         self.location_comment(depth, s.loc)
+        self._current = s.loc
         if isinstance(s, Prim):
             rhs = format_expr(s)
             self.emit(depth, f"{s.target} = {rhs}" if s.target else rhs)
@@ -158,9 +162,15 @@ class Printer:
             raise TypeError(f"unknown core statement {s!r}")
 
 
-def print_function(fn: core.Function, docstring: str | None = None) -> str:
-    """Source text of one core function."""
+def print_function(fn: core.Function, docstring: str | None = None,
+                   origins: list | None = None) -> str:
+    """Source text of one core function.
+
+    ``origins``, when given, is extended with the user Location of each line, so code
+    generated from this text (grad of grad) can point at the user's lines again.
+    """
     p = Printer()
+    p._current = fn.loc
     parts = []
     for name in fn.params:
         if fn.kwonly and name == fn.kwonly[0]:
@@ -172,13 +182,27 @@ def print_function(fn: core.Function, docstring: str | None = None) -> str:
     if docstring:
         p.emit(1, '"""' + docstring.replace('"""', "'''") + '"""')
     p.block(fn.body, 1)
+    if origins is not None:
+        origins.extend(p.origins)
     return "\n".join(p.lines) + "\n"
 
 
 _serial = count(1)
 
 
-def load_source(source: str, namespace: dict, label: str):
+# generated file name -> per-line user Location (see print_function's ``origins``)
+ORIGINS: dict[str, list] = {}
+
+
+def origin(filename: str, lineno: int):
+    """The user's Location behind line ``lineno`` of generated file ``filename``."""
+    lines = ORIGINS.get(filename)
+    if lines and 0 < lineno <= len(lines):
+        return lines[lineno - 1]
+    return None
+
+
+def load_source(source: str, namespace: dict, label: str, origins: list | None = None):
     """Compile and run generated module text in ``namespace``; register it in linecache.
 
     Returns the namespace.  ``label`` becomes part of the pseudo file name shown in
@@ -186,6 +210,8 @@ def load_source(source: str, namespace: dict, label: str):
     """
     filename = f"<astjax {label} #{next(_serial)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    if origins is not None:
+        ORIGINS[filename] = origins
     code = compile(source, filename, "exec")
     exec(code, namespace)
     return namespace

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import gast
 import numpy as np
 
-from astjax import core
+from astjax import codegen, core
 from astjax import primitives as P
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
                          SetItem, SliceAtom, Var, While)
@@ -217,6 +217,9 @@ class Normalizer:
     def location(self, node) -> Location | None:
         if self.scope is None or node is None or not hasattr(node, "lineno"):
             return self.loc
+        behind = codegen.origin(self.scope.fsrc.filename, node.lineno)
+        if behind is not None:
+            return behind  # generated code read again: point at the user's line
         return Location(self.scope.fsrc.filename, node.lineno, node.col_offset,
                         getattr(node, "end_col_offset", None)
                         if getattr(node, "end_lineno", node.lineno) == node.lineno else None,
