@@ -50,9 +50,9 @@ def _params(fn):
 
 # Runtime helpers that generated code calls.  Those differentiable in some argument
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
-_META = {"instantiate": ("x",), "list_cotangent": ("x",), "append_cotangents": ("lst",),
+_META = {"acc_at": ("x",), "instantiate": ("x",), "list_cotangent": ("x",), "append_cotangents": ("lst",),
          "cot_at_vjp": ("g",)}
-_DIFF = {"instantiate": ("g",), "check_scalar_output": ("value",), "cot_at": ("g",),
+_DIFF = {"acc_at": ("d", "g"), "instantiate": ("g",), "check_scalar_output": ("value",), "cot_at": ("g",),
          "cot_zero_at": ("g",), "seq_cotangents": ("g",), "dict_cotangents": ("g",),
          "list_cotangent": ("g",), "append_cotangents": ("g",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
@@ -60,6 +60,7 @@ _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
               "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
               "check_scalar_output", "meta", "restore_at", "cot_at_vjp", "dict_from_values",
+              "acc_at",
               "append_cotangents_vjp"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
                        diff=_DIFF.get(_name, ()), kind=_KIND.get(_name, "other"),

@@ -211,6 +211,9 @@ def format_string(template, *values):
     return template.format(*values)
 
 
+_META_VIEWS: dict = {}  # (shape, dtype) -> read-only zero-stride view, shared
+
+
 def meta(x):
     """A stand-in for ``x`` that keeps only its shape, dtype and structure.
 
@@ -219,7 +222,11 @@ def meta(x):
     array it is a zero-stride view of one element.
     """
     if isinstance(x, np.ndarray):
-        return np.broadcast_to(np.zeros((), x.dtype), x.shape)
+        key = (x.shape, x.dtype)
+        view = _META_VIEWS.get(key)
+        if view is None:
+            view = _META_VIEWS[key] = np.broadcast_to(np.zeros((), x.dtype), x.shape)
+        return view
     if isinstance(x, list):
         return [meta(v) for v in x]
     if isinstance(x, tuple):
@@ -270,6 +277,27 @@ def cot_at(g, index):
     if isinstance(g, dict):
         return g.get(index)
     return g[index]
+
+
+def acc_at(d, x, index, g):
+    """``d + getitem_vjp(g, x, index)`` without building a zero array first."""
+    from astjax.runtime_array import getitem_vjp
+    if g is None:
+        return d
+    if d is None or not isinstance(d, np.ndarray) or not isinstance(x, np.ndarray):
+        return acc(d, getitem_vjp(g, x, index))
+    out = np.array(d, dtype=np.result_type(d, g))
+    if _is_basic_index(index):
+        out[index] += g
+    else:
+        np.add.at(out, index, g)
+    return out
+
+
+def _is_basic_index(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(i, (int, slice, type(None), type(Ellipsis)))
+               or isinstance(i, np.integer) for i in items)
 
 
 def cot_zero_at(g, index):

@@ -453,6 +453,14 @@ def pad_vjp(t, array, pad_width, mode="constant"):
     if mode not in _INDEX_MODES:
         raise NotImplementedError(f"the derivative of np.pad with mode={mode!r}")
     shape = np.shape(array)
+    if mode == "constant":
+        # the padding is constant: the cotangent is the interior of t (a view, copied)
+        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
+                                 if np.ndim(pad_width) else np.full((1, 2), pad_width),
+                                 (len(shape), 2))
+        t = np.broadcast_to(t, tuple(n + int(a) + int(b) for n, (a, b) in zip(shape, widths)))
+        inner = t[tuple(slice(int(a), int(a) + n) for n, (a, _) in zip(shape, widths))]
+        return np.array(inner, dtype=_float_dtype(array, inner.dtype))
     size = int(np.prod(shape))
     idx = np.arange(size).reshape(shape)
     if mode == "constant":

@@ -93,3 +93,7 @@ def tree_unstack_cotangent(ct, ans, g, ys, reverse):
 
 def attr_cotangent(ct, ans, g, x, name):
     return rt.attr_of(ct, name)
+
+
+def acc_at(ct, ans, d, x, index, g):
+    return ct, rt.cot_at(ct, index)

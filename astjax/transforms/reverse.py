@@ -514,6 +514,17 @@ class ReverseAD:
                 g = self.names.fresh(f"{d_y}_in")
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
+            if s.prim == "getitem" and len(wanted) == 1 and not self.flags.get(
+                    wanted[0][1].name) and self.d(wanted[0][1].name) not in self.null:
+                # d_x += (g placed at index): one copy instead of zeros, scatter and add
+                dx = self.d(wanted[0][1].name)
+                stmt = Prim(dx, "acc_at", [Var(dx), s.args[0], s.args[1], Var(g)], loc=loc)
+                out.extend(self.meta_operands([stmt]))
+                self.backward_reads.update(core.atom_vars([s.args[1]]))
+                self.nonnull.add(dx)
+                if not self_update and self.reassigned(s.target):
+                    out.extend(self.reset(d_y, loc))
+                return out
             always = [(i, op) for i, op in wanted if op.name not in self.flags]
             sometimes = [(i, op) for i, op in wanted if op.name in self.flags]
             if always:
