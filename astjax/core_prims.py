@@ -136,3 +136,4 @@ register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
                    kind="other", meta=("ys",)))
 register(Primitive("tree_restack", rt.tree_restack, "rt.tree_restack", ("cts", "ys", "reverse"),
                    kind="other", meta=("ys",)))
+register(Primitive("compact", rt.compact, "rt.compact", ("y",), diff=("y",), kind="structural"))

@@ -77,11 +77,11 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     for step in range(n):
         i = n - 1 - step if reverse else step
         carry, y = f(carry, rt.tree_index(xs, i))
-        ys.append(y)
+        ys.append(rt.compact(y))
     return carry, rt.tree_stack(ys, reverse)
 
 
 def map(f, xs):  # noqa: A001  (JAX's name)
     """``np.stack([f(x) for x in xs])`` over the leading axis, pytrees included."""
     n = rt.scan_length(xs, None)
-    return rt.tree_stack([f(rt.tree_index(xs, i)) for i in range(n)], False)
+    return rt.tree_stack([rt.compact(f(rt.tree_index(xs, i))) for i in range(n)], False)

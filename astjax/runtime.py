@@ -399,6 +399,8 @@ def tree_index(xs, i):
     """Step ``i`` of a scan input: every leaf indexed at ``i`` (None stays None)."""
     if xs is None:
         return None
+    if isinstance(xs, np.ndarray):
+        return xs[i]
     from astjax.tree_util import tree_map
     return tree_map(lambda leaf: leaf[i], xs)
 
@@ -416,6 +418,21 @@ def tree_index_vjp(g, xs, i):
     return tree_map(put, xs, instantiate(g, tree_index(xs, i)))
 
 
+def compact(y):
+    """Copy array leaves that are views into larger arrays.
+
+    A scan output like ``field[row]`` is a view that would keep the whole per-step
+    ``field`` alive until the outputs are stacked; copying the row frees it.
+    """
+    if isinstance(y, np.ndarray):
+        base = y.base
+        return y.copy() if isinstance(base, np.ndarray) and base.size > y.size else y
+    if isinstance(y, (list, tuple, dict)):
+        from astjax.tree_util import tree_map
+        return tree_map(compact, y)
+    return y
+
+
 def tree_stack(ys, reverse):
     """Stack per-step scan outputs along a new leading axis (restoring order if reversed)."""
     from astjax.tree_util import tree_map
@@ -424,6 +441,8 @@ def tree_stack(ys, reverse):
         ys.reverse()
     if not ys:
         return np.zeros((0,))
+    if isinstance(ys[0], (np.ndarray, np.generic, float, int)):
+        return np.stack(ys)
     return tree_map(lambda *leaves: np.stack([np.asarray(v) for v in leaves]), ys[0], *ys[1:])
 
 

@@ -203,6 +203,7 @@ def handle_scan(norm, node, hint, target):
         norm.emit(Prim(carry, "getitem", [Var(out), Index((Const(0),))]))
         y = norm.fresh("y")
         norm.emit(Prim(y, "getitem", [Var(out), Index((Const(1),))]))
+        norm.emit(Prim(y, "compact", [Var(y)]))
         norm.emit(Prim(ys_list, "append", [Var(ys_list), Var(y)]))
 
     _loop_over_steps(norm, node, xs, Var(n), reverse, step)
@@ -225,6 +226,7 @@ def handle_map(norm, node, hint, target):
     def step(x):
         y = norm.fresh("y")
         norm.call_function_ref(f_ref, [x], {}, node, y, y)
+        norm.emit(Prim(y, "compact", [Var(y)]))
         norm.emit(Prim(ys_list, "append", [Var(ys_list), Var(y)]))
 
     _loop_over_steps(norm, node, xs, Var(n), False, step)
