@@ -146,17 +146,15 @@ def test_unknown_function_names_the_callee():
 
 
 def test_unknown_function_on_constants_is_fine():
-    import scipy.special
     x = np.linspace(0.1, 0.9, 3)
     g = astjax.grad(bad.unknown_on_constant)(x)
-    np.testing.assert_allclose(g, scipy.special.erf(np.ones(3)))
+    np.testing.assert_allclose(g, [math.erf(1.0)] * 3)
 
 
 def test_unknown_function_behind_stop_gradient_is_fine():
-    import scipy.special
     x = np.linspace(-0.9, 0.9, 4)
     g = astjax.grad(bad.erf_stopped)(x)
-    np.testing.assert_allclose(g, scipy.special.erf(np.tanh(x)))
+    np.testing.assert_allclose(g, [math.erf(v) for v in np.tanh(x)])
 
 
 # ----------------------------------------------------------------------- no source to read

@@ -2,10 +2,14 @@
 
 Each offending line ends with a ``# @name`` marker that the tests look up.
 """
+import math
+
 import numpy as np
-import scipy.special
 
 import astjax
+
+# a compiled function astjax has no rule for (np.vectorize has no source to read)
+erf = np.vectorize(math.erf)
 
 COUNTER = 0
 
@@ -84,7 +88,7 @@ def assign_attribute(x):
 
 def unknown_c_function(x):
     y = np.tanh(x)
-    z = scipy.special.erf(y)  # @erf
+    z = erf(y)  # @erf
     return np.sum(z)
 
 
@@ -99,12 +103,12 @@ def unknown_fft(x):
 
 
 def unknown_on_constant(x):
-    c = scipy.special.erf(np.ones(3))
+    c = erf(np.ones(3))
     return np.sum(x * c)
 
 
 def erf_stopped(x):
-    z = scipy.special.erf(astjax.stop_gradient(np.tanh(x)))
+    z = erf(astjax.stop_gradient(np.tanh(x)))
     return np.sum(x * z)
 
 
