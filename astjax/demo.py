@@ -48,7 +48,7 @@ def main(argv=None) -> int:
           f"(784-512-512-10, batch 128, float32):\n{bar}")
     value_and_grad = astjax.value_and_grad(loss)
     history = []
-    lr = 2e-3
+    lr = 1e-3
     for step in range(5):
         value, grads = value_and_grad(params, batch)
         params = [(W - lr * dW, b - lr * db) for (W, b), (dW, db) in zip(params, grads)]
