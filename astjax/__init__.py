@@ -9,10 +9,12 @@
 from astjax.errors import (AstjaxError, DifferentiationError, SourceError, TransformError,
                            UnsupportedSyntaxError)
 from astjax.api import (clear_cache, grad, make_source, stop_gradient, value_and_grad, vjp)
+from astjax.forward_api import hessian, jacfwd, jacobian, jacrev, jvp, linearize
 from astjax import lax, tree_util
 
 __version__ = "0.1.0"
 
-__all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev",
+           "jacobian", "hessian", "stop_gradient", "make_source", "clear_cache",
            "tree_util", "lax", "AstjaxError", "TransformError", "SourceError",
            "UnsupportedSyntaxError", "DifferentiationError"]

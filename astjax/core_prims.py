@@ -137,3 +137,15 @@ register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
 register(Primitive("tree_restack", rt.tree_restack, "rt.tree_restack", ("cts", "ys", "reverse"),
                    kind="other", meta=("ys",)))
 register(Primitive("compact", rt.compact, "rt.compact", ("y",), diff=("y",), kind="structural"))
+register(Primitive("broadcast_tangent", rt.broadcast_tangent, "rt.broadcast_tangent",
+                   ("t", "like"), diff=("t",), kind="other", meta=("like",)))
+register(Primitive("tangent_set", rt.tangent_set, "rt.tangent_set",
+                   ("t", "index", "v_dot", "like"), diff=("t", "v_dot"), kind="other",
+                   meta=("like",)))
+register(Primitive("pop_tangent", rt.pop_tangent, "rt.pop_tangent", ("tape_dot", "like"),
+                   kind="tape"))
+_PACK_DIFF = {"pack_tuple": ("items",), "pack_list": ("items",), "make_dict_from": ("values",),
+              "append_tangent": ("lst_dot", "item_dot"), "list_tangent": ("x_dot",)}
+for _name, _diff in _PACK_DIFF.items():
+    register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
+                       diff=_diff, kind="structural"))

@@ -467,3 +467,67 @@ def tree_restack(cts, ys, reverse):
 def attr_of(x, name):
     """``x.name`` of a cotangent object, None staying None."""
     return None if x is None else getattr(x, name)
+
+
+# --------------------------------------------------------------- forward mode
+
+
+def broadcast_tangent(t, like):
+    """A tangent with the shape and floating dtype of the primal ``like``."""
+    if t is None:
+        return zeros_like(like)
+    shape = np.shape(like)
+    if np.shape(t) != shape:
+        t = np.broadcast_to(t, shape).copy()
+    dtype = getattr(like, "dtype", None)
+    if dtype is not None and np.issubdtype(dtype, np.inexact) and getattr(t, "dtype",
+                                                                          dtype) != dtype:
+        t = np.asarray(t).astype(dtype)
+    return t
+
+
+def tangent_set(t, index, v_dot, like):
+    """Tangent of ``y`` after ``y[index] = v``: a copy of ``t`` with ``v_dot`` there."""
+    if isinstance(t, dict):
+        out = dict(t)
+        out[index] = v_dot
+        return out
+    if isinstance(t, list):
+        out = list(t)
+        out[index] = v_dot
+        return out
+    out = np.array(t if t is not None else zeros_like(like), copy=True)
+    out[index] = 0 if v_dot is None else v_dot
+    return out
+
+
+def pop_tangent(tape_dot, like):
+    """The tangent pushed with a value; zeros when that value carried none."""
+    t = tape_dot.pop()
+    if t is None and isinstance(like, (np.ndarray, np.floating, float)):
+        return zeros_like(like)
+    return t
+
+
+def pack_tuple(items):
+    return None if items is None else tuple(items)
+
+
+def pack_list(items):
+    return None if items is None else list(items)
+
+
+def make_dict_from(keys, values):
+    return None if values is None else dict(zip(keys, values))
+
+
+def append_tangent(lst_dot, item_dot, lst):
+    """Tangent of ``append(lst, item)``."""
+    head = list(lst_dot) if lst_dot is not None else [None] * len(lst)
+    return head + [item_dot]
+
+
+def list_tangent(x_dot, x):
+    if x_dot is None:
+        return None
+    return list(x_dot)

@@ -4,6 +4,7 @@ Same convention as ``templates/vjp.py``: ``def <primitive>(g, ans, <params>)``
 returning one cotangent per differentiable parameter.
 """
 from astjax import runtime as rt
+from astjax import runtime_array as ra
 
 
 def make_tuple(g, ans, *items):
@@ -101,3 +102,32 @@ def acc_at(ct, ans, d, x, index, g):
 
 def compact(g, ans, y):
     return g
+
+
+def broadcast_tangent(g, ans, t, like):
+    return ra.unbroadcast(g, t)
+
+
+def tangent_set(g, ans, t, index, v_dot, like):
+    return rt.cot_zero_at(g, index), ra.unbroadcast(rt.cot_at(g, index), v_dot)
+
+
+def pack_tuple(g, ans, items):
+    return rt.pack_tuple(g)
+
+
+def pack_list(g, ans, items):
+    return rt.pack_list(g)
+
+
+def make_dict_from(g, ans, keys, values):
+    return rt.dict_cotangents(g, keys)
+
+
+def append_tangent(g, ans, lst_dot, item_dot, lst):
+    parts = rt.append_cotangents(g, lst)
+    return parts[0], parts[1]
+
+
+def list_tangent(g, ans, x_dot, x):
+    return rt.list_cotangent(g, x_dot)

@@ -1,0 +1,131 @@
+"""Jacobian-vector products of the core-form primitives (``astjax/core_prims.py``).
+
+Same convention as ``templates/jvp.py``: ``def <primitive>(ans, <params>, d<param>...)``
+returning the tangent of the result.  A tangent argument may be None (zero): these
+rules only pass tangents to runtime helpers that accept None.
+"""
+from astjax import runtime as rt
+
+
+def make_tuple(ans, *items, ditems=None):
+    return rt.pack_tuple(ditems)
+
+
+def make_list(ans, *items, ditems=None):
+    return rt.pack_list(ditems)
+
+
+def make_dict(ans, keys, *values, dvalues=None):
+    return rt.make_dict_from(keys, dvalues)
+
+
+def append(ans, lst, item, dlst=None, ditem=None):
+    return rt.append_tangent(dlst, ditem, lst)
+
+
+def to_list(ans, x, dx=None):
+    return rt.list_tangent(dx, x)
+
+
+def acc(ans, a, b, da=None, db=None):
+    return rt.acc(da, db)
+
+
+def getattr(ans, x, name, dx=None):
+    return rt.attr_of(dx, name)
+
+
+def as_sequence(ans, x, dx=None):
+    return rt.as_sequence_cotangent(dx, x)
+
+
+def tree_index(ans, xs, i, dxs=None):
+    return rt.tree_index(dxs, i)
+
+
+def tree_stack(ans, ys, reverse, dys=None):
+    return rt.tree_restack(dys, ys, reverse)
+
+
+def compact(ans, y, dy=None):
+    return rt.compact(dy)
+
+
+def instantiate(ans, g, x, dg=None):
+    return rt.instantiate(dg, x)
+
+
+def check_scalar_output(ans, value, fname, dvalue=None):
+    return rt.compact(dvalue)
+
+
+def cot_at(ans, g, index, dg=None):
+    return rt.cot_at(dg, index)
+
+
+def cot_zero_at(ans, g, index, dg=None):
+    return rt.cot_zero_at(dg, index)
+
+
+def seq_cotangents(ans, g, n, dg=None):
+    return rt.seq_cotangents(dg, n)
+
+
+def dict_cotangents(ans, g, keys, dg=None):
+    return rt.dict_cotangents(dg, keys)
+
+
+def list_cotangent(ans, g, x, dg=None):
+    return rt.list_cotangent(dg, x)
+
+
+def append_cotangents(ans, g, lst, dg=None):
+    return rt.append_cotangents(dg, lst)
+
+
+def acc_at(ans, d, x, index, g, dd=None, dg=None):
+    return rt.acc_at(dd, x, index, dg)
+
+
+def as_sequence_cotangent(ans, g, x, dg=None):
+    return rt.as_sequence_cotangent(dg, x)
+
+
+def tree_index_vjp(ans, g, xs, i, dg=None):
+    return rt.tree_index_vjp(dg, xs, i)
+
+
+def tree_unstack_cotangent(ans, g, ys, reverse, dg=None):
+    return rt.tree_unstack_cotangent(dg, ys, reverse)
+
+
+def attr_cotangent(ans, g, x, name, dg=None):
+    return rt.attr_cotangent(dg, x, name)
+
+
+def broadcast_tangent(ans, t, like, dt=None):
+    return rt.broadcast_tangent(dt, like)
+
+
+def tangent_set(ans, t, index, v_dot, like, dt=None, dv_dot=None):
+    return rt.tangent_set(dt, index, dv_dot, like)
+
+
+def pack_tuple(ans, items, ditems=None):
+    return rt.pack_tuple(ditems)
+
+
+def pack_list(ans, items, ditems=None):
+    return rt.pack_list(ditems)
+
+
+def make_dict_from(ans, keys, values, dvalues=None):
+    return rt.make_dict_from(keys, dvalues)
+
+
+def append_tangent(ans, lst_dot, item_dot, lst, dlst_dot=None, ditem_dot=None):
+    return rt.append_tangent(dlst_dot, ditem_dot, lst)
+
+
+def list_tangent(ans, x_dot, x, dx_dot=None):
+    return rt.list_tangent(dx_dot, x)
