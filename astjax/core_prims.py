@@ -149,3 +149,5 @@ _PACK_DIFF = {"pack_tuple": ("items",), "pack_list": ("items",), "make_dict_from
 for _name, _diff in _PACK_DIFF.items():
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
                        diff=_diff, kind="structural"))
+register(Primitive("replay_start", rt.replay_start, "rt.replay_start", ("record",), kind="tape"))
+register(Primitive("replay", rt.replay, "rt.replay", ("cursor",), kind="tape"))

@@ -113,15 +113,77 @@ def jvp_function(fun, nums, args):
     return gen.functions["main"]
 
 
-def linearize(fun, *primals):
-    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` gives the tangent output.
+def _build_linearized(fun, nparams_hint, static_functions):
+    """Generate ``f_primal(*params) -> (out, residuals)`` and
+    ``f_tangent(residuals, *tangents) -> out_tangent`` (see transforms/linearize.py)."""
+    from astjax.transforms.linearize import split
+    fname = _fun_name(fun)
+    names = NameGen()
+    norm = Normalizer(names)
+    fn = norm.function(fun, static_functions=static_functions)
+    ret = fn.body[-1]
+    loc = fn.loc
+    if not isinstance(ret.value, Var):
+        out = names.fresh("out")
+        fn.body.insert(len(fn.body) - 1, core.Copy(out, ret.value, loc=loc))
+        ret.value = Var(out)
+    result = ret.value.name
+    fad = ForwardAD(fn, list(fn.params), _normalizer_factory)
+    tangent_params = [fad.dot(p) for p in fn.params]
+    body = fad.transform([s for s in fn.body if not isinstance(s, Return)])
+    primal_body, tangent_body, record, residual = split(
+        body, fad.tangent_ids, fn.params, names, {result}, tangent_params)
+    res = names.fresh("residuals")
+    primal_body.append(Prim(res, "make_tuple", [tuple(Var(v) for v in [record] + residual)],
+                            loc=loc))
+    pair = names.fresh("out_and_residuals")
+    primal_body.append(Prim(pair, "make_tuple", [(Var(result), Var(res))], loc=loc))
+    primal_body.append(Return(Var(pair), loc=loc))
+    unpack = [Prim(v, "getitem", [Var(res), core.Index((core.Const(i),))], loc=loc)
+              for i, v in enumerate([record] + residual)]
+    out_dot = names.fresh(f"{result}_tangent")
+    if result in fad.varied:
+        last = Prim(out_dot, "instantiate", [Var(fad.dot(result)), Var(result)], loc=loc)
+    else:
+        last = Prim(out_dot, "zeros_like", [Var(result)], loc=loc)
+    tangent_body = unpack + tangent_body + [last, Return(Var(out_dot), loc=loc)]
+    f1 = core.Function(names.fresh(f"{fname}_primal"), fn.params, primal_body, loc=loc,
+                       env=fn.env)
+    f2 = core.Function(names.fresh(f"{fname}_tangent"), [res] + tangent_params, tangent_body,
+                       loc=loc, env=fn.env)
+    origins: list = []
+    source = codegen.print_function(
+        f1, f"linearize({fname}), primal part: runs once, records what the tangent part "
+            "needs.", origins)
+    origins += [None, None]
+    source += "\n\n" + codegen.print_function(
+        f2, f"linearize({fname}), tangent part: replays the record, computes tangents "
+            "only.", origins)
+    namespace = _base_namespace()
+    namespace.update(fn.env.current())
+    codegen.load_source(source, namespace, f"linearize({fname})", origins)
+    return Generated(source, {"primal": namespace[f1.name], "tangent": namespace[f2.name]},
+                     namespace, fn.env)
 
-    The primal output is computed once here; ``f_jvp`` evaluates the generated jvp code.
+
+def linearize(fun, *primals):
+    """``(fun(*primals), f_jvp)``: ``f_jvp(*tangents)`` computes only tangent work.
+
+    The primal computation runs once, here, recording the values the tangent
+    statements need; each ``f_jvp`` call replays that record.
     """
     _check_callable(fun, "linearize")
-    f = jvp_function(fun, range(len(primals)), primals)
-    zero = tuple(_zeros_like_tree(p) for p in primals)
-    out, _ = f(*primals, *zero)
+    static = function_arguments(primals)
+    key = ("linearize", static)
+    cache = _cache_for(fun)
+    gen = cache.get(key)
+    if gen is None:
+        with _LOCK:
+            gen = cache.get(key) or _build_linearized(fun, len(primals), dict(static))
+            cache[key] = gen
+    gen.refresh()
+    out, residuals = gen.functions["primal"](*primals)
+    tangent = gen.functions["tangent"]
     structure = [tree_structure(p) for p in primals]
 
     def f_jvp(*tangents):
@@ -131,17 +193,9 @@ def linearize(fun, *primals):
             if tree_structure(t) != s:
                 raise ArgumentError(f"f_jvp: tangent structure {tree_structure(t)} does not "
                                     f"match the primal's {s}")
-        return f(*primals, *tangents)[1]
+        return tangent(residuals, *tangents)
 
     return out, f_jvp
-
-
-def _zeros_like_tree(x):
-    leaves, tree = tree_flatten(x)
-    return tree_unflatten(tree, [np.zeros_like(np.asarray(v, dtype=float)
-                                               if not np.issubdtype(np.asarray(v).dtype,
-                                                                    np.inexact)
-                                               else v) for v in leaves])
 
 
 # ------------------------------------------------------------------ jacobians

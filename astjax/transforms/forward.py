@@ -109,6 +109,8 @@ class ForwardAD:
         self.names = fn.env.names
         self.make_normalizer = normalizer_factory
         self.dots: dict[str, str] = {}
+        self.tangent_ids: set[int] = set()
+        self.primal_ids: set[int] = set()   # primal statements the transform itself made
 
     def dot(self, name: str) -> str:
         if name not in self.dots:
@@ -121,9 +123,16 @@ class ForwardAD:
     # ------------------------------------------------------------------ statements
 
     def transform(self, stmts) -> list:
+        """The statements with tangent statements added; ``self.tangent_ids`` gets the
+        ids of the added ones (linearize separates the two kinds)."""
         out: list = []
         for s in stmts:
-            out.extend(self.statement(s))
+            produced = self.statement(s)
+            for st in produced:
+                if st is not s and not isinstance(st, (If, For, While)) and id(
+                        st) not in self.primal_ids:
+                    self.tangent_ids.add(id(st))
+            out.extend(produced)
         return out
 
     def statement(self, s) -> list:
@@ -158,9 +167,11 @@ class ForwardAD:
             new = self.names.fresh(f"{target}_new")
             aside = Prim(new, s.prim, s.args, s.kwargs, loc=loc)
             self.varied.add(new)
-            out = [aside] + self.prim_tangent(aside) + [
-                Copy(target, Var(new), loc=loc), Copy(self.dot(target), Var(self.dot(new)),
-                                                      loc=loc)]
+            tangent = self.prim_tangent(aside) + [
+                Copy(self.dot(target), Var(self.dot(new)), loc=loc)]
+            primal = [aside, Copy(target, Var(new), loc=loc)]
+            self.primal_ids.update(id(x) for x in primal)
+            out = [primal[0]] + tangent + [primal[1]]
         elif isinstance(s, Prim):
             out.extend(self.prim_tangent(s))
         else:
