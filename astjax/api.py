@@ -337,11 +337,11 @@ def _check_callable(fun, what):
     """Refuse, at the user's line, a callable astjax cannot read (np.sin, len, exec'd code)."""
     if not callable(fun):
         raise TypeError(f"{what} expects a callable, got {type(fun).__name__}")
-    if getattr(fun, "_astjax_generated", None) is not None:
-        return
     from astjax.frontend.source import get_function_source, unwrap_callable
     try:
         func, _, _ = unwrap_callable(fun)
+        if getattr(func, "_astjax_generated", None) is not None:
+            return
         get_function_source(func)
     except SourceError as err:
         frame = sys._getframe(2)

@@ -253,10 +253,10 @@ class Normalizer:
         ``static_functions``: {positional index: function} for arguments that are
         functions; calls of those parameters inline the given function.
         """
-        generated = getattr(fn, "_astjax_generated", None)
-        if generated is not None:
-            fn = generated()  # grad(grad(f)): transform the code grad(f) runs
         func, pargs, pkwargs = unwrap_callable(fn)
+        generated = getattr(func, "_astjax_generated", None)
+        if generated is not None:
+            func = generated()  # grad(grad(f)): transform the code grad(f) runs
         fsrc = get_function_source(func)
         node = fsrc.node
         args = node.args
@@ -1239,6 +1239,25 @@ class Normalizer:
                 return self.external_call(node, callee, hint, target, "call", discard)
         return self.call_object(obj, node, hint, target, discard)
 
+    def inline_jvp(self, node, hint, target):
+        """``jvp(f, (x, ...), (t, ...))`` inside transformed code: inline f's jvp code."""
+        from astjax import forward_api
+        if len(node.args) != 3 or node.keywords or not all(
+                isinstance(a, (gast.Tuple, gast.List)) for a in node.args[1:]):
+            self.error(node, "jvp inside a transformed function needs the form "
+                             "jvp(f, (x, ...), (t, ...))", cls=TransformError)
+        fun = self.static_value(node.args[0])
+        if fun is None or not callable(fun):
+            self.error(node.args[0], "jvp needs a function defined in a file here",
+                       "pass a module-level function, not a lambda", cls=TransformError)
+        primals = [self.plain(self.arg_operand(e, hint), node) for e in node.args[1].elts]
+        tangents = [self.plain(self.arg_operand(e, hint), node) for e in node.args[2].elts]
+        if len(primals) != len(tangents):
+            self.error(node, "jvp: as many tangents as primals are needed", cls=TransformError)
+        generated = forward_api.jvp_function(fun, range(len(primals)), ())
+        return self.call_function_ref(("object", generated), primals + tangents, {}, node,
+                                      hint, target)
+
     def static_transform(self, node):
         """``grad(f)`` written inside a function: build the transformed function now.
 
@@ -1310,6 +1329,9 @@ class Normalizer:
         special = SPECIAL_CALLS.get(id(obj))
         if special is not None:
             return special(self, node, hint, target)
+        from astjax import forward_api
+        if obj is forward_api.jvp:
+            return self.inline_jvp(node, hint, target)
         if obj is range:
             args, _ = self.call_args(node, hint)
             args = [self.plain(a, node) for a in args]
