@@ -59,7 +59,8 @@ def clear_cache():
 
 
 def _base_namespace():
-    return {"np": np, "ra": ra, "rt": rt}
+    from astjax import runtime_batch as rb
+    return {"np": np, "ra": ra, "rt": rt, "rb": rb}
 
 
 def _normalizer_factory(names, env):

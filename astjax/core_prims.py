@@ -151,3 +151,17 @@ for _name, _diff in _PACK_DIFF.items():
                        diff=_diff, kind="structural"))
 register(Primitive("replay_start", rt.replay_start, "rt.replay_start", ("record",), kind="tape"))
 register(Primitive("replay", rt.replay, "rt.replay", ("cursor",), kind="tape"))
+
+# vmapped code's helpers (astjax/runtime_batch.py, imported as rb)
+from astjax import runtime_batch as rb  # noqa: E402
+
+for _name, _kind in (("lift", "batch"), ("broadcast_batch", "batch"), ("select", "batch"),
+                     ("continue_lanes", "batch"), ("all_lanes_flags", "batch"),
+                     ("any_lane", "batch"), ("all_lanes", "batch"), ("to_last", "batch"),
+                     ("from_last", "batch"), ("batch_size", "batch"),
+                     ("leaf_axis_size", "batch")):
+    register(Primitive(_name, getattr(rb, _name), f"rb.{_name}", _params(getattr(rb, _name)),
+                       kind=_kind))
+for _name in ("shape", "ndim", "size", "length", "axis", "index", "matmul", "dot"):
+    register(Primitive(f"rb_{_name}", getattr(rb, _name), f"rb.{_name}",
+                       _params(getattr(rb, _name)), kind="batch"))

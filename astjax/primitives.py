@@ -762,3 +762,36 @@ _helper("add_cot", ("t", "x", "y", "which"), {"which": 0}, diff=("t",),
         meta=("x", "y"))
 _helper("add_cot_vjp", ("g", "t", "x", "y", "which"), {"which": 0},
         reason="third derivatives of add are not implemented", meta=("x", "y"))
+
+# Forward-mode helpers (templates/jvp.py); their own rules make forward code
+# differentiable again.  The second-order pieces at the end are not differentiable:
+# a third derivative through them is refused, never a silent zero.
+_helper("tangent_like", ("t", "like"), diff=("t",),
+        sample=lambda r: ((_u(r, (4,)), _u(r)), {}), meta=("like",))
+_helper("tangent_like_vjp", ("s", "t", "like"), diff=("s",),
+        sample=lambda r: ((_u(r), _u(r, (4,)), _u(r)), {}), meta=("t", "like"))
+_helper("getitem_jvp", ("t", "x", "index"), diff=("t",),
+        sample=lambda r: ((_u(r, (5, 4)), _u(r, (5, 4)), (slice(1, 4), [0, 2, 2])), {}),
+        meta=("x",))
+_helper("setitem_jvp", ("t", "index", "tv", "x"), diff=("t", "tv"),
+        sample=lambda r: ((_u(r, (5, 4)), (slice(1, 3), 2), _u(r, (1,)), _u(r, (5, 4))), {}),
+        meta=("x",))
+_helper("sum_tangents", ("ts",), diff=("ts",),
+        sample=lambda r: (([_u(r, (3,)), None, _u(r, (2, 3))],), {}))
+_helper("pad_jvp", ("t", "pad_width", "mode"), {"mode": "constant"}, diff=("t",),
+        sample=lambda r: ((_u(r), ((1, 2), (0, 3)), "reflect"), {}))
+_helper("norm_jvp", ("t", "x", "ord", "axis", "keepdims"),
+        {"ord": None, "axis": None, "keepdims": False}, diff=("t", "x"),
+        sample=lambda r: ((_u(r), _u(r)), {"axis": 1}))
+_helper("einsum_jvp", ("subscripts", "operands", "tangents", "optimize"), {"optimize": False},
+        diff=("operands", "tangents"),
+        sample=lambda r: (("ij,jk,k->i", [_u(r), _u(r, (4, 2)), _u(r, (2,))],
+                           [_u(r), None, _u(r, (2,))]), {}))
+_helper("norm_hvp", ("s", "t", "x", "ord", "axis", "keepdims"),
+        {"ord": None, "axis": None, "keepdims": False},
+        reason="third derivatives of np.linalg.norm are not implemented")
+_helper("einsum_jvp2", ("subscripts", "operands", "tangents", "tangents2", "optimize"),
+        {"optimize": False}, reason="third derivatives of np.einsum are not implemented")
+_helper("einsum_vjp_jvp", ("t", "dt", "subscripts", "operands", "doperands", "optimize"),
+        {"optimize": False}, reason="third derivatives of np.einsum are not implemented")
+_helper("unsupported_jvp", ("what", "*tangents"), reason=_ND + "raises NotImplementedError")

@@ -1218,3 +1218,262 @@ def add_cot_vjp(g, t, x, y, which=0):
         pad = [None] * (len(y) if which == 0 else n)
         return list(g) + pad if which == 0 else pad + list(g)
     return broadcast_like(g, t)
+
+
+# ---------------------------------------------------------------------------
+# Forward mode (templates/jvp.py)
+# ---------------------------------------------------------------------------
+# A tangent None is a zero (forward mode passes None to ``ra.*`` helpers for a
+# tangent it knows to be zero); helpers that take several tangents accept None, and
+# the scalar 0 too, for any of them.  A tangent has its primal's shape and floating
+# dtype; the tangent of a container is the same container of tangents (entries may
+# be None).
+
+
+def _zero_tangent(t):
+    """A tangent that is zero by construction: None, or a plain scalar 0."""
+    return t is None or (isinstance(t, (int, float)) and not isinstance(t, bool) and t == 0)
+
+
+def _tangent_zeros(x):
+    """Concrete zero tangents for the primal ``x`` (containers recursively; None for
+    values without a derivative: booleans, strings, None)."""
+    if isinstance(x, dict):
+        return {k: _tangent_zeros(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return _rebuild(x, [_tangent_zeros(v) for v in x])
+    if x is None or isinstance(x, (bool, np.bool_, str)):
+        return None
+    if isinstance(x, (int, float)) and not isinstance(x, np.generic):
+        return 0.0
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.zeros(np.shape(x), dtype=_float_dtype(x, np.float64))
+    return None
+
+
+def _fill_tangent(t, x):
+    """``t`` with its None entries replaced by zeros shaped like the matching part of ``x``."""
+    if t is None:
+        return _tangent_zeros(x)
+    if isinstance(x, dict) and isinstance(t, dict):
+        return {k: _fill_tangent(t.get(k), v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and isinstance(t, (list, tuple)):
+        return _rebuild(t, [_fill_tangent(ti, xi) for ti, xi in zip(t, x)])
+    return t
+
+
+def tangent_like(t, like):
+    """The tangent ``t`` fitted to the primal ``like``: broadcast to its shape and cast to
+    its floating dtype (``t`` itself when it already fits).
+
+    None stays None; containers are fitted entry by entry; a primal without a
+    derivative (integers, booleans) gets zeros, like JAX's float0 tangents.  Forward
+    mode applies it to a rule's result when a zero term was dropped from it.
+    """
+    if t is None or like is None:
+        return None
+    if isinstance(like, dict):
+        return {k: tangent_like(t.get(k) if isinstance(t, dict) else t, v)
+                for k, v in like.items()}
+    if isinstance(like, (list, tuple)):
+        items = list(t) if isinstance(t, (list, tuple, np.ndarray)) else [t] * len(like)
+        return _rebuild(like, [tangent_like(ti, li) for ti, li in zip(items, like)])
+    if isinstance(like, str):
+        return None
+    if not isinstance(like, np.generic) and isinstance(like, (bool, int, float)):
+        if isinstance(like, float) and not isinstance(like, bool):
+            return float(np.reshape(t, ()))
+        return 0.0
+    dtype = getattr(like, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(like).dtype
+    shape = np.shape(like)
+    if not np.issubdtype(dtype, np.inexact):
+        return np.zeros(shape, dtype=np.float64) if shape else np.float64(0.0)
+    if isinstance(t, np.ndarray) and t.shape == shape and t.dtype == dtype:
+        out = t
+    else:
+        out = np.empty(shape, dtype=dtype)
+        out[...] = t
+    return out[()] if isinstance(like, np.generic) else out
+
+
+def tangent_like_vjp(s, t, like):
+    """Adjoint of ``tangent_like(t, like)`` in ``t``: ``s`` (shaped like ``like``) summed
+    back to the shape and dtype of ``t``."""
+    if s is None or t is None or like is None:
+        return None
+    if isinstance(like, dict):
+        if isinstance(t, dict):
+            return {k: tangent_like_vjp(s.get(k), t.get(k), like.get(k)) for k in t}
+        return sum_tangents([tangent_like_vjp(s.get(k), t, v) for k, v in like.items()])
+    if isinstance(like, (list, tuple)):
+        if isinstance(t, (list, tuple)):
+            return _rebuild(t, [tangent_like_vjp(si, ti, li) for si, ti, li in zip(s, t, like)])
+        if isinstance(t, np.ndarray) and t.ndim:
+            parts = [tangent_like_vjp(si, t[i], li) for i, (si, li) in enumerate(zip(s, like))]
+            return np.stack([_zeros(t[i]) if p is None else p for i, p in enumerate(parts)])
+        return sum_tangents([tangent_like_vjp(si, t, li) for si, li in zip(s, like)])
+    if isinstance(like, (str, bool, np.bool_)):
+        return None
+    if not isinstance(like, (float, np.generic, np.ndarray)) and isinstance(like, int):
+        return None
+    if not np.issubdtype(np.result_type(like), np.inexact):
+        return None
+    return unbroadcast(s, t)
+
+
+def getitem_jvp(t, x, index):
+    """Tangent of ``x[index]``: ``t[index]``.  For containers, an entry that carries no
+    tangent (None) comes out as zeros shaped like the entry, so the result is a real
+    tangent."""
+    if t is None:
+        return None
+    if isinstance(x, dict):
+        return _fill_tangent(t.get(index) if isinstance(t, dict) else None, x[index])
+    if isinstance(x, (list, tuple)):
+        return _fill_tangent(t[index], x[index])
+    return t[index]
+
+
+def setitem_jvp(t, index, tv, x):
+    """Tangent of ``setitem(x, index, v)`` (a copy of ``x`` with ``v`` at ``index``) from
+    the tangent ``t`` of ``x`` and ``tv`` of ``v``; either may be None (zero)."""
+    if t is None and tv is None:
+        return None
+    if isinstance(x, dict):
+        out = dict(t) if t is not None else dict.fromkeys(x)
+        out[index] = tv
+        return out
+    if isinstance(x, list):
+        out = list(t) if t is not None else [None] * len(x)
+        out[index] = tv
+        return out
+    out = np.array(t, copy=True) if t is not None else _zeros(x)
+    out[index] = 0 if tv is None else tv
+    return out
+
+
+def sum_tangents(ts):
+    """Tangent of Python's ``sum`` over a sequence: the sum of the tangents ``ts`` (None
+    entries are zeros; 0.0 when all are); an array sums over its first axis."""
+    if ts is None:
+        return None
+    if isinstance(ts, np.ndarray):
+        return np.sum(ts, axis=0)
+    total = None
+    for ti in ts:
+        if ti is not None:
+            total = ti if total is None else total + ti
+    return 0.0 if total is None else total
+
+
+def pad_jvp(t, pad_width, mode="constant"):
+    """Tangent of ``np.pad(array, pad_width, mode, constant_values)``: the tangent padded
+    the same way, with zeros for the constants (the modes whose padding copies
+    elements of the array; others raise, as their vjp does)."""
+    if t is None:
+        return None
+    if mode not in _INDEX_MODES:
+        raise NotImplementedError(f"the derivative of np.pad with mode={mode!r}")
+    return np.pad(t, pad_width, mode=mode)
+
+
+def norm_jvp(t, x, ord=None, axis=None, keepdims=False):
+    """Tangent of ``np.linalg.norm(x, ord, axis, keepdims)`` along ``t``: the gradient of
+    each norm contracted with ``t`` (every ord that ``norm_vjp`` covers)."""
+    if t is None:
+        return None
+    _, axes = _norm_kind(x, ord, axis)
+    out = np.sum(np.asarray(t) * _norm_grad(x, ord, axis), axis=axes, keepdims=keepdims)
+    return _fit_dtype(out, x)
+
+
+def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):
+    """Second derivative of each norm of ``x`` along ``s`` and ``t`` (both shaped like
+    ``x``): ``<s, H t>`` per norm.  For the ords ``norm_vjp_x`` covers."""
+    if _zero_tangent(s) or _zero_tangent(t):
+        return None
+    x = np.asarray(x)
+    _, axes = _norm_kind(x, ord, axis)
+    ones = np.ones(tuple(1 if i in axes else n for i, n in enumerate(x.shape)),
+                   dtype=_float_dtype(x, np.float64))
+    ht = norm_vjp_x(t, ones, x, ord, axis, True)
+    return _fit_dtype(np.sum(np.asarray(s) * ht, axis=axes, keepdims=keepdims), x)
+
+
+def _einsum_linear(spec, base, tans, optimize):
+    """Sum over the non-zero ``tans[k]`` of ``einsum(spec, *base)`` with operand k
+    replaced by ``tans[k]`` (a term with another operand None is zero).  None if no term."""
+    total = None
+    for k, tk in enumerate(tans):
+        if _zero_tangent(tk):
+            continue
+        ops = list(base)
+        ops[k] = tk
+        if any(o is None for o in ops):
+            continue
+        term = np.einsum(spec, *ops, optimize=_opt(len(ops), optimize))
+        total = term if total is None else total + term
+    return total
+
+
+def _tangent_list(ts, n):
+    if _zero_tangent(ts):
+        return [None] * n
+    return list(ts)
+
+
+def einsum_jvp(subscripts, operands, tangents, optimize=False):
+    """Tangent of ``np.einsum(subscripts, *operands)``: einsum is linear in each operand,
+    so one einsum per operand with a tangent, that operand replaced by its tangent
+    (``tangents`` has one entry per operand; None entries are zeros)."""
+    operands = list(operands)
+    return _einsum_linear(subscripts, operands, _tangent_list(tangents, len(operands)),
+                          optimize)
+
+
+def einsum_jvp2(subscripts, operands, tangents, tangents2, optimize=False):
+    """Second-order term of einsum: the sum over pairs k != j of einsums with operand
+    k replaced by ``tangents[k]`` and operand j by ``tangents2[j]`` (the tangent of
+    ``einsum_jvp`` when the operands move along ``tangents2``)."""
+    operands = list(operands)
+    ts = _tangent_list(tangents, len(operands))
+    us = _tangent_list(tangents2, len(operands))
+    total = None
+    for k, tk in enumerate(ts):
+        if _zero_tangent(tk):
+            continue
+        base = list(operands)
+        base[k] = tk
+        term = _einsum_linear(subscripts, base, [None if j == k else u for j, u in enumerate(us)],
+                              optimize)
+        if term is not None:
+            total = term if total is None else total + term
+    return total
+
+
+def einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize=False):
+    """Tangent of ``einsum_vjp(t, subscripts, operands)`` when ``t`` moves along ``dt`` and
+    the operands along ``doperands`` (either may be None): a list, one entry per
+    operand, each the tangent of that operand's cotangent einsum."""
+    operands = list(operands)
+    dops = _tangent_list(doperands, len(operands))
+    base_t = None if _zero_tangent(t) else t
+    out = []
+    for k, x in enumerate(operands):
+        full, ops, extra, (spec, ell) = _einsum_term(subscripts, operands, k)
+        tans = [dt] + [dops[j] for j in range(len(operands)) if j != k] + [None] * len(extra)
+        c = _einsum_linear(full, [base_t] + ops + extra, tans, optimize)
+        out.append(_einsum_fit(c, x, spec, ell) if c is not None else _tangent_zeros(x))
+    return out
+
+
+def unsupported_jvp(what, *tangents):
+    """Forward-mode stand-in for a derivative astjax does not implement: None while
+    every tangent is zero (None), NotImplementedError otherwise."""
+    for t in tangents:
+        items = t if isinstance(t, (list, tuple)) else (t,)
+        if any(not _zero_tangent(ti) for ti in items):
+            raise NotImplementedError(f"astjax does not implement {what}")
+    return None

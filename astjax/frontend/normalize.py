@@ -1015,6 +1015,15 @@ class Normalizer:
 
     def _compare_values(self, op, left, right, out, node):
         name = type(op).__name__
+        if name in ("Is", "IsNot") and isinstance(right, Const) and right.value is None:
+            # ``x is not None``: an identity test, never an array operation
+            if name == "IsNot":
+                self.emit(Prim(out, "not_none", [left]))
+            else:
+                tmp = self.tmp(out, "given")
+                self.emit(Prim(tmp, "not_none", [left]))
+                self.emit(Prim(out, "not_", [Var(tmp)]))
+            return
         if name in ("Is", "IsNot", "In", "NotIn"):
             fn = {"Is": "is_", "IsNot": "is_not", "In": "contains", "NotIn": "not_contains"}[name]
             import operator as _operator
@@ -1596,7 +1605,7 @@ class Normalizer:
 
 
 _CANONICAL_MODULES = {"numpy": "np", "astjax.runtime_array": "ra", "astjax.runtime": "rt",
-                      "math": "math"}
+                      "astjax.runtime_batch": "rb", "math": "math"}
 
 
 def _fold(prim, left, right):
@@ -1626,7 +1635,8 @@ def _is_library(fn) -> bool:
                                  "scipy") or mod in _ASTJAX_LIBRARY
 
 
-_ASTJAX_LIBRARY = {"astjax.runtime", "astjax.runtime_array", "astjax.tree_util", "astjax.api"}
+_ASTJAX_LIBRARY = {"astjax.runtime", "astjax.runtime_array", "astjax.runtime_batch",
+                   "astjax.tree_util", "astjax.api", "astjax.forward_api", "astjax.batch_api"}
 
 
 _HINTS = {

@@ -1,0 +1,186 @@
+"""``vmap`` with JAX's signature: batching by source transformation.
+
+The generated function works on whole batches; ``in_axes``/``out_axes`` only decide
+where the batch axis sits when entering and leaving it (inside, it is the last axis:
+see ``astjax/runtime_batch.py``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from astjax import codegen, core
+from astjax import runtime_batch as rb
+from astjax.api import (Generated, _base_namespace, _cache_for, _check_callable, _fun_name,
+                        _LOCK, _normalizer_factory, _wrap, function_arguments)
+from astjax.core import Const, Copy, Prim, Return, Var
+from astjax.errors import ArgumentError
+from astjax.frontend.names import NameGen
+from astjax.frontend.normalize import Normalizer
+from astjax.transforms.batch import Batching
+from astjax.tree_util import tree_flatten, tree_leaves, tree_structure, tree_unflatten
+
+
+def _build(fun, batched_mask, static_functions):
+    fname = _fun_name(fun)
+    names = NameGen()
+    norm = Normalizer(names)
+    fn = norm.function(fun, static_functions=static_functions)
+    ret = fn.body[-1]
+    loc = fn.loc
+    if not isinstance(ret.value, Var):
+        out = names.fresh("out")
+        fn.body.insert(len(fn.body) - 1, Copy(out, ret.value, loc=loc))
+        ret.value = Var(out)
+    result = ret.value.name
+    size = names.fresh("batch_size")
+    batched = [p for p, b in zip(fn.params, batched_mask) if b]
+    tr = Batching(fn, batched, size, _normalizer_factory)
+    body = tr.transform([s for s in fn.body if not isinstance(s, Return)])
+    pre = [Copy(v, Const(None), loc=loc) for v in sorted(tr.undefined_ok)
+           if v not in fn.params]
+    body = pre + body + [Return(Var(result), loc=loc)]
+    gname = names.fresh(f"vmap_{fname}")
+    gfn = core.Function(gname, fn.params + [size], body, loc=loc, env=fn.env)
+    origins: list = []
+    source = codegen.print_function(
+        gfn, f"vmap of {fname}: batched arguments carry the batch as their last axis.",
+        origins)
+    namespace = _base_namespace()
+    namespace.update(fn.env.current())
+    codegen.load_source(source, namespace, f"vmap({fname})", origins)
+    gen = Generated(source, {"main": namespace[gname]}, namespace, fn.env)
+    gen.out_batched = result in tr.batched
+    return gen
+
+
+def _get(fun, batched_mask, args):
+    static = function_arguments(args)
+    key = ("vmap", tuple(batched_mask), static)
+    cache = _cache_for(fun)
+    entry = cache.get(key)
+    if entry is None:
+        with _LOCK:
+            entry = cache.get(key)
+            if entry is None:
+                entry = _build(fun, batched_mask, dict(static))
+                cache[key] = entry
+    return entry
+
+
+def _axes_per_leaf(axes, tree, what):
+    """``axes`` (int, None, or a pytree prefix of ``tree``) as one axis per leaf."""
+    leaves, tdef = tree_flatten(tree)
+    if axes is None or isinstance(axes, (int, np.integer)):
+        return [axes] * len(leaves)
+    try:
+        expanded = tdef.flatten_up_to(axes) if False else None
+    except Exception:
+        expanded = None
+    del expanded
+    axes_leaves, axes_def = tree_flatten(axes, is_leaf=lambda v: v is None)
+    if axes_def == tdef:
+        return list(axes_leaves)
+    # a prefix: each axes leaf stands for a whole subtree of ``tree``
+    out = []
+    subtrees = axes_def.flatten_up_to(tree) if hasattr(axes_def, "flatten_up_to") else None
+    if subtrees is None or len(subtrees) != len(axes_leaves):
+        raise ArgumentError(f"vmap: {what} {axes!r} does not match the argument's structure "
+                            f"{tdef}")
+    for ax, sub in zip(axes_leaves, subtrees):
+        out.extend([ax] * len(tree_leaves(sub)))
+    return out
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
+    """Vectorize ``fun`` over a batch axis of its arguments (JAX semantics)."""
+    _check_callable(fun, "vmap")
+    if not (in_axes is None or isinstance(in_axes, (int, tuple, list, dict))):
+        raise ArgumentError(f"vmap: in_axes must be an int, None or a pytree, got {in_axes!r}")
+
+    def batched_fun(*args):
+        if isinstance(in_axes, (tuple, list)) and not isinstance(in_axes, dict):
+            if len(in_axes) != len(args):
+                raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
+                                    f"{_fun_name(fun)} got {len(args)} arguments")
+            per_arg = list(in_axes)
+        else:
+            per_arg = [in_axes] * len(args)
+        sizes = {}
+        moved = []
+        mask = []
+        for k, (arg, axes) in enumerate(zip(args, per_arg)):
+            leaves, tdef = tree_flatten(arg)
+            leaf_axes = _axes_per_leaf(axes, arg, "in_axes")
+            if all(a is None for a in leaf_axes):
+                moved.append(arg)
+                mask.append(False)
+                continue
+            new = []
+            for leaf, a in zip(leaves, leaf_axes):
+                if a is None:
+                    new.append(leaf)
+                    continue
+                arr = np.asarray(leaf)
+                if not -arr.ndim <= a < max(arr.ndim, 1) or arr.ndim == 0:
+                    raise ArgumentError(f"vmap: in_axes {a} is out of range for argument "
+                                        f"{k} of shape {arr.shape}")
+                sizes[f"argument {k}"] = arr.shape[a]
+                if len(set(sizes.values())) > 1:
+                    rb.batch_size(sizes)
+                new.append(np.moveaxis(arr, a, -1))
+            mask.append(True)
+            moved.append((new, tdef, leaf_axes))
+        if axis_size is not None:
+            sizes["axis_size"] = axis_size
+        size = rb.batch_size(sizes) if sizes else None
+        if size is None:
+            raise ArgumentError("vmap: no argument is batched; give axis_size")
+        final = []
+        for item, m in zip(moved, mask):
+            if not m:
+                final.append(item)
+                continue
+            new, tdef, leaf_axes = item
+            new = [leaf if a is not None else rb.broadcast_batch(leaf, size)
+                   for leaf, a in zip(new, leaf_axes)]
+            final.append(tree_unflatten(tdef, new))
+        gen = _get(fun, mask, args)
+        gen.refresh()
+        out = gen.functions["main"](*final, size)
+        return _leave(out, out_axes, size, gen.out_batched)
+
+    batched_fun._astjax_source = lambda *a, **k: _get(fun, _mask(in_axes, a), a)
+    return _wrap(fun, batched_fun, "vmap", None, batched_fun._astjax_source)
+
+
+def _mask(in_axes, args):
+    if isinstance(in_axes, (tuple, list)):
+        return [not all(a is None for a in tree_leaves(ax, is_leaf=lambda v: v is None))
+                if ax is not None else False for ax in in_axes]
+    return [in_axes is not None] * len(args)
+
+
+def _leave(out, out_axes, size, batched):
+    leaves, tdef = tree_flatten(out)
+    axes = _axes_per_leaf(out_axes, out, "out_axes")
+    result = []
+    for leaf, a in zip(leaves, axes):
+        if a is None:
+            if batched:
+                raise ArgumentError("vmap: out_axes=None for an output that depends on the "
+                                    "batched inputs")
+            result.append(leaf)
+            continue
+        arr = np.asarray(leaf)
+        if not batched:
+            arr = np.broadcast_to(arr[..., None], arr.shape + (size,))
+        elif arr.ndim == 0 or arr.shape[-1] != size:  # a lane-independent value
+            arr = np.broadcast_to(arr, arr.shape[:-1] + (size,)) if arr.ndim and \
+                arr.shape[-1] == 1 else np.broadcast_to(arr[..., None], arr.shape + (size,))
+        result.append(np.moveaxis(arr, -1, a if a >= 0 else arr.ndim + a))
+    return tree_unflatten(tdef, result)
+
+
+__all__ = ["vmap"]
+
+_ = (Prim, tree_structure)
