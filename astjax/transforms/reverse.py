@@ -142,6 +142,8 @@ class Activity:
 
 
 _CORE_CONSTANT = frozenset({"tape", "structural"})
+# rules of these kinds may produce None (a zero entry of a container cotangent)
+_MAY_GIVE_NONE = frozenset({"structural", "index", "other", "tape"})
 
 
 def insert_activity_flags(fn: core.Function, activity: Activity, names) -> dict:
@@ -299,14 +301,22 @@ class ReverseAD:
 
     # ------------------------------------------------------- cotangent updates
 
-    def accumulate(self, dx: str, contrib, loc) -> list:
-        """``dx += contrib`` where None is zero; plain assignment when dx is known None."""
+    def accumulate(self, dx: str, contrib, loc, surely=True) -> list:
+        """``dx += contrib`` where None is zero; plain assignment when dx is known None.
+
+        ``surely``: the contribution is never None at run time (array rules); the
+        cotangents of containers may hold None entries, so theirs may be None.
+        """
+        was_nonnull = dx in self.nonnull
         if dx in self.null:
             stmt = Copy(dx, contrib, loc=loc)
         else:
             stmt = Prim(dx, "acc", [Var(dx), contrib], loc=loc)
         self.null.discard(dx)
-        self.nonnull.add(dx)
+        if surely or was_nonnull:
+            self.nonnull.add(dx)
+        else:
+            self.nonnull.discard(dx)
         return [stmt]
 
     def reset(self, dx: str, loc) -> list:
@@ -533,7 +543,8 @@ class ReverseAD:
                 out.extend(stmts)
                 for (i, op), c in zip(always, contribs):
                     if c is not None:
-                        out.extend(self.accumulate(self.d(op.name), c, loc))
+                        out.extend(self.accumulate(self.d(op.name), c, loc,
+                                                   surely=prim.kind not in _MAY_GIVE_NONE))
             for i, op in sometimes:
                 # only while the operand holds a differentiated value
                 flag = self.flags[op.name]
