@@ -137,8 +137,6 @@ register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
 register(Primitive("tree_restack", rt.tree_restack, "rt.tree_restack", ("cts", "ys", "reverse"),
                    kind="other", meta=("ys",)))
 register(Primitive("compact", rt.compact, "rt.compact", ("y",), diff=("y",), kind="structural"))
-register(Primitive("broadcast_tangent", rt.broadcast_tangent, "rt.broadcast_tangent",
-                   ("t", "like"), diff=("t",), kind="other", meta=("like",)))
 register(Primitive("tangent_set", rt.tangent_set, "rt.tangent_set",
                    ("t", "index", "v_dot", "like"), diff=("t", "v_dot"), kind="other",
                    meta=("like",)))

@@ -472,20 +472,6 @@ def attr_of(x, name):
 # --------------------------------------------------------------- forward mode
 
 
-def broadcast_tangent(t, like):
-    """A tangent with the shape and floating dtype of the primal ``like``."""
-    if t is None:
-        return zeros_like(like)
-    shape = np.shape(like)
-    if np.shape(t) != shape:
-        t = np.broadcast_to(t, shape).copy()
-    dtype = getattr(like, "dtype", None)
-    if dtype is not None and np.issubdtype(dtype, np.inexact) and getattr(t, "dtype",
-                                                                          dtype) != dtype:
-        t = np.asarray(t).astype(dtype)
-    return t
-
-
 def tangent_set(t, index, v_dot, like):
     """Tangent of ``y`` after ``y[index] = v``: a copy of ``t`` with ``v_dot`` there."""
     if isinstance(t, dict):

@@ -103,10 +103,6 @@ def attr_cotangent(ans, g, x, name, dg=None):
     return rt.attr_cotangent(dg, x, name)
 
 
-def broadcast_tangent(ans, t, like, dt=None):
-    return rt.broadcast_tangent(dt, like)
-
-
 def tangent_set(ans, t, index, v_dot, like, dt=None, dv_dot=None):
     return rt.tangent_set(dt, index, dv_dot, like)
 

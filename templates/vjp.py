@@ -887,3 +887,42 @@ def or_one(g, ans, base):
 
 def add_cot(g, ans, t, x, y, which=0):
     return ra.add_cot_vjp(g, t, x, y, which)
+
+
+# ------------------------------------------------------------------ forward-mode helpers
+# (rules of the ra.* helpers that templates/jvp.py calls: reverse over forward)
+
+
+def tangent_like(g, ans, t, like):
+    return ra.tangent_like_vjp(g, t, like)
+
+
+def tangent_like_vjp(g, ans, s, t, like):
+    return ra.tangent_like(g, like)
+
+
+def getitem_jvp(g, ans, t, x, index):
+    return ra.getitem_vjp(g, x, index)
+
+
+def setitem_jvp(g, ans, t, index, tv, x):
+    return ra.setitem_zero(g, index), ra.unbroadcast(ra.getitem(g, index), tv)
+
+
+def sum_tangents(g, ans, ts):
+    return ra.py_sum_vjp(g, ts)
+
+
+def pad_jvp(g, ans, t, pad_width, mode="constant"):
+    return ra.pad_vjp(g, t, pad_width, mode)
+
+
+def norm_jvp(g, ans, t, x, ord=None, axis=None, keepdims=False):
+    # bilinear in (t, gradient of the norm): the x part is a Hessian-vector product
+    return ra.norm_vjp(g, x, ord, axis, keepdims), ra.norm_vjp_x(t, g, x, ord, axis, keepdims)
+
+
+def einsum_jvp(g, ans, subscripts, operands, tangents, optimize=False):
+    # the operands' part moves every other operand along its tangent
+    return (ra.einsum_vjp_jvp(g, None, subscripts, operands, tangents, optimize),
+            ra.einsum_vjp(g, subscripts, operands, optimize))

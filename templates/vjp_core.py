@@ -104,10 +104,6 @@ def compact(g, ans, y):
     return g
 
 
-def broadcast_tangent(g, ans, t, like):
-    return ra.unbroadcast(g, t)
-
-
 def tangent_set(g, ans, t, index, v_dot, like):
     return rt.cot_zero_at(g, index), ra.unbroadcast(rt.cot_at(g, index), v_dot)
 

@@ -242,7 +242,7 @@ class ForwardAD:
         if result is None:
             return pre + stmts + [self.zero_tangent(s.target, loc)]
         if dropped:
-            return pre + stmts + [Prim(dot, "broadcast_tangent", [result, Var(s.target)],
+            return pre + stmts + [Prim(dot, "tangent_like", [result, Var(s.target)],
                                        loc=loc)]
         return pre + stmts + [Copy(dot, result, loc=loc)]
 
@@ -262,6 +262,9 @@ def propagate_zeros(stmts, result, tangents):
 
     def is_zero(op):
         return op == ZERO or (isinstance(op, Var) and op.name in zero)
+
+    if isinstance(result, Const) and result.value is None:
+        result = ZERO  # a rule returning None: the tangent is zero (floor, sign...)
 
     for st in stmts:
         if isinstance(st, Copy):

@@ -1,0 +1,902 @@
+"""Jacobian-vector product templates, one per differentiable primitive.
+
+Convention: ``def <primitive>(ans, <params...>, d<param>=None...)``: ``ans`` is the
+primal result, then the primitive's own parameters (``Primitive.params``, with its
+defaults; a variadic one keeps its star), then one tangent per entry of
+``Primitive.diff`` named ``"d" + name``.  The body returns the tangent of the result:
+same shape and floating dtype as ``ans`` (float32 stays float32: constants are Python
+floats), a list/tuple of tangents when ``ans`` is a list/tuple.
+
+Forward mode parses a body and inlines it with names substituted, so bodies are
+straight-line code over registered primitives (``np.*``, operators, ``ra.*``
+helpers) ending in one ``return``.  A tangent may be None (known to be zero) for the
+kinds "elementwise", "linalg", "reduction", "structural", "other" and every
+primitive spelled ``ra.*``; forward mode then drops the work on it: a term whose
+tangents are all zero disappears, ``a + None`` is ``a``, ``None - b`` is ``-b``, a
+primitive spelled ``ra.*`` gets None (``np.where`` too: it is ``ra.where``) and any
+other operation the scalar 0.0.  So every tangent is written as a sum of terms that
+are each linear in one tangent (product rule), and helpers that take several
+tangents accept None for any of them.  A rule that returns None says the tangent is
+zero (rounding).  When a term was dropped the result is fitted to ``ans``
+(``ra.tangent_like``).  Other kinds get concrete zeros for tangents they do not
+have.
+
+Semantics follow JAX and templates/vjp.py: ties of max/min share, rounding has a
+zero derivative, matrix functions of symmetric input (cholesky, eigh) see the
+symmetric part of the tangent.
+"""
+import numpy as np
+
+from astjax import runtime_array as ra
+
+# ------------------------------------------------------------------ arithmetic
+
+
+def add(ans, x, y, out=None, dx=None, dy=None):
+    # also list/tuple concatenation (a + b): the tangent lists are concatenated
+    return dx + dy
+
+
+def subtract(ans, x, y, out=None, dx=None, dy=None):
+    return dx - dy
+
+
+def multiply(ans, x, y, out=None, dx=None, dy=None):
+    return dx * y + x * dy
+
+
+def divide(ans, x, y, out=None, dx=None, dy=None):
+    return dx / y - dy * ans / y
+
+
+def floor_divide(ans, x, y, out=None, dx=None, dy=None):
+    return None
+
+
+def remainder(ans, x, y, out=None, dx=None, dy=None):
+    return dx - dy * np.floor_divide(x, y)
+
+
+def fmod(ans, x, y, out=None, dx=None, dy=None):
+    return dx - dy * np.trunc(x / y)
+
+
+def power(ans, x, y, out=None, dx=None, dy=None):
+    # d/dy is x ** y * log(x) where x > 0 and 0 elsewhere, as in the vjp
+    return dx * y * x ** (y - 1) + dy * ans * np.log(np.where(x > 0, x, 1.0))
+
+
+def float_power(ans, x, y, out=None, dx=None, dy=None):
+    return dx * y * np.float_power(x, y - 1) + dy * ans * np.log(np.where(x > 0, x, 1.0))
+
+
+def matmul(ans, x, y, out=None, dx=None, dy=None):
+    return np.matmul(dx, y) + np.matmul(x, dy)
+
+
+def vecdot(ans, x, y, out=None, axis=-1, dx=None, dy=None):
+    return np.vecdot(dx, y, axis=axis) + np.vecdot(x, dy, axis=axis)
+
+
+def maximum(ans, x, y, out=None, dx=None, dy=None):
+    return dx * ra.max_weight(x, y, ans) + dy * ra.max_weight(y, x, ans)
+
+
+def minimum(ans, x, y, out=None, dx=None, dy=None):
+    return dx * ra.max_weight(y, x, ans) + dy * ra.max_weight(x, y, ans)
+
+
+def fmax(ans, x, y, out=None, dx=None, dy=None):
+    return dx * ra.max_weight(x, y, ans) + dy * ra.max_weight(y, x, ans)
+
+
+def fmin(ans, x, y, out=None, dx=None, dy=None):
+    return dx * ra.max_weight(y, x, ans) + dy * ra.max_weight(x, y, ans)
+
+
+def arctan2(ans, x, y, out=None, dx=None, dy=None):
+    return (dx * y - dy * x) / (x * x + y * y)
+
+
+def hypot(ans, x, y, out=None, dx=None, dy=None):
+    return (dx * x + dy * y) / ans
+
+
+def logaddexp(ans, x, y, out=None, dx=None, dy=None):
+    return dx * np.exp(x - ans) + dy * np.exp(y - ans)
+
+
+def logaddexp2(ans, x, y, out=None, dx=None, dy=None):
+    return dx * np.exp2(x - ans) + dy * np.exp2(y - ans)
+
+
+def math_log(ans, x, base=None, dx=None, dbase=None):
+    lb = ra.log_or_one(base)
+    return dx / (x * lb) - dbase * ans / (ra.or_one(base) * lb)
+
+
+# ------------------------------------------------------------------ elementwise
+
+
+def negative(ans, x, out=None, dx=None):
+    return -dx
+
+
+def positive(ans, x, out=None, dx=None):
+    return dx
+
+
+def exp(ans, x, out=None, dx=None):
+    return dx * ans
+
+
+def exp2(ans, x, out=None, dx=None):
+    return dx * ans * 0.6931471805599453
+
+
+def expm1(ans, x, out=None, dx=None):
+    return dx * (ans + 1.0)
+
+
+def log(ans, x, out=None, dx=None):
+    return dx / x
+
+
+def log2(ans, x, out=None, dx=None):
+    return dx / (x * 0.6931471805599453)
+
+
+def log10(ans, x, out=None, dx=None):
+    return dx / (x * 2.302585092994046)
+
+
+def log1p(ans, x, out=None, dx=None):
+    return dx / (x + 1.0)
+
+
+def sqrt(ans, x, out=None, dx=None):
+    return dx * 0.5 / ans
+
+
+def cbrt(ans, x, out=None, dx=None):
+    return dx / (3.0 * ans * ans)
+
+
+def square(ans, x, out=None, dx=None):
+    return dx * 2.0 * x
+
+
+def reciprocal(ans, x, out=None, dx=None):
+    return -dx * ans * ans
+
+
+def sin(ans, x, out=None, dx=None):
+    return dx * np.cos(x)
+
+
+def cos(ans, x, out=None, dx=None):
+    return -dx * np.sin(x)
+
+
+def tan(ans, x, out=None, dx=None):
+    return dx * (1.0 + ans * ans)
+
+
+def arcsin(ans, x, out=None, dx=None):
+    return dx / np.sqrt(1.0 - x * x)
+
+
+def arccos(ans, x, out=None, dx=None):
+    return -dx / np.sqrt(1.0 - x * x)
+
+
+def arctan(ans, x, out=None, dx=None):
+    return dx / (1.0 + x * x)
+
+
+def sinh(ans, x, out=None, dx=None):
+    return dx * np.cosh(x)
+
+
+def cosh(ans, x, out=None, dx=None):
+    return dx * np.sinh(x)
+
+
+def tanh(ans, x, out=None, dx=None):
+    return dx * (1.0 - ans * ans)
+
+
+def arcsinh(ans, x, out=None, dx=None):
+    return dx / np.sqrt(x * x + 1.0)
+
+
+def arccosh(ans, x, out=None, dx=None):
+    return dx / np.sqrt(x * x - 1.0)
+
+
+def arctanh(ans, x, out=None, dx=None):
+    return dx / (1.0 - x * x)
+
+
+def absolute(ans, x, out=None, dx=None):
+    # JAX: the derivative at 0 is +1
+    return np.where(x >= 0, dx, -dx)
+
+
+def fabs(ans, x, out=None, dx=None):
+    return np.where(x >= 0, dx, -dx)
+
+
+def deg2rad(ans, x, out=None, dx=None):
+    return dx * 0.017453292519943295
+
+
+def rad2deg(ans, x, out=None, dx=None):
+    return dx * 57.29577951308232
+
+
+def conj(ans, x, out=None, dx=None):
+    return np.conj(dx)
+
+
+def real(ans, val, dval=None):
+    return np.real(dval)
+
+
+def imag(ans, val, dval=None):
+    return np.imag(dval)
+
+
+def sinc(ans, x, dx=None):
+    # (cos(pi x) - sinc(x)) / x, and 0 at x == 0
+    safe = np.where(x == 0, 1.0, x)
+    return dx * np.where(x == 0, 0.0, (np.cos(3.141592653589793 * x) - ans) / safe)
+
+
+def sign(ans, x, out=None, dx=None):
+    return None
+
+
+def floor(ans, x, out=None, dx=None):
+    return None
+
+
+def ceil(ans, x, out=None, dx=None):
+    return None
+
+
+def trunc(ans, x, out=None, dx=None):
+    return None
+
+
+def rint(ans, x, out=None, dx=None):
+    return None
+
+
+def fix(ans, x, out=None, dx=None):
+    return None
+
+
+def round(ans, a, decimals=0, out=None, da=None):
+    return None
+
+
+def py_round(ans, number, ndigits=None, dnumber=None):
+    return None
+
+
+def clip(ans, a, a_min=None, a_max=None, out=None, min=None, max=None, da=None, da_min=None,
+         da_max=None, dmin=None, dmax=None):
+    # weights of a, the lower and the upper bound (ties share, as in the vjp); a
+    # bound that is absent has no tangent, so its None weight is never read
+    one = np.ones_like(ans)
+    w_a = ra.clip_part(one, a, a_min, a_max, min, max, 0)
+    w_lo = ra.clip_part(one, a, a_min, a_max, min, max, 1)
+    w_hi = ra.clip_part(one, a, a_min, a_max, min, max, 2)
+    return da * w_a + da_min * w_lo + da_max * w_hi + dmin * w_lo + dmax * w_hi
+
+
+def where(ans, condition, x=None, y=None, dx=None, dy=None):
+    # one term per tangent: np.where is spelled ra.where, which must not see None
+    return np.where(condition, dx, 0.0) + np.where(condition, 0.0, dy)
+
+
+# ------------------------------------------------------------------ reductions
+
+
+def sum(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
+    return np.sum(da, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def mean(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
+    return np.mean(da, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def prod(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
+    # product of the other elements: exact with zeros, no division
+    others = ra.unfold_axes(ra.prod_others_last(ra.fold_axes(a, axis)), a, axis)
+    return np.sum(da * others, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def max(ans, a, axis=None, out=None, keepdims=False, da=None):
+    return np.sum(da * ra.extremum_weights(a, ans, axis, keepdims), axis=axis, keepdims=keepdims)
+
+
+def min(ans, a, axis=None, out=None, keepdims=False, da=None):
+    return np.sum(da * ra.extremum_weights(a, ans, axis, keepdims), axis=axis, keepdims=keepdims)
+
+
+def nanmax(ans, a, axis=None, out=None, keepdims=False, da=None):
+    return np.sum(da * ra.extremum_weights(a, ans, axis, keepdims), axis=axis, keepdims=keepdims)
+
+
+def nanmin(ans, a, axis=None, out=None, keepdims=False, da=None):
+    return np.sum(da * ra.extremum_weights(a, ans, axis, keepdims), axis=axis, keepdims=keepdims)
+
+
+def nansum(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
+    # NaN where a is NaN, so nansum skips exactly the elements it skipped
+    return np.nansum(np.where(np.isnan(a), a, da), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nanmean(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
+    return np.nanmean(np.where(np.isnan(a), a, da), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def var(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
+    d = a - np.mean(a, axis=axis, keepdims=True)
+    return np.sum(d * da, axis=axis, keepdims=keepdims) * (
+        2.0 / (ra.reduced_size(a, axis) - ddof))
+
+
+def std(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
+    d = a - np.mean(a, axis=axis, keepdims=True)
+    return np.sum(d * da, axis=axis, keepdims=keepdims) / (ans * (ra.reduced_size(a, axis) - ddof))
+
+
+def cumsum(ans, a, axis=None, dtype=None, out=None, da=None):
+    return np.cumsum(da, axis=axis, dtype=dtype)
+
+
+def cumprod(ans, a, axis=None, dtype=None, out=None, da=None):
+    # row j of m is the input with element j replaced by 1; its running products are
+    # the partial derivatives of the outputs at and after j (exact with zeros)
+    ax = ra.cum_axis(axis)
+    x = np.moveaxis(np.reshape(a, np.shape(ans)), ax, -1)
+    e = ra.eye_last(x)
+    c = np.cumprod(np.expand_dims(x, -2) * (1.0 - e) + e, axis=-1)
+    dx = np.expand_dims(np.moveaxis(np.reshape(da, np.shape(ans)), ax, -1), -1)
+    return np.moveaxis(np.sum(c * np.triu(np.ones_like(e)) * dx, axis=-2), -1, ax)
+
+
+def norm(ans, x, ord=None, axis=None, keepdims=False, dx=None):
+    return ra.norm_jvp(dx, x, ord, axis, keepdims)
+
+
+def trace(ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None, da=None):
+    return np.trace(da, offset=offset, axis1=axis1, axis2=axis2, dtype=dtype)
+
+
+def diagonal(ans, a, offset=0, axis1=0, axis2=1, da=None):
+    return np.diagonal(da, offset, axis1, axis2)
+
+
+def diag(ans, v, k=0, dv=None):
+    return np.diag(dv, k)
+
+
+# ------------------------------------------------------------------ linear algebra
+
+
+def dot(ans, a, b, out=None, da=None, db=None):
+    return np.dot(da, b) + np.dot(a, db)
+
+
+def dot_grad_a(ans, t, a, b, dt=None, db=None):
+    return ra.dot_grad_a(dt, a, b) + ra.dot_grad_a(t, a, db)
+
+
+def dot_grad_b(ans, t, a, b, dt=None, da=None):
+    return ra.dot_grad_b(dt, a, b) + ra.dot_grad_b(t, da, b)
+
+
+def inner(ans, a, b, da=None, db=None):
+    return np.inner(da, b) + np.inner(a, db)
+
+
+def tensordot(ans, a, b, axes=2, da=None, db=None):
+    return np.tensordot(da, b, axes) + np.tensordot(a, db, axes)
+
+
+def vdot(ans, a, b, da=None, db=None):
+    return np.vdot(da, b) + np.vdot(a, db)
+
+
+def outer(ans, a, b, out=None, da=None, db=None):
+    return np.outer(da, b) + np.outer(a, db)
+
+
+def kron(ans, a, b, da=None, db=None):
+    return np.kron(da, b) + np.kron(a, db)
+
+
+def einsum(ans, subscripts, *operands, out=None, optimize=False, doperands=None):
+    return ra.einsum_jvp(subscripts, operands, doperands, optimize)
+
+
+def matrix_transpose(ans, x, dx=None):
+    return np.matrix_transpose(dx)
+
+
+def inv(ans, a, da=None):
+    return -np.matmul(ans, np.matmul(da, ans))
+
+
+def det(ans, a, da=None):
+    return ans * np.trace(np.linalg.solve(a, da), axis1=-2, axis2=-1)
+
+
+def slogdet(ans, a, da=None):
+    # the sign is piecewise constant
+    dsign = np.zeros_like(ra.getitem(ans, 0))
+    return ra.tangent_like((dsign, np.trace(np.linalg.solve(a, da), axis1=-2, axis2=-1)), ans)
+
+
+def solve(ans, a, b, da=None, db=None):
+    # d(a^-1 b) = a^-1 (db - da x); a 1-D b is one column
+    x = np.reshape(ans, ra.col_shape(ans, b))
+    dx = np.linalg.solve(a, np.reshape(db, ra.col_shape(b, b)) - np.matmul(da, x))
+    return np.reshape(dx, np.shape(ans))
+
+
+def cholesky(ans, a, upper=False, da=None):
+    # dL = L phi(L^-1 sym(da) L^-T), phi = lower triangle with half diagonal
+    l = ra.chol_lower(ans, upper)
+    s = (da + np.swapaxes(da, -1, -2)) * 0.5
+    m = np.linalg.solve(l, np.swapaxes(np.linalg.solve(l, s), -1, -2))
+    p = np.tril(m) - 0.5 * m * ra.eye_last(m)
+    return ra.chol_lower(np.matmul(l, p), upper)
+
+
+def eigh(ans, a, UPLO="L", da=None):
+    # dw = diag(V^T S V), dV = V (F * (V^T S V)), F = 1/(w_j - w_i) off the diagonal,
+    # S the symmetric part of da
+    w = ra.getitem(ans, 0)
+    v = ra.getitem(ans, 1)
+    e = ra.eye_last(w)
+    f = 1.0 / (e + np.expand_dims(w, -2) - np.expand_dims(w, -1)) - e
+    m = np.matmul(np.swapaxes(v, -1, -2), np.matmul((da + np.swapaxes(da, -1, -2)) * 0.5, v))
+    return ra.tangent_like((np.diagonal(m, 0, -2, -1), np.matmul(v, f * m)), ans)
+
+
+def eigvalsh(ans, a, UPLO="L", da=None):
+    v = ra.getitem(np.linalg.eigh(a, UPLO), 1)
+    return np.sum(v * np.matmul((da + np.swapaxes(da, -1, -2)) * 0.5, v), axis=-2)
+
+
+# ------------------------------------------------------------------ shapes
+
+
+def reshape(ans, a, shape, order="C", da=None):
+    return np.reshape(da, shape, order=order)
+
+
+def ravel(ans, a, order="C", da=None):
+    return np.ravel(da, order)
+
+
+def flatten(ans, a, order="C", da=None):
+    return ra.flatten(da, order)
+
+
+def transpose(ans, a, axes=None, da=None):
+    return np.transpose(da, axes)
+
+
+def swapaxes(ans, a, axis1, axis2, da=None):
+    return np.swapaxes(da, axis1, axis2)
+
+
+def moveaxis(ans, a, source, destination, da=None):
+    return np.moveaxis(da, source, destination)
+
+
+def expand_dims(ans, a, axis, da=None):
+    return np.expand_dims(da, axis)
+
+
+def squeeze(ans, a, axis=None, da=None):
+    return np.squeeze(da, axis)
+
+
+def broadcast_to(ans, array, shape, subok=False, darray=None):
+    return np.broadcast_to(darray, shape)
+
+
+def atleast_1d(ans, *arys, darys=None):
+    return ra.pack_variadic(darys, ans)
+
+
+def atleast_2d(ans, *arys, darys=None):
+    return ra.pack_variadic(darys, ans)
+
+
+def atleast_3d(ans, *arys, darys=None):
+    return ra.pack_variadic(darys, ans)
+
+
+def concatenate(ans, arrays, axis=0, out=None, dtype=None, casting="same_kind", darrays=None):
+    return ra.concat_cots(darrays, arrays, axis, "concatenate")
+
+
+def stack(ans, arrays, axis=0, out=None, dtype=None, casting="same_kind", darrays=None):
+    return ra.concat_cots(darrays, arrays, axis, "stack")
+
+
+def vstack(ans, tup, dtype=None, casting="same_kind", dtup=None):
+    return ra.concat_cots(dtup, tup, 0, "vstack")
+
+
+def hstack(ans, tup, dtype=None, casting="same_kind", dtup=None):
+    return ra.concat_cots(dtup, tup, 0, "hstack")
+
+
+def dstack(ans, tup, dtup=None):
+    return ra.concat_cots(dtup, tup, 0, "dstack")
+
+
+def column_stack(ans, tup, dtup=None):
+    return ra.concat_cots(dtup, tup, 0, "column_stack")
+
+
+def split(ans, ary, indices_or_sections, axis=0, dary=None):
+    return np.split(dary, indices_or_sections, axis)
+
+
+def array_split(ans, ary, indices_or_sections, axis=0, dary=None):
+    return np.array_split(dary, indices_or_sections, axis)
+
+
+def hsplit(ans, ary, indices_or_sections, dary=None):
+    return np.hsplit(dary, indices_or_sections)
+
+
+def vsplit(ans, ary, indices_or_sections, dary=None):
+    return np.vsplit(dary, indices_or_sections)
+
+
+def dsplit(ans, ary, indices_or_sections, dary=None):
+    return np.dsplit(dary, indices_or_sections)
+
+
+def tile(ans, A, reps, dA=None):
+    return np.tile(dA, reps)
+
+
+def repeat(ans, a, repeats, axis=None, da=None):
+    return np.repeat(da, repeats, axis)
+
+
+def flip(ans, m, axis=None, dm=None):
+    return np.flip(dm, axis)
+
+
+def fliplr(ans, m, dm=None):
+    return np.fliplr(dm)
+
+
+def flipud(ans, m, dm=None):
+    return np.flipud(dm)
+
+
+def rot90(ans, m, k=1, axes=(0, 1), dm=None):
+    return np.rot90(dm, k, axes)
+
+
+def roll(ans, a, shift, axis=None, da=None):
+    return np.roll(da, shift, axis)
+
+
+def pad(ans, array, pad_width, mode="constant", constant_values=0, darray=None):
+    return ra.pad_jvp(darray, pad_width, mode)
+
+
+def take(ans, a, indices, axis=None, out=None, mode="raise", da=None):
+    return np.take(da, indices, axis=axis, mode=mode)
+
+
+def take_along_axis(ans, arr, indices, axis=-1, darr=None):
+    return np.take_along_axis(darr, indices, axis=axis)
+
+
+def tril(ans, m, k=0, dm=None):
+    return np.tril(dm, k)
+
+
+def triu(ans, m, k=0, dm=None):
+    return np.triu(dm, k)
+
+
+def sort(ans, a, axis=-1, kind=None, order=None, stable=None, da=None):
+    return np.take_along_axis(da, np.argsort(a, axis=axis, kind="stable"), axis=axis)
+
+
+def diff(ans, a, n=1, axis=-1, prepend=None, append=None, da=None):
+    # the differences of da with zeros where prepend/append sat (a float64 prepend
+    # makes a float64 result)
+    return ra.tangent_like(ra.diff_vjp_adj(da, a, n, axis, prepend, append), ans)
+
+
+# ------------------------------------------------------------------ indexing
+
+
+def getitem(ans, x, index, dx=None):
+    return ra.getitem_jvp(dx, x, index)
+
+
+def setitem(ans, x, index, v, dx=None, dv=None):
+    return ra.setitem_jvp(dx, index, dv, x)
+
+
+def item(ans, a, *args, da=None):
+    return ra.getitem(da, ra.item_index(a, args))
+
+
+# ------------------------------------------------------------------ creation, conversion
+
+
+def full(ans, shape, fill_value, dtype=None, order="C", dfill_value=None):
+    return ra.tangent_like(dfill_value, ans)
+
+
+def full_like(ans, a, fill_value, dtype=None, order="K", subok=True, shape=None,
+              dfill_value=None):
+    return ra.tangent_like(dfill_value, ans)
+
+
+def array(ans, object, dtype=None, copy=True, order="K", subok=False, ndmin=0, dobject=None):
+    return ra.pack_cots(dobject, ans)
+
+
+def asarray(ans, a, dtype=None, order=None, copy=None, da=None):
+    return ra.pack_cots(da, ans)
+
+
+def copy(ans, a, order="K", subok=False, da=None):
+    return ra.pack_cots(da, ans)
+
+
+def astype(ans, x, dtype, order="K", casting="unsafe", subok=True, copy=True, dx=None):
+    # an integer or boolean result has a zero tangent
+    return ra.tangent_like(dx, ans)
+
+
+def py_float(ans, x, dx=None):
+    return ra.py_float(dx)
+
+
+# ------------------------------------------------------------------ Python builtins
+
+
+def py_sum(ans, iterable, start=0, diterable=None, dstart=None):
+    return ra.sum_tangents(diterable) + dstart
+
+
+def py_max(ans, *args, key=None, dargs=None):
+    return ra.cot_or_zeros(ra.py_max_pick(dargs, ans, args), ans)
+
+
+def py_min(ans, *args, key=None, dargs=None):
+    return ra.cot_or_zeros(ra.py_max_pick(dargs, ans, args), ans)
+
+
+# ------------------------------------------------------------------ runtime helpers
+# Their rules make generated gradient code differentiable in forward mode (hessians
+# are forward over reverse).  A helper linear in its cotangent ``t`` has the helper
+# itself, applied to ``dt``, as its jvp.
+
+
+def unbroadcast(ans, t, x, dt=None):
+    return ra.unbroadcast(dt, x)
+
+
+def broadcast_like(ans, t, x, dt=None):
+    return ra.broadcast_like(dt, x)
+
+
+def unreduce(ans, t, x, axis=None, keepdims=False, dt=None):
+    return ra.unreduce(dt, x, axis, keepdims)
+
+
+def clip_part(ans, t, a, a_min=None, a_max=None, min=None, max=None, which=0, dt=None):
+    return ra.clip_part(dt, a, a_min, a_max, min, max, which)
+
+
+def fold_axes(ans, x, axis=None, dx=None):
+    return ra.fold_axes(dx, axis)
+
+
+def unfold_axes(ans, t, x, axis=None, dt=None):
+    return ra.unfold_axes(dt, x, axis)
+
+
+def prod_others_last(ans, a, da=None):
+    # d out_i = sum over j != i of da_j * (product of a over k != i, j); row i of m
+    # is a with a_i = 1
+    e = ra.eye_last(a)
+    m = np.expand_dims(a, -2) * (1.0 - e) + e
+    return np.sum(ra.prod_others_last(m) * (1.0 - e) * np.expand_dims(da, -2), axis=-1)
+
+
+def diagonal_vjp(ans, t, x, offset=0, axis1=0, axis2=1, dt=None):
+    return ra.diagonal_vjp(dt, x, offset, axis1, axis2)
+
+
+def diag_vjp(ans, t, v, k=0, dt=None):
+    return ra.diag_vjp(dt, v, k)
+
+
+def tile_vjp(ans, t, A, reps, dt=None):
+    return ra.tile_vjp(dt, A, reps)
+
+
+def repeat_vjp(ans, t, a, repeats, axis=None, dt=None):
+    return ra.repeat_vjp(dt, a, repeats, axis)
+
+
+def pad_vjp(ans, t, array, pad_width, mode="constant", dt=None):
+    return ra.pad_vjp(dt, array, pad_width, mode)
+
+
+def take_vjp(ans, t, a, indices, axis=None, mode="raise", dt=None):
+    return ra.take_vjp(dt, a, indices, axis, mode)
+
+
+def take_along_axis_vjp(ans, t, arr, indices, axis=-1, dt=None):
+    return ra.take_along_axis_vjp(dt, arr, indices, axis)
+
+
+def diff_vjp(ans, t, a, n=1, axis=-1, prepend=None, append=None, dt=None):
+    return ra.diff_vjp(dt, a, n, axis, prepend, append)
+
+
+def diff_vjp_adj(ans, s, a, n=1, axis=-1, prepend=None, append=None, ds=None):
+    return ra.diff_vjp_adj(ds, a, n, axis, prepend, append)
+
+
+def concat_vjp(ans, t, arrays, axis=0, how="concatenate", dt=None):
+    return ra.concat_vjp(dt, arrays, axis, how)
+
+
+def concat_cots(ans, ts, arrays, axis=0, how="concatenate", dts=None):
+    return ra.concat_cots(dts, arrays, axis, how)
+
+
+def unpack_variadic(ans, t, xs, dt=None):
+    return ra.unpack_variadic(dt, xs)
+
+
+def pack_variadic(ans, ts, t, dts=None):
+    return ra.pack_variadic(dts, t)
+
+
+def asarray_vjp(ans, t, a, dt=None):
+    return ra.asarray_vjp(dt, a)
+
+
+def pack_cots(ans, ts, x, dts=None):
+    return ra.pack_cots(dts, x)
+
+
+def cast_like(ans, t, x, dt=None):
+    return ra.cast_like(dt, x)
+
+
+def chol_lower(ans, x, upper=False, dx=None):
+    return ra.chol_lower(dx, upper)
+
+
+def getitem_vjp(ans, t, x, index, dt=None):
+    return ra.getitem_vjp(dt, x, index)
+
+
+def setitem_zero(ans, t, index, dt=None):
+    return ra.setitem_zero(dt, index)
+
+
+def cot_or_zeros(ans, t, like, dt=None):
+    return ra.cot_or_zeros(dt, like)
+
+
+def py_sum_vjp(ans, t, iterable, dt=None):
+    return ra.py_sum_vjp(dt, iterable)
+
+
+def sum_cots(ans, ts, x, dts=None):
+    return ra.sum_cots(dts, x)
+
+
+def py_max_vjp(ans, t, chosen, args, dt=None):
+    return ra.py_max_vjp(dt, chosen, args)
+
+
+def py_max_pick(ans, ts, chosen, args, dts=None):
+    return ra.py_max_pick(dts, chosen, args)
+
+
+def norm_vjp(ans, t, x, ord=None, axis=None, keepdims=False, dt=None, dx=None):
+    # linear in t; in x, the norm's Hessian applied to dx (scaled by t)
+    return ra.norm_vjp(dt, x, ord, axis, keepdims) + ra.norm_vjp_x(dx, t, x, ord, axis, keepdims)
+
+
+def einsum_vjp(ans, t, subscripts, operands, optimize=False, dt=None, doperands=None):
+    return ra.einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize)
+
+
+def norm_vjp_t(ans, s, x, ord=None, axis=None, keepdims=False, ds=None, dx=None):
+    return ra.norm_vjp_t(ds, x, ord, axis, keepdims) + ra.norm_hvp(s, dx, x, ord, axis, keepdims)
+
+
+def norm_vjp_x(ans, s, t, x, ord=None, axis=None, keepdims=False, ds=None, dt=None, dx=None):
+    return (ra.norm_vjp_x(ds, t, x, ord, axis, keepdims)
+            + ra.norm_vjp_x(s, dt, x, ord, axis, keepdims)
+            + ra.unsupported_jvp("third derivatives of np.linalg.norm", dx))
+
+
+def einsum_vjp_t(ans, s, t, subscripts, operands, optimize=False, ds=None, dt=None,
+                 doperands=None):
+    return ra.unsupported_jvp("third derivatives of np.einsum", ds, dt, doperands)
+
+
+def einsum_vjp_ops(ans, s, t, subscripts, operands, optimize=False, ds=None, dt=None,
+                   doperands=None):
+    return ra.unsupported_jvp("third derivatives of np.einsum", ds, dt, doperands)
+
+
+def log_or_one(ans, base, dbase=None):
+    return dbase / ra.or_one(base)
+
+
+def or_one(ans, base, dbase=None):
+    return dbase
+
+
+def add_cot(ans, t, x, y, which=0, dt=None):
+    return ra.add_cot(dt, x, y, which)
+
+
+# ------------------------------------------------------------------ forward-mode helpers
+
+
+def tangent_like(ans, t, like, dt=None):
+    return ra.tangent_like(dt, like)
+
+
+def tangent_like_vjp(ans, s, t, like, ds=None):
+    return ra.tangent_like_vjp(ds, t, like)
+
+
+def getitem_jvp(ans, t, x, index, dt=None):
+    return ra.getitem_jvp(dt, x, index)
+
+
+def setitem_jvp(ans, t, index, tv, x, dt=None, dtv=None):
+    return ra.setitem_jvp(dt, index, dtv, x)
+
+
+def sum_tangents(ans, ts, dts=None):
+    return ra.sum_tangents(dts)
+
+
+def pad_jvp(ans, t, pad_width, mode="constant", dt=None):
+    return ra.pad_jvp(dt, pad_width, mode)
+
+
+def norm_jvp(ans, t, x, ord=None, axis=None, keepdims=False, dt=None, dx=None):
+    return ra.norm_jvp(dt, x, ord, axis, keepdims) + ra.norm_hvp(t, dx, x, ord, axis, keepdims)
+
+
+def einsum_jvp(ans, subscripts, operands, tangents, optimize=False, doperands=None,
+               dtangents=None):
+    return (ra.einsum_jvp(subscripts, operands, dtangents, optimize)
+            + ra.einsum_jvp2(subscripts, operands, tangents, doperands, optimize))
