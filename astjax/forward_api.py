@@ -238,9 +238,51 @@ def _jacobian_tree(out, dyn_tuple, entries, single, forward):
     return tree_unflatten(out_def, per_out)
 
 
+def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
+    """jacfwd/jacrev of a jacobian: second directional derivatives, forward over forward.
+
+    ``d/dx_k J(x)[..., j]`` is the tangent (along e_k) of the tangent (along e_j) of
+    ``f``: a jvp of f's generated jvp code, so no Python-level jacobian is transformed.
+    """
+    fun, inner_argnums, inner_aux = inner
+    if has_aux or inner_aux or not isinstance(argnums, int) or argnums != inner_argnums:
+        raise ArgumentError(f"{outer_name} of a jacobian supports one array argument, the "
+                            "same argnums for both, and no has_aux")
+
+    def jac2(*args):
+        a = argnums if argnums >= 0 else argnums + len(args)
+        x = np.asarray(args[a])
+        if not isinstance(args[a], np.ndarray) and not np.isscalar(args[a]):
+            raise ArgumentError(f"{outer_name} of a jacobian needs an array argument")
+        first = jvp_function(fun, (a,), args)
+        second = jvp_function(first, (a,), tuple(args) + (x,))
+        dtype = x.dtype if np.issubdtype(x.dtype, np.inexact) else np.float64
+        basis = [e.reshape(x.shape) for e in np.eye(x.size, dtype=dtype)]
+        out = None
+        blocks = {}
+        for j, ej in enumerate(basis):
+            for k, ek in enumerate(basis):
+                (value, _), (_, curvature) = second(*args, ej, ek)
+                out = value
+                blocks[j, k] = np.asarray(curvature)
+        out_shape = np.shape(out) if out is not None else np.shape(fun(*args))
+        result = np.zeros(out_shape + x.shape + x.shape,
+                          dtype=np.result_type(dtype, np.asarray(out).dtype))
+        for (j, k), c in blocks.items():
+            idx = tuple(np.unravel_index(j, x.shape)) + tuple(np.unravel_index(k, x.shape))
+            result[(Ellipsis,) + idx] = c
+        return result
+
+    return jac2
+
+
 def jacfwd(fun, argnums=0, has_aux=False):
     """Jacobian by forward mode: one jvp per input element."""
     _check_callable(fun, "jacfwd")
+    inner = getattr(fun, "_astjax_jacobian", None)
+    if inner is not None:
+        return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacfwd"),
+                           "jacfwd", None)
 
     def jac(*args):
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
@@ -257,12 +299,16 @@ def jacfwd(fun, argnums=0, has_aux=False):
         result = _jacobian_tree(value, dyn_tuple, columns, single, forward=True)
         return (result, out[1]) if has_aux else result
 
-    return _wrap_plain(fun, jac, "jacfwd")
+    return _wrap_plain(fun, jac, "jacfwd", (fun, argnums, has_aux))
 
 
 def jacrev(fun, argnums=0, has_aux=False):
     """Jacobian by reverse mode: one forward sweep, one backward sweep per output element."""
     _check_callable(fun, "jacrev")
+    inner = getattr(fun, "_astjax_jacobian", None)
+    if inner is not None:
+        return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacrev"),
+                           "jacrev", None)
 
     def jac(*args):
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
@@ -278,7 +324,7 @@ def jacrev(fun, argnums=0, has_aux=False):
         result = _jacobian_tree(out, dyn_tuple, rows, single, forward=False)
         return (result, aux) if has_aux else result
 
-    return _wrap_plain(fun, jac, "jacrev")
+    return _wrap_plain(fun, jac, "jacrev", (fun, argnums, has_aux))
 
 
 def jacobian(fun, argnums=0, has_aux=False):
@@ -293,16 +339,16 @@ def jacobian(fun, argnums=0, has_aux=False):
         pick = jacfwd if n_in <= n_out else jacrev
         return pick(fun, argnums, has_aux)(*args)
 
-    return _wrap_plain(fun, jac, "jacobian")
+    return _wrap_plain(fun, jac, "jacobian", (fun, argnums, has_aux))
 
 
 def hessian(fun, argnums=0):
     """Forward over reverse: jvps of the generated gradient code, one per input element."""
     _check_callable(fun, "hessian")
-    return _wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian")
+    return _wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
 
 
-def _wrap_plain(fun, transformed, label):
+def _wrap_plain(fun, transformed, label, jacobian_of):
     try:
         import functools
         functools.update_wrapper(transformed, fun)
@@ -311,7 +357,9 @@ def _wrap_plain(fun, transformed, label):
     transformed.__dict__.pop("__wrapped__", None)
     transformed.__dict__.pop("_astjax_generated", None)
     transformed.__dict__.pop("_astjax_source", None)
+    transformed.__dict__.pop("_astjax_jacobian", None)
     transformed._astjax = label
+    transformed._astjax_jacobian = jacobian_of  # (fun, argnums, has_aux) of a jacobian
     return transformed
 
 

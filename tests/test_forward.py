@@ -227,3 +227,21 @@ def test_programs_from_the_reverse_suite_under_jvp():
         x = np.array([0.4, 0.1, -0.3])
         _, t = astjax.jvp(fn, (x,), (V,))
         np.testing.assert_allclose(t, directional_fd(fn, (x,), (V,)), rtol=1e-5, atol=1e-8)
+
+
+def vector_valued(x):
+    return np.tanh(x) * x[0]
+
+
+@pytest.mark.parametrize("outer, inner", [(astjax.jacfwd, astjax.jacrev),
+                                          (astjax.jacrev, astjax.jacrev),
+                                          (astjax.jacfwd, astjax.jacfwd)])
+def test_jacobian_of_jacobian(outer, inner):
+    x = np.array([0.3, -0.2, 0.6])
+    got = outer(inner(vector_valued))(x)
+    assert got.shape == (3, 3, 3)
+    first = astjax.jacfwd(vector_valued)
+    cols = [(first(x + 1e-6 * e) - first(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)]
+    np.testing.assert_allclose(got, np.stack(cols, axis=-1), rtol=1e-6, atol=1e-8)
+    for i in range(3):
+        np.testing.assert_allclose(got[i], got[i].T, atol=1e-12)
