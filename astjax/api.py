@@ -373,6 +373,15 @@ def stop_gradient(x):
 stop_gradient = rt.stop_gradient  # noqa: F811  (the same object the normalizer knows)
 
 
+def generated(fun, *args, **kwargs) -> Generated:
+    """The Generated record (source, loaded functions, namespace, env) behind a
+    transformed function, for ``args`` like those it will be called with."""
+    maker = getattr(fun, "_astjax_source", None)
+    if maker is None:
+        raise ArgumentError(f"{_fun_name(fun)} is not an astjax-transformed function")
+    return maker(*args, **kwargs)
+
+
 def make_source(fun):
     """``make_source(f)(*args)`` returns the Python source astjax generates for ``f``.
 
