@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import operator
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -1025,22 +1026,14 @@ class Normalizer:
                 self.emit(Prim(out, "not_", [Var(tmp)]))
             return
         if name in ("Is", "IsNot", "In", "NotIn"):
-            fn = {"Is": "is_", "IsNot": "is_not", "In": "contains", "NotIn": "not_contains"}[name]
-            import operator as _operator
-            if name == "In":
-                args = [right, left]
-            elif name == "NotIn":
-                args = [right, left]
-            else:
-                args = [left, right]
-            func = getattr(_operator, fn) if hasattr(_operator, fn) else None
+            # identity and membership tests: plain Python, never differentiated
+            func = {"Is": operator.is_, "IsNot": operator.is_not,
+                    "In": operator.contains, "NotIn": operator.contains}[name]
+            args = [right, left] if name in ("In", "NotIn") else [left, right]
+            result = self.tmp(out, "in") if name == "NotIn" else out
+            self.emit(External(result, Var(self.env.value_ref(func, func.__name__)), args))
             if name == "NotIn":
-                tmp = self.tmp(out, "in")
-                self.emit(External(tmp, Var(self.env.value_ref(_operator.contains, "contains")),
-                                   args))
-                self.emit(Prim(out, "not_", [Var(tmp)]))
-                return
-            self.emit(External(out, Var(self.env.value_ref(func, fn)), args))
+                self.emit(Prim(out, "not_", [Var(result)]))
             return
         prim = self.operator_prim(op, node)
         self.emit(Prim(out, prim.name, self.bind(prim, [left, right], {}, node)))
