@@ -670,7 +670,9 @@ class TestBuffers:
         view = np.ones(8)[::2]
         assert add_x(view, 1.0) is not view                              # not its memory
         assert type(add_x(np.ones(()), 1.0)) is np.float64              # 0-d: a scalar
-        m = np.asmatrix(np.ones((2, 2)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
+            m = np.asmatrix(np.ones((2, 2)))
         assert type(add_x(m, 1.0)) is np.matrix
         monkeypatch.setattr(buffers, "MIN_SIZE", 10)
         small = np.ones(4)

@@ -98,8 +98,9 @@ def _fresh_result(s: Prim) -> bool:
     entry = prim_entry(s.prim)
     if entry is None or out_operand(s) is not None:
         return False
-    if entry.kind in ("compare", "static") and s.prim not in ("meta",):
-        return True
+    if entry.kind in ("compare", "static") and s.prim != "meta" and \
+            entry.operator in (None, "<", "<=", ">", ">=", "==", "!="):
+        return True      # booleans, shapes, counts (``d1 | d2`` would share d1's values)
     if isinstance(entry.impl, np.ufunc):
         if not entry.operator:
             return True   # np.tanh(x): always a new NumPy array or scalar
@@ -124,7 +125,7 @@ class Aliases:
 
     def __init__(self, fn: core.Function):
         self.parent: dict[str, str] = {}
-        self.mutated: set[str] = set()      # representatives, filled by finish()
+        self.mutated: set[str] = set()      # representatives of mutated classes
         self.tape_vars: set[str] = set()
         self._marks: list[str] = []
         written = core.all_writes(fn.body)
