@@ -93,9 +93,11 @@ def _axes_per_leaf(axes, tree, what):
 
 def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     """Vectorize ``fun`` over a batch axis of its arguments (JAX semantics)."""
-    _check_callable(fun, "vmap")
     if not (in_axes is None or isinstance(in_axes, (int, tuple, list, dict))):
         raise ArgumentError(f"vmap: in_axes must be an int, None or a pytree, got {in_axes!r}")
+    if getattr(fun, "_astjax_vmap", None) is not None:
+        return _vmap_of_vmap(fun, in_axes, out_axes, axis_size)
+    _check_callable(fun, "vmap")
 
     def batched_fun(*args):
         if isinstance(in_axes, (tuple, list)) and not isinstance(in_axes, dict):
@@ -124,7 +126,11 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
                 if not -arr.ndim <= a < max(arr.ndim, 1) or arr.ndim == 0:
                     raise ArgumentError(f"vmap: in_axes {a} is out of range for argument "
                                         f"{k} of shape {arr.shape}")
-                sizes[f"argument {k}"] = arr.shape[a]
+                key = f"argument {k}"
+                if sizes.get(key, arr.shape[a]) != arr.shape[a]:
+                    raise ArgumentError(f"vmap got inconsistent batch sizes: the leaves of "
+                                        f"{key} have {sizes[key]} and {arr.shape[a]}")
+                sizes[key] = arr.shape[a]
                 if len(set(sizes.values())) > 1:
                     rb.batch_size(sizes)
                 new.append(np.moveaxis(arr, a, -1))
@@ -150,7 +156,101 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         return _leave(out, out_axes, size, gen.out_batched)
 
     batched_fun._astjax_source = lambda *a, **k: _get(fun, _mask(in_axes, a), a)
-    return _wrap(fun, batched_fun, "vmap", None, batched_fun._astjax_source)
+    out = _wrap(fun, batched_fun, "vmap", None, batched_fun._astjax_source)
+    out._astjax_vmap = (fun, in_axes, out_axes, axis_size)
+    return out
+
+
+def _per_arg(in_axes, args):
+    if isinstance(in_axes, (tuple, list)):
+        if len(in_axes) != len(args):
+            raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but the function "
+                                f"got {len(args)} arguments")
+        return list(in_axes)
+    return [in_axes] * len(args)
+
+
+def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
+    """``vmap(vmap(f, ...), ...)``: both batch axes merged into one for one vmap of f.
+
+    Each leaf gets the outer batch axis first and the inner one second (an argument
+    unbatched at one level is broadcast along it), the two are flattened into one
+    axis of size outer*inner, ``f`` runs once vmapped over it, and the results are
+    split and moved to the two ``out_axes``.
+    """
+    fun, in1, out1, size1 = inner._astjax_vmap
+
+    def batched_fun(*args):
+        outer_axes = _per_arg(in_axes, args)
+        inner_axes = _per_arg(in1, args)
+        plans, n_out, n_in = [], {}, {}
+        for k, (arg, a2, a1) in enumerate(zip(args, outer_axes, inner_axes)):
+            leaves, tdef = tree_flatten(arg)
+            ax2 = _axes_per_leaf(a2, arg, "in_axes")
+            ax1 = _axes_per_leaf(a1, arg, "in_axes")
+            for leaf, b2, b1 in zip(leaves, ax2, ax1):
+                shape = np.shape(leaf)
+                if b2 is not None:
+                    n_out[f"argument {k}"] = shape[b2]
+                    shape = shape[:b2 % len(shape)] + shape[b2 % len(shape) + 1:]
+                if b1 is not None:
+                    n_in[f"argument {k}"] = shape[b1]
+            plans.append((leaves, tdef, ax2, ax1))
+        if axis_size is not None:
+            n_out["axis_size"] = axis_size
+        if size1 is not None:
+            n_in["axis_size"] = size1
+        if not n_out:
+            raise ArgumentError("vmap: no argument is batched; give axis_size")
+        m2, m1 = rb.batch_size(n_out), rb.batch_size(n_in)
+        merged, merged_axes = [], []
+        for leaves, tdef, ax2, ax1 in plans:
+            if all(b2 is None and b1 is None for b2, b1 in zip(ax2, ax1)):
+                merged.append(tree_unflatten(tdef, leaves))
+                merged_axes.append(None)
+                continue
+            new, axes = [], []
+            for leaf, b2, b1 in zip(leaves, ax2, ax1):
+                if b2 is None and b1 is None:
+                    new.append(leaf)
+                    axes.append(None)
+                    continue
+                arr = np.asarray(leaf)
+                arr = np.moveaxis(arr, b2, 0) if b2 is not None else \
+                    np.broadcast_to(arr, (m2,) + arr.shape)
+                arr = np.moveaxis(arr, 1 + b1 % (arr.ndim - 1), 1) if b1 is not None else \
+                    np.broadcast_to(arr[:, None], (m2, m1) + arr.shape[1:])
+                new.append(np.reshape(arr, (m2 * m1,) + arr.shape[2:]))
+                axes.append(0)
+            merged.append(tree_unflatten(tdef, new))
+            merged_axes.append(tree_unflatten(tdef, axes))
+        out = vmap(fun, in_axes=tuple(merged_axes))(*merged)
+        leaves, tdef = tree_flatten(out)
+        o1 = _axes_per_leaf(out1, out, "out_axes")
+        o2 = _axes_per_leaf(out_axes, out, "out_axes")
+        result = []
+        for leaf, c1, c2 in zip(leaves, o1, o2):
+            arr = np.reshape(np.asarray(leaf), (m2, m1) + np.shape(leaf)[1:])
+            arr = _place(arr, 1, c1, "inner")
+            arr = _place(arr, 0, c2, "outer")
+            result.append(arr)
+        return tree_unflatten(tdef, result)
+
+    out = _wrap(fun, batched_fun, "vmap", None, None)
+    out._astjax_vmap = (inner, in_axes, out_axes, axis_size)
+    return out
+
+
+def _place(arr, axis, out_axis, which):
+    """Move batch axis ``axis`` of ``arr`` (0: outer, 1: inner, after the outer one) to
+    ``out_axis`` of its level (None: drop it, which needs equal lanes)."""
+    if out_axis is None:
+        first = np.take(arr, [0], axis=axis)
+        if not np.array_equal(arr, np.broadcast_to(first, arr.shape), equal_nan=True):
+            raise ArgumentError(f"vmap: out_axes=None for an output that depends on the "
+                                f"{which} batched inputs")
+        return np.squeeze(first, axis)
+    return np.moveaxis(arr, axis, axis + out_axis % (arr.ndim - axis))
 
 
 def _mask(in_axes, args):
@@ -167,8 +267,14 @@ def _leave(out, out_axes, size, batched):
     for leaf, a in zip(leaves, axes):
         if a is None:
             if batched:
-                raise ArgumentError("vmap: out_axes=None for an output that depends on the "
-                                    "batched inputs")
+                # the batched code holds every output batched; one whose lanes all
+                # agree does not depend on the batched inputs
+                arr = np.asarray(leaf)
+                if not (arr.ndim and arr.shape[-1] in (1, size) and np.array_equal(
+                        arr, np.broadcast_to(arr[..., :1], arr.shape), equal_nan=True)):
+                    raise ArgumentError("vmap: out_axes=None for an output that depends "
+                                        "on the batched inputs")
+                leaf = arr[..., 0]
             result.append(leaf)
             continue
         arr = np.asarray(leaf)

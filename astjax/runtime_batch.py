@@ -7,8 +7,25 @@ batched array and an unbatched one that was given a trailing axis of size 1
 (``np.where(pred, a, b)`` with ``pred`` of shape ``(B,)``) needs none either.  Axis
 arguments written for one example keep their meaning when non-negative; the helpers
 here translate the rest.
+
+The batching rules (``templates/batch.py``) call the helpers below.  They see every
+array operand batch-last; a trailing axis of size 1 means "the same for every
+example" (a lifted operand), and a plain Python scalar is a per-example scalar shared
+by all examples.  Three devices recur:
+
+- ``_front``/``_back``: the batch axis first, so that NumPy functions that work on
+  stacks of matrices (``np.linalg.*``, ``np.matmul``) or along explicit axes run on
+  all examples at once (per-example axes then shift by one);
+- einsum with one extra letter for the batch (``_batched_einsum``): products,
+  contractions and their cotangents, where an operand that is the same for every
+  example keeps no batch letter, so NumPy can still hand the work to BLAS;
+- ``per_lane``: a loop over the examples, for the rare second-order helpers whose
+  vectorized form would not pay for itself.
 """
 from __future__ import annotations
+
+import builtins
+import operator
 
 import numpy as np
 
@@ -64,38 +81,88 @@ def from_last(x, axis, size, batched):
 
 # -------------------------------------------------------------------------- operands
 
+def _rebuild(x, items):
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return type(x)(*items)
+    return type(x)(items)
+
+
 def lift(x):
-    """An unbatched operand of a batched operation: arrays get a trailing axis of 1."""
+    """An unbatched operand of a batched operation: arrays (and NumPy scalars, inside
+    containers too) get a trailing axis of 1.  Python scalars stay as they are (they
+    broadcast, and keep NumPy's weak-scalar type promotion)."""
     if isinstance(x, np.ndarray):
         return x[..., None]
-    if isinstance(x, (list, tuple)) and x and all(isinstance(v, np.ndarray) for v in x):
-        return type(x)(v[..., None] for v in x)
+    if isinstance(x, np.generic):
+        return np.asarray(x)[..., None]
+    if isinstance(x, (list, tuple)):
+        return _rebuild(x, [lift(v) for v in x])
+    if isinstance(x, dict):
+        return {k: lift(v) for k, v in x.items()}
     return x
 
 
 def broadcast_batch(x, size):
     """An unbatched value assigned to a batched variable: one copy per lane."""
     if isinstance(x, (list, tuple)):
-        return type(x)(broadcast_batch(v, size) for v in x)
+        return _rebuild(x, [broadcast_batch(v, size) for v in x])
     if isinstance(x, dict):
         return {k: broadcast_batch(v, size) for k, v in x.items()}
-    if x is None or isinstance(x, (str, bytes)):
-        return x
+    if not isinstance(x, (np.ndarray, np.generic, bool, int, float, complex)):
+        return x  # None, strings, slices, functions...: the same for every example
     arr = np.asarray(x)
     return np.array(np.broadcast_to(arr[..., None], arr.shape + (size,)))
 
 
+def _zeros_like_tree(x):
+    """Zeros shaped and typed like ``x`` (containers recursively; other leaves kept)."""
+    if isinstance(x, np.ndarray):
+        return np.zeros_like(x)
+    if isinstance(x, np.generic):
+        return x.dtype.type(0)
+    if isinstance(x, (bool, int, float, complex)):
+        return type(x)(0)
+    if isinstance(x, (list, tuple)):
+        return _rebuild(x, [_zeros_like_tree(v) for v in x])
+    if isinstance(x, dict):
+        return {k: _zeros_like_tree(v) for k, v in x.items()}
+    return x
+
+
 def select(pred, on_true, on_false):
-    """Per lane: ``on_true`` where ``pred`` (shape (B,)) holds, else ``on_false``."""
+    """Per lane: ``on_true`` where ``pred`` (shape (B,)) holds, else ``on_false``.
+
+    None on one side is a zero (a symbolic zero cotangent, or a variable that lane
+    never defined): zeros shaped like the other side are selected there.
+    """
+    if on_true is on_false:
+        return on_true
+    if on_false is None:
+        on_false = _zeros_like_tree(on_true)
+    elif on_true is None:
+        on_true = _zeros_like_tree(on_false)
     if isinstance(on_true, (list, tuple)):
-        return type(on_true)(select(pred, a, b) for a, b in zip(on_true, on_false))
+        return _rebuild(on_true, [select(pred, a, b) for a, b in zip(on_true, on_false)])
     if isinstance(on_true, dict):
         return {k: select(pred, on_true[k], on_false[k]) for k in on_true}
-    if on_true is on_false or on_false is None:
-        return on_true
-    if on_true is None:
-        return on_false
     return np.where(pred, on_true, on_false)
+
+
+class Unbatched:
+    """An unbatched value pushed on a tape that also holds batched ones."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def popped(value, size):
+    """A value popped from such a tape, for a batched variable (``size``: the batch
+    size) or an unbatched one (None)."""
+    if isinstance(value, Unbatched):
+        return value.value if size is None else broadcast_batch(value.value, size)
+    return value
 
 
 def continue_lanes(active, test, *exit_flags):
@@ -133,7 +200,9 @@ def ndim(x):
     return np.ndim(x) - 1
 
 
-def size(x):
+def size(x, axis=None):
+    if axis is not None:
+        return np.shape(x)[:-1][axis]
     return int(np.prod(np.shape(x)[:-1]))
 
 
@@ -145,16 +214,38 @@ def length(x):
     return len(x)
 
 
+def example(x):
+    """A stand-in for one example (the first lane) of a batch-last value: what the
+    static facts of generated code (shapes, axes, plans) are computed from."""
+    if isinstance(x, np.ndarray):
+        return x[..., 0] if x.ndim else x
+    if isinstance(x, (list, tuple)):
+        return _rebuild(x, [example(v) for v in x])
+    if isinstance(x, dict):
+        return {k: example(v) for k, v in x.items()}
+    return x
+
+
+def refuse(what, why="its output's size differs per example"):
+    """Batching rule of a primitive that cannot be batched: a clear error."""
+    raise ArgumentError(f"vmap cannot batch {what}: {why}")
+
+
+def clamp_index(index, n):
+    """lax.switch's clamped branch index, per example."""
+    return np.clip(np.asarray(index), 0, n - 1).astype(int)
+
+
 # ------------------------------------------------------------------------- axes
 
 def axis(axis, x):
     """A per-example axis argument as an axis of the batched array (None: all but batch)."""
     nd = np.ndim(x) - 1
-    if axis is None:
+    if axis is None or not nd:   # (NumPy lets a scalar take axis 0 or -1: nothing to do)
         return tuple(range(nd))
     if isinstance(axis, (tuple, list)):
-        return tuple(a % nd if nd else a for a in axis)
-    return axis % nd if nd else axis
+        return tuple(a % nd for a in axis)
+    return axis % nd
 
 
 def index(ix):
@@ -165,53 +256,481 @@ def index(ix):
     return ix
 
 
-# --------------------------------------------------------------------- products
+def index_full(ix):
+    """A per-example index plus a full slice for the batch axis."""
+    items = ix if isinstance(ix, tuple) else (ix,)
+    if any(i is Ellipsis for i in items):
+        return items + (slice(None),)
+    return items + (Ellipsis, slice(None))
 
-def matmul(x, y):
-    """Per-example ``x @ y`` on batch-last operands (either may be lifted, size 1)."""
-    x = np.asarray(x)
-    y = np.asarray(y)
-    xm = np.moveaxis(x, -1, 0)
-    ym = np.moveaxis(y, -1, 0)
-    if xm.ndim == 2:       # per-example vector
-        xm = xm[:, None, :]
-        squeeze_x = True
-    else:
-        squeeze_x = False
-    if ym.ndim == 2:
-        ym = ym[:, :, None]
-        squeeze_y = True
-    else:
-        squeeze_y = False
-    out = np.matmul(xm, ym)
-    if squeeze_y:
-        out = out[..., 0]
-    if squeeze_x:
-        out = out[..., 0, :] if not squeeze_y else out[..., 0]
-    return np.moveaxis(out, 0, -1)
-
-
-def dot(a, b):
-    """Per-example ``np.dot`` (the same as matmul for the 1-D and 2-D cases users write)."""
-    na, nb = np.ndim(a) - 1, np.ndim(b) - 1
-    if na == 0 or nb == 0:
-        return a * b
-    if na <= 2 and nb <= 2:
-        return matmul(a, b)
-    return np.moveaxis(np.stack([np.dot(a[..., i], b[..., min(i, b.shape[-1] - 1)])
-                                 for i in range(max(a.shape[-1], b.shape[-1]))]), 0, -1)
-
-
-# ------------------------------------------------------------- batching rule helpers
 
 def _nd(x):
     return np.ndim(x) - 1
 
 
+def axis_all(axis, nd):
+    if not nd:   # a scalar example: NumPy accepts axis 0 or -1, and there is nothing to do
+        return ()
+    if isinstance(axis, (tuple, list)):
+        return tuple(a % nd for a in axis)
+    return axis % nd
+
+
+def _shifted(axis, nd):
+    """Per-example axes (None: all) as axes of the batch-first array."""
+    if axis is None or not nd:
+        return tuple(range(1, nd + 1))
+    if isinstance(axis, (tuple, list)):
+        return tuple(a % nd + 1 for a in axis)
+    return axis % nd + 1
+
+
+# --------------------------------------------------------- batch-size bookkeeping
+
+def _bsize(x):
+    """The batch size a batch-last operand carries (1: the same for every example)."""
+    if isinstance(x, np.ndarray) and x.ndim:
+        return x.shape[-1]
+    if isinstance(x, (list, tuple)):
+        return builtins.max([_bsize(v) for v in x], default=1)
+    if isinstance(x, dict):
+        return builtins.max([_bsize(v) for v in x.values()], default=1)
+    return 1
+
+
+def _sizes(*xs):
+    return builtins.max(_bsize(x) for x in xs)
+
+
+def _as_batched(x):
+    """A batch-last array for any operand (a Python scalar: one per-example scalar)."""
+    if isinstance(x, np.ndarray) and x.ndim:
+        return x
+    return np.asarray(x)[..., None]
+
+
+def _expand(x, size):
+    """``x`` (batch-last) with its batch axis broadcast to ``size`` (a view)."""
+    x = _as_batched(x)
+    if x.shape[-1] == size:
+        return x
+    return np.broadcast_to(x, x.shape[:-1] + (size,))
+
+
+def _common_batch(arrays):
+    arrays = [_as_batched(a) for a in arrays]
+    size = builtins.max(a.shape[-1] for a in arrays)
+    return [_expand(a, size) for a in arrays]
+
+
+def _unbatch(x):
+    """(value, batched): a batch-last operand as itself when it differs per example,
+    else as its one example (no batch axis)."""
+    if isinstance(x, np.ndarray) and x.ndim and x.shape[-1] != 1:
+        return x, True
+    if isinstance(x, np.ndarray) and x.ndim:
+        return x[..., 0], False
+    return np.asarray(x), False
+
+
+def _front(x):
+    return np.moveaxis(x, -1, 0)
+
+
+def _back(x):
+    return np.moveaxis(x, 0, -1)
+
+
+def _front_as(x, size):
+    return _front(_expand(x, size))
+
+
+def _back_tree(res):
+    if isinstance(res, tuple):
+        return _rebuild(res, [_back(r) for r in res])
+    return _back(res)
+
+
+def _lift_result(out, batched):
+    """A result computed without the batch axis (no operand differed per example)."""
+    if batched:
+        return out
+    if isinstance(out, tuple):
+        return _rebuild(out, [np.asarray(o)[..., None] for o in out])
+    return np.asarray(out)[..., None]
+
+
+def _float_dtype(x, fallback=None):
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and np.issubdtype(dtype, np.inexact):
+        return dtype
+    return fallback
+
+
+def _fit_dtype(out, x):
+    dtype = _float_dtype(x)
+    if dtype is not None and getattr(out, "dtype", dtype) != dtype:
+        out = np.asarray(out).astype(dtype)
+    return out
+
+
+def _zeros(x, size):
+    """Zeros with the per-example shape of ``x``, batch ``size``, x's float dtype."""
+    x = _as_batched(x)
+    return np.zeros(x.shape[:-1] + (size,), dtype=_float_dtype(x, np.float64))
+
+
+# ------------------------------------------------------------------ per-example loop
+
+def _lane(x, i):
+    if isinstance(x, np.ndarray):
+        if not x.ndim:
+            return x
+        return x[..., builtins.min(i, x.shape[-1] - 1)]
+    if isinstance(x, (list, tuple)):
+        return _rebuild(x, [_lane(v, i) for v in x])
+    if isinstance(x, dict):
+        return {k: _lane(v, i) for k, v in x.items()}
+    return x
+
+
+def _stack_lanes(outs):
+    first = next((o for o in outs if o is not None), None)
+    if first is None:
+        return None
+    if isinstance(first, (list, tuple)):
+        cols = [[o[k] if o is not None else None for o in outs] for k in range(len(first))]
+        return _rebuild(first, [_stack_lanes(c) for c in cols])
+    if isinstance(first, dict):
+        return {k: _stack_lanes([o.get(k) if o is not None else None for o in outs])
+                for k in first}
+    if isinstance(first, (str, bytes)):
+        return first
+    filled = [np.asarray(o) if o is not None else np.zeros_like(np.asarray(first))
+              for o in outs]
+    return np.stack(filled, axis=-1)
+
+
+def per_lane(fn, data, *args):
+    """``fn(*args)`` example by example, stacked batch-last.
+
+    ``data``: the positions of ``args`` that hold batch-last values (containers of
+    them too); the others are passed as they are.
+    """
+    size_ = _sizes(*(args[i] for i in data))
+    outs = [fn(*[_lane(a, i) if k in data else a for k, a in enumerate(args)])
+            for i in range(size_)]
+    return _stack_lanes(outs)
+
+
+# ---------------------------------------------------------------------- reductions
+
+def argreduce(fn, a, axis, keepdims):
+    if axis is None:
+        flat_ = np.reshape(a, (-1, np.shape(a)[-1]))
+        out = fn(flat_, axis=0)
+        return out.reshape((1,) * _nd(a) + out.shape) if keepdims else out
+    return fn(a, axis=axis_all(axis, _nd(a)), keepdims=keepdims)
+
+
+def cumulative(fn, a, axis, dtype):
+    if axis is None:
+        return fn(np.reshape(a, (-1, np.shape(a)[-1])), axis=0, dtype=dtype)
+    return fn(a, axis=axis_all(axis, _nd(a)), dtype=dtype)
+
+
+def sorted_along(fn, a, axis, kind, stable):
+    """np.sort / np.argsort per example (axis None sorts the flattened example)."""
+    if axis is None:
+        return fn(flat(a), axis=0, kind=kind, stable=stable)
+    return fn(a, axis=axis_all(axis, _nd(a)), kind=kind, stable=stable)
+
+
+def norm(x, ord, axis, keepdims):
+    x = np.asarray(x)
+    nd = _nd(x)
+    if axis is None and ord is None:
+        out = np.sqrt(np.sum(np.real(x * np.conj(x)), axis=tuple(range(nd))))
+        return out.reshape((1,) * nd + out.shape) if keepdims else out
+    if axis is None:
+        axis = 0 if nd == 1 else (0, 1)
+    out = np.linalg.norm(_front(x), ord=ord, axis=_shifted(axis, nd), keepdims=keepdims)
+    return _back(out)
+
+
+def allclose(a, b, rtol, atol, equal_nan):
+    close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return np.all(close, axis=tuple(range(close.ndim - 1)))
+
+
+def array_equal(a1, a2, equal_nan):
+    a1, a2 = _as_batched(a1), _as_batched(a2)
+    size_ = _sizes(a1, a2)
+    if a1.shape[:-1] != a2.shape[:-1]:
+        return np.zeros(size_, dtype=bool)
+    same = a1 == a2
+    if equal_nan:
+        same = same | (np.isnan(a1) & np.isnan(a2))
+    same = np.broadcast_to(same, a1.shape[:-1] + (size_,))
+    return np.all(same, axis=tuple(range(same.ndim - 1)))
+
+
+def py_extreme(args, key, which):
+    """Python's max/min per example: the first extreme item of the arguments (or of
+    the one iterable argument)."""
+    if key is not None:
+        refuse(f"{which}() with a key function", "use np.argmax/np.argmin on the keys")
+    items = list(args[0]) if len(args) == 1 else list(args)
+    stacked = np.stack(_common_batch(items))
+    pick_ = np.argmax(stacked, axis=0) if which == "max" else np.argmin(stacked, axis=0)
+    return np.take_along_axis(stacked, pick_[None], axis=0)[0]
+
+
+def py_float(x):
+    x = _as_batched(x)
+    return np.reshape(x, (x.shape[-1],)).astype(np.float64)
+
+
+def py_int(x, base):
+    x = _as_batched(x)
+    x = np.reshape(x, (x.shape[-1],))
+    return np.trunc(x).astype(np.int64) if x.dtype.kind in "fc" else x.astype(np.int64)
+
+
+def py_round(number, ndigits):
+    x = _as_batched(number)
+    if ndigits is None:
+        return np.round(x).astype(np.int64)
+    return np.round(x, ndigits)
+
+
+def item(a, args):
+    """``a.item(*args)`` per example (Python scalars become their NumPy type)."""
+    from astjax import runtime_array as ra
+    a = _as_batched(a)
+    ix = ra.item_index(example(a), args)
+    kind = type(a.dtype.type(0).item())
+    return np.asarray(a[ix]).astype(np.result_type(kind) if kind is not bool else bool)
+
+
+# --------------------------------------------------------------------- products
+
+_BATCH_LETTERS = "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba"
+
+
+def _free_letter(*specs):
+    used = set("".join(specs))
+    return next(c for c in _BATCH_LETTERS if c not in used)
+
+
+def _batched_einsum(ins, out, operands, optimize=None):
+    """Per-example ``einsum(",".join(ins) + "->" + out, *operands)`` on batch-last
+    operands: a batch letter on each operand that differs per example."""
+    z = _free_letter(out, *ins)
+    specs, ops, any_batched = [], [], False
+    for spec, op in zip(ins, operands):
+        value, batched = _unbatch(op)
+        specs.append(spec + z if batched else spec)
+        ops.append(value)
+        any_batched = any_batched or batched
+    full = ",".join(specs) + "->" + out + (z if any_batched else "")
+    if optimize is None:
+        optimize = len(ops) > 1
+    res = np.einsum(full, *ops, optimize=optimize)
+    return _lift_result(res, any_batched)
+
+
+def _letters(n, start=0):
+    return "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"[start:start + n]
+
+
+def einsum(subscripts, operands, optimize=False):
+    """Per-example einsum (the explicit ``"ij,jk->ik"`` form; others example by example)."""
+    if not isinstance(subscripts, str):
+        refuse("np.einsum in the (operand, sublist) form", "write the subscripts as a string")
+    from astjax import runtime_array as ra
+    ins, out = ra._einsum_parse(subscripts, operands)
+    return _batched_einsum(ins, out, operands, optimize or None)
+
+
+def _dot_specs(na, nb):
+    """einsum subscripts of np.dot for operands of ranks ``na``, ``nb`` (both >= 1)."""
+    sa = _letters(na)
+    sb = list(_letters(nb, na))
+    k = builtins.max(nb - 2, 0)
+    sb[k] = sa[-1]
+    sb = "".join(sb)
+    out = sa[:-1] + sb.replace(sa[-1], "")
+    return sa, sb, out
+
+
+def dot(a, b):
+    """Per-example ``np.dot``."""
+    na, nb = _nd(_as_batched(a)), _nd(_as_batched(b))
+    if na == 0 or nb == 0:
+        return a * b
+    if na <= 2 and nb <= 2:
+        return matmul(a, b)
+    sa, sb, out = _dot_specs(na, nb)
+    return _batched_einsum([sa, sb], out, [a, b])
+
+
+def dot_grad(t, a, b, which):
+    """Batched cotangents of ``np.dot(a, b)`` (which=0: of a, 1: of b)."""
+    if t is None:
+        return None
+    a_, b_ = _as_batched(a), _as_batched(b)
+    na, nb = _nd(a_), _nd(b_)
+    if na == 0 or nb == 0:
+        return unbroadcast(t * (b if which == 0 else a), a if which == 0 else b)
+    sa, sb, out = _dot_specs(na, nb)
+    if which == 0:
+        return unbroadcast(_batched_einsum([out, sb], sa, [t, b]), a)
+    return unbroadcast(_batched_einsum([sa, out], sb, [a, t]), b)
+
+
+def _align_stack(x, core, target):
+    """A batch-first operand with ``core`` trailing core axes: singleton stack axes
+    inserted after the batch axis up to ``target`` stack axes."""
+    have = x.ndim - 1 - core
+    if have < target:
+        x = x.reshape(x.shape[:1] + (1,) * (target - have) + x.shape[1:])
+    return x
+
+
+def matmul(x, y):
+    """Per-example ``x @ y`` (either operand may be the same for every example)."""
+    xv, xb = _unbatch(x)
+    yv, yb = _unbatch(y)
+    nx, ny = xv.ndim - xb, yv.ndim - yb
+    if not (xb or yb):
+        return np.matmul(xv, yv)[..., None]
+    xf = _front(xv) if xb else xv
+    yf = _front(yv) if yb else yv
+    vec_x, vec_y = nx == 1, ny == 1
+    if vec_x and xb:
+        xf = xf[:, None, :]
+    if vec_y and yb:
+        yf = yf[..., None]
+    stack = builtins.max(builtins.max(nx, 2) - 2, builtins.max(ny, 2) - 2)
+    if xb:
+        xf = _align_stack(xf, 2, stack)
+    if yb:
+        yf = _align_stack(yf, 2, stack)
+    out = np.matmul(xf, yf)
+    if vec_y and yb:
+        out = out[..., 0]
+    if vec_x and xb:  # the row axis x was given: last once y's column axis is gone
+        out = out[..., 0] if vec_y else out[..., 0, :]
+    return _back(out)
+
+
+def vecdot(x, y, axis):
+    """Per-example ``np.vecdot`` (operands broadcast from the right, batch last)."""
+    nd = builtins.max(_nd(_as_batched(x)), _nd(_as_batched(y)))
+    ax = axis % nd - nd - 1
+    return np.vecdot(_as_batched(x), _as_batched(y), axis=ax)
+
+
+def outer(a, b):
+    return _batched_einsum(["i", "j"], "ij", [flat(a), flat(b)])
+
+
+def flat(x):
+    x = _as_batched(x)
+    return np.reshape(x, (-1, x.shape[-1]))
+
+
+def inner(a, b):
+    na, nb = _nd(_as_batched(a)), _nd(_as_batched(b))
+    if na == 0 or nb == 0:
+        return a * b
+    sa, sb = _letters(na), _letters(nb, na)
+    sb = sb[:-1] + sa[-1]
+    return _batched_einsum([sa, sb], sa[:-1] + sb[:-1], [a, b])
+
+
+def tensordot(a, b, axes):
+    from astjax import runtime_array as ra
+    a_, b_ = _as_batched(a), _as_batched(b)
+    na, nb = _nd(a_), _nd(b_)
+    ia, ib = ra._tensordot_axes(example(a_), example(b_), axes)
+    sa = list(_letters(na))
+    sb = list(_letters(nb, na))
+    for i, j in zip(ia, ib):
+        sb[j] = sa[i]
+    out = "".join(c for k, c in enumerate(sa) if k not in ia) + "".join(
+        c for k, c in enumerate(sb) if k not in ib)
+    return _batched_einsum(["".join(sa), "".join(sb)], out, [a_, b_])
+
+
+def kron(a, b):
+    a, b = _as_batched(a), _as_batched(b)
+    sa, sb = a.shape[:-1], b.shape[:-1]
+    nd = builtins.max(len(sa), len(sb))
+    sa = (1,) * (nd - len(sa)) + sa
+    sb = (1,) * (nd - len(sb)) + sb
+    ai = np.reshape(a, tuple(n for s in sa for n in (s, 1)) + a.shape[-1:])
+    bi = np.reshape(b, tuple(n for s in sb for n in (1, s)) + b.shape[-1:])
+    prod_ = ai * bi
+    return np.reshape(prod_, tuple(p * q for p, q in zip(sa, sb)) + prod_.shape[-1:])
+
+
+# ------------------------------------------------------------------- linear algebra
+
+def linalg(fn, a, **kwargs):
+    """A NumPy function on (stacks of) matrices, per example."""
+    av, ab = _unbatch(a)
+    if not ab:
+        return _lift_result(fn(av, **kwargs), False)
+    return _back_tree(fn(_front(av), **kwargs))
+
+
+def solve(a, b):
+    av, ab = _unbatch(a)
+    bv, bb = _unbatch(b)
+    na, nb = av.ndim - ab, bv.ndim - bb
+    if not (ab or bb):
+        return np.linalg.solve(av, bv)[..., None]
+    af = _front(av) if ab else av
+    bf = _front(bv) if bb else bv
+    vector = nb == 1
+    if vector:
+        bf = bf[..., None]
+    stack = builtins.max(na - 2, (2 if vector else nb) - 2)
+    if ab:
+        af = _align_stack(af, 2, stack)
+    if bb:
+        bf = _align_stack(bf, 2, stack)
+    out = np.linalg.solve(af, bf)
+    if vector:
+        out = out[..., 0]
+    return _back(out)
+
+
+def chol_lower(x, upper):
+    return np.swapaxes(x, -2, -3) if upper else x
+
+
+# --------------------------------------------------------------------------- shapes
+
 def shape_with_batch(shape, x):
     """A per-example target shape, with the batch axis appended."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     return shape + (np.shape(x)[-1],)
+
+
+def reshape(a, shape, order):
+    """Per-example reshape (order "F" reverses the example's axes around a C reshape)."""
+    a = _as_batched(a)
+    target = shape_with_batch(shape, a)
+    if order not in ("F", "f") and not (order in ("A", "a") and np.isfortran(a)):
+        return np.reshape(a, target)
+    nd = _nd(a)
+    rev = tuple(reversed(range(nd))) + (nd,)
+    out = np.reshape(np.transpose(a, rev), tuple(reversed(target[:-1])) + target[-1:])
+    nd_out = out.ndim - 1
+    return np.transpose(out, tuple(reversed(range(nd_out))) + (nd_out,))
 
 
 def permutation(axes, x):
@@ -236,71 +755,30 @@ def squeeze_axes(axis, x):
     return axis_all(axis, nd)
 
 
-def axis_all(axis, nd):
-    if isinstance(axis, (tuple, list)):
-        return tuple(a % nd for a in axis)
-    return axis % nd
+def atleast(k, arys):
+    """np.atleast_1d/2d/3d per example (one array, or a tuple of them)."""
+    out = []
+    for a in arys:
+        a = _as_batched(a)
+        nd = _nd(a)
+        if nd < k:
+            if k == 3 and nd == 1:
+                a = a[None, :, None]
+            elif k == 3 and nd == 2:
+                a = a[:, :, None]
+            else:
+                a = np.reshape(a, (1,) * (k - nd) + a.shape)
+        out.append(a)
+    return out[0] if len(out) == 1 else tuple(out)
 
 
-def argreduce(fn, a, axis, keepdims):
-    if axis is None:
-        flat = np.reshape(a, (-1, np.shape(a)[-1]))
-        out = fn(flat, axis=0)
-        return out.reshape((1,) * _nd(a) + out.shape) if keepdims else out
-    return fn(a, axis=axis_all(axis, _nd(a)), keepdims=keepdims)
+def atleast_all(k, arrays):
+    out = atleast(k, arrays)
+    return [out] if len(arrays) == 1 else list(out)
 
 
-def cumulative(fn, a, axis, dtype):
-    if axis is None:
-        return fn(np.reshape(a, (-1, np.shape(a)[-1])), axis=0, dtype=dtype)
-    return fn(a, axis=axis_all(axis, _nd(a)), dtype=dtype)
-
-
-def norm(x, ord, axis, keepdims):
-    xm = np.moveaxis(np.asarray(x), -1, 0)
-    if axis is None:
-        if ord is None or ord == "fro":
-            out = np.sqrt(np.sum(np.abs(xm) ** 2, axis=tuple(range(1, xm.ndim))))
-            return out.reshape((1,) * _nd(x) + out.shape) if keepdims else out
-        return np.array([np.linalg.norm(v, ord) for v in xm])
-    ax = axis_all(axis, _nd(x))
-    shifted = tuple(a + 1 for a in ax) if isinstance(ax, tuple) else ax + 1
-    out = np.linalg.norm(xm, ord=ord, axis=shifted, keepdims=keepdims)
-    return np.moveaxis(out, 0, -1)
-
-
-def outer(a, b):
-    a = np.reshape(a, (-1, np.shape(a)[-1]))
-    b = np.reshape(b, (-1, np.shape(b)[-1]))
-    return a[:, None, :] * b[None, :, :]
-
-
-def flat(x):
-    return np.reshape(x, (-1, np.shape(x)[-1]))
-
-
-def inner(a, b):
-    if _nd(a) == 0 or _nd(b) == 0:
-        return a * b
-    return np.moveaxis(np.stack([np.inner(a[..., i], b[..., min(i, b.shape[-1] - 1)])
-                                 for i in range(max(a.shape[-1], b.shape[-1]))]), 0, -1)
-
-
-def einsum(subscripts, operands):
-    """Per-example einsum: a fresh letter for the batch axis on every operand."""
-    if "->" in subscripts:
-        ins, out = subscripts.split("->")
-    else:
-        ins = subscripts
-        letters = [c for c in ins.replace(",", "") if c.isalpha()]
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    free = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
-                if c not in subscripts)
-    terms = ins.split(",")
-    size = max(np.shape(o)[-1] for o in operands)
-    ops = [np.broadcast_to(o, np.shape(o)[:-1] + (size,)) for o in operands]
-    spec = ",".join(t + free for t in terms) + "->" + out + free
-    return np.einsum(spec, *ops)
+def atleast_2d_all(arrays):
+    return atleast_all(2, arrays)
 
 
 def concatenate(arrays, axis):
@@ -316,27 +794,83 @@ def stack(arrays, axis):
     return np.stack(arrays, axis=axis % nd)
 
 
-def atleast_2d_all(arrays):
-    out = []
-    for a in _common_batch(arrays):
-        while _nd(a) < 2:
-            a = a[None]
-        out.append(a)
-    return out
-
-
 def hstack(arrays):
-    arrays = _common_batch(arrays)
+    arrays = atleast_all(1, _common_batch(arrays))
     if _nd(arrays[0]) == 1:
         return np.concatenate(arrays, axis=0)
     return np.concatenate(arrays, axis=1)
 
 
-def _common_batch(arrays):
-    arrays = [np.asarray(a) for a in arrays]
-    size = max(a.shape[-1] for a in arrays)
-    return [np.broadcast_to(a, a.shape[:-1] + (size,)) if a.shape[-1] != size else a
-            for a in arrays]
+def column_stack(arrays):
+    cols = []
+    for a in _common_batch(arrays):
+        nd = _nd(a)
+        cols.append(a[:, None] if nd == 1 else np.reshape(a, (1, 1) + a.shape[-1:])
+                    if nd == 0 else a)
+    return np.concatenate(cols, axis=1)
+
+
+def split_axis(ary, how, axis):
+    """The per-example axis of np.split/hsplit/vsplit/dsplit as an axis of ``ary``."""
+    nd = _nd(ary)
+    if how == "hsplit":
+        return 0 if nd == 1 else 1
+    if how == "vsplit":
+        if nd < 2:
+            raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+        return 0
+    if how == "dsplit":
+        if nd < 3:
+            raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+        return 2
+    return axis % nd
+
+
+def tile(A, reps):
+    A = _as_batched(A)
+    reps = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
+    shape_ = A.shape[:-1]
+    nd = builtins.max(len(shape_), len(reps))
+    A = np.reshape(A, (1,) * (nd - len(shape_)) + A.shape)
+    return np.tile(A, (1,) * (nd - len(reps)) + reps + (1,))
+
+
+def repeat(a, repeats, axis):
+    if axis is None:
+        return np.repeat(flat(a), repeats, axis=0)
+    return np.repeat(a, repeats, axis=axis_all(axis, _nd(a)))
+
+
+def roll(a, shift, axis):
+    if axis is None:
+        shape_ = np.shape(a)
+        return np.reshape(np.roll(flat(a), shift, axis=0), shape_)
+    return np.roll(a, shift, axis=axis_all(axis, _nd(a)))
+
+
+def tri_mask(m, k, lower):
+    """np.tril (lower) / np.triu per example: on the example's last two axes."""
+    m = _as_batched(m)
+    nd = _nd(m)
+    rows = m.shape[-3] if nd >= 2 else m.shape[-2]
+    cols = m.shape[-2]
+    mask = np.tri(rows, cols, k, dtype=bool)
+    if not lower:
+        mask = ~np.tri(rows, cols, k - 1, dtype=bool)
+    if nd < 2:
+        m = m[None]
+    return np.where(mask[..., None], m, np.zeros((), m.dtype))
+
+
+def diag(v, k):
+    v = _as_batched(v)
+    if _nd(v) == 1:
+        n = v.shape[0] + abs(k)
+        out = np.zeros((n, n) + v.shape[-1:], dtype=v.dtype)
+        i = np.arange(v.shape[0])
+        out[i + builtins.max(-k, 0), i + builtins.max(k, 0)] = v
+        return out
+    return np.moveaxis(np.diagonal(v, k, 0, 1), -1, 0)
 
 
 def pad_width(width, x):
@@ -352,45 +886,399 @@ def take(a, indices, axis, mode):
     return np.take(a, indices, axis=axis_all(axis, _nd(a)), mode=mode)
 
 
-def repeat(a, repeats, axis):
+def _indices_like(indices, arr, nd):
+    """Indices for take_along_axis: unbatched ones (rank ``nd``) get a batch axis of 1."""
+    idx = np.asarray(indices)
+    return idx[..., None] if idx.ndim == nd else idx
+
+
+def take_along_axis(arr, indices, axis):
+    arr = _as_batched(arr)
     if axis is None:
-        return np.repeat(flat(a), repeats, axis=0)
-    return np.repeat(a, repeats, axis=axis_all(axis, _nd(a)))
+        return np.take_along_axis(flat(arr), _indices_like(indices, arr, 1), axis=0)
+    nd = _nd(arr)
+    return np.take_along_axis(arr, _indices_like(indices, arr, nd), axis=axis % nd)
 
 
-def roll(a, shift, axis):
-    if axis is None:
-        shape = np.shape(a)
-        return np.reshape(np.roll(flat(a), shift, axis=0), shape)
-    return np.roll(a, shift, axis=axis_all(axis, _nd(a)))
+def searchsorted(a, v, side, sorter):
+    av, ab = _unbatch(a)
+    if not ab:
+        return np.searchsorted(av, v, side=side, sorter=sorter)
+    return per_lane(lambda a_, v_: np.searchsorted(a_, v_, side=side, sorter=sorter),
+                    (0, 1), a, v)
 
 
-def full_like(a, fill_value, dtype):
-    fill = np.asarray(fill_value)
-    out = np.empty(np.broadcast_shapes(np.shape(a), fill.shape),
-                   dtype=dtype or np.result_type(a, fill))
+def diff(a, n, axis, prepend, append):
+    from astjax import runtime_array as ra
+    a = _as_batched(a)
+    return ra.diff(a, n, axis % _nd(a), prepend, append)
+
+
+# ------------------------------------------------------------------------ creation
+
+def full(shape, fill_value, dtype):
+    fill = _as_batched(fill_value)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    out = np.empty(shape + fill.shape[-1:], dtype=dtype or fill.dtype)
     out[...] = fill
     return out
 
 
-def asarray(a, dtype):
+def full_like(a, fill_value, dtype):
+    fill = _as_batched(fill_value)
+    a = _as_batched(a)
+    out = np.empty(np.broadcast_shapes(a.shape, fill.shape), dtype=dtype or a.dtype)
+    out[...] = fill
+    return out
+
+
+def like(fn, a, dtype, shape):
+    """np.zeros_like / np.ones_like / np.empty_like per example."""
+    a = _as_batched(a)
+    if shape is not None:
+        return fn(a, dtype=dtype, shape=shape_with_batch(shape, a))
+    return fn(a, dtype=dtype)
+
+
+def _asarray_tree(a):
     if isinstance(a, (list, tuple)):
-        return np.stack(_common_batch(a)).astype(dtype) if dtype else np.stack(
-            _common_batch(a))
-    return np.asarray(a, dtype=dtype)
+        return np.stack(_common_batch([_asarray_tree(v) for v in a]))
+    return _as_batched(a)
 
 
-def no_flags(flags):
-    out = np.zeros((), bool)
-    for f in flags:
-        out = np.logical_or(out, f)
-    return np.logical_not(out)
+def asarray(a, dtype, ndmin=0):
+    out = _asarray_tree(a)
+    if dtype is not None:
+        out = out.astype(dtype, copy=False)
+    nd = _nd(out)
+    if nd < ndmin:
+        out = np.reshape(out, (1,) * (ndmin - nd) + out.shape)
+    return out
 
 
-def any_flags(flags):
-    out = np.zeros((), bool)
-    for f in flags:
-        out = np.logical_or(out, f)
+def array(obj, dtype, ndmin):
+    if isinstance(obj, np.ndarray):
+        obj = np.array(obj, dtype=dtype)
+    return asarray(obj, dtype, ndmin)
+
+
+def spaced(fn, start, stop, num, endpoint, dtype, axis, **kwargs):
+    """np.linspace / np.logspace with per-example start and stop."""
+    start, stop = _common_batch([start, stop])
+    common = np.broadcast_shapes(start.shape, stop.shape)
+    nd = len(common) - 1
+    return fn(np.broadcast_to(start, common), np.broadcast_to(stop, common), num,
+              endpoint=endpoint, dtype=dtype, axis=axis % (nd + 1), **kwargs)
+
+
+def linspace(start, stop, num, endpoint, retstep, dtype, axis):
+    out = spaced(np.linspace, start, stop, num, endpoint, dtype, axis, retstep=retstep)
+    return out
+
+
+def logspace(start, stop, num, endpoint, base, dtype, axis):
+    base = _as_batched(base)
+    if base.shape != (1,):
+        return per_lane(lambda s, e, b: np.logspace(s, e, num, endpoint, b, dtype, axis),
+                        (0, 1, 2), start, stop, base)
+    return spaced(np.logspace, start, stop, num, endpoint, dtype, axis, base=base[0])
+
+
+def meshgrid(xi, copy, sparse, indexing):
+    xs = _common_batch([flat(x) for x in xi])
+    size_ = xs[0].shape[-1]
+    n = len(xs)
+    lengths = [x.shape[0] for x in xs]
+    order = list(range(n))
+    if indexing == "xy" and n >= 2:
+        order[0], order[1] = 1, 0
+    full_shape = tuple(lengths[order[d]] for d in range(n)) + (size_,)
+    out = []
+    for k, x in enumerate(xs):
+        pos = order.index(k)
+        view = [1] * n
+        view[pos] = lengths[k]
+        arr = np.reshape(x, tuple(view) + (size_,))
+        if not sparse:
+            arr = np.broadcast_to(arr, full_shape)
+            arr = arr.copy() if copy else arr
+        out.append(arr)
+    return tuple(out)
+
+
+# -------------------------------------------------------- per-example indices
+# An index that differs per example (a loop counter of a loop some lanes left, an
+# argmax...) arrives with every array entry carrying the batch last; slices, None,
+# ``...`` and Python ints are the same for every example.
+
+def _index_items(index):
+    return list(index) if isinstance(index, tuple) else [index]
+
+
+def uniform_index(index):
+    """The index as an ordinary per-example index when it is the same in every lane
+    (a loop counter), else None."""
+    out = []
+    for it in _index_items(index):
+        if isinstance(it, np.ndarray):
+            if not it.ndim or not np.all(it == it[..., :1]):
+                return None
+            it = it[..., 0]
+            it = it.item() if it.ndim == 0 else it
+        out.append(it)
+    return tuple(out) if isinstance(index, tuple) else out[0]
+
+
+def _gather_plan(shape_, index, size_):
+    """(front index, axes to move) that gather ``x[index]`` example by example from the
+    batch-first array of per-example ``shape_``: the result is (batch, advanced dims,
+    other dims), moved to NumPy's per-example layout with the axes returned."""
+    items = _index_items(index)
+    nd = len(shape_)
+    if any(it is Ellipsis for it in items):
+        k = items.index(Ellipsis)
+        used = builtins.sum(1 for it in items if it is not None and it is not Ellipsis)
+        items = items[:k] + [slice(None)] * (nd - used) + items[k + 1:]
+    front, adv, dim, before, adv_nd = [], [], 0, 0, 0
+    for p, it in enumerate(items):
+        if it is None:
+            front.append(None)
+            before += 0 if adv else 1
+            continue
+        if isinstance(it, slice):
+            front.append(it)
+            dim += 1
+            before += 0 if adv else 1
+            continue
+        if isinstance(it, np.ndarray) and it.dtype == bool:
+            refuse("a boolean mask that differs per example")
+        n = shape_[dim]
+        if isinstance(it, np.ndarray):
+            it = np.moveaxis(np.asarray(it), -1, 0)
+            it = np.clip(np.where(it < 0, it + n, it), 0, n - 1)
+            adv_nd = builtins.max(adv_nd, it.ndim - 1)
+        adv.append(p)
+        front.append(it)
+        dim += 1
+    lane = np.arange(size_).reshape((size_,) + (1,) * adv_nd)
+    adjacent = adv == list(range(adv[0], adv[0] + len(adv))) if adv else True
+    moves = None
+    if adjacent and before and adv_nd:
+        src = tuple(range(1, 1 + adv_nd))
+        moves = (src, tuple(a + before for a in src))
+    return (lane, *front), moves
+
+
+def _index_size(index):
+    return builtins.max([it.shape[-1] for it in _index_items(index)
+                         if isinstance(it, np.ndarray) and it.ndim] or [1])
+
+
+def gather(x, index):
+    """``x[index]`` example by example, for a per-example index."""
+    u = uniform_index(index)
+    if u is not None:
+        return x[index_full(u)] if isinstance(x, np.ndarray) else x[u]
+    if not isinstance(x, np.ndarray):
+        refuse("indexing a list or dict at a position that differs per example")
+    size_ = builtins.max(x.shape[-1], _index_size(index))
+    idx, moves = _gather_plan(x.shape[:-1], index, size_)
+    out = _front_as(x, size_)[idx]
+    if moves is not None:
+        out = np.moveaxis(out, *moves)
+    return _back(out)
+
+
+def _scatter_add(out, index, t):
+    """``out[index] += t`` example by example (repeated positions add up), in place."""
+    size_ = out.shape[-1]
+    idx, moves = _gather_plan(out.shape[:-1], index, size_)
+    tf = _front_as(t, size_)
+    if moves is not None:
+        tf = np.moveaxis(tf, moves[1], moves[0])
+    np.add.at(_front(out), idx, tf)
+    return out
+
+
+def _assign(out, index, v):
+    """``out[index] = v`` example by example, in place (``v`` broadcast per example)."""
+    size_ = out.shape[-1]
+    idx, moves = _gather_plan(out.shape[:-1], index, size_)
+    front_out = _front(out)
+    raw_nd = np.empty(front_out.shape, dtype=np.int8)[idx].ndim
+    vf = _front_as(v, size_)
+    vf = np.reshape(vf, vf.shape[:1] + (1,) * (raw_nd - vf.ndim) + vf.shape[1:])
+    if moves is not None:
+        vf = np.moveaxis(vf, moves[1], moves[0])
+    front_out[idx] = vf
+    return out
+
+
+def _lane_mask(x, index):
+    """A per-example boolean mask index (``x[mask] = v``) as a mask shaped like ``x``,
+    or None for other indices."""
+    if isinstance(index, tuple) and len(index) == 1:
+        index = index[0]
+    if not (isinstance(index, np.ndarray) and index.dtype == bool):
+        return None
+    extra = x.ndim - index.ndim
+    return np.reshape(index, index.shape[:-1] + (1,) * extra + index.shape[-1:])
+
+
+def setitem_per_example(x, index, v):
+    """A copy of ``x`` with ``v`` written at a per-example ``index``."""
+    from astjax import runtime_array as ra
+    u = uniform_index(index)
+    if u is not None:
+        return setitem(x, u, v)
+    if not isinstance(x, np.ndarray):
+        return ra.setitem(x, gather(x, index), v)  # refuses: index differs per lane
+    size_ = builtins.max(_sizes(x, v), _index_size(index))
+    mask = _lane_mask(x, index)
+    if mask is not None:   # x[mask] = scalar, per example
+        if np.ndim(v) > 1 or (np.ndim(v) == 1 and not isinstance(v, np.ndarray)):
+            refuse("x[mask] = values with a mask that differs per example",
+                   "the number of values differs per example; use np.where")
+        out = np.array(_expand(x, size_))
+        np.copyto(out, np.broadcast_to(_as_batched(v), out.shape), where=np.broadcast_to(
+            mask, out.shape))
+        return out
+    return _assign(np.array(_expand(x, size_)), index, v)
+
+
+def restore_at_per_example(x, index, old):
+    """Undo ``x[index] = v`` in place (rt.restore_at) at a per-example index."""
+    from astjax import runtime as rt
+    u = uniform_index(index)
+    if u is not None or not isinstance(x, np.ndarray):
+        return rt.restore_at(x, index_full(u) if isinstance(x, np.ndarray) else u, old)
+    mask = _lane_mask(x, index)
+    if mask is not None:   # ``old`` is the whole array save_at_per_example kept
+        np.copyto(x, old, where=np.broadcast_to(mask, x.shape))
+        return None
+    _assign(x, index, old)
+
+
+def save_at_per_example(x, index):
+    from astjax import runtime as rt
+    u = uniform_index(index)
+    if u is not None:
+        return rt.save_at(x, index_full(u) if isinstance(x, np.ndarray) else u)
+    if isinstance(x, np.ndarray) and _lane_mask(x, index) is not None:
+        return x.copy()   # what a mask selects differs in size per example: keep it all
+    return gather(x, index).copy()
+
+
+def setitem_jvp_per_example(t, index, tv, x):
+    u = uniform_index(index)
+    if u is not None:
+        return setitem_jvp(t, u, tv, x)
+    if t is None and tv is None:
+        return None
+    size_ = builtins.max(_sizes(t if t is not None else x, tv), _index_size(index))
+    out = np.array(_expand(t, size_)) if t is not None else _zeros(x, size_)
+    return _assign(out, index, 0.0 if tv is None else tv)
+
+
+def getitem_vjp_per_example(t, x, index):
+    from astjax import runtime_array as ra
+    u = uniform_index(index)
+    if u is not None:
+        return getitem_vjp(t, x, u)
+    if t is None:
+        return None
+    if not isinstance(x, np.ndarray):
+        return ra.getitem_vjp(t, x, gather(x, index))  # refuses: index differs per lane
+    size_ = builtins.max(_sizes(t, x), _index_size(index))
+    return _scatter_add(_zeros(x, size_), index, t)
+
+
+def acc_at_per_example(d, x, index, g):
+    from astjax import runtime as rt
+    u = uniform_index(index)
+    if u is not None:
+        return acc_at(d, x, u, g)
+    return rt.acc(d, getitem_vjp_per_example(g, x, index))
+
+
+def cot_at_per_example(g, index):
+    from astjax import runtime as rt
+    u = uniform_index(index)
+    if u is not None:
+        return rt.cot_at(g, index_full(u) if isinstance(g, np.ndarray) else u)
+    if g is None:
+        return None
+    return gather(g, index)
+
+
+def getitem_jvp_per_example(t, x, index):
+    from astjax import runtime_array as ra
+    u = uniform_index(index)
+    if u is not None:
+        return getitem_jvp(t, x, u)
+    if t is None or not isinstance(x, np.ndarray):
+        return ra.getitem_jvp(t, x, index)
+    return gather(t, index)
+
+
+# ---------------------------------------------------------------- indexing updates
+
+def setitem(x, index, v):
+    """``x`` with ``v`` written at ``index`` (a new array); containers as they are."""
+    from astjax import runtime_array as ra
+    if not isinstance(x, np.ndarray):
+        return ra.setitem(x, index, v)
+    out = np.array(_expand(x, _sizes(x, v)))
+    out[index_full(index)] = v
+    return out
+
+
+def setitem_zero(t, index):
+    from astjax import runtime_array as ra
+    if not isinstance(t, np.ndarray):
+        return ra.setitem_zero(t, index)
+    out = np.array(t, copy=True)
+    out[index_full(index)] = 0
+    return out
+
+
+def getitem_jvp(t, x, index):
+    from astjax import runtime_array as ra
+    if t is None or not isinstance(x, np.ndarray):
+        return ra.getitem_jvp(t, x, index)
+    return _as_batched(t)[index_full(index)]
+
+
+def setitem_jvp(t, index, tv, x):
+    from astjax import runtime_array as ra
+    if t is None and tv is None:
+        return None
+    if isinstance(x, (dict, list)):
+        return ra.setitem_jvp(t, index, tv, x)
+    size_ = _sizes(t if t is not None else x, tv)
+    out = np.array(_expand(t, size_)) if t is not None else _zeros(x, size_)
+    out[index_full(index)] = 0 if tv is None else tv
+    return out
+
+
+def tangent_set(t, index, v_dot, like):
+    from astjax import runtime as rt
+    if isinstance(t, (dict, list)):
+        return rt.tangent_set(t, index, v_dot, like)
+    size_ = _sizes(t if t is not None else like, v_dot)
+    out = np.array(_expand(t, size_)) if t is not None else _zeros(like, size_)
+    out[index_full(index)] = 0 if v_dot is None else v_dot
+    return out
+
+
+def cot_at_vjp(ct, g, index):
+    from astjax import runtime as rt
+    if ct is None or isinstance(g, (dict, list, tuple)):
+        return rt.cot_at_vjp(ct, g, index)
+    size_ = _sizes(ct, g)
+    g = _as_batched(g)
+    out = np.zeros(g.shape[:-1] + (size_,), dtype=np.result_type(g, ct))
+    np.add.at(out, index_full(index), ct)
     return out
 
 
@@ -398,10 +1286,14 @@ def any_flags(flags):
 
 def unbroadcast(t, x):
     """Sum a batched cotangent down to the per-example shape of ``x`` (lifted)."""
-    if t is None:
+    if t is None or x is None:
         return None
-    target = np.shape(x)[:-1]
-    ts = np.shape(t)
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+        target = ()
+    else:
+        target = np.shape(x)[:-1]
+    t = _as_batched(t)
+    ts = t.shape
     per = ts[:-1]
     lead = len(per) - len(target)
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(target)
@@ -417,8 +1309,13 @@ def unbroadcast(t, x):
 def broadcast_like(t, x):
     if t is None:
         return None
-    size = max(np.shape(t)[-1], np.shape(x)[-1])
-    return np.array(np.broadcast_to(t, np.shape(x)[:-1] + (size,)))
+    size_ = _sizes(t, x)
+    x = _as_batched(x)
+    t = _as_batched(t)
+    dtype = _float_dtype(x, t.dtype)
+    out = np.empty(x.shape[:-1] + (size_,), dtype=dtype)
+    out[...] = t
+    return out
 
 
 def unreduce(t, x, axis, keepdims):
@@ -433,6 +1330,34 @@ def unreduce(t, x, axis, keepdims):
     return broadcast_like(t, x)
 
 
+def extremum_weights(a, ans, axis, keepdims):
+    from astjax import runtime_array as ra
+    size_ = _sizes(a, ans)
+    nd = _nd(_as_batched(a))
+    return _back(ra.extremum_weights(_front_as(a, size_), _front_as(ans, size_),
+                                     _shifted(axis, nd), keepdims))
+
+
+def fold_axes(x, axis):
+    from astjax import runtime_array as ra
+    x = _as_batched(x)
+    return _back(ra.fold_axes(_front(x), _shifted(axis, _nd(x))))
+
+
+def unfold_axes(t, x, axis):
+    from astjax import runtime_array as ra
+    if t is None:
+        return None
+    size_ = _sizes(t, x)
+    x = _as_batched(x)
+    return _back(ra.unfold_axes(_front_as(t, size_), _front_as(x, size_), _shifted(axis, _nd(x))))
+
+
+def prod_others_last(a):
+    from astjax import runtime_array as ra
+    return _back(ra.prod_others_last(_front(_as_batched(a))))
+
+
 def getitem_vjp(t, x, index):
     """Cotangent of ``x[index]`` for batched arrays (containers fall back to ra)."""
     from astjax import runtime_array as ra
@@ -440,61 +1365,457 @@ def getitem_vjp(t, x, index):
         return None
     if not isinstance(x, np.ndarray):
         return ra.getitem_vjp(t, x, index)
-    size = max(np.shape(t)[-1], x.shape[-1])
-    out = np.zeros(x.shape[:-1] + (size,), dtype=np.result_type(x.dtype, t))
+    out = _zeros(x, _sizes(t, x))
     ix = index_full(index)
-    np.add.at(out, ix, t)
+    if ra._is_basic_index(index) or ra._is_mask_index(index):
+        out[ix] = t
+    else:
+        np.add.at(out, ix, t)
     return out
 
 
-def index_full(ix):
-    """A per-example index plus a full slice for the batch axis."""
-    items = ix if isinstance(ix, tuple) else (ix,)
-    if any(i is Ellipsis for i in items):
-        return items + (slice(None),)
-    return items + (Ellipsis, slice(None))
-
-
 def acc_at(d, x, index, g):
+    """``d + getitem_vjp(g, x, index)`` without building a zero array first."""
     from astjax import runtime as rt
+    from astjax import runtime_array as ra
     if g is None:
         return d
-    contribution = getitem_vjp(g, x, index)
-    return rt.acc(d, contribution)
-
-
-def dot_grad(t, a, b, which):
-    """Batched cotangents of ``np.dot(a, b)`` (which=0: of a, 1: of b)."""
-    na, nb = _nd(a), _nd(b)
-    if which == 0:
-        if na == 0:
-            out = np.sum(flat(t * b) if nb else t * b, axis=0) if nb else t * b
-        elif nb == 1 and na == 1:
-            out = t[None, :] * b if np.ndim(t) == 1 else t * b
-        elif nb == 1:
-            out = np.moveaxis(np.moveaxis(t, -1, 0)[..., :, None] *
-                              np.moveaxis(b, -1, 0)[..., None, :], 0, -1)
-        elif na == 1:
-            out = matmul(b, t)
-        else:
-            out = matmul(t, np.swapaxes(b, -2, -3))
-        return unbroadcast(out, a)
-    if nb == 0:
-        out = np.sum(flat(t * a), axis=0) if na else t * a
-    elif na == 1 and nb == 1:
-        out = t * a
-    elif na == 1:
-        out = np.moveaxis(np.moveaxis(a, -1, 0)[..., :, None] *
-                          np.moveaxis(t, -1, 0)[..., None, :], 0, -1)
-    elif nb == 1:
-        out = matmul(t, a)
+    if d is None or not isinstance(d, np.ndarray) or not isinstance(x, np.ndarray):
+        return rt.acc(d, getitem_vjp(g, x, index))
+    size_ = _sizes(d, g)
+    out = np.array(_expand(d, size_), dtype=np.result_type(d, g))
+    ix = index_full(index)
+    if ra._is_basic_index(index):
+        out[ix] += g
     else:
-        out = matmul(np.swapaxes(a, -2, -3), t)
-    return unbroadcast(out, b)
+        np.add.at(out, ix, g)
+    return out
+
+
+def add_cot(t, x, y, which):
+    from astjax import runtime_array as ra
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return ra.add_cot(t, x, y, which)
+    return unbroadcast(t, x if which == 0 else y)
+
+
+def add_cot_vjp(g, t, x, y, which):
+    from astjax import runtime_array as ra
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return ra.add_cot_vjp(g, t, x, y, which)
+    return broadcast_like(g, t)
 
 
 def pick(x, y, which):
     return x if which == 0 else y
+
+
+def diagonal_vjp(t, x, offset, axis1, axis2):
+    if t is None:
+        return None
+    x = _as_batched(x)
+    nd = _nd(x)
+    z = _zeros(x, _sizes(t, x))
+    zv = np.moveaxis(z, (axis1 % nd, axis2 % nd), (-3, -2))
+    n = builtins.max(0, builtins.min(zv.shape[-3] + builtins.min(offset, 0),
+                                     zv.shape[-2] - builtins.max(offset, 0)))
+    i = np.arange(n)
+    zv[..., i + builtins.max(-offset, 0), i + builtins.max(offset, 0), :] = t
+    return z
+
+
+def diag_vjp(t, v, k):
+    if t is None:
+        return None
+    if _nd(_as_batched(v)) == 1:
+        return _fit_dtype(np.moveaxis(np.diagonal(t, k, 0, 1), -1, 0), v)
+    return diagonal_vjp(t, v, k, 0, 1)
+
+
+def tile_vjp(t, A, reps):
+    if t is None:
+        return None
+    A = _as_batched(A)
+    t = _as_batched(t)
+    reps = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
+    shape_ = A.shape[:-1]
+    nd = builtins.max(len(shape_), len(reps))
+    s = (1,) * (nd - len(shape_)) + tuple(shape_)
+    r = (1,) * (nd - len(reps)) + reps
+    inter = tuple(n for pair in zip(r, s) for n in pair)
+    out = np.sum(np.reshape(t, inter + t.shape[-1:]), axis=tuple(range(0, 2 * nd, 2)))
+    return _fit_dtype(np.reshape(out, shape_ + t.shape[-1:]), A)
+
+
+def repeat_vjp(t, a, repeats, axis):
+    from astjax import runtime_array as ra
+    if t is None:
+        return None
+    size_ = _sizes(t, a)
+    a = _as_batched(a)
+    nd = _nd(a)
+    tf = _front_as(t, size_)
+    af = _front_as(a, size_)
+    if axis is None:
+        af2 = np.reshape(af, (size_, -1))
+        out = ra.repeat_vjp(tf, af2, repeats, 1)
+        return _back(np.reshape(out, af.shape))
+    return _back(ra.repeat_vjp(tf, af, repeats, axis % nd + 1))
+
+
+def pad_vjp(t, array, width, mode):
+    from astjax import runtime_array as ra
+    if t is None:
+        return None
+    return ra.pad_vjp(t, _expand(array, _sizes(t, array)), pad_width(width, array), mode)
+
+
+def take_vjp(t, a, indices, axis, mode):
+    if t is None:
+        return None
+    size_ = _sizes(t, a)
+    a = _as_batched(a)
+    shape_ = a.shape[:-1]
+    flat_ = axis is None
+    ax = 0 if flat_ else operator.index(axis) % builtins.max(len(shape_), 1)
+    n = int(np.prod(shape_)) if flat_ else shape_[ax]
+    idx = np.asarray(indices)
+    if mode == "wrap":
+        idx = idx % n
+    elif mode == "clip":
+        idx = np.clip(idx, 0, n - 1)
+    z = np.zeros(((n,) if flat_ else shape_) + (size_,), dtype=_float_dtype(a, np.float64))
+    np.add.at(z, (slice(None),) * ax + (idx,), t)
+    return np.reshape(z, shape_ + (size_,))
+
+
+def take_along_axis_vjp(t, arr, indices, axis):
+    if t is None:
+        return None
+    size_ = _sizes(t, arr)
+    arr = _as_batched(arr)
+    t = _expand(t, size_)
+    shape_ = arr.shape[:-1]
+    if axis is None:
+        z = np.zeros((int(np.prod(shape_)), size_), dtype=_float_dtype(arr, np.float64))
+        np.add.at(z, (_indices_like(indices, arr, 1), np.arange(size_)), t)
+        return np.reshape(z, shape_ + (size_,))
+    nd = len(shape_)
+    ax = operator.index(axis) % nd
+    idx = _indices_like(indices, arr, nd)
+    index_ = []
+    for d in range(nd + 1):
+        if d == ax:
+            index_.append(idx)
+            continue
+        view = [1] * (nd + 1)
+        view[d] = t.shape[d]
+        full_ = shape_ + (size_,)
+        rng = np.arange(t.shape[d]) if full_[d] != 1 else np.zeros(t.shape[d], dtype=int)
+        index_.append(rng.reshape(view))
+    z = _zeros(arr, size_)
+    np.add.at(z, tuple(index_), t)
+    return z
+
+
+def _prepended(extra, ax):
+    if extra is None:
+        return 0
+    e = extra if not isinstance(extra, np.ndarray) else example(extra)
+    return 1 if np.ndim(e) == 0 else np.shape(e)[ax]
+
+
+def diff_vjp(t, a, n, axis, prepend, append):
+    if t is None:
+        return None
+    a = _as_batched(a)
+    t = _as_batched(t)
+    ax = operator.index(axis) % _nd(a)
+    for _ in range(n):
+        width = [(0, 0)] * t.ndim
+        width[ax] = (1, 1)
+        t = -np.diff(np.pad(t, width), axis=ax)
+    before = _prepended(prepend, ax)
+    sl = [slice(None)] * t.ndim
+    sl[ax] = slice(before, before + a.shape[ax])
+    return _fit_dtype(t[tuple(sl)], a)
+
+
+def diff_vjp_adj(s, a, n, axis, prepend, append):
+    if s is None:
+        return None
+    a = _as_batched(a)
+    s = _as_batched(s)
+    ax = operator.index(axis) % _nd(a)
+    width = [(0, 0)] * s.ndim
+    width[ax] = (_prepended(prepend, ax), _prepended(append, ax))
+    return np.diff(np.pad(s, width), n, axis=ax)
+
+
+def concat_vjp(t, arrays, axis, how):
+    from astjax import runtime_array as ra
+    arrays = list(arrays)
+    if t is None:
+        return [None] * len(arrays)
+    t = _as_batched(t)
+    nd_t = _nd(t)
+    shapes = [ra._promoted_shape(example(_as_batched(x)), how) for x in arrays]
+    if how == "stack":
+        pieces = [np.take(t, i, axis=axis % nd_t) for i in range(len(arrays))]
+    else:
+        ax = ra._join_axis(shapes, axis, how)
+        if ax is None:
+            sizes = [int(np.prod(s)) for s in shapes]
+            ax = 0
+        else:
+            ax = ax % nd_t
+            sizes = [s[ax] for s in shapes]
+        pieces = np.split(t, np.cumsum(sizes)[:-1], axis=ax)
+    return [_fit_dtype(np.reshape(p, shape(_as_batched(x)) + p.shape[-1:]), x)
+            for p, x in zip(pieces, arrays)]
+
+
+def concat_cots(ts, arrays, axis, how):
+    from astjax import runtime_array as ra
+    arrays = list(arrays)
+    ts = list(ts) if isinstance(ts, (list, tuple)) else [ts]
+    pieces = []
+    for ti, x in zip(ts, arrays):
+        x = _as_batched(x)
+        s = tuple(ra._promoted_shape(example(x), how))
+        if ti is None:
+            pieces.append(np.zeros(s + (1,), dtype=_float_dtype(x, np.float64)))
+        else:
+            ti = _as_batched(ti)
+            pieces.append(np.reshape(ti, s + ti.shape[-1:]))
+    pieces = _common_batch(pieces)
+    nd = _nd(pieces[0])
+    if how == "stack":
+        return np.stack(pieces, axis=axis % (nd + 1))
+    ax = ra._join_axis([p.shape[:-1] for p in pieces], axis, how)
+    if ax is None:
+        return np.concatenate([flat(p) for p in pieces], axis=0)
+    return np.concatenate(pieces, axis=ax % nd)
+
+
+def asarray_vjp(t, a):
+    if t is None or a is None:
+        return None
+    if isinstance(a, (list, tuple)):
+        t = _as_batched(t)
+        while t.ndim > 2 and t.shape[0] == 1 and len(a) != 1:
+            t = t[0]
+        return _rebuild(a, [asarray_vjp(t[i], ai) for i, ai in enumerate(a)])
+    t = _as_batched(t)
+    if isinstance(a, (bool, int, float, complex)) and not isinstance(a, np.generic):
+        target, dtype = (), (np.dtype(np.float64) if isinstance(a, float) else None)
+    else:
+        target, dtype = shape(_as_batched(a)), _float_dtype(a)
+    out = np.reshape(t, target + t.shape[-1:])
+    if dtype is not None and out.dtype != dtype:
+        out = out.astype(dtype)
+    return out
+
+
+def pack_cots(ts, x):
+    if isinstance(ts, (list, tuple)):
+        x = _as_batched(x)
+        out = _zeros(x, _sizes(ts))
+        view = out
+        while len(ts) != 1 and view.ndim > 2 and view.shape[0] == 1:
+            view = view[0]
+        for i, ti in enumerate(ts):
+            if ti is not None:
+                view[i] = pack_cots(ti, view[i])
+        return out
+    if ts is None:
+        return _zeros(x, 1)
+    ts = _as_batched(ts)
+    return _fit_dtype(np.reshape(ts, shape(_as_batched(x)) + ts.shape[-1:]), x)
+
+
+def unpack_variadic(t, xs):
+    xs = list(xs)
+    ts = [t] if len(xs) == 1 else list(t) if t is not None else [None] * len(xs)
+    return [asarray_vjp(ti, x) for ti, x in zip(ts, xs)]
+
+
+def pack_variadic(ts, t):
+    if isinstance(t, (list, tuple)):
+        return _rebuild(t, [pack_cots(ti, x) for ti, x in zip(ts, t)])
+    return pack_cots(ts[0], t)
+
+
+def py_sum_vjp(t, iterable):
+    if isinstance(iterable, np.ndarray):
+        return broadcast_like(t, iterable)
+    return [unbroadcast(t, e) for e in iterable]
+
+
+def sum_cots(ts, x):
+    if isinstance(ts, np.ndarray):
+        return unbroadcast(np.sum(ts, axis=0), x)
+    total = None
+    for ti in ts:
+        if ti is not None:
+            total = ti if total is None else total + ti
+    return unbroadcast(total, x) if total is not None else None
+
+
+def _norm_axes(x, ord, axis):
+    """(per-example axes of the norm, the grad of each norm w.r.t. x), batch-last."""
+    from astjax import runtime_array as ra
+    x = _as_batched(x)
+    nd = _nd(x)
+    if axis is None and ord is None:
+        axes = tuple(range(nd))
+        nrm = np.sqrt(np.sum(np.real(x * np.conj(x)), axis=axes, keepdims=True))
+        return axes, x / nrm
+    if axis is None:
+        axis = 0 if nd == 1 else (0, 1)
+    axes = axis_all(axis, nd)
+    axes = axes if isinstance(axes, tuple) else (axes,)
+    return axes, _back(ra._norm_grad(_front(x), ord, _shifted(axis, nd)))
+
+
+def norm_vjp(t, x, ord, axis, keepdims):
+    if t is None:
+        return None
+    axes, grad = _norm_axes(x, ord, axis)
+    return _fit_dtype(unreduce(t, x, axes, keepdims) * grad, x)
+
+
+def norm_jvp(t, x, ord, axis, keepdims):
+    if t is None:
+        return None
+    axes, grad = _norm_axes(x, ord, axis)
+    return _fit_dtype(np.sum(_as_batched(t) * grad, axis=axes, keepdims=keepdims), x)
+
+
+def norm_vjp_t(s, x, ord, axis, keepdims):
+    if s is None:
+        return None
+    axes, grad = _norm_axes(x, ord, axis)
+    return np.sum(_as_batched(s) * grad, axis=axes, keepdims=keepdims)
+
+
+def einsum_vjp(t, subscripts, operands, optimize):
+    """Cotangents of every operand of an einsum, per example: each one einsum of ``t``
+    with the other operands (ra's plan, with a batch letter)."""
+    from astjax import runtime_array as ra
+    operands = list(operands)
+    if t is None:
+        return [None] * len(operands)
+    if not isinstance(subscripts, str):
+        return per_lane(lambda t_, ops: ra.einsum_vjp(t_, subscripts, ops, optimize),
+                        (0, 1), t, operands)
+    examples = [example(_as_batched(o)) for o in operands]
+    cots = []
+    for k, x in enumerate(operands):
+        full_, _, extra, (spec, ell) = ra._einsum_term(subscripts, examples, k)
+        ins, out = full_.split("->")
+        ins = ins.split(",")
+        ops = [operands[j] for j in range(len(operands)) if j != k]
+        c = _batched_einsum(ins, out, [t, *ops, *[e[..., None] for e in extra]])
+        if "..." in spec:
+            p = len(spec.split("...")[0])
+            more = _nd(c) - np.ndim(examples[k])
+            if more:
+                c = np.sum(c, axis=tuple(range(p, p + more)))
+        cots.append(unbroadcast(c, _as_batched(x) if not isinstance(x, float) else x))
+    return cots
+
+
+def einsum_jvp(subscripts, operands, tangents, optimize):
+    """Tangent of an einsum per example: one einsum per operand with a tangent."""
+    from astjax import runtime_array as ra
+    operands = list(operands)
+    ts = ra._tangent_list(tangents, len(operands))
+    total = None
+    for k, tk in enumerate(ts):
+        if ra._zero_tangent(tk):
+            continue
+        ops = list(operands)
+        ops[k] = tk
+        if any(o is None for o in ops):
+            continue
+        term = einsum(subscripts, ops)
+        total = term if total is None else total + term
+    return total
+
+
+def tangent_like(t, like):
+    """ra.tangent_like per example: ``t`` fitted to the shape and dtype of ``like``."""
+    if t is None or like is None:
+        return None
+    if isinstance(like, dict):
+        return {k: tangent_like(t.get(k) if isinstance(t, dict) else t, v)
+                for k, v in like.items()}
+    if isinstance(like, (list, tuple)):
+        items = list(t) if isinstance(t, (list, tuple)) else [t] * len(like)
+        return _rebuild(like, [tangent_like(ti, li) for ti, li in zip(items, like)])
+    if isinstance(like, str):
+        return None
+    if not isinstance(like, np.generic) and isinstance(like, (bool, int, float)):
+        if isinstance(like, float) and not isinstance(like, bool):
+            return unbroadcast(t, like)
+        return 0.0
+    like = _as_batched(like)
+    size_ = _sizes(t, like)
+    if not np.issubdtype(like.dtype, np.inexact):
+        return np.zeros(like.shape[:-1] + (size_,), dtype=np.float64)
+    out = np.empty(like.shape[:-1] + (size_,), dtype=like.dtype)
+    out[...] = t
+    return out
+
+
+def tree_index_vjp(g, xs, i):
+    from astjax import runtime as rt
+    from astjax.tree_util import tree_map
+    if g is None or xs is None:
+        return None
+
+    def put(leaf, gl):
+        size_ = _sizes(leaf, gl)
+        leaf = _as_batched(leaf)
+        out = np.zeros(leaf.shape[:-1] + (size_,), dtype=np.result_type(leaf, gl))
+        out[i] = gl
+        return out
+    return tree_map(put, xs, rt.instantiate(g, rt.tree_index(xs, i)))
+
+
+def tree_restack(cts, ys, reverse):
+    from astjax import runtime as rt
+    from astjax.tree_util import tree_map
+    cts = [rt.instantiate(c, y) for c, y in zip(cts, ys)]
+    if reverse:
+        cts.reverse()
+    if not cts:
+        return np.zeros((0,))
+    return tree_map(lambda *leaves: np.stack(_common_batch(leaves)), cts[0], *cts[1:])
+
+
+def list_cotangent(g, x):
+    from astjax import runtime as rt
+    if g is None or not isinstance(x, np.ndarray):
+        return rt.list_cotangent(g, x)
+    if not len(g):
+        return np.zeros_like(x)
+    return np.stack(_common_batch([rt.instantiate(gi, xi) for gi, xi in zip(g, x)]))
+
+
+def no_flags(flags):
+    out = np.zeros((), bool)
+    for f in flags:
+        out = np.logical_or(out, f)
+    return np.logical_not(out)
+
+
+def any_flags(flags):
+    out = np.zeros((), bool)
+    for f in flags:
+        out = np.logical_or(out, f)
+    return out
 
 
 def check_scalar_output(value, fname):

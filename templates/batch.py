@@ -4,7 +4,13 @@
 the batch as its last axis (an unbatched one lifted to a trailing axis of size 1), the
 other parameters (axis, shape, index...) are written for one example.  The rule returns
 the batched result, batch axis last.  Elementwise and comparison primitives need no rule:
-broadcasting does it.  Bodies are inlined like the other templates: straight-line code.
+broadcasting does it.  Bodies are inlined like the other templates: straight-line code;
+the logic lives in ``astjax/runtime_batch.py`` (``rb``).
+
+Rules of static facts (shapes, axes, plans) return the fact for ONE example: vmap
+treats their results as unbatched (``transforms/batch.py``).  A rule whose primitive
+cannot be batched (its output's size would differ per example) raises a clear error
+through ``rb.refuse``.
 """
 import numpy as np
 
@@ -24,11 +30,63 @@ def ndim(a):
 
 
 def size(a, axis=None):
-    return rb.size(a)
+    return rb.size(a, axis)
 
 
 def len(obj):
     return rb.length(obj)
+
+
+def dtype(x):
+    return ra.dtype_of(x)
+
+
+def reduced_size(x, axis=None):
+    return ra.reduced_size(rb.example(x), axis)
+
+
+def tensordot_plan(a, b, axes=2, which=0):
+    return ra.tensordot_plan(rb.example(a), rb.example(b), axes, which)
+
+
+def dot_axes(a, b):
+    return ra.dot_axes(rb.example(a), rb.example(b))
+
+
+def inner_axes(a, b):
+    return ra.inner_axes(rb.example(a), rb.example(b))
+
+
+def matmul_shape(x, y, which=0):
+    return ra.matmul_shape(rb.example(x), rb.example(y), which)
+
+
+def kron_plan(a, b, which=0):
+    return ra.kron_plan(rb.example(a), rb.example(b), which)
+
+
+def col_shape(x, b):
+    return ra.col_shape(rb.example(x), rb.example(b))
+
+
+def item_index(a, args):
+    return ra.item_index(rb.example(a), args)
+
+
+def eye_last(x):
+    return ra.eye_last(rb.example(x))
+
+
+def scan_length(xs, length):
+    return rt.scan_length(rb.example(xs), length)
+
+
+def clamp_index(index, n):
+    return rb.clamp_index(index, n)
+
+
+def range(start, stop=None, step=None):
+    return rb.refuse("range() with a per-example bound", "its length differs per example")
 
 
 # -------------------------------------------------------------------- reductions
@@ -53,6 +111,22 @@ def min(a, axis=None, out=None, keepdims=False):
     return np.min(a, axis=rb.axis(axis, a), keepdims=keepdims)
 
 
+def nanmax(a, axis=None, out=None, keepdims=False):
+    return np.nanmax(a, axis=rb.axis(axis, a), keepdims=keepdims)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False):
+    return np.nanmin(a, axis=rb.axis(axis, a), keepdims=keepdims)
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    return np.nansum(a, axis=rb.axis(axis, a), dtype=dtype, keepdims=keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    return np.nanmean(a, axis=rb.axis(axis, a), dtype=dtype, keepdims=keepdims)
+
+
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     return np.var(a, axis=rb.axis(axis, a), dtype=dtype, ddof=ddof, keepdims=keepdims)
 
@@ -67,6 +141,14 @@ def any(a, axis=None, out=None, keepdims=False):
 
 def all(a, axis=None, out=None, keepdims=False):
     return np.all(a, axis=rb.axis(axis, a), keepdims=keepdims)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return rb.allclose(a, b, rtol, atol, equal_nan)
+
+
+def array_equal(a1, a2, equal_nan=False):
+    return rb.array_equal(a1, a2, equal_nan)
 
 
 def argmax(a, axis=None, out=None, keepdims=False):
@@ -93,6 +175,22 @@ def count_nonzero(a, axis=None, keepdims=False):
     return np.count_nonzero(a, axis=rb.axis(axis, a), keepdims=keepdims)
 
 
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    return np.trace(a, offset, rb.axis(axis1, a), rb.axis(axis2, a), dtype=dtype)
+
+
+def py_sum(iterable, start=0):
+    return ra.py_sum(iterable, start)
+
+
+def py_max(*args, key=None):
+    return rb.py_extreme(args, key, "max")
+
+
+def py_min(*args, key=None):
+    return rb.py_extreme(args, key, "min")
+
+
 # ------------------------------------------------------------------------ products
 
 def dot(a, b, out=None):
@@ -103,34 +201,80 @@ def matmul(x, y, out=None):
     return rb.matmul(x, y)
 
 
+def vecdot(x, y, out=None, axis=-1):
+    return rb.vecdot(x, y, axis)
+
+
 def outer(a, b, out=None):
     return rb.outer(a, b)
 
 
 def vdot(a, b):
-    return np.sum(rb.flat(a) * rb.flat(b), axis=0)
+    return np.sum(rb.flat(np.conj(a)) * rb.flat(b), axis=0)
 
 
 def inner(a, b):
     return rb.inner(a, b)
 
 
+def tensordot(a, b, axes=2):
+    return rb.tensordot(a, b, axes)
+
+
 def einsum(subscripts, *operands, out=None, optimize=False):
-    return rb.einsum(subscripts, operands)
+    return rb.einsum(subscripts, operands, optimize)
+
+
+def kron(a, b):
+    return rb.kron(a, b)
+
+
+# ------------------------------------------------------------------ linear algebra
+
+def inv(a):
+    return rb.linalg(np.linalg.inv, a)
+
+
+def det(a):
+    return rb.linalg(np.linalg.det, a)
+
+
+def slogdet(a):
+    return rb.linalg(np.linalg.slogdet, a)
+
+
+def solve(a, b):
+    return rb.solve(a, b)
+
+
+def cholesky(a, upper=False):
+    return rb.linalg(np.linalg.cholesky, a, upper=upper)
+
+
+def eigh(a, UPLO="L"):
+    return rb.linalg(np.linalg.eigh, a, UPLO=UPLO)
+
+
+def eigvalsh(a, UPLO="L"):
+    return rb.linalg(np.linalg.eigvalsh, a, UPLO=UPLO)
+
+
+def chol_lower(x, upper=False):
+    return rb.chol_lower(x, upper)
 
 
 # --------------------------------------------------------------------------- shapes
 
 def reshape(a, shape, order="C"):
-    return np.reshape(a, rb.shape_with_batch(shape, a))
+    return rb.reshape(a, shape, order)
 
 
 def ravel(a, order="C"):
-    return np.reshape(a, rb.shape_with_batch(-1, a))
+    return rb.reshape(a, -1, order)
 
 
 def flatten(a, order="C"):
-    return np.reshape(a, rb.shape_with_batch(-1, a))
+    return np.copy(rb.reshape(a, -1, order))
 
 
 def transpose(a, axes=None):
@@ -157,6 +301,22 @@ def squeeze(a, axis=None):
     return np.squeeze(a, axis=rb.squeeze_axes(axis, a))
 
 
+def broadcast_to(array, shape, subok=False):
+    return np.broadcast_to(array, rb.shape_with_batch(shape, array))
+
+
+def atleast_1d(*arys):
+    return rb.atleast(1, arys)
+
+
+def atleast_2d(*arys):
+    return rb.atleast(2, arys)
+
+
+def atleast_3d(*arys):
+    return rb.atleast(3, arys)
+
+
 def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     return rb.concatenate(arrays, axis)
 
@@ -166,23 +326,43 @@ def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
 
 
 def vstack(tup, dtype=None, casting="same_kind"):
-    return rb.concatenate(rb.atleast_2d_all(tup), 0)
+    return rb.concatenate(rb.atleast_all(2, tup), 0)
 
 
 def hstack(tup, dtype=None, casting="same_kind"):
     return rb.hstack(tup)
 
 
+def dstack(tup):
+    return rb.concatenate(rb.atleast_all(3, tup), 2)
+
+
+def column_stack(tup):
+    return rb.column_stack(tup)
+
+
 def split(ary, indices_or_sections, axis=0):
-    return np.split(ary, indices_or_sections, axis=rb.axis(axis, ary))
+    return np.split(ary, indices_or_sections, axis=rb.split_axis(ary, "split", axis))
 
 
-def pad(array, pad_width, mode="constant", constant_values=0):
-    return ra.pad(array, rb.pad_width(pad_width, array), mode, constant_values)
+def array_split(ary, indices_or_sections, axis=0):
+    return np.array_split(ary, indices_or_sections, axis=rb.split_axis(ary, "split", axis))
 
 
-def take(a, indices, axis=None, out=None, mode="raise"):
-    return rb.take(a, indices, axis, mode)
+def hsplit(ary, indices_or_sections):
+    return np.split(ary, indices_or_sections, axis=rb.split_axis(ary, "hsplit", 0))
+
+
+def vsplit(ary, indices_or_sections):
+    return np.split(ary, indices_or_sections, axis=rb.split_axis(ary, "vsplit", 0))
+
+
+def dsplit(ary, indices_or_sections):
+    return np.split(ary, indices_or_sections, axis=rb.split_axis(ary, "dsplit", 0))
+
+
+def tile(A, reps):
+    return rb.tile(A, reps)
 
 
 def repeat(a, repeats, axis=None):
@@ -193,42 +373,172 @@ def flip(m, axis=None):
     return np.flip(m, axis=rb.axis(axis, m))
 
 
+def fliplr(m):
+    return np.flip(m, axis=1)
+
+
+def flipud(m):
+    return np.flip(m, axis=0)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    return np.rot90(m, k, axes=rb.axis(axes, m))
+
+
 def roll(a, shift, axis=None):
     return rb.roll(a, shift, axis)
 
 
-def broadcast_to(array, shape, subok=False):
-    return np.broadcast_to(array, rb.shape_with_batch(shape, array))
+def pad(array, pad_width, mode="constant", constant_values=0):
+    return ra.pad(array, rb.pad_width(pad_width, array), mode, constant_values)
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
     return np.moveaxis(np.diagonal(a, offset, rb.axis(axis1, a), rb.axis(axis2, a)), -1, -2)
 
 
-def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    return np.trace(a, offset, rb.axis(axis1, a), rb.axis(axis2, a), dtype=dtype)
+def diag(v, k=0):
+    return rb.diag(v, k)
 
+
+def tril(m, k=0):
+    return rb.tri_mask(m, k, True)
+
+
+def triu(m, k=0):
+    return rb.tri_mask(m, k, False)
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    return rb.diff(a, n, axis, prepend, append)
+
+
+# -------------------------------------------------------------- sorting, gathering
 
 def sort(a, axis=-1, kind=None, order=None, stable=None):
-    return np.sort(a, axis=rb.axis(axis, a))
+    return rb.sorted_along(np.sort, a, axis, kind, stable)
 
 
 def argsort(a, axis=-1, kind=None, order=None, stable=None):
-    return np.argsort(a, axis=rb.axis(axis, a))
+    return rb.sorted_along(np.argsort, a, axis, kind, stable)
+
+
+def searchsorted(a, v, side="left", sorter=None):
+    return rb.searchsorted(a, v, side, sorter)
+
+
+def nonzero(a):
+    return rb.refuse("np.nonzero")
+
+
+def argwhere(a):
+    return rb.refuse("np.argwhere")
+
+
+def flatnonzero(a):
+    return rb.refuse("np.flatnonzero")
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    return rb.take(a, indices, axis, mode)
+
+
+def take_along_axis(arr, indices, axis=-1):
+    return rb.take_along_axis(arr, indices, axis)
+
+
+def getitem_per_example_index(x, index):
+    return rb.gather(x, index)
+
+
+def getitem_vjp_per_example_index(t, x, index):
+    return rb.getitem_vjp_per_example(t, x, index)
+
+
+def getitem_jvp_per_example_index(t, x, index):
+    return rb.getitem_jvp_per_example(t, x, index)
+
+
+def acc_at_per_example_index(d, x, index, g):
+    return rb.acc_at_per_example(d, x, index, g)
+
+
+def cot_at_per_example_index(g, index):
+    return rb.cot_at_per_example(g, index)
+
+
+def setitem_per_example_index(x, index, v):
+    return rb.setitem_per_example(x, index, v)
+
+
+def setitem_zero_per_example_index(t, index):
+    return rb.setitem_per_example(t, index, 0.0)
+
+
+def cot_zero_at_per_example_index(g, index):
+    return rb.setitem_per_example(g, index, 0.0)
+
+
+def save_at_per_example_index(x, index):
+    return rb.save_at_per_example(x, index)
+
+
+def restore_at_per_example_index(x, index, old):
+    return rb.restore_at_per_example(x, index, old)
+
+
+def setitem_jvp_per_example_index(t, index, tv, x):
+    return rb.setitem_jvp_per_example(t, index, tv, x)
+
+
+def tangent_set_per_example_index(t, index, v_dot, like):
+    return rb.setitem_jvp_per_example(t, index, v_dot, like)
+
+
+def setitem(x, index, v):
+    return rb.setitem(x, index, v)
+
+
+def item(a, *args):
+    return rb.item(a, args)
 
 
 # ------------------------------------------------------------------------ creation
 
 def np_zeros_like(a, dtype=None, order="K", subok=True, shape=None):
-    return np.zeros_like(a, dtype=dtype)
+    return rb.like(np.zeros_like, a, dtype, shape)
 
 
 def np_ones_like(a, dtype=None, order="K", subok=True, shape=None):
-    return np.ones_like(a, dtype=dtype)
+    return rb.like(np.ones_like, a, dtype, shape)
+
+
+def empty_like(prototype, dtype=None, order="K", subok=True, shape=None):
+    return rb.like(np.empty_like, prototype, dtype, shape)
+
+
+def full(shape, fill_value, dtype=None, order="C"):
+    return rb.full(shape, fill_value, dtype)
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
     return rb.full_like(a, fill_value, dtype)
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    return rb.refuse("np.arange with a per-example bound")
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    return rb.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    return rb.logspace(start, stop, num, endpoint, base, dtype, axis)
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    return rb.meshgrid(xi, copy, sparse, indexing)
 
 
 def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
@@ -244,7 +554,29 @@ def asarray(a, dtype=None, order=None, copy=None):
 
 
 def array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0):
-    return rb.asarray(object, dtype)
+    return rb.array(object, dtype, ndmin)
+
+
+def py_float(x):
+    return rb.py_float(x)
+
+
+def py_int(x, base=10):
+    return rb.py_int(x, base)
+
+
+def py_round(number, ndigits=None):
+    return rb.py_round(number, ndigits)
+
+
+# ------------------------------------------- tapes that are popped into fresh names
+
+def tag_unbatched(value):
+    return rb.Unbatched(value)
+
+
+def popped(value, size):
+    return rb.popped(value, size)
 
 
 # --------------------------------------------------------------- core form helpers
@@ -273,42 +605,6 @@ def instantiate(g, x):
     return rt.instantiate(g, x)
 
 
-def unbroadcast(t, x):
-    return rb.unbroadcast(t, x)
-
-
-def unreduce(t, x, axis=None, keepdims=False):
-    return rb.unreduce(t, x, axis, keepdims)
-
-
-def getitem_vjp(t, x, index):
-    return rb.getitem_vjp(t, x, index)
-
-
-def acc_at(d, x, index, g):
-    return rb.acc_at(d, x, index, g)
-
-
-def dot_grad_a(t, a, b):
-    return rb.dot_grad(t, a, b, 0)
-
-
-def dot_grad_b(t, a, b):
-    return rb.dot_grad(t, a, b, 1)
-
-
-def add_cot(t, x, y, which=0):
-    return rb.unbroadcast(t, rb.pick(x, y, which))
-
-
-def cast_like(t, x):
-    return ra.cast_like(t, x)
-
-
-def broadcast_like(t, x):
-    return rb.broadcast_like(t, x)
-
-
 def meta(x):
     return rt.meta(x)
 
@@ -321,9 +617,263 @@ def cot_zero_at(g, index):
     return rt.cot_zero_at(g, rb.index(index))
 
 
+def cot_at_vjp(ct, g, index):
+    return rb.cot_at_vjp(ct, g, index)
+
+
 def save_at(x, index):
     return rt.save_at(x, rb.index(index))
 
 
+def restore_at(x, index, old):
+    return rt.restore_at(x, rb.index(index), old)
+
+
+def acc_at(d, x, index, g):
+    return rb.acc_at(d, x, index, g)
+
+
 def check_scalar_output(value, fname):
     return rb.check_scalar_output(value, fname)
+
+
+def tree_index_vjp(g, xs, i):
+    return rb.tree_index_vjp(g, xs, i)
+
+
+def tree_restack(cts, ys, reverse):
+    return rb.tree_restack(cts, ys, reverse)
+
+
+def list_cotangent(g, x):
+    return rb.list_cotangent(g, x)
+
+
+def tangent_set(t, index, v_dot, like):
+    return rb.tangent_set(t, index, v_dot, like)
+
+
+# ------------------------------------------------- helpers of generated gradient code
+
+def unbroadcast(t, x):
+    return rb.unbroadcast(t, x)
+
+
+def broadcast_like(t, x):
+    return rb.broadcast_like(t, x)
+
+
+def unreduce(t, x, axis=None, keepdims=False):
+    return rb.unreduce(t, x, axis, keepdims)
+
+
+def cast_like(t, x):
+    return ra.cast_like(t, x)
+
+
+def cot_or_zeros(t, like):
+    return ra.cot_or_zeros(t, like)
+
+
+def add_cot(t, x, y, which=0):
+    return rb.add_cot(t, x, y, which)
+
+
+def dot_grad_a(t, a, b):
+    return rb.dot_grad(t, a, b, 0)
+
+
+def dot_grad_b(t, a, b):
+    return rb.dot_grad(t, a, b, 1)
+
+
+def extremum_weights(a, ans, axis=None, keepdims=False):
+    return rb.extremum_weights(a, ans, axis, keepdims)
+
+
+def clip_part(t, a, a_min=None, a_max=None, min=None, max=None, which=0):
+    return ra.clip_part(t, a, a_min, a_max, min, max, which)
+
+
+def fold_axes(x, axis=None):
+    return rb.fold_axes(x, axis)
+
+
+def unfold_axes(t, x, axis=None):
+    return rb.unfold_axes(t, x, axis)
+
+
+def prod_others_last(a):
+    return rb.prod_others_last(a)
+
+
+def getitem_vjp(t, x, index):
+    return rb.getitem_vjp(t, x, index)
+
+
+def setitem_zero(t, index):
+    return rb.setitem_zero(t, index)
+
+
+def diagonal_vjp(t, x, offset=0, axis1=0, axis2=1):
+    return rb.diagonal_vjp(t, x, offset, axis1, axis2)
+
+
+def diag_vjp(t, v, k=0):
+    return rb.diag_vjp(t, v, k)
+
+
+def tile_vjp(t, A, reps):
+    return rb.tile_vjp(t, A, reps)
+
+
+def repeat_vjp(t, a, repeats, axis=None):
+    return rb.repeat_vjp(t, a, repeats, axis)
+
+
+def pad_vjp(t, array, pad_width, mode="constant"):
+    return rb.pad_vjp(t, array, pad_width, mode)
+
+
+def take_vjp(t, a, indices, axis=None, mode="raise"):
+    return rb.take_vjp(t, a, indices, axis, mode)
+
+
+def take_along_axis_vjp(t, arr, indices, axis=-1):
+    return rb.take_along_axis_vjp(t, arr, indices, axis)
+
+
+def diff_vjp(t, a, n=1, axis=-1, prepend=None, append=None):
+    return rb.diff_vjp(t, a, n, axis, prepend, append)
+
+
+def diff_vjp_adj(s, a, n=1, axis=-1, prepend=None, append=None):
+    return rb.diff_vjp_adj(s, a, n, axis, prepend, append)
+
+
+def concat_vjp(t, arrays, axis=0, how="concatenate"):
+    return rb.concat_vjp(t, arrays, axis, how)
+
+
+def concat_cots(ts, arrays, axis=0, how="concatenate"):
+    return rb.concat_cots(ts, arrays, axis, how)
+
+
+def unpack_variadic(t, xs):
+    return rb.unpack_variadic(t, xs)
+
+
+def pack_variadic(ts, t):
+    return rb.pack_variadic(ts, t)
+
+
+def asarray_vjp(t, a):
+    return rb.asarray_vjp(t, a)
+
+
+def pack_cots(ts, x):
+    return rb.pack_cots(ts, x)
+
+
+def py_sum_vjp(t, iterable):
+    return rb.py_sum_vjp(t, iterable)
+
+
+def sum_cots(ts, x):
+    return rb.sum_cots(ts, x)
+
+
+def py_max_vjp(t, chosen, args):
+    return rb.per_lane(ra.py_max_vjp, (0, 1, 2), t, chosen, args)
+
+
+def py_max_pick(ts, chosen, args):
+    return rb.per_lane(ra.py_max_pick, (0, 1, 2), ts, chosen, args)
+
+
+def norm_vjp(t, x, ord=None, axis=None, keepdims=False):
+    return rb.norm_vjp(t, x, ord, axis, keepdims)
+
+
+def norm_vjp_t(s, x, ord=None, axis=None, keepdims=False):
+    return rb.norm_vjp_t(s, x, ord, axis, keepdims)
+
+
+def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
+    return rb.per_lane(ra.norm_vjp_x, (0, 1, 2), s, t, x, ord, axis, keepdims)
+
+
+def einsum_vjp(t, subscripts, operands, optimize=False):
+    return rb.einsum_vjp(t, subscripts, operands, optimize)
+
+
+def einsum_vjp_t(s, t, subscripts, operands, optimize=False):
+    return rb.per_lane(ra.einsum_vjp_t, (0, 1, 3), s, t, subscripts, operands, optimize)
+
+
+def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
+    return rb.per_lane(ra.einsum_vjp_ops, (0, 1, 3), s, t, subscripts, operands, optimize)
+
+
+def add_cot_vjp(g, t, x, y, which=0):
+    return rb.add_cot_vjp(g, t, x, y, which)
+
+
+def log_or_one(base):
+    return ra.log_or_one(base)
+
+
+def or_one(base):
+    return ra.or_one(base)
+
+
+# --------------------------------------------------- helpers of generated jvp code
+
+def tangent_like(t, like):
+    return rb.tangent_like(t, like)
+
+
+def tangent_like_vjp(s, t, like):
+    return rb.per_lane(ra.tangent_like_vjp, (0, 1, 2), s, t, like)
+
+
+def getitem_jvp(t, x, index):
+    return rb.getitem_jvp(t, x, index)
+
+
+def setitem_jvp(t, index, tv, x):
+    return rb.setitem_jvp(t, index, tv, x)
+
+
+def sum_tangents(ts):
+    return ra.sum_tangents(ts)
+
+
+def pad_jvp(t, pad_width, mode="constant"):
+    return ra.pad_jvp(t, rb.pad_width(pad_width, t), mode)
+
+
+def norm_jvp(t, x, ord=None, axis=None, keepdims=False):
+    return rb.norm_jvp(t, x, ord, axis, keepdims)
+
+
+def einsum_jvp(subscripts, operands, tangents, optimize=False):
+    return rb.einsum_jvp(subscripts, operands, tangents, optimize)
+
+
+def einsum_jvp2(subscripts, operands, tangents, tangents2, optimize=False):
+    return rb.per_lane(ra.einsum_jvp2, (1, 2, 3), subscripts, operands, tangents, tangents2,
+                       optimize)
+
+
+def einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize=False):
+    return rb.per_lane(ra.einsum_vjp_jvp, (0, 1, 3, 4), t, dt, subscripts, operands, doperands,
+                       optimize)
+
+
+def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):
+    return rb.per_lane(ra.norm_hvp, (0, 1, 2), s, t, x, ord, axis, keepdims)
+
+
+def unsupported_jvp(what, *tangents):
+    return ra.unsupported_jvp(what, *tangents)

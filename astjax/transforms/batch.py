@@ -10,7 +10,16 @@ example runs both branches and keeps, per lane, the values of the branch that la
 takes (``rb.select``); a ``while`` whose test differs per example runs until every
 lane is done, freezing finished lanes; a ``for`` that some lanes leave early (a
 batched ``break``/``return`` flag) keeps iterating while any lane is still inside,
-the others frozen.
+the others frozen.  A branch no lane takes is skipped; inside code that only some
+lanes run, in-place updates write a copy (the other lanes keep the old array).
+
+Reverse-mode code needs two more things: the backward sweep of a loop whose trip count
+differs per example (``for step in range(0, trips)`` popping the tape) runs as many
+steps as the longest lane with each lane active in its last ``trips`` steps, and a
+backward branch pops its else part first (the forward pushed both parts, in order).
+An index that differs per example (a loop counter, an argmax) goes to the rule
+``<primitive>_per_example_index``; a boolean mask or slice bounds that differ per
+example are refused (the result's size would differ).
 """
 from __future__ import annotations
 
@@ -25,7 +34,11 @@ from astjax.errors import TransformError
 
 import astjax.core_prims  # noqa: F401
 
-_STATIC = {"shape", "ndim", "size", "len", "dtype", "not_none"}
+# results that are facts about ONE example (shapes, axes, plans): never batched; their
+# batching rules compute the fact from one example
+_STATIC = {"shape", "ndim", "size", "len", "dtype", "not_none", "eye_last"} | {
+    n for n, p in P.REGISTRY.items() if p.kind == "static"} - {"clamp_index", "format_string",
+                                                                "meta"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -49,13 +62,22 @@ _NOT_DATA = {"index", "indices", "axis", "axes", "axis1", "axis2", "source", "de
              "shape", "newshape", "keepdims", "dtype", "out", "order", "ddof", "reps",
              "repeats", "shift", "pad_width", "mode", "offset", "kind", "stable",
              "subscripts", "indices_or_sections", "n", "ord", "which", "reverse", "name",
-             "keys", "fname", "copy", "casting", "subok", "optimize", "start", "stop",
-             "step", "num", "endpoint", "k", "decimals"}
+             "keys", "fname", "copy", "casting", "subok", "optimize", "step", "num",
+             "endpoint", "k", "decimals", "i", "ndigits", "sorter", "side", "upper", "UPLO",
+             "length", "template", "dimensions", "N", "M", "rtol", "atol", "equal_nan",
+             "sparse", "indexing", "retstep", "how", "key"}
+# index parameters a batching rule accepts per example (the others must be unbatched)
+_BATCHED_INDEX_OK = {"take_along_axis", "take_along_axis_vjp", "clamp_index"}
+# primitives whose per-example (batched) index goes to the rule
+# ``<primitive>_per_example_index`` in templates/batch.py
+_PER_EXAMPLE_INDEX = {"getitem", "getitem_vjp", "getitem_jvp", "acc_at", "cot_at", "setitem",
+                      "setitem_zero", "cot_zero_at", "save_at", "restore_at", "setitem_jvp",
+                      "tangent_set"}
 
 
 def _lifted_params(prim):
     """Parameters holding array data, which an unbatched operand must be lifted for."""
-    return {p for p in prim.params if p.lstrip("*") not in _NOT_DATA}
+    return {p for p in prim.params if p.lstrip("*") not in _NOT_DATA} | set(prim.diff)
 
 
 class Batching:
@@ -68,17 +90,61 @@ class Batching:
         self.make_normalizer = normalizer_factory
         self.batched = self._analyse(set(batched_params))
         self.undefined_ok: set[str] = set()   # merged by select: pre-set to None
+        self.loop_targets = {st.target for st in core.walk(fn.body) if isinstance(st, For)}
+        self.pop_tapes = {st.args[0].name for st in core.walk(fn.body)
+                          if isinstance(st, Prim) and st.prim == "pop" and
+                          st.target in self.pop_only and isinstance(st.args[0], Var)
+                          and st.args[0].name in self.lane_tapes}
+        self.masks: list = []   # lanes running the code being transformed (innermost last)
 
     # ---------------------------------------------------------------- analysis
 
     def _analyse(self, batched):
+        # facts about the example's shape assigned once: the same in every lane, even
+        # when computed inside a branch or loop that only some lanes take
+        counts: dict = {}
+        for s in core.walk(self.fn.body):
+            for w in core.writes(s):
+                counts[w] = counts.get(w, 0) + 1
+        uniform: set = set()
+        grew = True
+        while grew:   # and what is computed from those alone (x.shape[1], n - 1...)
+            grew = False
+            for s in core.walk(self.fn.body):
+                if not (isinstance(s, (Prim, Copy)) and s.target and
+                        counts.get(s.target) == 1 and s.target not in uniform):
+                    continue
+                if isinstance(s, Prim) and s.prim in _STATIC:
+                    ok = True
+                else:
+                    ok = (isinstance(s, Copy) or P.REGISTRY[s.prim].kind not in (
+                        "tape", "batch", "structural")) and set(core.reads(s)) <= uniform
+                if ok:
+                    uniform.add(s.target)
+                    grew = True
+        # a variable only ever popped (second-order code pops saved cotangents into
+        # fresh names) is batched when its tape carries batched values
+        popped = {s.target for s in core.walk(self.fn.body)
+                  if isinstance(s, Prim) and s.prim == "pop" and s.target}
+        others = {w for s in core.walk(self.fn.body) if not (isinstance(s, Prim) and
+                                                             s.prim == "pop")
+                  for w in core.writes(s)}
+        self.pop_only = popped - others
+        self.lane_tapes: set = set()
         changed = True
         while changed:
             changed = False
             for s in core.walk(self.fn.body):
                 new = set()
-                if isinstance(s, Prim) and s.prim == "pop":
-                    pass  # a restore: batched exactly when the variable's other values are
+                if isinstance(s, Prim) and s.prim == "push":
+                    if _vars_of(s.args[1]) & batched and isinstance(s.args[0], Var) and \
+                            s.args[0].name not in self.lane_tapes:
+                        self.lane_tapes.add(s.args[0].name)
+                        changed = True
+                elif isinstance(s, Prim) and s.prim == "pop":
+                    # a restore: batched exactly when the variable's other values are
+                    if s.target in self.pop_only and _vars_of(s.args[0]) & self.lane_tapes:
+                        new.add(s.target)
                 elif isinstance(s, Prim) and s.prim == "restore_at":
                     if _vars_of(s.args[0]) & batched:
                         new |= _vars_of(s.args[2])
@@ -91,12 +157,12 @@ class Batching:
                 elif isinstance(s, SetItem) and set(core.reads(s)) & batched:
                     new.add(s.target)
                 elif isinstance(s, If) and set(core.reads(s)) & batched:
-                    new |= core.all_writes(s.body) | core.all_writes(s.orelse)
+                    new |= (core.all_writes(s.body) | core.all_writes(s.orelse)) - uniform
                 elif isinstance(s, While) and (set(core.atom_vars([s.test])) |
                                                set(s.exit_flags)) & batched:
-                    new |= core.all_writes(s.body) | core.all_writes(s.test_body)
-                elif isinstance(s, For) and set(s.exit_flags) & batched:
-                    new |= core.all_writes(s.body) - {s.target}
+                    new |= (core.all_writes(s.body) | core.all_writes(s.test_body)) - uniform
+                elif isinstance(s, For) and set(core.reads(s)) & batched:
+                    new |= core.all_writes(s.body) - {s.target} - uniform
                 if new - batched:
                     batched |= new
                     changed = True
@@ -130,6 +196,8 @@ class Batching:
         if isinstance(s, For):
             iter_reads = set(core.reads(s)) - set(s.exit_flags)
             if iter_reads & self.batched:
+                if _is_replay_loop(s):
+                    return self.batched_replay_for(s)
                 self.error(s, "vmap: a for loop whose number of steps differs per example",
                            "loop to the largest length and mask, or use lax.while_loop")
             if set(s.exit_flags) & self.batched:
@@ -169,6 +237,9 @@ class Batching:
 
     def prim(self, s: Prim) -> list:
         loc = s.loc
+        if s.prim in ("push", "pop") and isinstance(s.args[0], Var) and \
+                s.args[0].name in self.pop_tapes:
+            return self.tape_op(s)
         if not (set(core.reads(s)) & self.batched):
             out = [s]
             if s.target and s.target in self.batched and s.prim != "pop":
@@ -191,9 +262,34 @@ class Batching:
                 else:
                     arg = self.lift(arg, pre, loc)
             args.append(arg)
-        if s.prim == "getitem":
+        rule_name = s.prim
+        for pname, arg in zip(prim.params, s.args):
+            if pname in ("index", "indices") and _vars_of(arg) & self.batched and \
+                    s.prim not in _BATCHED_INDEX_OK:
+                if s.prim in _PER_EXAMPLE_INDEX:
+                    rule_name = f"{s.prim}_per_example_index"
+                    continue
+                what = "x[index]" if s.prim == "getitem" else \
+                    "an in-place update x[index] = v" if s.prim in (
+                        "setitem", "save_at", "restore_at", "cot_zero_at") else \
+                    f"{prim.code}()"
+                self.error(s, f"vmap: {what} with a per-example index is not supported",
+                           "index with an unbatched index, or use np.take_along_axis / "
+                           "np.where with a mask")
+        if rule_name != s.prim:
+            k = [p for p in prim.params if p in ("index", "indices")][0]
+            k = prim.params.index(k)
+            args[k] = self.per_example_index(s, args[k], pre)
+        elif s.prim == "getitem":
             args[1] = _index_for_batch(args[1])
-        src = batch_rule(s.prim)
+            item = args[1].items[0] if isinstance(args[1], Index) and \
+                len(args[1].items) == 1 and not args[1].tuple_form else args[1]
+            if isinstance(item, Var) and item.name not in self.loop_targets:
+                # a run-time index may be a tuple holding ``...``: keep the batch axis
+                fixed = self.names.fresh(f"{item.name}_batched_index")
+                pre.append(Prim(fixed, "rb_index", [item], loc=loc))
+                args[1] = Index((Var(fixed),))
+        src = batch_rule(rule_name)
         if src is None and prim.code.startswith("rt."):
             # the runtime's container and cotangent helpers work on batch-last arrays
             return [s]
@@ -209,6 +305,19 @@ class Batching:
             st.loc = loc
         return pre + stmts + [Copy(s.target, results[0], loc=loc)] if s.target else pre + stmts
 
+    def per_example_index(self, s, ix, pre):
+        """An index with per-example entries, for the ``*_per_example_index`` rules: its
+        array entries all carry the batch last (unbatched variables are broadcast)."""
+        if not isinstance(ix, Index):
+            return ix
+        items = []
+        for it in ix.items:
+            if isinstance(it, SliceAtom) and _vars_of(it) & self.batched:
+                self.error(s, "vmap: a slice whose bounds differ per example",
+                           "slice with unbatched bounds and mask with np.where")
+            items.append(self.batch_operand(it, pre, s.loc) if isinstance(it, Var) else it)
+        return Index(tuple(items), tuple_form=ix.tuple_form)
+
     def structural(self, s: Prim) -> list:
         """Containers, tapes and accumulation hold batched values as they are, but a
         container mixing batched and unbatched entries broadcasts the unbatched ones."""
@@ -223,10 +332,30 @@ class Batching:
                     a = self.batch_operand(a, pre, loc)
                 args.append(a)
             return pre + [Prim(s.target, s.prim, args, s.kwargs, loc=loc)]
-        out = [s]
-        if s.target and s.target in self.batched and s.prim in ("pop",):
-            pass
-        return out
+        return [s]
+
+    def tape_op(self, s: Prim) -> list:
+        """Push or pop on a tape that is popped into fresh names (see ``_analyse``): an
+        unbatched value goes on it tagged, so that each pop can tell."""
+        loc = s.loc
+        if s.prim == "push":
+            if self.is_batched(s.args[1]):
+                return [s]
+            tagged = self.names.fresh("unbatched")
+            return self.inline("tag_unbatched", {"value": s.args[1]}, tagged, loc) + [
+                Prim(s.target, "push", [s.args[0], Var(tagged)], s.kwargs, loc=loc)]
+        size = Var(self.size) if s.target in self.batched else Const(None)
+        return [s] + self.inline("popped", {"value": Var(s.target), "size": size}, s.target,
+                                 loc)
+
+    def inline(self, rule, bindings, target, loc) -> list:
+        """The statements of batching-rule template ``rule`` assigning ``target``."""
+        src = batch_rule(rule)
+        norm = self.make_normalizer(self.names, self.fn.env)
+        stmts, results = norm.template(src, src.node, bindings, loc, hint=target)
+        for st in core.walk(stmts):
+            st.loc = loc
+        return stmts + [Copy(target, results[0], loc=loc)]
 
     def batch_operand(self, op, out, loc):
         if isinstance(op, Var) and not self.is_batched(op):
@@ -243,11 +372,11 @@ class Batching:
         value = s.value
         if not self.is_batched(value) and isinstance(value, Var):
             value = self.lift(value, pre, loc)
-        if any(i is Ellipsis for i in s.index.items) or set(core.atom_vars([s.index])) & \
-                self.batched:
-            if set(core.atom_vars([s.index])) & self.batched:
-                self.error(s, "vmap: an in-place update at a per-example index is not "
-                              "supported yet", "use np.where with a mask")
+        if self.masks or set(core.atom_vars([s.index])) & self.batched:
+            # lanes that skip this code keep the old array (select), and a per-example
+            # index goes to its rule: update a copy
+            return self.prim(Prim(s.target, "setitem", [Var(s.target), s.index, s.value],
+                                  loc=loc))
         return pre + [SetItem(s.target, _index_for_batch(s.index), value, loc=loc)]
 
     # ------------------------------------------------------------ control flow
@@ -264,11 +393,37 @@ class Batching:
         before = {w: self.names.fresh(f"{w}_before") for w in merged}
         then = {w: self.names.fresh(f"{w}_then") for w in merged}
         out = [Copy(before[w], Var(w), loc=loc) for w in merged]
-        out += self.transform(s.body)
+        # the lanes running each branch (within the lanes running this code)
+        outer = self.masks[-1] if self.masks else None
+        then_lanes, else_lanes = self.names.fresh("lanes_then"), self.names.fresh("lanes_else")
+        self.batched |= {then_lanes, else_lanes}
+        if outer is None:
+            out.append(Copy(then_lanes, s.test, loc=loc))
+        else:
+            out.append(Prim(then_lanes, "logical_and", [Var(outer), s.test, Const(None)],
+                            loc=loc))
+        if s.orelse:
+            out.append(Prim(else_lanes, "logical_not", [s.test, Const(None)], loc=loc))
+            if outer is not None:
+                out.append(Prim(else_lanes, "logical_and", [Var(outer), Var(else_lanes),
+                                                            Const(None)], loc=loc))
+        body = self.masked_block(s.body, then_lanes)
+        orelse = self.masked_block(s.orelse, else_lanes)
+        # A branch no lane takes is skipped (its tape pushes too, like the pops of the
+        # backward sweep's matching branch, which tests the same restored value).  Both
+        # branches may push: the backward sweep's branch pops the else part first.
+        replay = self._else_first(s)
+        for lanes, block in ((then_lanes, body), (else_lanes, orelse)):
+            if block:
+                some = self.names.fresh("some_lanes")
+                block[:] = [Prim(some, "any_lane", [Var(lanes)], loc=loc),
+                            If(Var(some), list(block), [], loc=loc)]
+        out += orelse if replay else body
         out += [Copy(then[w], Var(w), loc=loc) for w in merged]
         out += [Copy(w, Var(before[w]), loc=loc) for w in merged]
-        out += self.transform(s.orelse)
-        out += [Prim(w, "select", [s.test, Var(then[w]), Var(w)], loc=loc) for w in merged]
+        out += body if replay else orelse
+        out += [Prim(w, "select", [s.test, Var(w), Var(then[w])] if replay else
+                     [s.test, Var(then[w]), Var(w)], loc=loc) for w in merged]
         self.undefined_ok |= set(merged)
         return out
 
@@ -278,9 +433,10 @@ class Batching:
         merged = self._merge_vars([s.body, s.test_body])
         active = self.names.fresh("lanes_active")
         old = {w: self.names.fresh(f"{w}_old") for w in merged}
-        out = [Copy(active, Const(True), loc=loc)]
+        outer = self.masks[-1] if self.masks else None
+        out = [Copy(active, Var(outer) if outer else Const(True), loc=loc)]
         test_body = [Copy(old[w], Var(w), loc=loc) for w in merged]
-        test_body += self.transform(s.test_body)
+        test_body += self.masked_block(s.test_body, active)
         still = self.names.fresh("lanes_continue")
         test_body.append(Prim(still, "continue_lanes", [Var(active), s.test,
                                                          tuple(Var(f) for f in s.exit_flags)],
@@ -288,11 +444,76 @@ class Batching:
         test_body.append(Copy(active, Var(still), loc=loc))
         keep = self.names.fresh("any_active")
         test_body.append(Prim(keep, "any_lane", [Var(active)], loc=loc))
-        body = self.transform(s.body)
+        body = self.masked_block(s.body, active)
         body += [Prim(w, "select", [Var(active), Var(w), Var(old[w])], loc=loc)
                  for w in merged]
         self.undefined_ok |= set(merged)
         return out + [While(test_body, Var(keep), body, [], loc=loc)]
+
+    def masked_block(self, stmts, lanes) -> list:
+        """Transform code that only the lanes ``lanes`` (a variable) run."""
+        self.masks.append(lanes)
+        try:
+            return self.transform(stmts)
+        finally:
+            self.masks.pop()
+
+    def batched_replay_for(self, s: For) -> list:
+        """The backward sweep of a loop whose trip count differs per example.
+
+        The batched forward loop ran (and pushed) as many times as the longest lane,
+        each lane active in its first ``trips`` of them; replayed in reverse, a lane
+        is active in the last ``trips`` steps.
+        """
+        loc = s.loc
+        trips = s.iter.args[1]
+        longest = self.names.fresh(f"{trips.name}_longest")
+        skipped = self.names.fresh("lane_skipped")
+        inside = self.names.fresh("lane_inside")
+        self.batched |= {skipped, inside}
+        if self._active_at_end(s):
+            head = [Prim(skipped, "subtract", [Var(longest), trips, Const(None)], loc=loc),
+                    Prim(inside, "greater_equal", [Var(s.target), Var(skipped), Const(None)],
+                         loc=loc)]
+        else:
+            head = [Prim(inside, "less", [Var(s.target), trips, Const(None)], loc=loc)]
+        body = head + self.batched_if(If(Var(inside), s.body, [], loc=loc))
+        rng = Prim(None, "range", [Const(0), Var(longest), Const(None)], loc=loc)
+        return [Prim(longest, "max", [trips, Const(None), Const(None), Const(False)], loc=loc),
+                For(s.target, rng, body, s.exit_flags, loc=loc)]
+
+    def _else_first(self, s: If, seen=()) -> bool:
+        """Whether the batched ``s`` runs its else part first: a branch that pops a
+        tape undoes the pushes of a forward branch pair, so it runs in the reverse of
+        that pair's order (which is then-first, unless it pops a tape itself: grad of
+        grad)."""
+        popped = _tapes(s, "pop")
+        if not popped or id(s) in seen:
+            return False
+        # the forward branch pair this one undoes: it pushed the variables popped here
+        restored = _tape_vars(s, "pop")
+        best, score = None, 0
+        for st in core.walk(self.fn.body):
+            if isinstance(st, If) and st is not s:
+                n = len(_tape_vars(st, "push") & restored)
+                if n > score:
+                    best, score = st, n
+        if best is None:
+            return True
+        return not self._else_first(best, seen + (id(s),))
+
+    def _active_at_end(self, s: For) -> bool:
+        """Whether a lane runs the LAST ``trips`` steps of the backward loop ``s``.
+
+        True when the forward loop that counted ``trips`` had each lane in its first
+        steps (a while, a loop with break); the backward loop of such a backward loop
+        (grad of grad) is the other way round.
+        """
+        counted = _counting_loop(self.fn.body, s.iter.args[1].name)
+        if counted is None or counted is s or not (isinstance(counted, For) and
+                                                    _is_replay_loop(counted)):
+            return True
+        return not self._active_at_end(counted)
 
     def batched_for(self, s: For) -> list:
         """Iterate while any lane has not left; lanes that left are frozen."""
@@ -306,6 +527,51 @@ class Batching:
         body.append(Prim(done, "all_lanes_flags", [flags], loc=loc))
         return [Prim(done, "all_lanes_flags", [flags], loc=loc),
                 For(s.target, s.iter, body, [done], loc=loc)]
+
+
+def _is_replay_loop(s: For) -> bool:
+    """The backward sweep of a loop (``for step in range(0, trips)`` popping the tape)."""
+    it = s.iter
+    if not (isinstance(it, Prim) and it.prim == "range" and len(it.args) >= 2):
+        return False
+    start, stop = it.args[0], it.args[1]
+    step = it.args[2] if len(it.args) > 2 else Const(None)
+    return (isinstance(start, Const) and start.value == 0 and isinstance(stop, Var)
+            and isinstance(step, Const) and step.value in (None, 1)
+            and any(isinstance(st, Prim) and st.prim == "pop" for st in core.walk(s.body)))
+
+
+def _tapes(s: If, op: str) -> set:
+    """The tapes that the branches of ``s`` push to (op="push") or pop from ("pop")."""
+    return {st.args[0].name for st in core.walk(s.body + s.orelse)
+            if isinstance(st, Prim) and st.prim == op and isinstance(st.args[0], Var)}
+
+
+def _tape_vars(s: If, op: str) -> set:
+    """(tape, variable) for each push of a variable (op="push") or pop into one ("pop")
+    in the branches of ``s``."""
+    out = set()
+    for st in core.walk(s.body + s.orelse):
+        if isinstance(st, Prim) and st.prim == op and isinstance(st.args[0], Var):
+            var = st.args[1] if op == "push" else Var(st.target) if st.target else None
+            if isinstance(var, Var):
+                out.add((st.args[0].name, var.name))
+    return out
+
+
+def _counting_loop(stmts, counter, loop=None):
+    """The innermost loop around ``counter = counter + 1`` (a trip count), or None."""
+    for st in stmts:
+        if isinstance(st, Prim) and st.target == counter and st.prim == "add" and \
+                st.args[:1] == [Var(counter)]:
+            return loop
+        inner = st if isinstance(st, (For, While)) else loop
+        for block in (getattr(st, "body", None), getattr(st, "orelse", None),
+                      getattr(st, "test_body", None)):
+            found = _counting_loop(block, counter, inner) if block else None
+            if found is not None:
+                return found
+    return None
 
 
 def _vars_of(op):

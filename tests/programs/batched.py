@@ -1,0 +1,348 @@
+"""User programs that the vmap tests batch (written for ONE example each)."""
+from collections import namedtuple
+
+import numpy as np
+
+import astjax
+from astjax import lax
+from astjax.demo import loss as mlp_loss
+
+
+# ----------------------------------------------------------------- plain functions
+
+def affine(x, w, b):
+    return np.tanh(x @ w + b)
+
+
+def scaled_sum(x, s):
+    return np.sum(x * s, axis=0)
+
+
+def outer_pair(a, b):
+    return np.outer(a, b)
+
+
+def dict_layer(params, x):
+    return np.tanh(x @ params["w"] + params["b"])
+
+
+def tuple_args(pair, x):
+    a, b = pair
+    return a * x + b
+
+
+def stats(x):
+    """Several outputs of several kinds."""
+    return {"mean": np.mean(x), "centered": x - np.mean(x), "shape": (x.shape[0], 2.0)}
+
+
+def with_constant(x):
+    """A batched output and one that does not depend on the input."""
+    return x * 2.0, np.arange(3.0)
+
+
+def constant_only(c):
+    return np.ones(2) * c
+
+
+def matrix_out(x):
+    return np.stack([x, 2.0 * x, x * x])
+
+
+def inplace_updates(x):
+    y = np.zeros(4)
+    y[0] = x[1]
+    y[1:3] += x[:2] * 2.0
+    y[-1] = np.sum(x)
+    return y
+
+
+def gather_rows(x, idx):
+    return x[idx] * 2.0
+
+
+def mask_select(x, mask):
+    return np.sum(x[mask])
+
+
+def per_example_index(x, i):
+    return x[i]
+
+
+Layer = namedtuple("Layer", ["w", "b"])
+
+
+def namedtuple_layer(layer, x):
+    return np.tanh(np.dot(x, layer.w) + layer.b)
+
+
+# --------------------------------------------------------------------- control flow
+
+def branches(x):
+    s = np.sum(x)
+    if s > 1.0:
+        y = x * 2.0
+        label = 2
+    elif s > -1.0:
+        y = np.sin(x)
+        label = 1
+    else:
+        y = -x
+        label = 0
+    return y, label
+
+
+def branch_no_else(x):
+    y = x + 1.0
+    if x[0] > 0:
+        y = y * x
+    return y
+
+
+def branch_returns(x):
+    if x > 0:
+        return x * 3.0
+    if x > -1:
+        return x - 10.0
+    return np.exp(x)
+
+
+def halve_until_small(x):
+    n = 0
+    while x > 1.0:
+        x = x / 2.0
+        n = n + 1
+    return x, n
+
+
+def collatz_steps(n):
+    steps = 0
+    while n != 1:
+        if n % 2 == 0:
+            n = n // 2
+        else:
+            n = 3 * n + 1
+        steps += 1
+    return steps
+
+
+def newton_sqrt(a):
+    x = a
+    while np.abs(x * x - a) > 1e-10 * a:
+        x = 0.5 * (x + a / x)
+    return x
+
+
+def loop_break(x):
+    total = 0.0
+    for i in range(10):
+        if total > x:
+            break
+        total = total + i
+    return total
+
+
+def loop_continue(x):
+    total = 0.0
+    for i in range(6):
+        if x[i % 2] > i:
+            continue
+        total = total + x[0] * i
+    return total
+
+
+def loop_early_return(x):
+    for i in range(5):
+        if x < i:
+            return x * i
+        x = x + 0.5
+    return -x
+
+
+def while_break(x):
+    i = 0
+    while i < 20:
+        x = x * 1.5
+        if x > 10.0:
+            break
+        i = i + 1
+    return x, i
+
+
+def search_first_negative(v):
+    found = -1
+    for i in range(v.shape[0]):
+        if v[i] < 0:
+            found = i
+            break
+    return found
+
+
+def loop_per_example_length(x, n):
+    total = 0.0
+    for i in range(n):
+        total = total + x
+    return total
+
+
+# ---------------------------------------------------------------------------- lax
+
+def lax_cond(x):
+    return lax.cond(np.sum(x) > 0, lambda v: v * 2.0, lambda v: v - 1.0, x)
+
+
+def lax_switch(i, x):
+    return lax.switch(i, [lambda v: v + 1.0, lambda v: v * v, lambda v: -v], x)
+
+
+def lax_while(x):
+    return lax.while_loop(lambda c: c[0] < 50.0, lambda c: (c[0] * 1.7, c[1] + 1), (x, 0))
+
+
+def lax_fori(x):
+    return lax.fori_loop(0, 4, lambda i, acc: acc * x + i, 1.0)
+
+
+def lax_scan(x):
+    def step(carry, xi):
+        carry = carry * 0.5 + xi
+        return carry, carry * 2.0
+    return lax.scan(step, 0.0, x)
+
+
+# ------------------------------------------------------------- transforms inside
+
+def logistic_loss(w, x, y):
+    p = 1.0 / (1.0 + np.exp(-np.dot(x, w)))
+    return -(y * np.log(p) + (1.0 - y) * np.log(1.0 - p))
+
+
+def mlp_example_loss(params, x, y):
+    """The seeds' MLP loss on one example, written as a batch of one."""
+    return mlp_loss(params, (x[None, :], y[None, :]))
+
+
+def relu_net_loss(params, x, y):
+    h = np.maximum(x @ params["w1"] + params["b1"], 0.0)
+    out = h @ params["w2"]
+    return np.mean((out - y) ** 2) + 0.01 * np.sum(params["w1"] ** 2)
+
+
+def pieces_loss(w, x):
+    """Gradients through slicing, concatenation, max, norm, einsum and where."""
+    z = np.concatenate([x[:2] * w[0], x[2:] * w[1]])
+    m = np.max(z)
+    n = np.linalg.norm(z - m)
+    e = np.einsum("i,i->", z, z)
+    return np.where(n > 1.0, n, e) + np.sum(np.clip(z, -0.5, 0.5))
+
+
+def sinsum(x):
+    return np.sum(np.sin(x) * x)
+
+
+def directional(x, v):
+    return astjax.jvp(sinsum, (x,), (v,))[1]
+
+
+def grad_inside(x):
+    return astjax.grad(sinsum)(x) * 2.0
+
+
+def halve_value(x):
+    return halve_until_small(x)[0] * x
+
+
+def break_value(x):
+    return loop_break(x) * x + np.sin(x)
+
+
+# ------------------------------------------------------------ per-example indices
+
+def pick_max(x):
+    return x[np.argmax(x)] * 2.0 + x[0]
+
+
+def rows_and_cols(m, i):
+    return m[i] + m[:, i] * 2.0 + m[i, i - 1]
+
+
+def update_at(x, i):
+    y = x * 1.0
+    y[i] = 0.0
+    y[:, i - 1] += x[i] * 3.0
+    return y
+
+
+def update_in_branch(x):
+    y = np.zeros(3)
+    if x[0] > 0:
+        y[1] = x[1]
+    else:
+        y[2] = x[2]
+    return y
+
+
+def update_in_while(x):
+    y = np.zeros(4)
+    i = 0
+    while np.sum(y) < x:
+        y[i % 4] += 1.0
+        i = i + 1
+    return y
+
+
+def masked_update(x):
+    y = x * 1.0
+    y[y < 0] = 0.0
+    return y
+
+
+def masked_gather(x):
+    return np.sum(x[x > 0])
+
+
+def per_example_slice(x, n):
+    return np.sum(x[:n])
+
+
+def branch_in_loop_loss(x):
+    y = x
+    for i in range(4):
+        if np.sum(y) > 0:
+            y = y - np.tanh(y) * 0.8
+        else:
+            y = y + np.exp(np.sin(y))
+    return np.sum(y * y)
+
+
+def rows_until_positive(x):
+    for row in x:
+        if np.sum(row) > 0:
+            return np.sum(np.sin(row) * row)
+    return np.sum(x)
+
+
+def index_loss(m, i):
+    return np.sum(rows_and_cols(m, i) ** 2) + np.sum(update_at(m, i) ** 2)
+
+
+def lax_loss(x):
+    c, ys = lax_scan(x)
+    w, n = lax_while(x[0] + 2.0)
+    return np.sum(ys * x) + c + w + lax_fori(x[1]) + np.sum(lax_cond(x) ** 2)
+
+
+def pieces_grad(x):
+    return astjax.grad(pieces_loss, argnums=1)(np.array([0.7, -1.2]), x)
+
+
+def hvp(x, v):
+    """A Hessian-vector product: forward mode over the generated gradient."""
+    return astjax.jvp(pieces_grad, (x,), (v,))[1]
+
+
+def masked_update_loss(x):
+    y = masked_update(x)
+    y[y > 0.5] = 2.0
+    return np.sum(y * y * x)
