@@ -277,7 +277,8 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
 
 
 def jacfwd(fun, argnums=0, has_aux=False):
-    """Jacobian by forward mode: one jvp per input element."""
+    """Jacobian by forward mode: the generated jvp vmapped over the input elements (a loop
+    of jvps where vmap has no rule)."""
     _check_callable(fun, "jacfwd")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
@@ -288,11 +289,13 @@ def jacfwd(fun, argnums=0, has_aux=False):
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
         f = jvp_function(fun, nums, args)
         dyn_tuple = tuple(args[i] for i in nums)
-        out = None
-        columns = []
-        for k, j, tangent in _basis(dyn_tuple):
-            out, out_dot = f(*args, *tangent)
-            columns.append(((k, j), out_dot[0] if has_aux else out_dot))
+        basis = list(_basis(dyn_tuple))
+        out, columns = _columns_by_vmap(f, args, basis, len(dyn_tuple), has_aux)
+        if columns is None:  # vmap has no rule for something here: one jvp per element
+            columns = []
+            for k, j, tangent in basis:
+                out, out_dot = f(*args, *tangent)
+                columns.append(((k, j), out_dot[0] if has_aux else out_dot))
         if out is None:  # no input elements at all
             out = fun(*args)
         value = out[0] if has_aux else out
@@ -302,8 +305,57 @@ def jacfwd(fun, argnums=0, has_aux=False):
     return _wrap_plain(fun, jac, "jacfwd", (fun, argnums, has_aux))
 
 
+def _stack_trees(trees):
+    tdef = tree_structure(trees[0])
+    columns = zip(*[tree_leaves(t) for t in trees])
+    return tree_unflatten(tdef, [np.stack(col) for col in columns])
+
+
+def _unstack(tree, i):
+    return tree_unflatten(tree_structure(tree), [np.asarray(v)[i] for v in tree_leaves(tree)])
+
+
+def _columns_by_vmap(f, args, basis, n_tangents, has_aux):
+    """All jvp columns in one call: vmap of the generated jvp code over the basis.
+
+    Returns (output, columns), or (None, None) when vmap cannot batch the code.
+    """
+    from astjax.batch_api import vmap
+    from astjax.errors import TransformError
+    if not basis:
+        return None, []
+    stacked = _stack_trees([tangent for _, _, tangent in basis])
+    in_axes = (None,) * len(args) + (0,) * n_tangents
+    try:
+        outs, dots = vmap(f, in_axes=in_axes)(*args, *stacked)
+    except TransformError:
+        return None, None
+    if has_aux:
+        dots = dots[0]
+    return _unstack(outs, 0), [((k, j), _unstack(dots, i))
+                               for i, (k, j, _) in enumerate(basis)]
+
+
+def _rows_by_vmap(fun, args, basis, nums, has_aux):
+    """All vjp rows in one call: vmap of the generated backward sweep over the basis."""
+    from astjax.batch_api import vmap
+    from astjax.errors import TransformError
+    if not basis:
+        return []
+    gen = api._get_reverse(fun, "vjp", 0, has_aux, args)[0]
+    _, residuals = gen.functions["fwd"](*args)
+    stacked = _stack_trees([ct for _, _, ct in basis])
+    try:
+        cts = vmap(gen.functions["bwd"], in_axes=(None, 0))(residuals, stacked)
+    except TransformError:
+        return None
+    return [((o, j), tuple(_unstack(cts[k], i) for k in nums))
+            for i, (o, j, _) in enumerate(basis)]
+
+
 def jacrev(fun, argnums=0, has_aux=False):
-    """Jacobian by reverse mode: one forward sweep, one backward sweep per output element."""
+    """Jacobian by reverse mode: one forward sweep, then the backward sweep vmapped over
+    the output elements (a loop of backward sweeps where vmap has no rule)."""
     _check_callable(fun, "jacrev")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
@@ -317,10 +369,13 @@ def jacrev(fun, argnums=0, has_aux=False):
         else:
             out, vjp_fn = api.vjp(fun, *args)
         dyn_tuple = tuple(args[i] for i in nums)
-        rows = []
-        for o, j, ct in _basis(out):
-            cts = vjp_fn(ct)
-            rows.append(((o, j), tuple(cts[i] for i in nums)))
+        basis = list(_basis(out))
+        rows = _rows_by_vmap(fun, args, basis, nums, has_aux)
+        if rows is None:  # vmap has no rule for something here: one vjp per element
+            rows = []
+            for o, j, ct in basis:
+                cts = vjp_fn(ct)
+                rows.append(((o, j), tuple(cts[i] for i in nums)))
         result = _jacobian_tree(out, dyn_tuple, rows, single, forward=False)
         return (result, aux) if has_aux else result
 

@@ -242,7 +242,10 @@ class Batching:
             return self.tape_op(s)
         if not (set(core.reads(s)) & self.batched):
             out = [s]
-            if s.target and s.target in self.batched and s.prim != "pop":
+            # values come back off a tape as they were pushed: a batched variable's
+            # pushes were batched, so its pops are too
+            if s.target and s.target in self.batched and s.prim not in (
+                    "pop", "pop_tangent", "replay"):
                 out.append(self.broadcast(s.target, loc))
             return out
         prim = P.REGISTRY[s.prim]
