@@ -156,9 +156,61 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         return _leave(out, out_axes, size, gen.out_batched)
 
     batched_fun._astjax_source = lambda *a, **k: _get(fun, _mask(in_axes, a), a)
-    out = _wrap(fun, batched_fun, "vmap", None, batched_fun._astjax_source)
+    out = _wrap(fun, batched_fun, "vmap",
+                lambda: _entry_function(fun, in_axes, out_axes, axis_size),
+                batched_fun._astjax_source)
     out._astjax_vmap = (fun, in_axes, out_axes, axis_size)
     return out
+
+
+def _entry_function(fun, in_axes, out_axes, axis_size):
+    """The whole vmapped function as generated Python, so that other transformations
+    can read it (``grad(vmap(f))``, ``jit(vmap(f))``): batch axes moved to the end,
+    the batched code called, the batch axis moved to ``out_axes``.
+
+    Needs ints or None for ``in_axes`` (per argument) and ``out_axes``.
+    """
+    from astjax.frontend.source import get_function_source, unwrap_callable
+    func, pargs, _ = unwrap_callable(fun)
+    node = get_function_source(func).node
+    params = [a.id for a in node.args.posonlyargs + node.args.args][len(pargs):]
+    axes = _per_arg(in_axes, params)
+    if not all(a is None or isinstance(a, int) for a in axes) or not (
+            out_axes is None or isinstance(out_axes, int)):
+        raise ArgumentError("vmap inside another transformation needs int or None "
+                            "in_axes (one per argument) and out_axes")
+    mask = [a is not None for a in axes]
+    if not any(mask) and axis_size is None:
+        raise ArgumentError("vmap: no argument is batched; give axis_size")
+    key = ("vmap_entry", tuple(axes), out_axes, axis_size)
+    cache = _cache_for(fun)
+    if key in cache:
+        return cache[key]
+    gen = _get(fun, mask, ())
+    names = [f"a{i}" for i in range(len(params))]
+    lines = [f"def vmap_{_fun_name(fun)}({', '.join(names)}):",
+             '    """vmap entry: batch axes to the end, batched code, batch axis out."""']
+    first = next((i for i, a in enumerate(axes) if a is not None), None)
+    size = "size"
+    if first is None:
+        lines.append(f"    {size} = {int(axis_size)}")
+    else:
+        lines.append(f"    {size} = rb.leaf_axis_size({names[first]}, {axes[first]})")
+    call = []
+    for name, a in zip(names, axes):
+        if a is None:
+            call.append(name)
+        else:
+            lines.append(f"    {name}_last = rb.to_last({name}, {a})")
+            call.append(f"{name}_last")
+    lines.append(f"    out = batched({', '.join(call + [size])})")
+    lines.append(f"    result = rb.from_last(out, {out_axes!r}, {size}, {gen.out_batched!r})")
+    lines.append("    return result")
+    namespace = {"rb": rb, "batched": gen.functions["main"]}
+    codegen.load_source("\n".join(lines) + "\n", namespace, f"vmap({_fun_name(fun)})")
+    entry = namespace[f"vmap_{_fun_name(fun)}"]
+    cache[key] = entry
+    return entry
 
 
 def _per_arg(in_axes, args):

@@ -153,11 +153,18 @@ register(Primitive("replay", rt.replay, "rt.replay", ("cursor",), kind="tape"))
 # vmapped code's helpers (astjax/runtime_batch.py, imported as rb)
 from astjax import runtime_batch as rb  # noqa: E402
 
+register(Primitive("to_last", rb.to_last, "rb.to_last", ("x", "axis"), diff=("x",),
+                   kind="shape"))
+register(Primitive("from_last", rb.from_last, "rb.from_last", ("x", "axis", "size", "batched"),
+                   diff=("x",), kind="shape"))
+register(Primitive("from_last_vjp", rb.from_last_vjp, "rb.from_last_vjp",
+                   ("g", "axis", "batched"), kind="other",
+                   reason="higher derivatives through vmap's exit are not implemented"))
+register(Primitive("leaf_axis_size", rb.leaf_axis_size, "rb.leaf_axis_size", ("x", "axis"),
+                   kind="static"))
 for _name, _kind in (("lift", "batch"), ("broadcast_batch", "batch"), ("select", "batch"),
                      ("continue_lanes", "batch"), ("all_lanes_flags", "batch"),
-                     ("any_lane", "batch"), ("all_lanes", "batch"), ("to_last", "batch"),
-                     ("from_last", "batch"), ("batch_size", "batch"),
-                     ("leaf_axis_size", "batch")):
+                     ("any_lane", "batch"), ("all_lanes", "batch"), ("batch_size", "batch")):
     register(Primitive(_name, getattr(rb, _name), f"rb.{_name}", _params(getattr(rb, _name)),
                        kind=_kind))
 for _name in ("shape", "ndim", "size", "length", "axis", "index", "matmul", "dot"):

@@ -62,6 +62,18 @@ def to_last(x, axis):
     return tree_map(lambda leaf: np.moveaxis(np.asarray(leaf), axis, -1), x)
 
 
+def from_last_vjp(g, axis, batched):
+    """Adjoint of ``from_last``: the batch axis back to the end (summed if broadcast)."""
+    if g is None:
+        return None
+    from astjax.tree_util import tree_map
+    if axis is None:
+        return g
+    if batched:
+        return tree_map(lambda leaf: np.moveaxis(np.asarray(leaf), axis, -1), g)
+    return tree_map(lambda leaf: np.sum(np.asarray(leaf), axis=axis), g)
+
+
 def from_last(x, axis, size, batched):
     """Leave vmapped code: batch axis to ``axis`` (an unbatched result is broadcast)."""
     from astjax.tree_util import tree_map

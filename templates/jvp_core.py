@@ -5,6 +5,7 @@ returning the tangent of the result.  A tangent argument may be None (zero): the
 rules only pass tangents to runtime helpers that accept None.
 """
 from astjax import runtime as rt
+from astjax import runtime_batch as rb
 
 
 def make_tuple(ans, *items, ditems=None):
@@ -125,3 +126,11 @@ def append_tangent(ans, lst_dot, item_dot, lst, dlst_dot=None, ditem_dot=None):
 
 def list_tangent(ans, x_dot, x, dx_dot=None):
     return rt.list_tangent(dx_dot, x)
+
+
+def to_last(ans, x, axis, dx=None):
+    return rb.to_last(dx, axis)
+
+
+def from_last(ans, x, axis, size, batched, dx=None):
+    return rb.from_last(dx, axis, size, batched)

@@ -5,6 +5,7 @@ returning one cotangent per differentiable parameter.
 """
 from astjax import runtime as rt
 from astjax import runtime_array as ra
+from astjax import runtime_batch as rb
 
 
 def make_tuple(g, ans, *items):
@@ -127,3 +128,11 @@ def append_tangent(g, ans, lst_dot, item_dot, lst):
 
 def list_tangent(g, ans, x_dot, x):
     return rt.list_cotangent(g, x_dot)
+
+
+def to_last(g, ans, x, axis):
+    return rb.from_last(g, axis, None, True)
+
+
+def from_last(g, ans, x, axis, size, batched):
+    return rb.from_last_vjp(g, axis, batched)

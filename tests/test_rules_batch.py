@@ -167,6 +167,10 @@ REFUSED = {
 
 # Never tested here, with the reason.
 SKIP = {
+    # vmap's own entry and exit (they move the batch axis in and out of vmapped code;
+    # test_vmap.py checks them through jit(vmap(f)) and every vmap call)
+    **{n: "vmap's entry/exit plumbing, never itself batched again"
+       for n in ("to_last", "from_last", "from_last_vjp", "leaf_axis_size")},
     # shape-only creation: every argument is a shape, size or dtype (a per-example size
     # would mean a per-example output shape), so no operand is ever batched
     **{n: "creation from shapes and sizes only: no array operand to batch"

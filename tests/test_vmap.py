@@ -418,3 +418,26 @@ def test_vmap_of_second_order_code(r):
 def test_generated_source_is_batch_last(r):
     src = astjax.make_source(astjax.vmap(pb.branches))(r.standard_normal((B, 3)))
     assert "batch_size" in src and "rb.select" in src
+
+
+def _tanh_affine(w, x):
+    return np.tanh(x @ w) * 2.0
+
+
+def test_jit_of_vmap_and_vmap_inside_transformed_code():
+    rng = np.random.default_rng(3)
+    w, xs = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
+    vf = astjax.vmap(_tanh_affine, in_axes=(None, 0))
+    expected = np.stack([_tanh_affine(w, x) for x in xs])
+    np.testing.assert_allclose(astjax.jit(vf)(w, xs), expected, rtol=1e-12)
+
+
+def _loss_through_vmap(w, xs):
+    return np.sum(astjax.vmap(_tanh_affine, in_axes=(None, 0))(w, xs))
+
+
+def test_grad_of_vmap_is_refused_not_silently_zero():
+    rng = np.random.default_rng(4)
+    w, xs = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
+    with pytest.raises(astjax.DifferentiationError, match="no derivative rule"):
+        astjax.grad(_loss_through_vmap)(w, xs)

@@ -1267,8 +1267,8 @@ class Normalizer:
         result is then inlined like any transformed function.
         """
         callee = self.static_value(node.func)
-        from astjax import api
-        if callee not in api.STATIC_TRANSFORMS:
+        from astjax import api, batch_api, jit_api
+        if callee not in api.STATIC_TRANSFORMS + (batch_api.vmap, jit_api.jit):
             return None
         values = []
         for a in list(node.args) + [k.value for k in node.keywords]:

@@ -116,8 +116,23 @@ class Activity:
         self.varied = varied
         self.useful = useful
         self.active = varied & useful
+        # What reaches the output through any operand, derivative rule or not: a
+        # differentiated value that gets there through a primitive without a rule must
+        # be an error, never a silent zero.
+        reaches = {output}
+        changed = True
+        while changed:
+            changed = False
+            for s in stmts:
+                if core.writes(s) and set(core.writes(s)) & reaches and not (
+                        isinstance(s, Prim) and P.REGISTRY[s.prim].kind in
+                        P.CONSTANT_KINDS | _CORE_CONSTANT):
+                    new = set(core.reads(s)) - reaches
+                    if new:
+                        reaches |= new
+                        changed = True
         for s in stmts:
-            if isinstance(s, Prim) and s.target in useful:
+            if isinstance(s, Prim) and s.target in reaches:
                 prim = P.REGISTRY[s.prim]
                 if not prim.diff and prim.kind not in P.CONSTANT_KINDS | _CORE_CONSTANT:
                     bad = _vars(s.args) & varied
@@ -128,7 +143,7 @@ class Activity:
                             "input)", s.loc, prim.reason or
                             "wrap the value in astjax.stop_gradient if no derivative should "
                             "flow through it")
-            if isinstance(s, External) and s.target in useful:
+            if isinstance(s, External) and s.target in reaches:
                 bad = (_vars(s.args) | _vars(s.kwargs.values())) & varied
                 if bad:
                     callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
