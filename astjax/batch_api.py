@@ -157,8 +157,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
 
     batched_fun._astjax_source = lambda *a, **k: _get(fun, _mask(in_axes, a), a)
     out = _wrap(fun, batched_fun, "vmap",
-                lambda: _entry_function(fun, in_axes, out_axes, axis_size),
+                lambda: _loop_function(fun, in_axes, out_axes, axis_size),
                 batched_fun._astjax_source)
+    out._astjax_batched = lambda: _entry_function(fun, in_axes, out_axes, axis_size)
     out._astjax_vmap = (fun, in_axes, out_axes, axis_size)
     return out
 
@@ -211,6 +212,55 @@ def _entry_function(fun, in_axes, out_axes, axis_size):
     entry = namespace[f"vmap_{_fun_name(fun)}"]
     cache[key] = entry
     return entry
+
+
+def _loop_function(fun, in_axes, out_axes, axis_size):
+    """vmap as a loop over examples, as generated Python other transformations can read.
+
+    ``grad(vmap(f))`` and ``jvp`` of it differentiate this version: a ``for`` over the
+    batch calling ``f`` on each example and stacking the results, which every
+    transformation already handles.  (``jit(vmap(f))`` uses the batched version.)
+    """
+    from astjax.frontend.source import get_function_source, unwrap_callable
+    func, pargs, _ = unwrap_callable(fun)
+    node = get_function_source(func).node
+    params = [a.id for a in node.args.posonlyargs + node.args.args][len(pargs):]
+    axes = _per_arg(in_axes, params)
+    if not all(a is None or isinstance(a, int) for a in axes) or not (
+            out_axes is None or isinstance(out_axes, int)):
+        raise ArgumentError("vmap inside another transformation needs int or None "
+                            "in_axes (one per argument) and out_axes")
+    key = ("vmap_loop", tuple(axes), out_axes, axis_size)
+    cache = _cache_for(fun)
+    if key in cache:
+        return cache[key]
+    names = [f"a{i}" for i in range(len(params))]
+    name = f"vmap_loop_{_fun_name(fun)}"
+    lines = [f"def {name}({', '.join(names)}):",
+             '    """vmap as a loop over the examples (the form grad and jvp read)."""']
+    first = next((i for i, a in enumerate(axes) if a is not None), None)
+    if first is None:
+        if axis_size is None:
+            raise ArgumentError("vmap: no argument is batched; give axis_size")
+        lines.append(f"    n = {int(axis_size)}")
+    else:
+        lines.append(f"    n = rb.leaf_axis_size({names[first]}, {axes[first]})")
+    for nm, a in zip(names, axes):
+        if a not in (None, 0):
+            lines.append(f"    {nm} = np.moveaxis({nm}, {a}, 0)")
+    lines.append("    outs = []")
+    lines.append("    for i in range(n):")
+    call = [f"rt.tree_index({nm}, i)" if a is not None else nm for nm, a in zip(names, axes)]
+    lines.append(f"        outs.append(f({', '.join(call)}))")
+    lines.append("    out = rt.tree_stack(outs, False)")
+    if out_axes not in (0, None):
+        lines.append(f"    out = np.moveaxis(out, 0, {out_axes})")
+    lines.append("    return out")
+    namespace = {"np": np, "rt": __import__("astjax.runtime", fromlist=["rt"]), "rb": rb,
+                 "f": fun}
+    codegen.load_source("\n".join(lines) + "\n", namespace, f"vmap({_fun_name(fun)})")
+    cache[key] = namespace[name]
+    return namespace[name]
 
 
 def _per_arg(in_axes, args):

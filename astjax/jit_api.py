@@ -49,7 +49,9 @@ def _positional_names(fun):
 def _build(fun, static, static_functions):
     fname = _fun_name(fun)
     from astjax import passes
-    target = functools.partial(fun, **static) if static else fun
+    batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
+    base = batched() if batched is not None else fun
+    target = functools.partial(base, **static) if static else base
     names = NameGen()
     fn = Normalizer(names).function(target, static_functions=static_functions)
     fn = passes.optimize(fn)

@@ -436,8 +436,20 @@ def _loss_through_vmap(w, xs):
     return np.sum(astjax.vmap(_tanh_affine, in_axes=(None, 0))(w, xs))
 
 
-def test_grad_of_vmap_is_refused_not_silently_zero():
+def _loss_through_loop(w, xs):
+    return np.sum(np.stack([_tanh_affine(w, x) for x in xs]))
+
+
+def test_grad_and_jvp_of_vmap():
     rng = np.random.default_rng(4)
     w, xs = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
-    with pytest.raises(astjax.DifferentiationError, match="no derivative rule"):
-        astjax.grad(_loss_through_vmap)(w, xs)
+    expected = astjax.grad(_loss_through_loop)(w, xs)
+    np.testing.assert_allclose(astjax.grad(_loss_through_vmap)(w, xs), expected, rtol=1e-12)
+    vf = astjax.vmap(_tanh_affine, in_axes=(None, 0))
+    v = rng.standard_normal((3, 2))
+    _, t = astjax.jvp(vf, (w, xs), (v, np.zeros_like(xs)))
+    np.testing.assert_allclose(t, np.stack([astjax.jvp(_tanh_affine, (w, x), (v, 0 * x))[1]
+                                            for x in xs]), rtol=1e-12)
+    g = astjax.grad(lambda w: np.sum(vf(w, xs) ** 2))
+    np.testing.assert_allclose(g(w), astjax.grad(
+        lambda w: np.sum(np.stack([_tanh_affine(w, x) for x in xs]) ** 2))(w), rtol=1e-12)
