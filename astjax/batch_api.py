@@ -12,12 +12,12 @@ from astjax import codegen, core
 from astjax import runtime_batch as rb
 from astjax.api import (Generated, _base_namespace, _cache_for, _check_callable, _fun_name,
                         _LOCK, _normalizer_factory, _wrap, function_arguments)
-from astjax.core import Const, Copy, Prim, Return, Var
+from astjax.core import Const, Copy, Return, Var
 from astjax.errors import ArgumentError
 from astjax.frontend.names import NameGen
 from astjax.frontend.normalize import Normalizer
 from astjax.transforms.batch import Batching
-from astjax.tree_util import tree_flatten, tree_leaves, tree_structure, tree_unflatten
+from astjax.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 
 def _build(fun, batched_mask, static_functions):
@@ -72,17 +72,15 @@ def _axes_per_leaf(axes, tree, what):
     leaves, tdef = tree_flatten(tree)
     if axes is None or isinstance(axes, (int, np.integer)):
         return [axes] * len(leaves)
-    try:
-        expanded = tdef.flatten_up_to(axes) if False else None
-    except Exception:
-        expanded = None
-    del expanded
     axes_leaves, axes_def = tree_flatten(axes, is_leaf=lambda v: v is None)
     if axes_def == tdef:
         return list(axes_leaves)
     # a prefix: each axes leaf stands for a whole subtree of ``tree``
     out = []
-    subtrees = axes_def.flatten_up_to(tree) if hasattr(axes_def, "flatten_up_to") else None
+    try:
+        subtrees = axes_def.flatten_up_to(tree)
+    except (ValueError, TypeError):
+        subtrees = None
     if subtrees is None or len(subtrees) != len(axes_leaves):
         raise ArgumentError(f"vmap: {what} {axes!r} does not match the argument's structure "
                             f"{tdef}")
@@ -390,5 +388,3 @@ def _leave(out, out_axes, size, batched):
 
 
 __all__ = ["vmap"]
-
-_ = (Prim, tree_structure)
