@@ -23,14 +23,13 @@ example are refused (the result's size would differ).
 """
 from __future__ import annotations
 
-import functools
-import types
 
 from astjax import core
 from astjax import primitives as P
 from astjax.core import (Const, Copy, External, For, If, Index, Prim, Raise, Return, SetItem,
                          SliceAtom, Var, While)
 from astjax.errors import TransformError
+from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
 
@@ -41,20 +40,9 @@ _STATIC = {"shape", "ndim", "size", "len", "dtype", "not_none", "eye_last"} | {
                                                                 "meta"}
 
 
-@functools.lru_cache(maxsize=None)
-def _rule_modules():
-    from astjax.templates import batch
-    return (batch,)
-
-
-@functools.lru_cache(maxsize=None)
 def batch_rule(prim_name: str):
-    for mod in _rule_modules():
-        fn = mod.__dict__.get(prim_name)
-        if isinstance(fn, types.FunctionType):
-            from astjax.frontend.source import get_function_source
-            return get_function_source(fn)
-    return None
+    """The batching rule template of a primitive (parsed once), or None."""
+    return rule_template("batch", prim_name)
 
 
 # parameters that never hold per-example array data (indices, axes, shapes, options)

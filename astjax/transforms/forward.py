@@ -13,13 +13,11 @@ on the inputs, its tangent becomes concrete zeros.
 """
 from __future__ import annotations
 
-import functools
-import types
-
 from astjax import core
 from astjax import primitives as P
 from astjax.core import (Const, Copy, External, For, If, Prim, Return, SetItem, Var, While)
 from astjax.errors import DifferentiationError
+from astjax.transforms.rules import rule_template
 from astjax.transforms.reverse import _CORE_CONSTANT, _diff_operands, _vars
 
 import astjax.core_prims  # noqa: F401
@@ -40,20 +38,9 @@ class _Zero:
 ZERO = Const(_Zero())
 
 
-@functools.lru_cache(maxsize=None)
-def _template_modules():
-    from astjax.templates import jvp, jvp_core
-    return (jvp_core, jvp)
-
-
-@functools.lru_cache(maxsize=None)
 def jvp_template_for(prim_name: str):
-    for mod in _template_modules():
-        fn = mod.__dict__.get(prim_name)
-        if isinstance(fn, types.FunctionType):
-            from astjax.frontend.source import get_function_source
-            return get_function_source(fn)
-    return None
+    """The jvp rule template of a primitive (parsed once), or None."""
+    return rule_template("jvp", prim_name)
 
 
 class Varied:

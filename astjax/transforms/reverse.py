@@ -18,35 +18,19 @@ inlined with the operands' names.
 """
 from __future__ import annotations
 
-import functools
-import types
-
 from astjax import core
 from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
                          Var, While)
 from astjax.errors import DifferentiationError
+from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
 
 
-# ------------------------------------------------------------------ rule templates
-
-@functools.lru_cache(maxsize=None)
-def _template_modules():
-    from astjax.templates import vjp, vjp_core
-    return (vjp, vjp_core)
-
-
-@functools.lru_cache(maxsize=None)
 def template_for(prim_name: str):
-    """(FunctionSource-like, gast FunctionDef) of the vjp template, parsed once."""
-    for mod in _template_modules():
-        fn = mod.__dict__.get(prim_name)
-        if isinstance(fn, types.FunctionType):
-            from astjax.frontend.source import get_function_source
-            return get_function_source(fn)
-    return None
+    """The vjp rule template of a primitive (parsed once), or None."""
+    return rule_template("vjp", prim_name)
 
 
 # ----------------------------------------------------------------- activity analysis
