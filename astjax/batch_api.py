@@ -162,13 +162,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     return out
 
 
-def _entry_function(fun, in_axes, out_axes, axis_size):
-    """The whole vmapped function as generated Python, so that other transformations
-    can read it (``grad(vmap(f))``, ``jit(vmap(f))``): batch axes moved to the end,
-    the batched code called, the batch axis moved to ``out_axes``.
-
-    Needs ints or None for ``in_axes`` (per argument) and ``out_axes``.
-    """
+def _static_axes(fun, in_axes, out_axes):
+    """(parameter names, one int-or-None axis per parameter) for the generated forms."""
     from astjax.frontend.source import get_function_source, unwrap_callable
     func, pargs, _ = unwrap_callable(fun)
     node = get_function_source(func).node
@@ -178,6 +173,17 @@ def _entry_function(fun, in_axes, out_axes, axis_size):
             out_axes is None or isinstance(out_axes, int)):
         raise ArgumentError("vmap inside another transformation needs int or None "
                             "in_axes (one per argument) and out_axes")
+    return params, axes
+
+
+def _entry_function(fun, in_axes, out_axes, axis_size):
+    """The whole vmapped function as generated Python, so that other transformations
+    can read it (``grad(vmap(f))``, ``jit(vmap(f))``): batch axes moved to the end,
+    the batched code called, the batch axis moved to ``out_axes``.
+
+    Needs ints or None for ``in_axes`` (per argument) and ``out_axes``.
+    """
+    params, axes = _static_axes(fun, in_axes, out_axes)
     mask = [a is not None for a in axes]
     if not any(mask) and axis_size is None:
         raise ArgumentError("vmap: no argument is batched; give axis_size")
@@ -219,15 +225,7 @@ def _loop_function(fun, in_axes, out_axes, axis_size):
     batch calling ``f`` on each example and stacking the results, which every
     transformation already handles.  (``jit(vmap(f))`` uses the batched version.)
     """
-    from astjax.frontend.source import get_function_source, unwrap_callable
-    func, pargs, _ = unwrap_callable(fun)
-    node = get_function_source(func).node
-    params = [a.id for a in node.args.posonlyargs + node.args.args][len(pargs):]
-    axes = _per_arg(in_axes, params)
-    if not all(a is None or isinstance(a, int) for a in axes) or not (
-            out_axes is None or isinstance(out_axes, int)):
-        raise ArgumentError("vmap inside another transformation needs int or None "
-                            "in_axes (one per argument) and out_axes")
+    params, axes = _static_axes(fun, in_axes, out_axes)
     key = ("vmap_loop", tuple(axes), out_axes, axis_size)
     cache = _cache_for(fun)
     if key in cache:
