@@ -10,28 +10,18 @@ import numpy as np
 
 from astjax import codegen, core
 from astjax import runtime_batch as rb
-from astjax.api import (Generated, _base_namespace, _cache_for, _check_callable, _fun_name,
-                        _LOCK, _normalizer_factory, _wrap, function_arguments)
+from astjax.api import (_cache_for, _check_callable, _fun_name, _LOCK, _normalizer_factory,
+                        _wrap, function_arguments, load_functions, normalized)
 from astjax.core import Const, Copy, Return, Var
 from astjax.errors import ArgumentError
-from astjax.frontend.names import NameGen
-from astjax.frontend.normalize import Normalizer
 from astjax.transforms.batch import Batching
 from astjax.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 
 def _build(fun, batched_mask, static_functions):
     fname = _fun_name(fun)
-    names = NameGen()
-    norm = Normalizer(names)
-    fn = norm.function(fun, static_functions=static_functions)
-    ret = fn.body[-1]
+    names, fn, result = normalized(fun, static_functions)
     loc = fn.loc
-    if not isinstance(ret.value, Var):
-        out = names.fresh("out")
-        fn.body.insert(len(fn.body) - 1, Copy(out, ret.value, loc=loc))
-        ret.value = Var(out)
-    result = ret.value.name
     size = names.fresh("batch_size")
     batched = [p for p, b in zip(fn.params, batched_mask) if b]
     tr = Batching(fn, batched, size, _normalizer_factory)
@@ -41,14 +31,8 @@ def _build(fun, batched_mask, static_functions):
     body = pre + body + [Return(Var(result), loc=loc)]
     gname = names.fresh(f"vmap_{fname}")
     gfn = core.Function(gname, fn.params + [size], body, loc=loc, env=fn.env)
-    origins: list = []
-    source = codegen.print_function(
-        gfn, f"vmap of {fname}: batched arguments carry the batch as their last axis.",
-        origins)
-    namespace = _base_namespace()
-    namespace.update(fn.env.current())
-    codegen.load_source(source, namespace, f"vmap({fname})", origins)
-    gen = Generated(source, {"main": namespace[gname]}, namespace, fn.env)
+    gen = load_functions([(gfn, f"vmap of {fname}: batched arguments carry the batch as "
+                                "their last axis.")], fn.env, f"vmap({fname})", ["main"])
     gen.out_batched = result in tr.batched
     return gen
 

@@ -12,12 +12,9 @@ import functools
 
 import numpy as np
 
-from astjax import codegen
-from astjax.api import (Generated, _base_namespace, _cache_for, _check_callable, _fun_name,
-                        _LOCK, _wrap, function_arguments)
+from astjax.api import (_cache_for, _check_callable, _fun_name, _LOCK, _wrap,
+                        function_arguments, load_functions, normalized)
 from astjax.errors import ArgumentError
-from astjax.frontend.names import NameGen
-from astjax.frontend.normalize import Normalizer
 from astjax.tree_util import tree_flatten
 
 BACKENDS = ("numpy", "cpu")
@@ -52,16 +49,11 @@ def _build(fun, static, static_functions):
     batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
     base = batched() if batched is not None else fun
     target = functools.partial(base, **static) if static else base
-    names = NameGen()
-    fn = Normalizer(names).function(target, static_functions=static_functions)
+    names, fn, _ = normalized(target, static_functions)
     fn = passes.optimize(fn)
     fn.name = names.fresh(f"jit_{fname}")
-    origins: list = []
-    source = codegen.print_function(fn, f"jit of {fname}: optimized by astjax.", origins)
-    namespace = _base_namespace()
-    namespace.update(fn.env.current())
-    codegen.load_source(source, namespace, f"jit({fname})", origins)
-    return Generated(source, {"main": namespace[fn.name]}, namespace, fn.env)
+    return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
+                          f"jit({fname})", ["main"])
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None):
