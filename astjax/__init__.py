@@ -12,11 +12,12 @@ from astjax.api import (clear_cache, grad, make_source, stop_gradient, value_and
 from astjax.forward_api import hessian, jacfwd, jacobian, jacrev, jvp, linearize
 from astjax.batch_api import vmap
 from astjax.jit_api import jit
+from astjax.shapes import ShapeDtypeStruct, eval_shape
 from astjax import lax, tree_util
 
 __version__ = "0.1.0"
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev",
-           "jacobian", "hessian", "vmap", "jit", "stop_gradient", "make_source", "clear_cache",
+           "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct", "stop_gradient", "make_source", "clear_cache",
            "tree_util", "lax", "AstjaxError", "TransformError", "SourceError",
            "UnsupportedSyntaxError", "DifferentiationError"]
