@@ -18,6 +18,7 @@ from astjax import lax, tree_util
 __version__ = "0.1.0"
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev",
-           "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct", "stop_gradient", "make_source", "clear_cache",
+           "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct",
+           "stop_gradient", "make_source", "clear_cache",
            "tree_util", "lax", "AstjaxError", "TransformError", "SourceError",
            "UnsupportedSyntaxError", "DifferentiationError"]
