@@ -19,6 +19,12 @@ def rule_template(kind: str, prim_name: str):
         mod = importlib.import_module(f"astjax.templates.{module}")
         fn = mod.__dict__.get(prim_name)
         if isinstance(fn, types.FunctionType):
-            from astjax.frontend.source import get_function_source
-            return get_function_source(fn)
+            return _parse_rule(fn)
     return None
+
+
+def _parse_rule(fn):
+    """Templates are plain module-level functions of astjax's own: parse only their
+    lines (the user frontend's whole-file parse and edit check are not needed)."""
+    from astjax.frontend.source import plain_function_source
+    return plain_function_source(fn)
