@@ -14,6 +14,7 @@ import numpy as np
 
 from astjax.api import (_cache_for, _check_callable, _fun_name, _LOCK, _wrap,
                         function_arguments, load_functions, normalized)
+from astjax import passes
 from astjax.errors import ArgumentError
 from astjax.tree_util import tree_flatten
 
@@ -45,7 +46,6 @@ def _positional_names(fun):
 
 def _build(fun, static, static_functions):
     fname = _fun_name(fun)
-    from astjax import passes
     batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
     base = batched() if batched is not None else fun
     target = functools.partial(base, **static) if static else base
