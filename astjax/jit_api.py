@@ -44,13 +44,15 @@ def _positional_names(fun):
     return names[len(pargs):]
 
 
-def _build(fun, static, static_functions):
+def _build(fun, static, static_functions, dynamic=()):
     fname = _fun_name(fun)
     batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
     base = batched() if batched is not None else fun
     target = functools.partial(base, **static) if static else base
     names, fn, _ = normalized(target, static_functions)
-    fn = passes.optimize(fn)
+    # jit specializes on dtypes anyway (they key its cache): tell the passes
+    arg_dtypes = {p: a.dtype for p, a in zip(fn.params, dynamic) if type(a) is np.ndarray}
+    fn = passes.optimize(fn, arg_dtypes=arg_dtypes)
     fn.name = names.fresh(f"jit_{fname}")
     return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                           f"jit({fname})", ["main"])
@@ -101,7 +103,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         gen = cache.get(key)
         if gen is None:
             with _LOCK:
-                gen = cache.get(key) or _build(fun, static, dict(fn_args))
+                gen = cache.get(key) or _build(fun, static, dict(fn_args), dynamic)
                 cache[key] = gen
         gen.refresh()
         return gen.functions["main"](*dynamic, **kwargs)
@@ -112,7 +114,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         static = {params[i]: args[i] for i in positions}
         static.update({k: v for k, v in kwargs.items() if k in static_names})
         dynamic = [a for i, a in enumerate(args) if i not in positions]
-        return _build(fun, static, dict(function_arguments(dynamic)))
+        return _build(fun, static, dict(function_arguments(dynamic)), dynamic)
 
     def generated():
         return source().functions["main"]
