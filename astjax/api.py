@@ -256,18 +256,23 @@ def function_arguments(args) -> tuple:
                  if callable(a) and not isinstance(a, (np.ndarray, np.generic, type)))
 
 
-def _get_reverse(fun, kind, argnums, has_aux, args=()):
-    static = function_arguments(args)
-    key = (kind, argnums if isinstance(argnums, int) else tuple(argnums), bool(has_aux), static)
+def cached(fun, key, build):
+    """The generated code of ``fun`` under ``key``, built once (thread-safe)."""
     cache = _cache_for(fun)
     entry = cache.get(key)
     if entry is None:
         with _LOCK:
             entry = cache.get(key)
             if entry is None:
-                entry = _build_reverse(fun, kind, argnums, has_aux, dict(static))
+                entry = build()
                 cache[key] = entry
     return entry
+
+
+def _get_reverse(fun, kind, argnums, has_aux, args=()):
+    static = function_arguments(args)
+    key = (kind, argnums if isinstance(argnums, int) else tuple(argnums), bool(has_aux), static)
+    return cached(fun, key, lambda: _build_reverse(fun, kind, argnums, has_aux, dict(static)))
 
 
 def _wrap(fun, transformed, label, generated, source):

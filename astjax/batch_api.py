@@ -10,7 +10,7 @@ import numpy as np
 
 from astjax import codegen, core
 from astjax import runtime_batch as rb
-from astjax.api import (_cache_for, _check_callable, _fun_name, _LOCK, _normalizer_factory,
+from astjax.api import (_cache_for, cached, _check_callable, _fun_name, _normalizer_factory,
                         _wrap, function_arguments, load_functions, normalized)
 from astjax.core import Const, Copy, Return, Var
 from astjax.errors import ArgumentError
@@ -39,16 +39,8 @@ def _build(fun, batched_mask, static_functions):
 
 def _get(fun, batched_mask, args):
     static = function_arguments(args)
-    key = ("vmap", tuple(batched_mask), static)
-    cache = _cache_for(fun)
-    entry = cache.get(key)
-    if entry is None:
-        with _LOCK:
-            entry = cache.get(key)
-            if entry is None:
-                entry = _build(fun, batched_mask, dict(static))
-                cache[key] = entry
-    return entry
+    return cached(fun, ("vmap", tuple(batched_mask), static),
+                  lambda: _build(fun, batched_mask, dict(static)))
 
 
 def _axes_per_leaf(axes, tree, what):

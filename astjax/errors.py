@@ -73,5 +73,10 @@ class DifferentiationError(TransformError):
     """A differentiation request that cannot be honoured (integer input, unknown call...)."""
 
 
+class UnsupportedDerivativeError(DifferentiationError, NotImplementedError):
+    """A derivative astjax does not implement (a rare np.pad mode, norm order, third
+    derivatives through einsum...), raised when generated code reaches it."""
+
+
 class ArgumentError(AstjaxError, TypeError):
     """A transformation was called with arguments that do not fit its signature."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from astjax import api, core
-from astjax.api import (_cache_for, _check_callable, _fun_name, _LOCK, _normalize_argnums,
+from astjax.api import (cached, _check_callable, _fun_name, _normalize_argnums,
                         _normalizer_factory, function_arguments, load_functions, normalized)
 from astjax.core import Prim, Return, Var
 from astjax.errors import ArgumentError
@@ -47,16 +47,8 @@ def _build_forward(fun, nums, static_functions):
 
 def _get_forward(fun, nums, args=()):
     static = function_arguments(args)
-    key = ("jvp", tuple(nums), static)
-    cache = _cache_for(fun)
-    entry = cache.get(key)
-    if entry is None:
-        with _LOCK:
-            entry = cache.get(key)
-            if entry is None:
-                entry = _build_forward(fun, nums, dict(static))
-                cache[key] = entry
-    return entry
+    return cached(fun, ("jvp", tuple(nums), static),
+                  lambda: _build_forward(fun, nums, dict(static)))
 
 
 # ------------------------------------------------------------------------ jvp
@@ -142,13 +134,8 @@ def linearize(fun, *primals):
     """
     _check_callable(fun, "linearize")
     static = function_arguments(primals)
-    key = ("linearize", static)
-    cache = _cache_for(fun)
-    gen = cache.get(key)
-    if gen is None:
-        with _LOCK:
-            gen = cache.get(key) or _build_linearized(fun, len(primals), dict(static))
-            cache[key] = gen
+    gen = cached(fun, ("linearize", static),
+                 lambda: _build_linearized(fun, len(primals), dict(static)))
     gen.refresh()
     out, residuals = gen.functions["primal"](*primals)
     tangent = gen.functions["tangent"]

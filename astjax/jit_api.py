@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from astjax.api import (_cache_for, _check_callable, _fun_name, _LOCK, _wrap,
+from astjax.api import (cached, _check_callable, _fun_name, _wrap,
                         function_arguments, load_functions, normalized)
 from astjax import passes
 from astjax.errors import ArgumentError
@@ -99,12 +99,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         fn_args = function_arguments(dynamic)
         key = ("jit", tuple(sorted(static.items(), key=lambda kv: kv[0])), fn_args,
                _signature(dynamic))
-        cache = _cache_for(fun)
-        gen = cache.get(key)
-        if gen is None:
-            with _LOCK:
-                gen = cache.get(key) or _build(fun, static, dict(fn_args), dynamic)
-                cache[key] = gen
+        gen = cached(fun, key, lambda: _build(fun, static, dict(fn_args), dynamic))
         gen.refresh()
         return gen.functions["main"](*dynamic, **kwargs)
 

@@ -21,6 +21,8 @@ import operator
 
 import numpy as np
 
+from astjax.errors import UnsupportedDerivativeError
+
 # ---------------------------------------------------------------------------
 # Small internals (not primitives: never called from templates)
 # ---------------------------------------------------------------------------
@@ -182,7 +184,7 @@ def where(condition, x=None, y=None):
 
 def unsupported(what):
     """Raise for a derivative astjax does not implement (used by rule templates)."""
-    raise NotImplementedError(f"astjax does not implement {what}")
+    raise UnsupportedDerivativeError(f"astjax does not implement {what}")
 
 
 def clip(a, a_min=None, a_max=None, out=None, min=None, max=None):
@@ -451,7 +453,7 @@ def pad_vjp(t, array, pad_width, mode="constant"):
     if t is None:
         return None
     if mode not in _INDEX_MODES:
-        raise NotImplementedError(f"the derivative of np.pad with mode={mode!r}")
+        raise UnsupportedDerivativeError(f"the derivative of np.pad with mode={mode!r}")
     shape = np.shape(array)
     if mode == "constant":
         # the padding is constant: the cotangent is the interior of t (a view, copied)
@@ -965,7 +967,7 @@ def _norm_grad(x, ord, axis):
         ext = np.max(rowsum, -2, keepdims=True) if ord > 0 else np.min(rowsum, -2, keepdims=True)
         gm = np.sign(xm) * extremum_weights(rowsum, ext, -2, True)
     else:
-        raise NotImplementedError(f"the derivative of np.linalg.norm with ord={ord!r}")
+        raise UnsupportedDerivativeError(f"the derivative of np.linalg.norm with ord={ord!r}")
     return np.moveaxis(gm, (-2, -1), (r, c))
 
 
@@ -1003,7 +1005,7 @@ def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
                           x)
     if kind == "vector" and ord in (0, 1, np.inf, -np.inf):
         return _zeros(x)
-    raise NotImplementedError(f"second derivatives of np.linalg.norm with ord={ord!r}")
+    raise UnsupportedDerivativeError(f"second derivatives of np.linalg.norm with ord={ord!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -1013,7 +1015,7 @@ def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
 
 def _einsum_parse(subscripts, operands):
     if not isinstance(subscripts, str):
-        raise NotImplementedError("the derivative of np.einsum in the interleaved "
+        raise UnsupportedDerivativeError("the derivative of np.einsum in the interleaved "
                                   "(operand, sublist, ...) form")
     spec = subscripts.replace(" ", "")
     if "->" in spec:
@@ -1375,7 +1377,7 @@ def pad_jvp(t, pad_width, mode="constant"):
     if t is None:
         return None
     if mode not in _INDEX_MODES:
-        raise NotImplementedError(f"the derivative of np.pad with mode={mode!r}")
+        raise UnsupportedDerivativeError(f"the derivative of np.pad with mode={mode!r}")
     return np.pad(t, pad_width, mode=mode)
 
 
@@ -1475,5 +1477,5 @@ def unsupported_jvp(what, *tangents):
     for t in tangents:
         items = t if isinstance(t, (list, tuple)) else (t,)
         if any(not _zero_tangent(ti) for ti in items):
-            raise NotImplementedError(f"astjax does not implement {what}")
+            raise UnsupportedDerivativeError(f"astjax does not implement {what}")
     return None

@@ -18,7 +18,8 @@ from astjax import primitives as P
 from astjax.core import (Const, Copy, External, For, If, Prim, Return, SetItem, Var, While)
 from astjax.errors import DifferentiationError
 from astjax.transforms.rules import rule_template
-from astjax.transforms.reverse import _CORE_CONSTANT, _diff_operands, _vars
+from astjax.transforms.reverse import (_CORE_CONSTANT, _diff_operands, _vars,
+                                       varied_variables)
 
 import astjax.core_prims  # noqa: F401
 
@@ -48,24 +49,7 @@ class Varied:
 
     def __init__(self, fn: core.Function, wrt):
         stmts = list(core.walk(fn.body))
-        varied = set(wrt)
-        changed = True
-        while changed:
-            changed = False
-            for s in stmts:
-                new = set()
-                if isinstance(s, Prim) and s.target:
-                    if _vars(op for _, op in _diff_operands(s)) & varied:
-                        new.add(s.target)
-                elif isinstance(s, Copy) and _vars([s.value]) & varied:
-                    new.add(s.target)
-                elif isinstance(s, SetItem) and _vars([s.value]) & varied:
-                    new.add(s.target)
-                if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[1]]) & varied:
-                    new |= _vars([s.args[0]])
-                if new - varied:
-                    varied |= new
-                    changed = True
+        varied = varied_variables(stmts, wrt)
         self.varied = varied
         for s in stmts:
             if isinstance(s, External) and s.target:

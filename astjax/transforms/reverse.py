@@ -53,31 +53,33 @@ def _vars(ops):
     return {o.name for o in ops if isinstance(o, Var)}
 
 
+def varied_variables(stmts, wrt) -> set:
+    """Variables whose value may depend on the inputs ``wrt`` (both modes' activity)."""
+    varied = set(wrt)
+    changed = True
+    while changed:
+        changed = False
+        for s in stmts:
+            new = set()
+            if isinstance(s, Prim) and s.target:
+                if _vars(op for _, op in _diff_operands(s)) & varied:
+                    new.add(s.target)
+            elif isinstance(s, (Copy, SetItem)) and _vars([s.value]) & varied:
+                new.add(s.target)
+            if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[1]]) & varied:
+                new |= _vars([s.args[0]])  # a tape holding derivatives carries them
+            if new - varied:
+                varied |= new
+                changed = True
+    return varied
+
+
 class Activity:
     """Which variables carry derivatives (depend on inputs and reach the output)."""
 
     def __init__(self, fn: core.Function, wrt: list[str], output: str):
         stmts = list(core.walk(fn.body))
-        varied = set(wrt)
-        changed = True
-        while changed:
-            changed = False
-            for s in stmts:
-                new = set()
-                if isinstance(s, Prim) and s.target:
-                    if _vars(op for _, op in _diff_operands(s)) & varied:
-                        new.add(s.target)
-                elif isinstance(s, Copy):
-                    if isinstance(s.value, Var) and s.value.name in varied:
-                        new.add(s.target)
-                elif isinstance(s, SetItem):
-                    if isinstance(s.value, Var) and s.value.name in varied:
-                        new.add(s.target)
-                if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[1]]) & varied:
-                    new |= _vars([s.args[0]])  # a tape holding derivatives carries them
-                if new - varied:
-                    varied |= new
-                    changed = True
+        varied = varied_variables(stmts, wrt)
         useful = {output}
         changed = True
         while changed:
