@@ -132,7 +132,7 @@ def load_functions(functions, env, label, keys) -> Generated:
     for fn, doc in functions:
         if texts:
             origins += [None, None]
-        texts.append(codegen.print_function(fn, doc, origins))
+        texts.append(codegen.print_with_helpers(fn, doc, origins))
     source = "\n\n".join(texts)
     namespace = _base_namespace()
     namespace.update(env.current())

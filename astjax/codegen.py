@@ -187,6 +187,20 @@ def print_function(fn: core.Function, docstring: str | None = None,
     return "\n".join(p.lines) + "\n"
 
 
+HELPER_DOC = "Fused elementwise group: run_fused runs it whole, or in row blocks on all cores."
+
+
+def print_with_helpers(fn: core.Function, docstring: str | None = None,
+                       origins: list | None = None) -> str:
+    """``fn`` followed by the functions it calls by name (``fn.helpers``: fused groups)."""
+    texts = [print_function(fn, docstring, origins)]
+    for h in fn.helpers:
+        if origins is not None:
+            origins += [None, None]
+        texts.append(print_function(h, HELPER_DOC, origins))
+    return "\n\n".join(texts)
+
+
 _serial = count(1)
 
 

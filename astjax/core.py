@@ -204,6 +204,8 @@ class Function:
     env: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)   # parameter -> operand
     kwonly: list = field(default_factory=list)      # keyword-only parameters
+    # functions printed into the same module after this one (jit's fused groups)
+    helpers: list = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- walking

@@ -44,7 +44,7 @@ def _positional_names(fun):
     return names[len(pargs):]
 
 
-def _build(fun, static, static_functions, dynamic=()):
+def _build(fun, static, static_functions, dynamic=(), fuse=True):
     fname = _fun_name(fun)
     batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
     base = batched() if batched is not None else fun
@@ -52,7 +52,8 @@ def _build(fun, static, static_functions, dynamic=()):
     names, fn, _ = normalized(target, static_functions)
     # jit specializes on dtypes anyway (they key its cache): tell the passes
     arg_dtypes = {p: a.dtype for p, a in zip(fn.params, dynamic) if type(a) is np.ndarray}
-    fn = passes.optimize(fn, arg_dtypes=arg_dtypes)
+    chosen = passes.DEFAULT if fuse else tuple(p for p in passes.DEFAULT if p is not passes.fusion)
+    fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes)
     fn.name = names.fresh(f"jit_{fname}")
     return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                           f"jit({fname})", ["main"])
@@ -112,7 +113,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         return _build(fun, static, dict(function_arguments(dynamic)), dynamic)
 
     def generated():
-        return source().functions["main"]
+        # what grad(jit(f)) or vmap(jit(f)) transform: optimized, but not fused (the
+        # fused groups' run-time dispatch is not code the transformations read)
+        return _build(fun, {}, {}, (), fuse=False).functions["main"]
 
     return _wrap(fun, jitted, "jit", generated, source)
 

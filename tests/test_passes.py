@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import astjax
-from astjax import codegen, core, passes
+from astjax import codegen, core, passes, runtime_fusion
 from astjax.api import _base_namespace
 from astjax.core import (Assert, Comment, Const, Copy, External, For, If, Index, Prim, Return,
                          SetItem, Var, While)
@@ -34,7 +34,8 @@ from conftest import load_source_module
 from programs import control, inplace, mlp
 from programs import optimizable as P
 
-NO_BUFFERS = tuple(p for p in passes.DEFAULT if p is not buffers)
+# the rewrites, without the final code-shaping passes (fusion, buffer reuse)
+NO_BUFFERS = tuple(p for p in passes.DEFAULT if p not in (buffers, passes.fusion))
 
 
 # ================================================================== helpers
@@ -47,7 +48,7 @@ def compile_core(fn, label="passes"):
     """Print ``fn``, load it as astjax does (base namespace + env), return the function."""
     ns = _base_namespace()
     ns.update(fn.env.current() if hasattr(fn.env, "current") else fn.env)
-    codegen.load_source(codegen.print_function(fn), ns, label)
+    codegen.load_source(codegen.print_with_helpers(fn), ns, label)
     return ns[fn.name]
 
 
@@ -78,11 +79,13 @@ def c(value):
 
 
 def stmts(fn, kind=None):
-    return [s for s in core.walk(fn.body) if kind is None or isinstance(s, kind)]
+    """Statements of ``fn`` and of the fused groups it calls."""
+    bodies = [fn.body] + [h.body for h in fn.helpers]
+    return [s for b in bodies for s in core.walk(b) if kind is None or isinstance(s, kind)]
 
 
 def source(fn):
-    return codegen.print_function(fn)
+    return codegen.print_with_helpers(fn)
 
 
 def identical(a, b):
@@ -833,12 +836,17 @@ PROGRAMS = [
 ]
 
 
+@pytest.mark.parametrize("blocked", [False, True], ids=["whole", "blocked"])
 @pytest.mark.parametrize("grad", [False, True], ids=["plain", "grad"])
 @pytest.mark.parametrize("index", range(len(PROGRAMS)),
                          ids=[f"{f.__module__.split('.')[-1]}.{f.__name__}-{i}"
                               for i, (f, _) in enumerate(PROGRAMS)])
-def test_program_unchanged_by_optimization(index, grad, monkeypatch):
+def test_program_unchanged_by_optimization(index, grad, blocked, monkeypatch):
     f, args = PROGRAMS[index]
+    if blocked:   # fused groups in blocks of one row on three threads (large arrays' path)
+        monkeypatch.setattr(runtime_fusion, "MIN_WORK", 0)
+        monkeypatch.setattr(runtime_fusion, "BLOCK_ELEMENTS", 1)
+        monkeypatch.setenv("ASTJAX_NUM_THREADS", "3")
     # small arrays: let buffer reuse happen anyway, to test it
     check_optimized(f, args(), grad=grad, min_size=0, monkeypatch=monkeypatch)
 

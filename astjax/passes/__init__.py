@@ -12,8 +12,10 @@ aliasing and liveness is in ``analysis``.
 * ``cse``         a pure primitive computed twice is computed once
 * ``licm``        loop-invariant statements hoisted out of ``for`` loops
 * ``dce``         dead pure statements removed
+* ``fusion``      elementwise chains grouped into block functions that large arrays
+                  run in row blocks on all cores; runs once, after the fixpoint
 * ``buffers``     elementwise results written into dead temporaries (``out=``);
-                  runs once, after the others reach their fixpoint
+                  runs once, last
 
 ``optimize(fn)`` runs them on a copy of ``fn`` until nothing changes (at most
 ``max_rounds`` rounds) and returns the copy.
@@ -24,12 +26,12 @@ import dataclasses
 import inspect
 
 from astjax import core
-from astjax.passes import algebraic, buffers, const_fold, copy_prop, cse, dce, licm
+from astjax.passes import algebraic, buffers, const_fold, copy_prop, cse, dce, fusion, licm
 
-DEFAULT = (const_fold, copy_prop, algebraic, cse, licm, dce, buffers)
+DEFAULT = (const_fold, copy_prop, algebraic, cse, licm, dce, fusion, buffers)
 
 __all__ = ["optimize", "copy_function", "DEFAULT", "algebraic", "buffers", "const_fold",
-           "copy_prop", "cse", "dce", "licm"]
+           "copy_prop", "cse", "dce", "fusion", "licm"]
 
 
 def copy_stmt(s):
@@ -61,7 +63,7 @@ def copy_function(fn: core.Function) -> core.Function:
     """A copy whose statements can be rewritten without touching ``fn`` (env shared)."""
     return dataclasses.replace(fn, body=[copy_stmt(s) for s in fn.body],
                                params=list(fn.params), defaults=dict(fn.defaults),
-                               kwonly=list(fn.kwonly))
+                               kwonly=list(fn.kwonly), helpers=list(fn.helpers))
 
 
 def _run(p, fn, options):
@@ -75,7 +77,7 @@ def optimize(fn: core.Function, passes=DEFAULT, *, max_rounds: int = 8,
              arg_dtypes: dict | None = None) -> core.Function:
     """``fn`` optimized by ``passes`` (modules or functions with ``run(fn) -> bool``).
 
-    Passes marked ``FINAL`` (buffer reuse) run once at the end; the others run in
+    Passes marked ``FINAL`` (fusion, buffer reuse) run once at the end, in order; the others run in
     order, round after round, until a round changes nothing or ``max_rounds`` is
     reached.  ``arg_dtypes`` (parameter -> dtype of an exact ``np.ndarray`` argument,
     what jit specializes on) enables the dtype-dependent algebraic rewrites.

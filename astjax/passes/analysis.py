@@ -88,6 +88,17 @@ def is_ufunc_prim(name) -> bool:
     return entry is not None and isinstance(entry.impl, np.ufunc) and entry.impl.nout == 1
 
 
+def is_plain_ufunc(s) -> bool:
+    """``s`` calls an elementwise ufunc (one or two operands) with nothing but operands:
+    no ``out=``, no keywords, no generalized signature like ``@``'s."""
+    if not isinstance(s, Prim) or not is_ufunc_prim(s.prim) or s.kwargs:
+        return False
+    ufunc = prim_entry(s.prim).impl
+    if ufunc.signature is not None or ufunc.nin > 2 or out_operand(s) is not None:
+        return False
+    return all(isinstance(a, Const) and a.value is None for a in s.args[ufunc.nin:])
+
+
 def prints_as_operator(name) -> bool:
     entry = prim_entry(name)
     return entry is not None and bool(entry.operator)

@@ -151,17 +151,6 @@ def helper(prim_name: str, position: int):
     return into
 
 
-def _elementwise_ufunc(s) -> bool:
-    if not isinstance(s, Prim) or not A.is_ufunc_prim(s.prim) or s.kwargs:
-        return False
-    entry = A.prim_entry(s.prim)
-    ufunc = entry.impl
-    if ufunc.signature is not None or ufunc.nin > 2 or A.out_operand(s) is not None:
-        return False
-    extra = s.args[ufunc.nin:]
-    return all(isinstance(a, Const) and a.value is None for a in extra)
-
-
 def _scalar_result(s: Prim, scalars) -> bool:
     """A reduction over all axes, a static fact, or arithmetic on such scalars.
 
@@ -186,8 +175,13 @@ def _scalar_result(s: Prim, scalars) -> bool:
 
 
 class _Reuser:
-    def __init__(self, fn):
+    def __init__(self, fn, straight_line=False):
         self.fn = fn
+        # straight-line code (a fused group's block function): a temporary is dead
+        # after the last statement that reads it, however many read it before
+        self.last_read = None
+        if straight_line:
+            self.last_read = {n: i for i, s in enumerate(fn.body) for n in core.reads(s)}
         self.reads = Counter()
         for s in core.walk(fn.body):
             for n in set(core.reads(s)):
@@ -204,8 +198,8 @@ class _Reuser:
                 self.block(b)
             if not (isinstance(s, Prim) and s.target):
                 continue
-            elementwise = _elementwise_ufunc(s)
-            new = self._rewrite(s, fresh) if elementwise else None
+            elementwise = A.is_plain_ufunc(s)
+            new = self._rewrite(s, fresh, i) if elementwise else None
             if new is not None:
                 stmts[i] = new
                 self.changed = True
@@ -214,27 +208,34 @@ class _Reuser:
             elif new is not None or elementwise:
                 fresh.add(s.target)
 
-    def _rewrite(self, s, fresh):
+    def _rewrite(self, s, fresh, index):
         entry = A.prim_entry(s.prim)
         if entry.operator == "**":
             return None
         nin = entry.impl.nin
         operands = s.args[:nin]
         for pos, a in enumerate(operands):
-            if isinstance(a, Var) and a.name in fresh and self._dead_temp(a.name):
+            if isinstance(a, Var) and a.name in fresh and self._dead_temp(a.name, index):
                 hint = f"{s.prim}_into_{entry.params[pos]}"
                 func = self.fn.env.value_ref(helper(s.prim, pos), hint)
                 return External(s.target, Var(func), list(operands), loc=s.loc)
         return None
 
-    def _dead_temp(self, name) -> bool:
-        return (self.writes[name] == 1 and self.reads[name] == 1
-                and name not in self.outside)
+    def _dead_temp(self, name, index) -> bool:
+        if self.writes[name] != 1 or name in self.outside:
+            return False
+        if self.last_read is not None:
+            return self.last_read.get(name) == index
+        return self.reads[name] == 1
 
 
-def run(fn: core.Function) -> bool:
+def run(fn: core.Function, straight_line: bool = False) -> bool:
+    """Rewrite ``fn``; ``straight_line`` (no nested blocks, nothing but elementwise
+    statements holding references) lets a temporary die at its last read."""
     if not hasattr(fn.env, "value_ref"):
         return False     # a hand-built function without an environment
-    r = _Reuser(fn)
+    if straight_line:
+        assert not any(core.child_blocks(s) for s in fn.body)
+    r = _Reuser(fn, straight_line)
     r.block(fn.body)
     return r.changed

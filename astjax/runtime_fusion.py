@@ -1,0 +1,152 @@
+"""Running a fused elementwise group: whole arrays, or row blocks on every core.
+
+``passes/fusion.py`` turns a chain of elementwise statements into a *block function*
+(the chain's statements, the group's results written through ``out=`` parameters)
+and one call ``run_fused(block, deps, cost, *inputs)``.  NumPy's ufuncs release the
+GIL, so for arrays large enough the group runs as cache-sized row blocks spread over
+a pool of threads; below that it is exactly the unfused code, called once.
+
+Why this is exact: every statement of a group is an elementwise ufunc, so rows
+``lo:hi`` of any result depend only on rows ``lo:hi`` of the inputs that vary along
+the first axis (the others broadcast along it and are passed whole).  Results get the
+dtypes NumPy gives them, read from a one-element probe of the same block function.
+When anything is unusual (subclasses, lists, shapes that do not broadcast, results
+smaller than the group), the block function simply runs on the whole arrays.
+
+``ASTJAX_NUM_THREADS`` sets the number of threads (1 turns the blocking off).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+# Serial work, in elements times operation weights (passes/fusion.py: a cheap
+# float32 operation is about 0.07 ns per element here), below which threads cost
+# more than they save: handing a block to a thread costs tens of microseconds.
+MIN_WORK = 1 << 21
+# Elements per block: the temporaries of a block stay in the core's L2 cache.
+BLOCK_ELEMENTS = 1 << 16
+
+_ndarray = np.ndarray
+_SCALARS = (int, float, complex, bool, np.generic)
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def num_threads() -> int:
+    """Threads a large group runs on: ``ASTJAX_NUM_THREADS``, else the usable cores."""
+    env = os.environ.get("ASTJAX_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _executor(n):
+    """The shared worker pool, made on first use (and again after a fork)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < n - 1:
+            from concurrent.futures import ThreadPoolExecutor
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="astjax-fused")
+        return _pool
+
+
+def _forget_pool():
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _plan(deps, args):
+    """The broadcast result shape, or None when blocking does not apply."""
+    shapes = []
+    for a in args:
+        if type(a) is _ndarray:
+            shapes.append(a.shape)
+        elif not isinstance(a, _SCALARS):
+            return None          # lists, subclasses, objects with __array_ufunc__
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None              # let NumPy raise its own error, from the user's line
+    if len(shape) == 0 or shape[0] < 2:
+        return None
+    for used in deps:            # every result must have the group's full shape
+        if np.broadcast_shapes(*(np.shape(args[i]) for i in used)) != shape:
+            return None
+    return shape
+
+
+def _one_element(a):
+    return a[(slice(0, 1),) * a.ndim] if type(a) is _ndarray else a
+
+
+def run_fused(block, deps, cost, *args):
+    """``block(*args)``, computed in row blocks on several threads when that pays.
+
+    ``deps[k]`` lists the inputs result ``k`` depends on; ``cost`` is the group's
+    work per element.  Returns what ``block`` returns (one array, or a tuple).
+    """
+    size = 0
+    for a in args:
+        if type(a) is _ndarray and a.size > size:
+            size = a.size
+    if size * cost < MIN_WORK:
+        return block(*args)
+    shape = _plan(deps, args)
+    if shape is None:
+        return block(*args)
+    single = len(deps) == 1
+    probe = block(*[_one_element(a) for a in args])
+    outs = [np.empty(shape, r.dtype) for r in ((probe,) if single else probe)]
+    rows = shape[0]
+    split = [type(a) is _ndarray and a.ndim == len(shape) and a.shape[0] == rows
+             for a in args]
+    per_row = max(1, size // rows)
+    step = max(1, BLOCK_ELEMENTS // per_row)
+    errstate = np.geterr()
+
+    def work(lo, hi):
+        with np.errstate(**errstate):   # NumPy's error state is per thread
+            for b in range(lo, hi, step):
+                e = min(b + step, hi)
+                block(*[a[b:e] if s else a for a, s in zip(args, split)],
+                      *[o[b:e] for o in outs])
+
+    threads = min(num_threads(), -(-rows // step))
+    chunk = -(-rows // threads)
+    if threads > 1:
+        pool = _executor(threads)
+        futures = [pool.submit(work, lo, min(lo + chunk, rows))
+                   for lo in range(chunk, rows, chunk)]
+        try:
+            work(0, chunk)
+        finally:
+            for f in futures:
+                f.result()
+    else:
+        work(0, rows)
+    return outs[0] if single else tuple(outs)
+
+
+def store(out, value):
+    """``value`` written into ``out`` when a caller gave one (a group result computed
+    as written, because ``out=`` could change what an operator means)."""
+    if out is None:
+        return value
+    out[...] = value
+    return out
