@@ -8,12 +8,14 @@ a pool of threads; below that it is exactly the unfused code, called once.
 
 Why this is exact: every statement of a group is an elementwise ufunc, so rows
 ``lo:hi`` of any result depend only on rows ``lo:hi`` of the inputs that vary along
-the first axis (the others broadcast along it and are passed whole).  Results get the
-dtypes NumPy gives them, read from a one-element probe of the same block function.
+the first axis (the others broadcast along it and are passed whole).
 When anything is unusual (subclasses, lists, shapes that do not broadcast, results
-smaller than the group), the block function simply runs on the whole arrays.
+smaller than the group), the block function simply runs on the whole arrays.  Results
+get the dtypes NumPy gives them: a one-element probe of the same block function, run
+once per combination of operand dtypes.
 
-``ASTJAX_NUM_THREADS`` sets the number of threads (1 turns the blocking off).
+``ASTJAX_NUM_THREADS`` sets the number of threads (with 1, the blocks run one after
+the other on the calling thread: still fewer passes over memory than whole arrays).
 """
 from __future__ import annotations
 
@@ -95,6 +97,19 @@ def _one_element(a):
     return a[(slice(0, 1),) * a.ndim] if type(a) is _ndarray else a
 
 
+def _result_dtypes(block, single, args):
+    """The dtypes ``block`` gives its results for these operands: they depend only on
+    the operands' dtypes and types (NEP 50), so a one-element probe is run once per
+    combination and remembered on the block function."""
+    key = tuple(a.dtype if isinstance(a, (_ndarray, np.generic)) else type(a) for a in args)
+    seen = block.__dict__.setdefault("_astjax_result_dtypes", {})
+    dtypes = seen.get(key)
+    if dtypes is None:
+        probe = block(*[_one_element(a) for a in args])
+        dtypes = seen[key] = [r.dtype for r in ((probe,) if single else probe)]
+    return dtypes
+
+
 def run_fused(block, deps, cost, *args):
     """``block(*args)``, computed in row blocks on several threads when that pays.
 
@@ -111,8 +126,7 @@ def run_fused(block, deps, cost, *args):
     if shape is None:
         return block(*args)
     single = len(deps) == 1
-    probe = block(*[_one_element(a) for a in args])
-    outs = [np.empty(shape, r.dtype) for r in ((probe,) if single else probe)]
+    outs = [np.empty(shape, d) for d in _result_dtypes(block, single, args)]
     rows = shape[0]
     split = [type(a) is _ndarray and a.ndim == len(shape) and a.shape[0] == rows
              for a in args]

@@ -124,6 +124,17 @@ class _Fuser:
         self.run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
         self.store_ref = None
         self.blocks: list = []
+        self._fresh = None
+
+    def fresh(self, hint):
+        """A new name (``fresh_name`` reserves every used name once, then this is cheap)."""
+        if self._fresh is None:
+            first = A.fresh_name(self.fn, hint)
+            gen = getattr(self.fn.env, "names", None)
+            self._fresh = gen.fresh if gen is not None else (
+                lambda h: A.fresh_name(self.fn, h))
+            return first
+        return self._fresh(hint)
 
     def block(self, stmts):
         out = []
@@ -199,13 +210,7 @@ class _Fuser:
         if not outputs:       # nothing of it is used: leave it to dead-code removal
             return list(members)
 
-        local = set(inputs) | defined
-        out_param = {}
-        for t in outputs:
-            p, k = f"{t}_out", 2
-            while p in local or p in out_param.values():
-                p, k = f"{t}_out{k}", k + 1
-            out_param[t] = p
+        out_param = {t: self.fresh(f"{t}_out") for t in outputs}
         body = []
         for k, m in enumerate(members):
             entry = A.prim_entry(m.prim)
@@ -223,16 +228,16 @@ class _Fuser:
                 body.append(External(m.target, Var(entry.code), operands,
                                      {"out": Var(out_param[m.target])}, loc=m.loc))
             else:
-                tmp = A.fresh_name(fn, f"{m.target}_value")
+                tmp = self.fresh(f"{m.target}_value")
                 body.append(Prim(tmp, m.prim, list(m.args), dict(m.kwargs), loc=m.loc))
                 body.append(External(m.target, Var(self._store()),
                                      [Var(out_param[m.target]), Var(tmp)], loc=m.loc))
-        ret = outputs[0] if len(outputs) == 1 else A.fresh_name(fn, "results")
+        ret = outputs[0] if len(outputs) == 1 else self.fresh("results")
         if len(outputs) > 1:
             body.append(Prim(ret, "make_tuple", [[Var(t) for t in outputs]],
                              loc=members[-1].loc))
         body.append(core.Return(Var(ret), loc=members[-1].loc))
-        name = A.fresh_name(fn, f"{outputs[0]}_group")
+        name = self.fresh(f"{outputs[0]}_group")
         block = core.Function(name, inputs + [out_param[t] for t in outputs], body,
                               loc=members[0].loc, source_name=fn.source_name, env=fn.env,
                               defaults={out_param[t]: Const(None) for t in outputs})
@@ -244,7 +249,7 @@ class _Fuser:
         loc = members[0].loc
         if len(outputs) == 1:
             return [External(outputs[0], Var(self.run_ref), call_args, loc=loc)]
-        packed = A.fresh_name(fn, f"{outputs[0]}_results")
+        packed = self.fresh(f"{outputs[0]}_results")
         calls = [External(packed, Var(self.run_ref), call_args, loc=loc)]
         calls += [Prim(t, "getitem", [Var(packed), Index((Const(k),))], loc=loc)
                   for k, t in enumerate(outputs)]
