@@ -223,6 +223,7 @@ GEN_CASES = [
      "vmap_grad_per_example"),
     ("g_vmap", "loss_xy", "vmap(in_axes=(None, 0, 0))", None, "vmap_loss_xy"),
     ("g_apply", "apply", "grad(argnums=1)", "relu, f64[3]", "grad_apply"),
+    ("g_poly", "poly", "jit", None, "jit_poly" if HAS_JIT else "poly"),
 ]
 
 
@@ -250,6 +251,8 @@ def test_gen_standalone_modules_match_astjax(tmp_path):
         "g_per_example": (v, xs),
         "g_vmap": (params, x, y),
         "g_apply": (None, v),       # the function argument was inlined: any value works
+        # large enough for the fused group to run in row blocks on threads
+        "g_poly": (rng.standard_normal((1000, 1100)).astype(np.float32),),
     }
     want = {
         "g_mlp": astjax.grad(targets.loss)(*calls["g_mlp"]),
@@ -261,6 +264,7 @@ def test_gen_standalone_modules_match_astjax(tmp_path):
                                      in_axes=(None, 0))(*calls["g_per_example"]),
         "g_vmap": astjax.vmap(targets.loss_xy, in_axes=(None, 0, 0))(*calls["g_vmap"]),
         "g_apply": astjax.grad(targets.apply, argnums=1)(targets.relu, v),
+        "g_poly": targets.poly(*calls["g_poly"]),
     }
     files = []
     for module, func, spec, args, entry in GEN_CASES:
@@ -286,6 +290,8 @@ def test_gen_standalone_modules_match_astjax(tmp_path):
     # the runtime is copied in part: what grad of the MLP needs, not the lax helpers
     mlp = (tmp_path / "g_mlp.py").read_text()
     assert "def instantiate(" in mlp and "def tree_stack(" not in mlp
+    if HAS_JIT:
+        assert "def run_fused(" in (tmp_path / "g_poly.py").read_text()
 
     entries = {m: e for m, _, _, _, e in GEN_CASES}
     code = f"""

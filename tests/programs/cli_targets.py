@@ -76,3 +76,7 @@ def uses_big(x):
 
 def not_scalar(x):
     return np.sin(x)
+
+
+def poly(x):
+    return x + x * x + x * x * x
