@@ -77,9 +77,9 @@ def optimize(fn: core.Function, passes=DEFAULT, *, max_rounds: int = 8,
              arg_dtypes: dict | None = None) -> core.Function:
     """``fn`` optimized by ``passes`` (modules or functions with ``run(fn) -> bool``).
 
-    Passes marked ``FINAL`` (fusion, buffer reuse) run once at the end, in order; the others run in
-    order, round after round, until a round changes nothing or ``max_rounds`` is
-    reached.  ``arg_dtypes`` (parameter -> dtype of an exact ``np.ndarray`` argument,
+    Passes marked ``FINAL`` (fusion, buffer reuse) run once at the end, in order; the
+    others run in order, round after round, until a round changes nothing or
+    ``max_rounds`` is reached.  ``arg_dtypes`` (parameter -> dtype of an exact ``np.ndarray`` argument,
     what jit specializes on) enables the dtype-dependent algebraic rewrites.
     """
     out = copy_function(fn)

@@ -80,23 +80,25 @@ def _movable(s, written, read) -> bool:
 
 
 class _NumpyValues:
-    """Names whose every assignment surely makes a NumPy array or scalar."""
+    """Names whose every assignment surely makes a NumPy array or scalar (asked lazily:
+    a name on a cycle of operator statements counts as unknown)."""
 
     def __init__(self, fn, arg_dtypes):
-        writers: dict = {}
+        self.writers: dict = {}
         for s in core.walk(fn.body):
             for n in core.writes(s):
-                writers.setdefault(n, []).append(s)
-        params = set(fn.params)
-        self.names = {p for p in (arg_dtypes or {}) if p not in writers}
-        candidates = {n for n in writers if n not in params}
-        changed = True
-        while changed:
-            changed = False
-            for n in sorted(candidates - self.names):
-                if all(self.made_by(s, self.names) for s in writers[n]):
-                    self.names.add(n)
-                    changed = True
+                self.writers.setdefault(n, []).append(s)
+        self.params = set(fn.params)
+        self.known = {p: True for p in (arg_dtypes or {}) if p not in self.writers}
+
+    def __contains__(self, name) -> bool:
+        hit = self.known.get(name)
+        if hit is None:
+            self.known[name] = False          # while asking: a cycle is unknown
+            hit = name not in self.params and name in self.writers and all(
+                self.made_by(s, self) for s in self.writers[name])
+            self.known[name] = hit
+        return hit
 
     @staticmethod
     def made_by(s, known) -> bool:
@@ -216,7 +218,7 @@ class _Fuser:
             entry = A.prim_entry(m.prim)
             operands = list(m.args[:entry.impl.nin])
             known = [a for a in operands if isinstance(a, Var) and (
-                a.name in numpy_now or (a.name not in defined and a.name in self.numpy.names))]
+                a.name in numpy_now or (a.name not in defined and a.name in self.numpy))]
             surely_numpy = not entry.operator or bool(known)
             if surely_numpy:
                 numpy_now.add(m.target)
