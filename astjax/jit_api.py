@@ -5,6 +5,11 @@
 result.  Code is cached per static-argument values and per argument signature (tree
 structure, dtypes and ranks), like JAX; the NumPy backend needs nothing more since the
 generated code does not depend on shapes.
+
+Dispatch is a hot path (a training step calls jit'd code thousands of times): a call
+builds its key in one walk over lists, tuples, dicts and arrays, and leaves other
+pytrees to ``tree_flatten``.  The source is read, and checked against the running code,
+when code is built; a call only re-reads the globals the code uses.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from astjax.api import (cached, _check_callable, _fun_name, _wrap,
                         function_arguments, load_functions, normalized)
 from astjax import passes
 from astjax.errors import ArgumentError
-from astjax.tree_util import tree_flatten
+from astjax.tree_util import default_registry, tree_flatten
 
 BACKENDS = ("numpy", "cpu")
 
@@ -31,6 +36,69 @@ def _signature(args):
         else:
             sig.append(type(leaf).__name__)
     return tree, tuple(sig)
+
+
+class _Mark:
+    """A token of the fast signature: unique, so it never equals a type or a dtype."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+_FAST = _Mark("jit-fast")
+_LIST, _TUPLE, _DICT, _ABSENT = _Mark("list"), _Mark("tuple"), _Mark("dict"), _Mark("absent")
+_ARRAY = tuple(_Mark(f"array{n}") for n in range(65))  # by rank: NumPy allows 64
+_LEAF_TYPES = frozenset({float, int, bool, complex, str, type(None)})
+
+
+def _walk(items, out):
+    """Append tokens for ``items`` to ``out``; False for anything not handled here.
+
+    Only exact list/tuple/dict, exact ndarray, Python scalars and NumPy scalars: their
+    flattening cannot be customized (subclasses, namedtuples, registered nodes and
+    functions are left to ``_signature``).  The tokens determine the tree structure,
+    so equal token sequences mean equal ``_signature`` keys.
+    """
+    append = out.append
+    for x in items:
+        t = type(x)
+        if t is np.ndarray:
+            append(_ARRAY[x.ndim])
+            append(x.dtype)
+        elif t is list or t is tuple:
+            append(_LIST if t is list else _TUPLE)
+            append(len(x))
+            if not _walk(x, out):
+                return False
+        elif t in _LEAF_TYPES or isinstance(x, np.generic):
+            append(t)
+        elif t is dict:
+            try:
+                keys = tuple(sorted(x))  # tree_flatten's order
+            except TypeError:
+                return False
+            append(_DICT)
+            append(keys)
+            if not _walk([x[k] for k in keys], out):
+                return False
+        else:
+            return False
+    return True
+
+
+def _fast_signature(args):
+    """The dynamic arguments' part of the fast cache key, or None (general path)."""
+    registered = default_registry.registered_types()
+    if registered and any(t is np.ndarray or t in _LEAF_TYPES or issubclass(t, np.generic)
+                          for t in registered):
+        return None  # a leaf type made a node: only tree_flatten knows its structure
+    out = []
+    return tuple(out) if _walk(args, out) else None
 
 
 def _positional_names(fun):
@@ -75,17 +143,38 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         static_argnames)
     del donate_argnums  # accepted for compatibility: NumPy arrays are not donated
 
-    def jitted(*args, **kwargs):
-        params = _positional_names(fun)
-        static = {}
-        dynamic = list(args)
-        for i in sorted(static_nums, reverse=True):
-            k = i if i >= 0 else i + len(args)
-            if not 0 <= k < len(args):
-                raise ArgumentError(f"jit: static_argnums {i} is out of range for "
-                                    f"{len(args)} arguments")
-            static[params[k]] = args[k]
-            del dynamic[k]
+    names = []  # positional parameter names: a source lookup, so done once
+    splits = {}  # number of positional arguments -> (static positions, dynamic positions)
+
+    def param_names():
+        if not names:
+            names.append(_positional_names(fun))
+        return names[0]
+
+    def split(nargs):
+        got = splits.get(nargs)
+        if got is None:
+            positions = set()
+            for i in static_nums:
+                k = i if i >= 0 else i + nargs
+                if not 0 <= k < nargs:
+                    raise ArgumentError(f"jit: static_argnums {i} is out of range for "
+                                        f"{nargs} arguments")
+                positions.add(k)
+            got = (tuple(sorted(positions)),
+                   tuple(i for i in range(nargs) if i not in positions))
+            splits[nargs] = got
+        return got
+
+    def general(args, kwargs):
+        """(code, dynamic arguments) keyed by tree_flatten: any pytree, any leaf.
+
+        Pops the static keyword arguments from ``kwargs``.
+        """
+        static_pos, dynamic_pos = split(len(args))
+        params = param_names() if static_pos else ()
+        static = {params[k]: args[k] for k in static_pos}
+        dynamic = [args[i] for i in dynamic_pos]
         for name in static_names:
             if name in kwargs:
                 static[name] = kwargs.pop(name)
@@ -101,15 +190,43 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         key = ("jit", tuple(sorted(static.items(), key=lambda kv: kv[0])), fn_args,
                _signature(dynamic))
         gen = cached(fun, key, lambda: _build(fun, static, dict(fn_args), dynamic))
-        gen.refresh()
-        return gen.functions["main"](*dynamic, **kwargs)
+        return gen, dynamic
+
+    def jitted(*args, **kwargs):
+        # Fast path: a key from one walk over plain containers and arrays.  It is at
+        # least as fine as general()'s key, so a hit is the code general() would give;
+        # a miss asks general(), which shares code between equal signatures.
+        if static_nums:
+            static_pos, dynamic_pos = split(len(args))
+            static_values = tuple([args[k] for k in static_pos])
+            dynamic = [args[i] for i in dynamic_pos]
+        else:
+            static_values, dynamic = (), args
+        static_kw, call_kwargs = (), kwargs
+        if static_names and kwargs:
+            static_kw = tuple([kwargs.get(n, _ABSENT) for n in static_names])
+            call_kwargs = {k: v for k, v in kwargs.items() if k not in static_names}
+        sig = _fast_signature(dynamic)
+        if sig is not None and (static_values or static_kw):
+            try:
+                hash((static_values, static_kw))
+            except TypeError:  # general() explains
+                sig = None
+        if sig is not None:
+            key = (_FAST, len(args), static_values, static_kw, sig)
+            gen = cached(fun, key, lambda: general(args, dict(kwargs))[0])
+        else:
+            call_kwargs = dict(kwargs)
+            gen, dynamic = general(args, call_kwargs)
+        gen.refresh()  # globals rebound since the last call are seen
+        return gen.functions["main"](*dynamic, **call_kwargs)
 
     def source(*args, **kwargs):
-        params = _positional_names(fun)
-        positions = {j if j >= 0 else j + len(args) for j in static_nums}
-        static = {params[i]: args[i] for i in positions}
+        static_pos, dynamic_pos = split(len(args))
+        params = param_names() if static_pos else ()
+        static = {params[i]: args[i] for i in static_pos}
         static.update({k: v for k, v in kwargs.items() if k in static_names})
-        dynamic = [a for i, a in enumerate(args) if i not in positions]
+        dynamic = [args[i] for i in dynamic_pos]
         return _build(fun, static, dict(function_arguments(dynamic)), dynamic)
 
     def generated():

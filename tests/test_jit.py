@@ -1,11 +1,17 @@
 """jit: optimized generated code equals eager NumPy; JAX's static-argument rules."""
+import collections
 import functools
+import os
 
 import numpy as np
 import pytest
-from programs import control, inplace, mlp
+from conftest import load_source_module
+from programs import control, idioms, inplace, mlp
 
 import astjax
+from astjax import jit_api
+from astjax.errors import SourceError
+from astjax.tree_util import default_registry
 
 
 def poly(x):
@@ -79,3 +85,145 @@ def test_make_source_shows_the_optimized_code():
 def test_unknown_backend_is_refused():
     with pytest.raises(astjax.AstjaxError, match="backend"):
         astjax.jit(poly, backend="tpu")
+
+
+# ------------------------------------------------------------------- the code cache
+
+def pick(tree, x):
+    return x * 2.0
+
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def apply(f, x):
+    return f(x) + 1.0
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """The arguments of every code generation jit does (``_build`` calls)."""
+    calls = []
+    real = jit_api._build
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jit_api, "_build", counting)
+    return calls
+
+
+def _v(*shape, dtype=np.float64):
+    return np.ones(shape, dtype)
+
+
+def test_a_new_shape_of_the_same_rank_reuses_the_code(builds):
+    f = astjax.jit(poly)
+    for shape in [(3,), (5,), (1,), (7,)]:
+        x = np.arange(np.prod(shape), dtype=float).reshape(shape)
+        np.testing.assert_allclose(f(x), poly(x))
+    g = astjax.jit(pick)
+    for n in (2, 3, 4):
+        tree = [(_v(n, n + 1), _v(n + 1)), (_v(n + 1, 1), _v(1))]
+        np.testing.assert_allclose(g(tree, X), X * 2.0)
+    assert len(builds) == 2
+
+
+@pytest.mark.parametrize("a, b", [
+    (_v(3), _v(3, dtype=np.float32)),                      # dtype
+    (_v(3), _v(3, 1)),                                     # rank
+    (_v(3), _v()),                                         # rank 0
+    ([_v(2), _v(2)], [_v(2), _v(2), _v(2)]),               # length
+    ((_v(2), (_v(2),)), ((_v(2), _v(2)),)),                # nesting
+    ({"a": _v(2)}, {"b": _v(2)}),                          # dict keys
+    ([_v(2), _v(2)], (_v(2), _v(2))),                      # list vs tuple
+    (1.0, 1),                                              # Python float vs int leaf
+    (True, 1),                                             # bool vs int
+    (np.float32(1.0), 1.0),                                # NumPy vs Python scalar
+    ((_v(2), None), (_v(2), 0.0)),                         # None vs a leaf
+    (Pair(_v(2), _v(2)), (_v(2), _v(2))),                  # namedtuple vs tuple
+    ({1: _v(2), "a": _v(2)}, {2: _v(2), "a": _v(2)}),      # unsortable keys
+], ids=["dtype", "rank", "rank0", "length", "nesting", "keys", "list-tuple",
+        "float-int", "bool-int", "np-scalar", "none", "namedtuple", "mixed-keys"])
+def test_the_cache_tells_signatures_apart(builds, a, b):
+    f = astjax.jit(pick)
+    for tree in (a, b, a, b):
+        np.testing.assert_allclose(f(tree, X), X * 2.0)
+    assert len(builds) == 2
+    # the code was built for the argument it was first called with
+    assert builds[0][3][0] is a and builds[1][3][0] is b
+
+
+@pytest.mark.parametrize("a, b", [
+    ({"a": _v(2), "b": _v(3)}, {"b": _v(5), "a": _v(1)}),  # dict order does not matter
+    (Pair(_v(2), 1.0), Pair(_v(4), 2.0)),                  # general path: namedtuple
+    ({1: _v(2), "a": 1.0}, {1: _v(3), "a": 3.0}),          # general path: mixed keys
+], ids=["dict-order", "namedtuple", "mixed-keys"])
+def test_equal_signatures_share_the_code(builds, a, b):
+    f = astjax.jit(pick)
+    for tree in (a, b, a):
+        np.testing.assert_allclose(f(tree, X), X * 2.0)
+    assert len(builds) == 1
+
+
+def test_static_values_key_the_cache(builds):
+    f = astjax.jit(scaled, static_argnums=(-1,), static_argnames="mode")
+    np.testing.assert_allclose(f(X, 2.0), X * 2.0)
+    np.testing.assert_allclose(f(X, 2.0), X * 2.0)
+    np.testing.assert_allclose(f(X, 3.0), X * 3.0)
+    np.testing.assert_allclose(f(X, 3.0, mode="add"), X + 3.0)
+    np.testing.assert_allclose(f(X, 3.0, mode="add"), X + 3.0)
+    np.testing.assert_allclose(f(X, 3.0, mode="mul"), X * 3.0)
+    assert [b[1] for b in builds] == [{"n": 2.0}, {"n": 3.0}, {"n": 3.0, "mode": "add"},
+                                      {"n": 3.0, "mode": "mul"}]
+    with pytest.raises(astjax.AstjaxError, match="out of range"):
+        astjax.jit(scaled, static_argnums=3)(X, 2.0)
+
+
+def test_functions_passed_as_arguments_key_the_cache(builds):
+    f = astjax.jit(apply)
+    np.testing.assert_allclose(f(relu, X), np.maximum(X, 0) + 1)
+    np.testing.assert_allclose(f(np.tanh, X), np.tanh(X) + 1)
+    np.testing.assert_allclose(f(relu, X), np.maximum(X, 0) + 1)
+    assert len(builds) == 2
+
+
+def test_a_registered_leaf_type_is_flattened_as_registered(builds):
+    """Python floats made pytree nodes (value in the node data): the value keys the code."""
+    f = astjax.jit(pick)
+    with default_registry.scoped():
+        default_registry.register(float, lambda v: ((), v), lambda aux, children: aux)
+        for tree in ([X, 1.0], [X, 2.0], [X, 1.0]):
+            f(tree, X)
+        assert len(builds) == 2
+    f([X, 3.0], X)  # a leaf again: the signature of neither earlier call
+    f([X, 4.0], X)
+    assert len(builds) == 3
+
+
+def test_rebinding_a_global_is_seen(monkeypatch):
+    x = np.array([1.0, -2.0, 0.5])
+    f = astjax.jit(idioms.uses_globals)
+    np.testing.assert_allclose(f(x), idioms.uses_globals(x))
+    monkeypatch.setattr(idioms, "SCALE", 5.0)
+    monkeypatch.setattr(idioms, "W_GLOBAL", np.ones((4, 3)))
+    np.testing.assert_allclose(f(x), 5.0 * np.sum(x * x) + 4 * np.sum(x))
+
+
+def test_each_build_checks_the_source_against_the_running_code(tmp_path):
+    """Code built once stays the running code's; a new build reads the file again."""
+    module = load_source_module("def f(x):\n    return x + 1.0\n", tmp_path)
+    f = astjax.jit(module.f)
+    np.testing.assert_allclose(f(X), X + 1.0)
+    path = tmp_path / (module.__name__ + ".py")
+    st = path.stat()
+    path.write_text("def f(x):\n    return x + 2.0\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    np.testing.assert_allclose(f(X), X + 1.0)  # what Python runs
+    with pytest.raises(SourceError, match="changed since it was imported"):
+        f(X.astype(np.float32))
