@@ -79,8 +79,9 @@ def optimize(fn: core.Function, passes=DEFAULT, *, max_rounds: int = 8,
 
     Passes marked ``FINAL`` (fusion, buffer reuse) run once at the end, in order; the
     others run in order, round after round, until a round changes nothing or
-    ``max_rounds`` is reached.  ``arg_dtypes`` (parameter -> dtype of an exact ``np.ndarray`` argument,
-    what jit specializes on) enables the dtype-dependent algebraic rewrites.
+    ``max_rounds`` is reached.  ``arg_dtypes`` (parameter -> dtype of an exact
+    ``np.ndarray`` argument, what jit specializes on) enables the dtype-dependent
+    rewrites and tells fusion which operands are surely NumPy values.
     """
     out = copy_function(fn)
     options = {"arg_dtypes": arg_dtypes}
