@@ -284,6 +284,13 @@ def acc_at(d, x, index, g):
     from astjax.runtime_array import getitem_vjp
     if g is None:
         return d
+    kind = type(x)
+    if (kind is tuple or kind is list) and type(index) is int and \
+            (d is None or type(d) is kind):
+        # one entry of a plain tuple or list (``for W, b in params``): set it directly
+        items = [None] * len(x) if d is None else list(d)
+        items[index] = g if items[index] is None else acc(items[index], g)
+        return tuple(items) if kind is tuple else items
     if d is None or not isinstance(d, np.ndarray) or not isinstance(x, np.ndarray):
         return acc(d, getitem_vjp(g, x, index))
     out = np.array(d, dtype=np.result_type(d, g))
