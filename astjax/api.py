@@ -18,7 +18,8 @@ from astjax import codegen, core
 from astjax import runtime as rt
 from astjax import runtime_array as ra
 from astjax.core import Const, Copy, Index, Prim, Return, Var
-from astjax.errors import ArgumentError, Location, SourceError, TransformError
+from astjax.errors import (ArgumentError, DifferentiationError, Location, SourceError,
+                           TransformError)
 from astjax.frontend.names import NameGen
 from astjax.frontend.normalize import Normalizer
 from astjax.transforms.reverse import ReverseAD
@@ -362,19 +363,40 @@ def _check_callable(fun, what):
         func, _, _ = unwrap_callable(fun)
         if getattr(func, "_astjax_generated", None) is not None:
             return
+        label = getattr(func, "_astjax", None)
+        if label in ASSEMBLED and not (
+                what == "jit" or (what in ("jacfwd", "jacrev", "jacobian")
+                                  and getattr(func, "_astjax_jacobian", None) is not None)):
+            raise DifferentiationError(
+                f"{what}() of {label}(...): astjax assembles a {label} at run time from "
+                "the generated code of its columns, so there is no one function to "
+                f"transform", _caller_location(),
+                "for higher derivatives nest grad and jvp (jvp of grad of grad), or take "
+                "jacfwd/jacrev of grad(f); jit(hessian(f)) runs as it is")
         get_function_source(func)
     except SourceError as err:
-        frame = sys._getframe(2)
-        where = Location(frame.f_code.co_filename, frame.f_lineno, 0, None,
-                         frame.f_code.co_name)
-        text = where.source_line()
-        if text:
-            start = len(text) - len(text.lstrip())
-            where = Location(where.filename, where.lineno, start, len(text.rstrip()),
-                             where.function)
+        where = _caller_location()
         if err.location is not None and err.location.source_line():
             where = err.location
         raise SourceError(f"{what}(): {err.message}", where, err.hint) from None
+
+
+# transformations whose result is assembled at run time (a Jacobian's columns from
+# generated jvp or vjp code): no single generated function stands for them
+ASSEMBLED = ("jacfwd", "jacrev", "jacobian", "hessian")
+
+
+def _caller_location():
+    """The user's line that called the transformation (two frames up from the check)."""
+    frame = sys._getframe(3)
+    where = Location(frame.f_code.co_filename, frame.f_lineno, 0, None,
+                     frame.f_code.co_name)
+    text = where.source_line()
+    if text:
+        start = len(text) - len(text.lstrip())
+        where = Location(where.filename, where.lineno, start, len(text.rstrip()),
+                         where.function)
+    return where
 
 
 def _check_args(fun, args, nums):

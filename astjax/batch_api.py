@@ -142,6 +142,9 @@ def _static_axes(fun, in_axes, out_axes):
     """(parameter names, one int-or-None axis per parameter) for the generated forms."""
     from astjax.frontend.source import get_function_source, unwrap_callable
     func, pargs, _ = unwrap_callable(fun)
+    generated = getattr(func, "_astjax_generated", None)
+    if generated is not None:      # vmap(grad(f)): the parameters of the code grad runs
+        func = generated()
     node = get_function_source(func).node
     params = [a.id for a in node.args.posonlyargs + node.args.args][len(pargs):]
     axes = _per_arg(in_axes, params)

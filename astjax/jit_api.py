@@ -17,7 +17,7 @@ import functools
 
 import numpy as np
 
-from astjax.api import (cached, _check_callable, _fun_name, _wrap,
+from astjax.api import (ASSEMBLED, cached, _check_callable, _fun_name, _wrap,
                         function_arguments, load_functions, normalized)
 from astjax import passes
 from astjax.errors import ArgumentError
@@ -112,7 +112,7 @@ def _positional_names(fun):
     return names[len(pargs):]
 
 
-def _build(fun, static, static_functions, dynamic=(), fuse=True):
+def _build(fun, static, static_functions, dynamic=(), to_run=True):
     fname = _fun_name(fun)
     batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
     base = batched() if batched is not None else fun
@@ -120,11 +120,22 @@ def _build(fun, static, static_functions, dynamic=(), fuse=True):
     names, fn, _ = normalized(target, static_functions)
     # jit specializes on dtypes anyway (they key its cache): tell the passes
     arg_dtypes = {p: a.dtype for p, a in zip(fn.params, dynamic) if type(a) is np.ndarray}
-    chosen = passes.DEFAULT if fuse else tuple(p for p in passes.DEFAULT if p is not passes.fusion)
+    chosen = passes.DEFAULT if to_run else passes.TRANSFORMABLE
     fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes)
     fn.name = names.fresh(f"jit_{fname}")
     return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                           f"jit({fname})", ["main"])
+
+
+def _assembled(fun):
+    """jit of jacfwd/jacrev/hessian: the code they call is generated already; jit keeps
+    them composable (``jacfwd(jit(hessian(f)))``) and runs them as they are."""
+    from astjax.forward_api import _wrap_plain
+
+    def jitted(*args, **kwargs):
+        return fun(*args, **kwargs)
+    # keeps the label: to other transformations it still is that Jacobian
+    return _wrap_plain(fun, jitted, fun._astjax, getattr(fun, "_astjax_jacobian", None))
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None):
@@ -137,6 +148,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
     if backend not in (None,) + BACKENDS:
         raise ArgumentError(f"jit: backend {backend!r} is not available here; the NumPy "
                             f"backend ({', '.join(BACKENDS)}) is")
+    if getattr(fun, "_astjax", None) in ASSEMBLED and \
+            getattr(fun, "_astjax_generated", None) is None:
+        return _assembled(fun)
     static_nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
     static_names = (static_argnames,) if isinstance(static_argnames, str) else tuple(
@@ -230,9 +244,10 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         return _build(fun, static, dict(function_arguments(dynamic)), dynamic)
 
     def generated():
-        # what grad(jit(f)) or vmap(jit(f)) transform: optimized, but not fused (the
-        # fused groups' run-time dispatch is not code the transformations read)
-        return _build(fun, {}, {}, (), fuse=False).functions["main"]
+        # what grad(jit(f)) or vmap(jit(f)) transform: optimized, without the passes
+        # that shape code for running (fused groups, buffer-reuse helpers), whose
+        # run-time dispatch is not code the transformations read
+        return _build(fun, {}, {}, (), to_run=False).functions["main"]
 
     return _wrap(fun, jitted, "jit", generated, source)
 

@@ -10,7 +10,7 @@ from programs import control, idioms, inplace, mlp
 
 import astjax
 from astjax import jit_api
-from astjax.errors import SourceError
+from astjax.errors import DifferentiationError, SourceError
 from astjax.tree_util import default_registry
 
 
@@ -227,3 +227,37 @@ def test_each_build_checks_the_source_against_the_running_code(tmp_path):
     np.testing.assert_allclose(f(X), X + 1.0)  # what Python runs
     with pytest.raises(SourceError, match="changed since it was imported"):
         f(X.astype(np.float32))
+
+
+def tanh_energy(x):
+    y = np.tanh(x) * 2.0 + x * x     # elementwise chains: fused groups, buffer reuse
+    return np.sum(y * y)
+
+
+def test_transformations_of_jit_read_code_without_runtime_dispatch():
+    """jvp/grad/vmap of a jitted function transform its optimized code, not the fused
+    groups and buffer-reuse helpers that only the running code calls."""
+    x = np.random.default_rng(3).standard_normal((6, 3))
+    t = np.ones_like(x)
+    jf = astjax.jit(tanh_energy)
+    assert "run_fused(" in astjax.make_source(jf)(x)
+    want = astjax.jvp(tanh_energy, (x,), (t,))
+    got = astjax.jvp(jf, (x,), (t,))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-14)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-14)
+    np.testing.assert_allclose(astjax.grad(jf)(x), astjax.grad(tanh_energy)(x), rtol=1e-14)
+    np.testing.assert_allclose(astjax.vmap(jf)(x), [tanh_energy(r) for r in x], rtol=1e-14)
+
+
+def test_jit_of_vmap_of_grad_and_of_jacobians():
+    x = np.random.default_rng(4).standard_normal((5, 3))
+    per_row = np.stack([astjax.grad(tanh_energy)(r) for r in x])
+    np.testing.assert_allclose(astjax.jit(astjax.vmap(astjax.grad(tanh_energy)))(x),
+                               per_row, rtol=1e-12)
+    h = astjax.hessian(tanh_energy)(x[0])
+    np.testing.assert_allclose(astjax.jit(astjax.hessian(tanh_energy))(x[0]), h, rtol=1e-12)
+    jh = astjax.jit(astjax.jacfwd(astjax.grad(tanh_energy)))
+    np.testing.assert_allclose(jh(x[0]), h, rtol=1e-10)
+    with pytest.raises(DifferentiationError, match=r"jacfwd\(\) of hessian") as err:
+        astjax.jacfwd(astjax.jit(astjax.hessian(tanh_energy)))
+    assert "test_jit.py" in str(err.value) and "hint:" in str(err.value)

@@ -29,9 +29,12 @@ from astjax import core
 from astjax.passes import algebraic, buffers, const_fold, copy_prop, cse, dce, fusion, licm
 
 DEFAULT = (const_fold, copy_prop, algebraic, cse, licm, dce, fusion, buffers)
+# for code that transformations read again (grad(jit(f))): without the passes that
+# shape code for running (``RUNTIME_ONLY``: fused groups, buffer-reuse helpers)
+TRANSFORMABLE = tuple(p for p in DEFAULT if not getattr(p, "RUNTIME_ONLY", False))
 
-__all__ = ["optimize", "copy_function", "DEFAULT", "algebraic", "buffers", "const_fold",
-           "copy_prop", "cse", "dce", "fusion", "licm"]
+__all__ = ["optimize", "copy_function", "DEFAULT", "TRANSFORMABLE", "algebraic", "buffers",
+           "const_fold", "copy_prop", "cse", "dce", "fusion", "licm"]
 
 
 def copy_stmt(s):

@@ -41,6 +41,7 @@ from astjax import core
 from astjax.core import Const, External, Prim, Var
 from astjax.passes import analysis as A
 
+RUNTIME_ONLY = True   # run-time dispatch: not for code transformations read
 FINAL = True   # runs once, after the fixpoint of the other passes
 
 _SCALARS = (int, float, complex, bool)

@@ -31,6 +31,7 @@ from astjax import core
 from astjax.core import Const, External, Index, Prim, Var
 from astjax.passes import analysis as A
 
+RUNTIME_ONLY = True   # run-time dispatch: not for code transformations read
 FINAL = True   # runs once, after the fixpoint of the other passes, before ``buffers``
 
 # Work per element of one statement, relative to a float32 addition (measured with
