@@ -112,7 +112,22 @@ def _positional_names(fun):
     return names[len(pargs):]
 
 
-def _build(fun, static, static_functions, dynamic=(), to_run=True):
+def _unshare(dynamic, donated):
+    """The arguments, with a donated array that shares memory with another argument
+    replaced by a copy: writing into it must not change what the others hold."""
+    dynamic = list(dynamic)
+    arrays = [leaf for leaf in tree_flatten(dynamic)[0] if isinstance(leaf, np.ndarray)]
+    for j in donated:
+        a = dynamic[j]
+        if type(a) is not np.ndarray:
+            continue
+        if sum(b is a for b in arrays) > 1 or any(
+                b is not a and np.may_share_memory(a, b) for b in arrays):
+            dynamic[j] = a.copy()
+    return dynamic
+
+
+def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=()):
     fname = _fun_name(fun)
     batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
     base = batched() if batched is not None else fun
@@ -121,7 +136,10 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True):
     # jit specializes on dtypes anyway (they key its cache): tell the passes
     arg_dtypes = {p: a.dtype for p, a in zip(fn.params, dynamic) if type(a) is np.ndarray}
     chosen = passes.DEFAULT if to_run else passes.TRANSFORMABLE
-    fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes)
+    # donated array arguments: their memory may hold results (buffers, fusion)
+    donated_names = {fn.params[j] for j in donated
+                     if j < len(fn.params) and type(dynamic[j]) is np.ndarray}
+    fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes, donated=donated_names)
     fn.name = names.fresh(f"jit_{fname}")
     return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                           f"jit({fname})", ["main"])
@@ -155,7 +173,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         static_argnums)
     static_names = (static_argnames,) if isinstance(static_argnames, str) else tuple(
         static_argnames)
-    del donate_argnums  # accepted for compatibility: NumPy arrays are not donated
+    donate_nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(
+        donate_argnums)
 
     names = []  # positional parameter names: a source lookup, so done once
     splits = {}  # number of positional arguments -> (static positions, dynamic positions)
@@ -175,8 +194,10 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                     raise ArgumentError(f"jit: static_argnums {i} is out of range for "
                                         f"{nargs} arguments")
                 positions.add(k)
-            got = (tuple(sorted(positions)),
-                   tuple(i for i in range(nargs) if i not in positions))
+            dynamic_pos = tuple(i for i in range(nargs) if i not in positions)
+            donated = {i if i >= 0 else i + nargs for i in donate_nums}
+            got = (tuple(sorted(positions)), dynamic_pos,
+                   tuple(j for j, i in enumerate(dynamic_pos) if i in donated))
             splits[nargs] = got
         return got
 
@@ -185,7 +206,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
 
         Pops the static keyword arguments from ``kwargs``.
         """
-        static_pos, dynamic_pos = split(len(args))
+        static_pos, dynamic_pos, donated = split(len(args))
         params = param_names() if static_pos else ()
         static = {params[k]: args[k] for k in static_pos}
         dynamic = [args[i] for i in dynamic_pos]
@@ -202,16 +223,18 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                     "convert lists to tuples") from None
         fn_args = function_arguments(dynamic)
         key = ("jit", tuple(sorted(static.items(), key=lambda kv: kv[0])), fn_args,
-               _signature(dynamic))
-        gen = cached(fun, key, lambda: _build(fun, static, dict(fn_args), dynamic))
+               _signature(dynamic), donated)
+        gen = cached(fun, key, lambda: _build(fun, static, dict(fn_args), dynamic,
+                                              donated=donated))
         return gen, dynamic
 
     def jitted(*args, **kwargs):
         # Fast path: a key from one walk over plain containers and arrays.  It is at
         # least as fine as general()'s key, so a hit is the code general() would give;
         # a miss asks general(), which shares code between equal signatures.
-        if static_nums:
-            static_pos, dynamic_pos = split(len(args))
+        donated = ()
+        if static_nums or donate_nums:
+            static_pos, dynamic_pos, donated = split(len(args))
             static_values = tuple([args[k] for k in static_pos])
             dynamic = [args[i] for i in dynamic_pos]
         else:
@@ -227,21 +250,24 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
             except TypeError:  # general() explains
                 sig = None
         if sig is not None:
-            key = (_FAST, len(args), static_values, static_kw, sig)
+            key = (_FAST, len(args), static_values, static_kw, sig, donated)
             gen = cached(fun, key, lambda: general(args, dict(kwargs))[0])
         else:
             call_kwargs = dict(kwargs)
             gen, dynamic = general(args, call_kwargs)
         gen.refresh()  # globals rebound since the last call are seen
+        if donated:
+            dynamic = _unshare(dynamic, donated)
         return gen.functions["main"](*dynamic, **call_kwargs)
 
     def source(*args, **kwargs):
-        static_pos, dynamic_pos = split(len(args))
+        static_pos, dynamic_pos, donated = split(len(args))
         params = param_names() if static_pos else ()
         static = {params[i]: args[i] for i in static_pos}
         static.update({k: v for k, v in kwargs.items() if k in static_names})
         dynamic = [args[i] for i in dynamic_pos]
-        return _build(fun, static, dict(function_arguments(dynamic)), dynamic)
+        return _build(fun, static, dict(function_arguments(dynamic)), dynamic,
+                      donated=donated)
 
     def generated():
         # what grad(jit(f)) or vmap(jit(f)) transform: optimized, without the passes

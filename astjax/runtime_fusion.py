@@ -110,23 +110,47 @@ def _result_dtypes(block, single, args):
     return dtypes
 
 
-def run_fused(block, deps, cost, *args):
+def _donated(block, deps, args, reuse):
+    """Output buffers: the donated inputs ``reuse`` names where they fit the result
+    exactly (shape, dtype, an exact writeable array owning its memory), else None."""
+    outs = [None] * len(deps)
+    for k, i in reuse:
+        buf = args[i]
+        if type(buf) is not _ndarray or buf.base is not None or not buf.ndim or \
+                not buf.flags.writeable:
+            continue
+        if not all(type(a) is _ndarray or isinstance(a, _SCALARS) for a in args):
+            continue
+        try:
+            shape = np.broadcast_shapes(*(np.shape(args[j]) for j in deps[k]))
+        except ValueError:
+            continue
+        if shape == buf.shape and \
+                _result_dtypes(block, len(deps) == 1, args)[k] == buf.dtype:
+            outs[k] = buf
+    return outs
+
+
+def run_fused(block, deps, cost, *args, reuse=()):
     """``block(*args)``, computed in row blocks on several threads when that pays.
 
     ``deps[k]`` lists the inputs result ``k`` depends on; ``cost`` is the group's
-    work per element.  Returns what ``block`` returns (one array, or a tuple).
+    work per element; ``reuse`` pairs (result, input) where the input's memory was
+    donated to that result.  Returns what ``block`` returns (one array, or a tuple).
     """
     size = 0
     for a in args:
         if type(a) is _ndarray and a.size > size:
             size = a.size
+    donated = _donated(block, deps, args, reuse) if reuse else None
     if size * cost < MIN_WORK:
-        return block(*args)
+        return block(*args, *donated) if donated else block(*args)
     shape = _plan(deps, args)
     if shape is None:
-        return block(*args)
+        return block(*args, *donated) if donated else block(*args)
     single = len(deps) == 1
-    outs = [np.empty(shape, d) for d in _result_dtypes(block, single, args)]
+    outs = [np.empty(shape, d) if donated is None or donated[k] is None else donated[k]
+            for k, d in enumerate(_result_dtypes(block, single, args))]
     rows = shape[0]
     split = [type(a) is _ndarray and a.ndim == len(shape) and a.shape[0] == rows
              for a in args]

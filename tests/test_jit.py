@@ -261,3 +261,81 @@ def test_jit_of_vmap_of_grad_and_of_jacobians():
     with pytest.raises(DifferentiationError, match=r"jacfwd\(\) of hessian") as err:
         astjax.jacfwd(astjax.jit(astjax.hessian(tanh_energy)))
     assert "test_jit.py" in str(err.value) and "hint:" in str(err.value)
+
+
+def chain(x, y):
+    z = np.tanh(x) * y
+    return z + x
+
+
+def add_only(x, y):
+    return x + y
+
+
+def read_later(x):
+    z = x * 2.0 + 1.0
+    return z, np.sum(x)
+
+
+def read_in_loop(x, n):
+    y = x * 1.0
+    for _ in range(n):
+        y = y * x + 0.5
+    return y
+
+
+def scale_by(n, x):
+    return np.exp(x) * n + x
+
+
+@pytest.mark.parametrize("blocked", [False, True], ids=["whole", "blocked"])
+def test_donated_arguments_lend_their_memory(blocked, monkeypatch):
+    from astjax import runtime_fusion
+    if blocked:
+        monkeypatch.setattr(runtime_fusion, "MIN_WORK", 0)
+        monkeypatch.setattr(runtime_fusion, "BLOCK_ELEMENTS", 3)
+        monkeypatch.setenv("ASTJAX_NUM_THREADS", "2")
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((2, 200, 100))
+    for f, args, reused in [(poly, (x,), 0), (chain, (x, y), 0), (add_only, (x, y), 0)]:
+        want = f(*args)
+        mine = [a.copy() for a in args]
+        got = astjax.jit(f, donate_argnums=0)(*mine)
+        np.testing.assert_array_equal(got, want)
+        assert got is mine[reused], f.__name__            # computed in the donated memory
+        kept = [a.copy() for a in args]
+        assert astjax.jit(f)(*kept) is not kept[0]         # no donation: no reuse
+        np.testing.assert_array_equal(kept[0], args[0])
+    # static arguments shift the positions: donate_argnums counts all of them
+    mine = x.copy()
+    got = astjax.jit(scale_by, static_argnums=0, donate_argnums=1)(3, mine)
+    np.testing.assert_array_equal(got, scale_by(3, x))
+    assert got is mine
+
+
+def test_donation_is_refused_where_it_could_change_a_value():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((300, 100))
+    # the same array passed twice: the donated one is copied first
+    mine = x.copy()
+    got = astjax.jit(chain, donate_argnums=0)(mine, mine)
+    np.testing.assert_array_equal(got, chain(x, x))
+    np.testing.assert_array_equal(mine, x)
+    # read again after the group, or in a loop: not reused
+    for f, args in [(read_later, (x,)), (read_in_loop, (x, 3))]:
+        mine = x.copy()
+        got = astjax.jit(f, donate_argnums=0, static_argnums=(1,) if len(args) > 1 else ())(
+            mine, *args[1:])
+        want = f(*args)
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_array_equal(g, w)
+    # a read-only array or a view: computed elsewhere
+    ro = x.copy()
+    ro.flags.writeable = False
+    got = astjax.jit(poly, donate_argnums=0)(ro)
+    np.testing.assert_array_equal(got, poly(x))
+    view = x.copy()[::2]
+    got = astjax.jit(poly, donate_argnums=0)(view)
+    np.testing.assert_array_equal(got, poly(x[::2]))
+    assert got is not view

@@ -77,17 +77,18 @@ def _run(p, fn, options):
 
 
 def optimize(fn: core.Function, passes=DEFAULT, *, max_rounds: int = 8,
-             arg_dtypes: dict | None = None) -> core.Function:
+             arg_dtypes: dict | None = None, donated=None) -> core.Function:
     """``fn`` optimized by ``passes`` (modules or functions with ``run(fn) -> bool``).
 
     Passes marked ``FINAL`` (fusion, buffer reuse) run once at the end, in order; the
     others run in order, round after round, until a round changes nothing or
     ``max_rounds`` is reached.  ``arg_dtypes`` (parameter -> dtype of an exact
     ``np.ndarray`` argument, what jit specializes on) enables the dtype-dependent
-    rewrites and tells fusion which operands are surely NumPy values.
+    rewrites and tells fusion which operands are surely NumPy values; ``donated``
+    (parameters, jit's ``donate_argnums``) may have their memory reused for results.
     """
     out = copy_function(fn)
-    options = {"arg_dtypes": arg_dtypes}
+    options = {"arg_dtypes": arg_dtypes, "donated": frozenset(donated or ())}
     loop = [p for p in passes if not getattr(p, "FINAL", False)]
     final = [p for p in passes if getattr(p, "FINAL", False)]
     for _ in range(max_rounds):

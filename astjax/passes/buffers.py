@@ -9,13 +9,15 @@ What the pass can prove statically:
 * ``t`` is produced in the same block by an elementwise NumPy ufunc (so it is a new
   object nobody else refers to) or by an earlier rewrite of this pass;
 * ``t`` is assigned once and read by exactly one statement in the whole function (so
-  it is dead afterwards and has no alias);
+  it is dead afterwards and has no alias); or ``t`` is a donated parameter (jit's
+  ``donate_argnums``: the caller gives its memory away) never assigned and read by
+  exactly one statement, at the top level of the function (not in a loop);
 * the consumer is a plain elementwise ufunc (no ``out=``, not ``**`` whose operator
   form takes NumPy's fast paths, no generalized ufunc like ``@``).
 
 What only the run time knows (shapes and dtypes are not in the source) is checked by
 the helper before it reuses the buffer, else it computes exactly what the original
-expression computed: the buffer is an exact ``np.ndarray`` that owns its memory and
+expression computed: the buffer is an exact, writeable ``np.ndarray`` that owns its memory and
 has at least ``MIN_SIZE`` elements (smaller arrays are as cheap to allocate, and a
 0-d result would be a NumPy scalar), every operand is an exact ndarray, NumPy
 scalar or Python number (no ``__array_ufunc__`` overrides, no subclasses), the
@@ -91,7 +93,7 @@ def fits(ufunc, buf, operands, out_dtype=None) -> bool:
     result dtype ``buf``'s dtype and the broadcast shape ``buf``'s shape.
     """
     if type(buf) is not _ndarray or buf.size < MIN_SIZE or buf.base is not None or \
-            not buf.ndim:
+            not buf.ndim or not buf.flags.writeable:
         return False
     kinds = []
     other_shapes = []
@@ -176,8 +178,11 @@ def _scalar_result(s: Prim, scalars) -> bool:
 
 
 class _Reuser:
-    def __init__(self, fn, straight_line=False):
+    def __init__(self, fn, straight_line=False, donated=frozenset()):
         self.fn = fn
+        # donated parameters (jit's donate_argnums): never assigned, read once, at the
+        # top level, so their memory can take the result of that read
+        self.donated = frozenset(donated)
         # straight-line code (a fused group's block function): a temporary is dead
         # after the last statement that reads it, however many read it before
         self.last_read = None
@@ -191,8 +196,9 @@ class _Reuser:
         self.outside = set(fn.params) | (A.used_names(fn) - core.all_writes(fn.body))
         self.changed = False
 
-    def block(self, stmts):
-        fresh = set()      # temporaries made in this block by a ufunc (or a rewrite)
+    def block(self, stmts, fresh=None):
+        # temporaries made in this block by a ufunc (or a rewrite), or donated
+        fresh = set() if fresh is None else fresh
         scalars = set()    # values that are surely scalars: no buffer worth reusing
         for i, s in enumerate(stmts):
             for b in core.child_blocks(s):
@@ -223,6 +229,8 @@ class _Reuser:
         return None
 
     def _dead_temp(self, name, index) -> bool:
+        if name in self.donated:
+            return self.writes[name] == 0 and self.reads[name] == 1
         if self.writes[name] != 1 or name in self.outside:
             return False
         if self.last_read is not None:
@@ -230,13 +238,15 @@ class _Reuser:
         return self.reads[name] == 1
 
 
-def run(fn: core.Function, straight_line: bool = False) -> bool:
+def run(fn: core.Function, straight_line: bool = False, donated=frozenset()) -> bool:
     """Rewrite ``fn``; ``straight_line`` (no nested blocks, nothing but elementwise
-    statements holding references) lets a temporary die at its last read."""
+    statements holding references) lets a temporary die at its last read; ``donated``
+    parameters may give their memory to a result."""
     if not hasattr(fn.env, "value_ref"):
         return False     # a hand-built function without an environment
     if straight_line:
         assert not any(core.child_blocks(s) for s in fn.body)
-    r = _Reuser(fn, straight_line)
-    r.block(fn.body)
+    donated = frozenset(d for d in donated if d in fn.params)
+    r = _Reuser(fn, straight_line, donated)
+    r.block(fn.body, set(donated))
     return r.changed

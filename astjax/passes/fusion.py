@@ -20,12 +20,16 @@ What the pass checks statically:
   are block-local temporaries;
 * an operator result is written with ``out=`` only when an operand is surely a NumPy
   value (so ``a + b`` cannot be list concatenation): otherwise the block computes it
-  as written and copies it into the output (``store``).
+  as written and copies it into the output (``store``);
+* a donated parameter (jit's ``donate_argnums``) read by one top-level group only may
+  lend its memory to a result written after its last read (``reuse=``).
 
 Groups of one cheap statement are left alone (the call would cost more than it can
 save); the buffer-reuse pass then runs on each block function as on the main code.
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from astjax import core
 from astjax.core import Const, External, Index, Prim, Var
@@ -119,9 +123,11 @@ class _NumpyValues:
 
 
 class _Fuser:
-    def __init__(self, fn, arg_dtypes):
+    def __init__(self, fn, arg_dtypes, donated=frozenset()):
         from astjax import runtime_fusion
         self.fn = fn
+        self.donated = frozenset(donated) & set(fn.params)
+        self.readers = Counter(n for s in core.walk(fn.body) for n in set(core.reads(s)))
         self.live_after = A.liveness(fn)
         self.numpy = _NumpyValues(fn, arg_dtypes)
         self.run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
@@ -139,13 +145,13 @@ class _Fuser:
             return first
         return self._fresh(hint)
 
-    def block(self, stmts):
+    def block(self, stmts, top=True):
         out = []
         i = 0
         while i < len(stmts):
             s = stmts[i]
             for b in core.child_blocks(s):
-                b[:] = self.block(b)
+                b[:] = self.block(b, top=False)
             if not _member(s):
                 out.append(s)
                 i += 1
@@ -157,7 +163,7 @@ class _Fuser:
                 i += 1
                 continue
             out.extend(moved)
-            out.extend(self._group(members, stmts[last]))
+            out.extend(self._group(members, stmts[last], top))
             i = last + 1
         return out
 
@@ -185,7 +191,7 @@ class _Fuser:
             j += 1
         return members, moved, last
 
-    def _group(self, members, last_stmt):
+    def _group(self, members, last_stmt, top):
         """The block function for ``members`` and the statements that call it."""
         fn = self.fn
         live = self.live_after.get(id(last_stmt), frozenset())
@@ -249,14 +255,37 @@ class _Fuser:
         dep_const = tuple(tuple(sorted(deps[t])) for t in outputs)
         cost = sum(weight(m.prim) for m in members)
         call_args = [Var(name), Const(dep_const), Const(cost)] + [Var(v) for v in inputs]
+        reuse = self._donations(members, inputs, outputs, final_write) if top else ()
+        kwargs = {"reuse": Const(reuse)} if reuse else {}
         loc = members[0].loc
         if len(outputs) == 1:
-            return [External(outputs[0], Var(self.run_ref), call_args, loc=loc)]
+            return [External(outputs[0], Var(self.run_ref), call_args, kwargs, loc=loc)]
         packed = self.fresh(f"{outputs[0]}_results")
-        calls = [External(packed, Var(self.run_ref), call_args, loc=loc)]
+        calls = [External(packed, Var(self.run_ref), call_args, kwargs, loc=loc)]
         calls += [Prim(t, "getitem", [Var(packed), Index((Const(k),))], loc=loc)
                   for k, t in enumerate(outputs)]
         return calls
+
+    def _donations(self, members, inputs, outputs, final_write):
+        """(result, input) pairs: a donated input whose memory may take the result.
+
+        The input is a donated parameter, never assigned, read by this group only
+        (which runs once: it is not in a loop), and the result is written by the last
+        member reading it or a later one, so no member reads it after it is overwritten.
+        """
+        pairs, taken = [], set()
+        for i, name in enumerate(inputs):
+            if name not in self.donated or name in self.numpy.writers:
+                continue
+            readers = [k for k, m in enumerate(members) if name in core.reads(m)]
+            if self.readers[name] != len(readers):
+                continue
+            for j, t in enumerate(outputs):
+                if j not in taken and final_write[t] >= readers[-1]:
+                    pairs.append((j, i))
+                    taken.add(j)
+                    break
+        return tuple(pairs)
 
     def _store(self):
         if self.store_ref is None:
@@ -265,10 +294,10 @@ class _Fuser:
         return self.store_ref
 
 
-def run(fn: core.Function, arg_dtypes: dict | None = None) -> bool:
+def run(fn: core.Function, arg_dtypes: dict | None = None, donated=frozenset()) -> bool:
     if not hasattr(fn.env, "value_ref"):
         return False     # a hand-built function without an environment
-    f = _Fuser(fn, arg_dtypes)
+    f = _Fuser(fn, arg_dtypes, donated)
     fn.body[:] = f.block(fn.body)
     if not f.blocks:
         return False
