@@ -19,11 +19,11 @@ import numpy as np
 
 from astjax.api import (ASSEMBLED, cached, _check_callable, _fun_name, _wrap,
                         function_arguments, load_functions, normalized)
-from astjax import passes
+from astjax import backends, passes
 from astjax.errors import ArgumentError
 from astjax.tree_util import default_registry, tree_flatten
 
-BACKENDS = ("numpy", "cpu")
+BACKENDS = ("numpy", "cpu")   # the built-in names (astjax/backends.py registers them)
 
 
 def _signature(args):
@@ -127,7 +127,8 @@ def _unshare(dynamic, donated):
     return dynamic
 
 
-def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=()):
+def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
+           backend=None):
     fname = _fun_name(fun)
     batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
     base = batched() if batched is not None else fun
@@ -135,14 +136,17 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=()):
     names, fn, _ = normalized(target, static_functions)
     # jit specializes on dtypes anyway (they key its cache): tell the passes
     arg_dtypes = {p: a.dtype for p, a in zip(fn.params, dynamic) if type(a) is np.ndarray}
-    chosen = passes.DEFAULT if to_run else passes.TRANSFORMABLE
+    backend = backend or backends.get(None)
+    chosen = backend.passes() if to_run else passes.TRANSFORMABLE
     # donated array arguments: their memory may hold results (buffers, fusion)
     donated_names = {fn.params[j] for j in donated
                      if j < len(fn.params) and type(dynamic[j]) is np.ndarray}
     fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes, donated=donated_names)
     fn.name = names.fresh(f"jit_{fname}")
-    return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
-                          f"jit({fname})", ["main"])
+    if not to_run:
+        return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
+                              f"jit({fname})", ["main"])
+    return backend.load(fn, f"jit of {fname}: optimized by astjax.", f"jit({fname})")
 
 
 def _assembled(fun):
@@ -163,9 +167,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                                  static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, backend=backend)
     _check_callable(fun, "jit")
-    if backend not in (None,) + BACKENDS:
-        raise ArgumentError(f"jit: backend {backend!r} is not available here; the NumPy "
-                            f"backend ({', '.join(BACKENDS)}) is")
+    chosen_backend = backends.get(backend)
     if getattr(fun, "_astjax", None) in ASSEMBLED and \
             getattr(fun, "_astjax_generated", None) is None:
         return _assembled(fun)
@@ -223,9 +225,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                     "convert lists to tuples") from None
         fn_args = function_arguments(dynamic)
         key = ("jit", tuple(sorted(static.items(), key=lambda kv: kv[0])), fn_args,
-               _signature(dynamic), donated)
+               _signature(dynamic), donated, chosen_backend.name)
         gen = cached(fun, key, lambda: _build(fun, static, dict(fn_args), dynamic,
-                                              donated=donated))
+                                              donated=donated, backend=chosen_backend))
         return gen, dynamic
 
     def jitted(*args, **kwargs):
@@ -250,7 +252,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
             except TypeError:  # general() explains
                 sig = None
         if sig is not None:
-            key = (_FAST, len(args), static_values, static_kw, sig, donated)
+            key = (_FAST, len(args), static_values, static_kw, sig, donated,
+                   chosen_backend.name)
             gen = cached(fun, key, lambda: general(args, dict(kwargs))[0])
         else:
             call_kwargs = dict(kwargs)
@@ -267,7 +270,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         static.update({k: v for k, v in kwargs.items() if k in static_names})
         dynamic = [args[i] for i in dynamic_pos]
         return _build(fun, static, dict(function_arguments(dynamic)), dynamic,
-                      donated=donated)
+                      donated=donated, backend=chosen_backend)
 
     def generated():
         # what grad(jit(f)) or vmap(jit(f)) transform: optimized, without the passes

@@ -339,3 +339,26 @@ def test_donation_is_refused_where_it_could_change_a_value():
     got = astjax.jit(poly, donate_argnums=0)(view)
     np.testing.assert_array_equal(got, poly(x[::2]))
     assert got is not view
+
+
+def test_a_backend_plugs_in_and_sees_the_fusion_plan(monkeypatch):
+    from astjax import backends
+    seen = []
+    numpy_backend = backends.get("numpy")
+
+    def load(fn, doc, label):
+        seen.append([h.name for h in fn.helpers])       # one block function per group
+        return numpy_backend.load(fn, doc, label)
+
+    monkeypatch.setattr(backends, "_REGISTRY", dict(backends._REGISTRY))
+    backends.register(backends.Backend("recording", (), numpy_backend.passes, load,
+                                       lambda: (True, "")))
+    backends.register(backends.Backend("absent", (), numpy_backend.passes, load,
+                                       lambda: (False, "no such device")))
+    x = np.random.default_rng(7).standard_normal((4, 3))
+    np.testing.assert_array_equal(astjax.jit(poly, backend="recording")(x), poly(x))
+    assert seen == [["poly_group"]]
+    with pytest.raises(astjax.AstjaxError, match="cannot run here: no such device"):
+        astjax.jit(poly, backend="absent")
+    with pytest.raises(astjax.AstjaxError, match="these are: .*numpy"):
+        astjax.jit(poly, backend="tpu")

@@ -1,0 +1,58 @@
+"""jit backends: what turns optimized core form into code to call.
+
+``jit`` normalizes, specializes and optimizes the same way for every backend; the
+backend says which passes it runs and how the result is loaded.  The NumPy backend
+prints Python (fused groups as block functions, ``astjax/runtime_fusion.py``) and
+loads it.  A compiled backend plugs in by registering a ``Backend`` whose ``load``
+renders ``fn.helpers`` — the fusion plan, one elementwise group each — as kernels
+and the rest as host code; ``available`` tells ``jit`` whether it can run here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from astjax.errors import ArgumentError
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    aliases: tuple          # other names jit(..., backend=...) accepts
+    passes: Callable        # () -> the passes to run, in order (astjax.passes.DEFAULT)
+    load: Callable          # (fn, docstring, label) -> astjax.api.Generated
+    available: Callable     # () -> (bool, why not)
+
+
+_REGISTRY: dict = {}
+
+
+def register(backend: Backend) -> None:
+    for name in (backend.name,) + backend.aliases:
+        _REGISTRY[name] = backend
+
+
+def get(name: str | None) -> Backend:
+    """The backend called ``name`` (None: NumPy), or a clear error."""
+    backend = _REGISTRY.get(name or "numpy")
+    if backend is None:
+        usable = sorted(n for n, b in _REGISTRY.items() if b.available()[0])
+        raise ArgumentError(f"jit: backend {name!r} is not available here; these are: "
+                            f"{', '.join(usable)}")
+    ok, why = backend.available()
+    if not ok:
+        raise ArgumentError(f"jit: backend {name!r} cannot run here: {why}")
+    return backend
+
+
+def _numpy_passes():
+    from astjax import passes
+    return passes.DEFAULT
+
+
+def _numpy_load(fn, doc, label):
+    from astjax.api import load_functions
+    return load_functions([(fn, doc)], fn.env, label, ["main"])
+
+
+register(Backend("numpy", ("cpu",), _numpy_passes, _numpy_load, lambda: (True, "")))
