@@ -21,6 +21,7 @@ from astjax.core import Const, Copy, Index, Prim, Return, Var
 from astjax.errors import ArgumentError, Location, SourceError, TransformError
 from astjax.frontend.names import NameGen
 from astjax.frontend.normalize import Normalizer
+from astjax.transforms.inplace import own_accumulations
 from astjax.transforms.reverse import ReverseAD
 
 
@@ -179,7 +180,9 @@ def _build_reverse(fun, kind, argnums, has_aux, static_functions=None):
                              loc=loc))
         body.append(core.Comment("backward sweep: cotangents (d_*) of each value, in reverse"))
         body.append(Prim(seed, "ones_like", [Var(out_name)], loc=loc))
-        body += init + backward + epilogue
+        sweep = init + backward + epilogue
+        own_accumulations(sweep, body + sweep)
+        body += sweep
         if grad_result is None:
             tup = names.fresh("grads")
             body.append(Prim(tup, "make_tuple", [tuple(Var(g) for g in grads)], loc=loc))
@@ -232,7 +235,9 @@ def _build_reverse(fun, kind, argnums, has_aux, static_functions=None):
         for v in sorted(ad.restore & set(saved)):
             if any(isinstance(st, core.SetItem) and st.target == v for st in core.walk(fn.body)):
                 bwd_body.append(Prim(v, "copy", [Var(v)], loc=loc))
-        bwd_body += init + backward + epilogue
+        sweep = init + backward + epilogue
+        own_accumulations(sweep, bwd_body + sweep)
+        bwd_body += sweep
         tup = names.fresh("cotangents")
         bwd_body.append(Prim(tup, "make_tuple", [tuple(Var(g) for g in grads)], loc=loc))
         bwd_body.append(Return(Var(tup), loc=loc))
