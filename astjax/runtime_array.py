@@ -439,10 +439,58 @@ def repeat_vjp(t, a, repeats, axis=None):
 _INDEX_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
 
+def _pad_pairs(pad_width, ndim):
+    """``pad_width`` as one (before, after) pair of ints >= 0 per axis, or None when it
+    is spelled some other way (np.pad then reads it)."""
+    def count(v):
+        return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) \
+            and v >= 0 else None
+    n = count(pad_width)
+    if n is not None:
+        return ((n, n),) * ndim
+    if not isinstance(pad_width, (tuple, list)):
+        return None
+    if len(pad_width) == 2 and count(pad_width[0]) is not None and \
+            count(pad_width[1]) is not None:
+        return ((count(pad_width[0]), count(pad_width[1])),) * ndim
+    if len(pad_width) != ndim:
+        return None
+    pairs = []
+    for pw in pad_width:
+        if not isinstance(pw, (tuple, list)) or len(pw) != 2:
+            return None
+        a, b = count(pw[0]), count(pw[1])
+        if a is None or b is None:
+            return None
+        pairs.append((a, b))
+    return tuple(pairs)
+
+
+def _pad_zeros(array, pairs):
+    """``np.pad(array, pairs)`` (zeros around) without np.pad's Python overhead: the
+    same values, dtype and memory order."""
+    shape = tuple(n + a + b for n, (a, b) in zip(array.shape, pairs))
+    out = np.empty(shape, dtype=array.dtype, order="F" if array.flags.fnc else "C")
+    out[tuple(slice(a, a + n) for n, (a, _) in zip(array.shape, pairs))] = array
+    for k, (a, b) in enumerate(pairs):
+        lead = (slice(None),) * k
+        if a:
+            out[lead + (slice(0, a),)] = 0
+        if b:
+            out[lead + (slice(shape[k] - b, None),)] = 0
+    return out
+
+
 def pad(array, pad_width, mode="constant", constant_values=0):
     """``np.pad`` restricted to what is differentiated: ``constant_values`` only when
-    ``mode`` is "constant" (np.pad rejects it otherwise)."""
+    ``mode`` is "constant" (np.pad rejects it otherwise).  Zero padding of an array
+    skips np.pad's Python overhead (several times the copy on 10^5 elements)."""
     if mode == "constant":
+        if type(array) is np.ndarray and array.ndim and array.size and \
+                type(constant_values) in (int, float) and constant_values == 0:
+            pairs = _pad_pairs(pad_width, array.ndim)
+            if pairs is not None:
+                return _pad_zeros(array, pairs)
         return np.pad(array, pad_width, mode=mode, constant_values=constant_values)
     return np.pad(array, pad_width, mode=mode)
 
@@ -455,6 +503,13 @@ def pad_vjp(t, array, pad_width, mode="constant"):
     if mode not in _INDEX_MODES:
         raise UnsupportedDerivativeError(f"the derivative of np.pad with mode={mode!r}")
     shape = np.shape(array)
+    if mode == "constant" and type(t) is np.ndarray:
+        pairs = _pad_pairs(pad_width, len(shape))
+        if pairs is not None and t.shape == tuple(n + a + b for n, (a, b) in
+                                                  zip(shape, pairs)):
+            # the interior of t, copied (the cotangent is a new array), fit to array
+            inner = t[tuple(slice(a, a + n) for n, (a, _) in zip(shape, pairs))]
+            return np.array(inner, dtype=_float_dtype(array, inner.dtype))
     if mode == "constant":
         # the padding is constant: the cotangent is the interior of t (a view, copied)
         widths = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
