@@ -31,7 +31,10 @@ from astjax.errors import UnsupportedDerivativeError
 def _float_dtype(x, fallback=None):
     """The floating dtype a cotangent for ``x`` must have (None: leave as is)."""
     dtype = getattr(x, "dtype", None)
-    if dtype is not None and np.issubdtype(dtype, np.inexact):
+    if isinstance(dtype, np.dtype) and dtype.kind in "fc":   # np.inexact, quickly
+        return dtype
+    if dtype is not None and not isinstance(dtype, np.dtype) and \
+            np.issubdtype(dtype, np.inexact):
         return dtype
     return fallback
 
@@ -83,6 +86,9 @@ def unbroadcast(t, x):
     """
     if t is None or x is None:
         return None
+    if type(t) is np.ndarray and type(x) is np.ndarray and t.shape == x.shape and \
+            t.dtype == x.dtype:
+        return t      # the common case, without the general path's overhead
     shape = np.shape(x)
     tshape = np.shape(t)
     out = t
@@ -442,6 +448,10 @@ _INDEX_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 def _pad_pairs(pad_width, ndim):
     """``pad_width`` as one (before, after) pair of ints >= 0 per axis, or None when it
     is spelled some other way (np.pad then reads it)."""
+    if type(pad_width) is tuple and len(pad_width) == ndim and all(
+            type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int
+            and p[0] >= 0 and p[1] >= 0 for p in pad_width):
+        return pad_width       # already ((before, after), ...) per axis
     def count(v):
         return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) \
             and v >= 0 else None
@@ -819,6 +829,22 @@ def _is_basic_index(index):
     return True
 
 
+def _unit_ranges(index, shape):
+    """(start, stop) per leading axis when ``index`` is slices of step 1 only, else None."""
+    items = index if type(index) is tuple else (index,)
+    if not items or len(items) > len(shape):
+        return None
+    out = []
+    for it, n in zip(items, shape):
+        if type(it) is not slice:
+            return None
+        a, b, step = it.indices(n)
+        if step != 1:
+            return None
+        out.append((a, max(a, b)))
+    return out
+
+
 def _is_mask_index(index):
     return isinstance(index, np.ndarray) and index.dtype == np.bool_
 
@@ -845,6 +871,18 @@ def getitem_vjp(t, x, index):
         return _rebuild(x, items)
     if t is None:
         return None
+    ranges = _unit_ranges(index, np.shape(x))
+    if ranges is not None:
+        # a block of x: write t there and zero only the rest (not the whole array first)
+        z = np.empty(np.shape(x), dtype=_float_dtype(x, np.float64))
+        z[index] = t
+        for k, (a, b) in enumerate(ranges):
+            lead = tuple(slice(a_, b_) for a_, b_ in ranges[:k])
+            if a:
+                z[lead + (slice(0, a),)] = 0
+            if b < z.shape[k]:
+                z[lead + (slice(b, None),)] = 0
+        return z
     z = _zeros(x)
     if _is_basic_index(index) or _is_mask_index(index):
         z[index] = t

@@ -141,3 +141,28 @@ def test_wave_example_gradient_matches_finite_differences():
         eps = 1e-3
         fd = (loss(velocity + eps * direction) - loss(velocity - eps * direction)) / (2 * eps)
         assert np.isclose(np.sum(g * direction), fd, rtol=1e-5, atol=1e-12 * abs(value))
+
+
+@pytest.mark.parametrize("index", [(slice(1, None),), (slice(None), slice(None, -1)),
+                                   (slice(2, 4), slice(1, 5), slice(0, 3)), slice(None),
+                                   (slice(3, 1),), (slice(None, None, 1), slice(-2, None)),
+                                   (slice(0, 5, 2),), (1, slice(None)), (Ellipsis, 1), 2])
+def test_getitem_vjp_of_a_block_zeros_only_the_rest(index):
+    x = np.zeros((5, 6, 3), np.float32)
+    t = np.random.default_rng(6).standard_normal(np.shape(x[index])).astype(np.float32)
+    expected = np.zeros(x.shape, np.float32)
+    expected[index] = t
+    out = ra.getitem_vjp(t, x, index)
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_unbroadcast_fast_path_is_the_general_one():
+    t = np.arange(6.0).reshape(2, 3)
+    assert ra.unbroadcast(t, np.zeros((2, 3))) is t
+    assert ra.unbroadcast(t, rt.meta(np.zeros((2, 3)))) is t
+    out = ra.unbroadcast(t, np.zeros((2, 3), np.float32))
+    assert out.dtype == np.float32 and out is not t
+    np.testing.assert_array_equal(ra.unbroadcast(t, np.zeros((1, 3))), [[3.0, 5.0, 7.0]])
+    assert ra.unbroadcast(t, np.zeros((2, 3), int)) is t       # no float dtype to fit
+    assert ra.unbroadcast(np.float64(2.0), 1.0) == 2.0
