@@ -517,9 +517,11 @@ def pad_vjp(t, array, pad_width, mode="constant"):
         pairs = _pad_pairs(pad_width, len(shape))
         if pairs is not None and t.shape == tuple(n + a + b for n, (a, b) in
                                                   zip(shape, pairs)):
-            # the interior of t, copied (the cotangent is a new array), fit to array
+            # the interior of t: a view (what reads it next makes a new array; the
+            # in-place accumulations never write into a view), cast to fit array
             inner = t[tuple(slice(a, a + n) for n, (a, _) in zip(shape, pairs))]
-            return np.array(inner, dtype=_float_dtype(array, inner.dtype))
+            dtype = _float_dtype(array, inner.dtype)
+            return inner if inner.dtype == dtype else inner.astype(dtype)
     if mode == "constant":
         # the padding is constant: the cotangent is the interior of t (a view, copied)
         widths = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)

@@ -304,3 +304,18 @@ def test_grad_of_grad_reads_the_plain_accumulations():
     src = astjax.make_source(astjax.grad(inner))(u)
     # the outer sweep adds in place; the inner gradient, re-read, is plain acc again
     assert "rt.acc_at_inplace(" in src
+
+
+def double_pad(x):
+    return np.pad(x, 1) + np.pad(x * 2.0, 1)
+
+
+def test_pad_cotangent_views_are_never_added_into():
+    """pad_vjp hands back a view of the cotangent: here, of the caller's array."""
+    x = np.arange(4.0)
+    _, vjp_fn = astjax.vjp(double_pad, x)
+    ct = np.arange(6.0) + 1.0
+    (g,) = vjp_fn(ct)
+    np.testing.assert_array_equal(ct, np.arange(6.0) + 1.0)
+    np.testing.assert_array_equal(g, 3.0 * ct[1:-1])
+    np.testing.assert_array_equal(vjp_fn(ct)[0], g)

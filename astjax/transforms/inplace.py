@@ -14,7 +14,7 @@ pass finds those places and calls the in-place helpers of ``astjax/runtime.py``:
 
 Ownership is proved statically, the rest is checked at run time.  A variable is
 *owned* at a point when, on every path to it, its value (if an array) was made by
-the sweep (a ufunc, one of the accumulation helpers, ``pad_vjp``, ``getitem_vjp``...)
+the sweep (a ufunc, one of the accumulation helpers, ``getitem_vjp``...)
 or moved from such a temporary, and no statement has read it since in a way that can
 keep a reference (anything but a ufunc operand or an ``is not None`` test).  A
 temporary moves (``d = acc(None, t)`` binds ``t``'s array) only when it is written
@@ -41,9 +41,9 @@ from astjax.core import Const, Copy, External, For, If, Prim, Var, While
 from astjax import primitives as P
 
 # non-ufunc primitives whose array result is always a new array nobody else holds
-_FRESH = {"pad_vjp", "getitem_vjp", "broadcast_like", "acc_at", "ones_like", "zeros_like"}
-# primitives that return their first operand itself (or a new array made from it)
-_MOVES = {"unbroadcast"}
+_FRESH = {"getitem_vjp", "broadcast_like", "acc_at", "ones_like", "zeros_like"}
+# primitives that return their first operand itself, a view of it, or a new array
+_MOVES = {"unbroadcast", "pad_vjp"}
 _NEVER_FRESH_UFUNCS = {"conj"}
 
 
