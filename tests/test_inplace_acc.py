@@ -139,9 +139,8 @@ def _none(d):
 
 
 def _rewrite(params, body):
-    """Run the pass over ``body`` and load it as a function returning its last
-    statement's target... (the returned names are given by a final Return)."""
-    n = own_accumulations(body, body)
+    """Run the pass over ``body`` (ending in a Return) and load it as ``f(*params)``."""
+    n = own_accumulations(body)
     fn = core.Function("f", list(params), body)
     ns = codegen.load_source(codegen.print_function(fn), {"np": np, "rt": rt}, "inplace test")
     return n, ns["f"]
@@ -207,6 +206,19 @@ def test_a_parameter_is_never_added_into():
     d = f(s, np.arange(3.0), np.full(3, 2.0))
     np.testing.assert_array_equal(s, np.ones(3))
     np.testing.assert_array_equal(d, 1 + 2 * np.arange(3.0))
+
+
+def test_a_loop_over_a_cotangent_shares_it():
+    """``for v in d`` reads rows of d while the body runs: d must not change under it."""
+    body = [_none("d"), _mul("t", "a", "b"), _acc("d", "t"), _none("e"),
+            For("v", Var("d"), [_acc("e", "v"), _acc("d", "c")]),
+            Prim("r", "make_tuple", [(Var("d"), Var("e"))]), Return(Var("r"))]
+    _, f = _rewrite(["a", "b", "c"], body)
+    assert _helper(body[4].body[1]) == "acc"
+    a, b, c = np.arange(6.0).reshape(3, 2), np.full((3, 2), 2.0), np.ones((3, 2))
+    d, e = f(a, b, c)
+    np.testing.assert_array_equal(e, np.sum(a * b, axis=0))
+    np.testing.assert_array_equal(d, a * b + 3 * c)
 
 
 def test_a_branch_that_may_share_the_buffer_stops_in_place_adds():

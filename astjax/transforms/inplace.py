@@ -130,7 +130,9 @@ class _Owner:
                 orelse = self.block(s.orelse, set(owned), loop, rewrite)
                 owned = body & orelse
             elif isinstance(s, For):
-                owned = self.loop(s, [s.body], owned - {s.target}, rewrite)
+                # ``for v in d`` walks d's own rows: d is shared from here on
+                owned = owned - set(core.reads(s)) - {s.target}
+                owned = self.loop(s, [s.body], owned, rewrite)
             elif isinstance(s, While):
                 # not made by the backward sweep: only drop what it touches
                 touched = core.all_reads([s]) | core.all_writes([s])
@@ -224,12 +226,14 @@ class _Owner:
         return owned, new
 
 
-def own_accumulations(region: list, whole: list) -> int:
-    """Rewrite the accumulations of ``region`` (the backward sweep and what follows it,
-    changed in place) to add into owned buffers; ``whole`` is the function body (for
-    read and write counts).  Returns the number of statements rewritten."""
-    owner = _Owner(whole)
+def own_accumulations(body: list, start: int = 0) -> int:
+    """Rewrite the accumulations in ``body[start:]`` (the backward sweep and what
+    follows it; ``body`` is the whole function body, changed in place) to add into
+    owned buffers.  Returns the number of statements rewritten."""
+    owner = _Owner(body)
+    region = body[start:]
     owner.block(region, set(), None, True)
+    body[start:] = region
     return owner.rewritten
 
 
