@@ -22,6 +22,7 @@ from astjax.errors import (ArgumentError, DifferentiationError, Location, Source
                            TransformError)
 from astjax.frontend.names import NameGen
 from astjax.frontend.normalize import Normalizer
+from astjax.transforms.inplace import own_accumulations
 from astjax.transforms.reverse import ReverseAD
 
 
@@ -180,6 +181,7 @@ def _build_reverse(fun, kind, argnums, has_aux, static_functions=None):
                              loc=loc))
         body.append(core.Comment("backward sweep: cotangents (d_*) of each value, in reverse"))
         body.append(Prim(seed, "ones_like", [Var(out_name)], loc=loc))
+        sweep_start = len(body)
         body += init + backward + epilogue
         if grad_result is None:
             tup = names.fresh("grads")
@@ -201,6 +203,7 @@ def _build_reverse(fun, kind, argnums, has_aux, static_functions=None):
             body.append(Prim(pair, "make_tuple", [(first, grad_result)], loc=loc))
             value = pair and Var(pair)
         body.append(Return(value, loc=loc))
+        own_accumulations(body, sweep_start)   # add into buffers the sweep owns
         gname = names.fresh(f"{kind}_{fname}")
         gfn = core.Function(gname, fn.params, body, loc=loc, env=fn.env,
                             defaults=fn.defaults, kwonly=fn.kwonly)
@@ -233,10 +236,12 @@ def _build_reverse(fun, kind, argnums, has_aux, static_functions=None):
         for v in sorted(ad.restore & set(saved)):
             if any(isinstance(st, core.SetItem) and st.target == v for st in core.walk(fn.body)):
                 bwd_body.append(Prim(v, "copy", [Var(v)], loc=loc))
+        sweep_start = len(bwd_body)
         bwd_body += init + backward + epilogue
         tup = names.fresh("cotangents")
         bwd_body.append(Prim(tup, "make_tuple", [tuple(Var(g) for g in grads)], loc=loc))
         bwd_body.append(Return(Var(tup), loc=loc))
+        own_accumulations(bwd_body, sweep_start)   # add into buffers the sweep owns
         f1 = core.Function(fwd_name, fn.params, fwd_body, loc=loc, env=fn.env,
                            defaults=fn.defaults, kwonly=fn.kwonly)
         f2 = core.Function(bwd_name, [res, seed], bwd_body, loc=loc, env=fn.env)

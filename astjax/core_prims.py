@@ -31,7 +31,10 @@ register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff
 register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,
                    "rt.as_sequence_cotangent", ("g", "x"), diff=("g",), kind="other",
                    meta=("x",)))
-register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"))
+# the in-place accumulations of generated code (astjax/transforms/inplace.py) read back
+# as the plain ones: a transformation of generated code sees functional code
+register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"),
+         callables=(rt.acc_inplace, rt.acc_copy, rt.acc_reuse))
 register(Primitive("stop_gradient", rt.stop_gradient, "rt.stop_gradient", ("x",),
                    kind="structural"))
 register(Primitive("range", builtins.range, "range", ("start", "stop", "step"),
@@ -64,7 +67,8 @@ for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_
               "append_cotangents_vjp"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
                        diff=_DIFF.get(_name, ()), kind=_KIND.get(_name, "other"),
-                       meta=_META.get(_name, ())))
+                       meta=_META.get(_name, ())),
+             callables=(rt.acc_at_inplace,) if _name == "acc_at" else ())
 
 
 def _seq(a):
@@ -136,6 +140,11 @@ register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
                    kind="other", meta=("ys",)))
 register(Primitive("tree_restack", rt.tree_restack, "rt.tree_restack", ("cts", "ys", "reverse"),
                    kind="other", meta=("ys",)))
+register(Primitive("unstack_cotangent", rt.unstack_cotangent, "rt.unstack_cotangent",
+                   ("g", "stacked", "reverse"), diff=("g",), kind="other", meta=("stacked",)))
+register(Primitive("restack_cotangent", rt.restack_cotangent, "rt.restack_cotangent",
+                   ("cts", "stacked", "reverse"), diff=("cts",), kind="other",
+                   meta=("stacked",)))
 register(Primitive("compact", rt.compact, "rt.compact", ("y",), diff=("y",), kind="structural"))
 register(Primitive("tangent_set", rt.tangent_set, "rt.tangent_set",
                    ("t", "index", "v_dot", "like"), diff=("t", "v_dot"), kind="other",

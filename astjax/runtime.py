@@ -169,7 +169,8 @@ def dict_cotangents(g, keys):
 
 
 def append_cotangents(g, lst):
-    """Cotangents of (list, item) for ``append``."""
+    """Cotangents of (list, item) for ``append``; ``lst`` is not read (the rule passes
+    None: saving a stand-in of a list that grows every step costs quadratic time)."""
     if g is None:
         return None, None
     return list(g[:-1]), g[-1]
@@ -280,10 +281,14 @@ def cot_at(g, index):
 
 
 def acc_at(d, x, index, g):
-    """``d + getitem_vjp(g, x, index)`` without building a zero array first."""
+    """``d + getitem_vjp(g, x, index)`` without building a zero array first.
+
+    An array result is always a new array (a copy of ``d`` even when ``g`` is None):
+    the backward sweep may add into it in place (``acc_at_inplace``).
+    """
     from astjax.runtime_array import getitem_vjp
     if g is None:
-        return d
+        return d.copy() if type(d) is np.ndarray else d
     kind = type(x)
     if (kind is tuple or kind is list) and type(index) is int and \
             (d is None or type(d) is kind):
@@ -299,6 +304,73 @@ def acc_at(d, x, index, g):
     else:
         np.add.at(out, index, g)
     return out
+
+
+# In-place accumulation (astjax/transforms/inplace.py proves when ``d`` is owned: an
+# array the backward sweep made that nothing else refers to).  Each helper computes
+# exactly what ``acc`` / ``acc_at`` compute; it only skips the new array.
+
+_NUMBERS = (float, int, complex)
+
+
+def _owned_buffer(d):
+    """An array that can take a sum in place: exact ndarray, not 0-d (``d + g`` would
+    give a NumPy scalar), owning its writeable memory."""
+    return type(d) is np.ndarray and d.ndim > 0 and d.base is None and d.flags.writeable
+
+
+def _sums_in_place(d, g):
+    """``d += g`` equals ``d + g``: ``g`` a plain array or number broadcasting to
+    ``d``'s shape, and the sum keeps ``d``'s dtype."""
+    tg = type(g)
+    if tg is np.ndarray:
+        if g.shape != d.shape:
+            try:
+                if np.broadcast_shapes(d.shape, g.shape) != d.shape:
+                    return False
+            except ValueError:
+                return False
+    elif not (isinstance(g, np.generic) or (tg in _NUMBERS)):
+        return False
+    return np.result_type(d, g) == d.dtype
+
+
+def acc_inplace(d, g):
+    """``acc(d, g)`` for an owned ``d``: adds into ``d`` when it can."""
+    if g is not None and _owned_buffer(d) and _sums_in_place(d, g):
+        np.add(d, g, out=d)
+        return d
+    return acc(d, g)
+
+
+def acc_copy(d, g):
+    """``acc_inplace``, but a copy of ``g`` when ``d`` is None, so that the result is
+    owned for the accumulations that follow."""
+    if d is None and type(g) is np.ndarray:
+        return g.copy()
+    return acc_inplace(d, g)
+
+
+def acc_reuse(d, g):
+    """``acc(d, g)`` where ``g`` is an owned temporary nothing reads again: adds ``d``
+    into ``g`` (addition commutes exactly)."""
+    if d is not None and _owned_buffer(g) and _sums_in_place(g, d):
+        np.add(g, d, out=g)
+        return g
+    return acc(d, g)
+
+
+def acc_at_inplace(d, x, index, g):
+    """``acc_at(d, x, index, g)`` for an owned ``d``: adds ``g`` at ``index`` in place."""
+    if g is not None and isinstance(x, np.ndarray) and _owned_buffer(d) and \
+            (type(g) is np.ndarray or isinstance(g, np.generic) or type(g) in _NUMBERS) \
+            and np.result_type(d, g) == d.dtype:
+        if _is_basic_index(index):
+            d[index] += g
+        else:
+            np.add.at(d, index, g)
+        return d
+    return acc_at(d, x, index, g)
 
 
 def _is_basic_index(index):
@@ -469,6 +541,41 @@ def tree_restack(cts, ys, reverse):
     """Stack per-step cotangents (None for zero) back into one stacked cotangent."""
     cts = [instantiate(c, y) for c, y in zip(cts, ys)]
     return tree_stack(cts, reverse)
+
+
+def _steps_of(stacked):
+    """The number of steps in a ``tree_stack`` result, None when it has no leaves."""
+    from astjax.tree_util import tree_leaves
+    leaves = tree_leaves(stacked)
+    return int(np.shape(leaves[0])[0]) if leaves else None
+
+
+def unstack_cotangent(g, stacked, reverse):
+    """Per-step cotangents from the cotangent ``g`` of ``stacked = tree_stack(ys)``.
+
+    The step count comes from ``stacked`` (read for its shape only), not from the list
+    ``ys``: a scan grows that list every step, and a shape stand-in of it, rebuilt
+    after each append, would cost time quadratic in the number of steps.  A stack with
+    no leaves has no derivative: None.
+    """
+    n = _steps_of(stacked)
+    if n is None:
+        return None
+    if g is None:
+        return [None] * n
+    from astjax.tree_util import tree_map
+    out = [tree_map(lambda leaf: leaf[i], g) for i in range(n)]
+    if reverse:
+        out.reverse()
+    return out
+
+
+def restack_cotangent(cts, stacked, reverse):
+    """Inverse of ``unstack_cotangent``: per-step cotangents (None for zero) stacked."""
+    if cts is None:
+        return None
+    n = _steps_of(stacked)
+    return tree_restack(cts, [tree_index(stacked, i) for i in range(n or 0)], reverse)
 
 
 def attr_of(x, name):

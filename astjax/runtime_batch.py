@@ -1807,6 +1807,15 @@ def tree_restack(cts, ys, reverse):
     return tree_map(lambda *leaves: np.stack(_common_batch(leaves)), cts[0], *cts[1:])
 
 
+def restack_cotangent(cts, stacked, reverse):
+    """``rt.restack_cotangent`` when some steps' cotangents carry the batch (last) axis."""
+    from astjax import runtime as rt
+    if cts is None:
+        return None
+    n = rt._steps_of(stacked) or 0
+    return tree_restack(cts, [rt.tree_index(stacked, i) for i in range(n)], reverse)
+
+
 def list_cotangent(g, x):
     from astjax import runtime as rt
     if g is None or not isinstance(x, np.ndarray):

@@ -645,6 +645,10 @@ def tree_restack(cts, ys, reverse):
     return rb.tree_restack(cts, ys, reverse)
 
 
+def restack_cotangent(cts, stacked, reverse):
+    return rb.restack_cotangent(cts, stacked, reverse)
+
+
 def list_cotangent(g, x):
     return rb.list_cotangent(g, x)
 

@@ -100,6 +100,14 @@ def tree_unstack_cotangent(ans, g, ys, reverse, dg=None):
     return rt.tree_unstack_cotangent(dg, ys, reverse)
 
 
+def unstack_cotangent(ans, g, stacked, reverse, dg=None):
+    return rt.unstack_cotangent(dg, stacked, reverse)
+
+
+def restack_cotangent(ans, cts, stacked, reverse, dcts=None):
+    return rt.restack_cotangent(dcts, stacked, reverse)
+
+
 def attr_cotangent(ans, g, x, name, dg=None):
     return rt.attr_cotangent(dg, x, name)
 

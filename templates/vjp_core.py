@@ -21,7 +21,8 @@ def make_dict(g, ans, keys, *values):
 
 
 def append(g, ans, lst, item):
-    parts = rt.append_cotangents(g, lst)
+    # lst is not passed: reading it would save a stand-in of the list at every append
+    parts = rt.append_cotangents(g, None)
     return parts[0], parts[1]
 
 
@@ -42,7 +43,8 @@ def tree_index(g, ans, xs, i):
 
 
 def tree_stack(g, ans, ys, reverse):
-    return rt.tree_unstack_cotangent(g, ys, reverse)
+    # the step count is read off the stack (ans), not the list of steps (see the helper)
+    return rt.unstack_cotangent(g, ans, reverse)
 
 
 def as_sequence(g, ans, x):
@@ -91,6 +93,14 @@ def tree_index_vjp(ct, ans, g, xs, i):
 
 def tree_unstack_cotangent(ct, ans, g, ys, reverse):
     return rt.tree_restack(ct, ys, reverse)
+
+
+def unstack_cotangent(ct, ans, g, stacked, reverse):
+    return rt.restack_cotangent(ct, stacked, reverse)
+
+
+def restack_cotangent(ct, ans, cts, stacked, reverse):
+    return rt.unstack_cotangent(ct, stacked, reverse)
 
 
 def attr_cotangent(ct, ans, g, x, name):

@@ -1346,6 +1346,11 @@ class Normalizer:
         prim = P.lookup_callable(obj)
         if prim is not None:
             args, kwargs = self.call_args(node, hint)
+            if prim.name == "len" and len(args) == 1 and not kwargs and \
+                    isinstance(args[0], tuple):
+                # a tuple of operands (a rule's ``*items``) has a static length: reading
+                # the items would make reverse mode keep every one of them
+                return Const(len(args[0]))
             name = prim.name if prim.name not in ("getitem",) else "item"
             out = self._out(target, hint, _short(name))
             self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
