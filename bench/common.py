@@ -99,3 +99,24 @@ def report(title, rows):
 
 def ms(seconds):
     return f"{seconds * 1e3:.3f} ms"
+
+
+def first_call(code, runs=3):
+    """(first, second) call times printed by ``code``, in fresh processes: the median
+    of ``runs`` runs.
+
+    The processes may write bytecode caches (a warm-up run writes them first), as an
+    installed package has them: with ``PYTHONDONTWRITEBYTECODE`` set, every import of
+    a rule-template module would be compiled again and counted as transformation.
+    """
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    results = []
+    for _ in range(runs + 1):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env=env).stdout.split()
+        results.append((float(out[0]), float(out[1])))
+    results = sorted(results[1:])
+    return results[len(results) // 2]

@@ -8,13 +8,12 @@ Prints, measured in the same run (each ratio from interleaved rounds, common.com
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import compare, ms, report  # noqa: E402
+from common import compare, first_call, ms, report  # noqa: E402
 from mlp_grad import hand_backprop  # noqa: E402
 
 import astjax  # noqa: E402
@@ -55,9 +54,7 @@ def main():
         np.testing.assert_allclose(a, c, rtol=2e-3, atol=1e-3)
         np.testing.assert_allclose(b, d, rtol=2e-3, atol=1e-3)
     t_jg, t_hand, grad_ratio = compare(jgrad, hand_backprop, params, batch)
-    first, steady = (float(v) for v in subprocess.run(
-        [sys.executable, "-c", FIRST_CALL], capture_output=True, text=True,
-        check=True).stdout.split())
+    first, steady = first_call(FIRST_CALL)
     report("jit on the CPU", [
         ("poly: plain NumPy", ms(t_np), "1000x1000 f32"),
         ("poly: jit(poly)", ms(t_jit), ""),

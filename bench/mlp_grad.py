@@ -8,13 +8,12 @@ Prints, measured in the same run:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import best_time, ms, report  # noqa: E402
+from common import best_time, first_call, ms, report  # noqa: E402
 
 import astjax  # noqa: E402
 from astjax.demo import init_params, loss  # noqa: E402
@@ -59,9 +58,7 @@ print(t1 - t0, t2 - t1)
 
 
 def first_call_seconds():
-    out = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True,
-                         check=True).stdout.split()
-    first, steady = float(out[0]), float(out[1])
+    first, steady = first_call(FIRST_CALL)
     return first, first - steady
 
 

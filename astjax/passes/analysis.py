@@ -48,10 +48,17 @@ EFFECTFUL = frozenset({
 TAPE_MUTATORS = frozenset({"push", "pop", "replay", "pop_tangent"})
 
 
+_REGISTRY = None
+
+
 def registry():
-    from astjax import core_prims  # noqa: F401  (registers the core helpers)
-    from astjax.primitives import REGISTRY
-    return REGISTRY
+    """The primitive registry (core helpers included); looked up once, asked often."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        from astjax import core_prims  # noqa: F401  (registers the core helpers)
+        from astjax.primitives import REGISTRY
+        _REGISTRY = REGISTRY
+    return _REGISTRY
 
 
 def prim_entry(name):
