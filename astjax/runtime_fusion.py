@@ -20,6 +20,7 @@ the other on the calling thread: still fewer passes over memory than whole array
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 
@@ -103,6 +104,28 @@ def _plan(deps, args):
     return shape
 
 
+def _cached_plan(block, deps, args):
+    """(result shape, result dtypes, which inputs are split by rows, rows per block) for
+    these operand shapes and dtypes, or None; remembered on the block function."""
+    key = tuple((a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args)
+    plans = block.__dict__.setdefault("_astjax_plans", {})
+    if key in plans:
+        return plans[key]
+    shape = _plan(deps, args)
+    plan = None
+    if shape is not None:
+        rows = shape[0]
+        split = tuple(type(a) is _ndarray and a.ndim == len(shape) and a.shape[0] == rows
+                      for a in args)
+        per_row = max(1, math.prod(shape) // rows)
+        plan = (shape, _result_dtypes(block, len(deps) == 1, args), split,
+                max(1, BLOCK_ELEMENTS // per_row))
+    if len(plans) > 64:
+        plans.clear()
+    plans[key] = plan
+    return plan
+
+
 def _one_element(a):
     return a[(slice(0, 1),) * a.ndim] if type(a) is _ndarray else a
 
@@ -155,17 +178,14 @@ def run_fused(block, deps, cost, *args, reuse=()):
     donated = _donated(block, deps, args, reuse) if reuse else None
     if size * cost < MIN_WORK:
         return block(*args, *donated) if donated else block(*args)
-    shape = _plan(deps, args)
-    if shape is None:
+    plan = _cached_plan(block, deps, args)
+    if plan is None:
         return block(*args, *donated) if donated else block(*args)
+    shape, dtypes, split, step = plan
     single = len(deps) == 1
     outs = [np.empty(shape, d) if donated is None or donated[k] is None else donated[k]
-            for k, d in enumerate(_result_dtypes(block, single, args))]
+            for k, d in enumerate(dtypes)]
     rows = shape[0]
-    split = [type(a) is _ndarray and a.ndim == len(shape) and a.shape[0] == rows
-             for a in args]
-    per_row = max(1, size // rows)
-    step = max(1, BLOCK_ELEMENTS // per_row)
     errstate = np.geterr()
 
     def blocks(lo, hi):
