@@ -527,7 +527,11 @@ def tree_stack(ys, reverse):
 
 def tree_unstack_cotangent(g, ys, reverse):
     """Cotangents of the per-step outputs from the cotangent of their stack."""
-    n = len(ys)
+    return _unstack(g, len(ys), reverse)
+
+
+def _unstack(g, n, reverse):
+    """Step ``i``'s part of the stacked cotangent ``g`` for each of ``n`` steps."""
     if g is None:
         return [None] * n
     from astjax.tree_util import tree_map
@@ -561,13 +565,7 @@ def unstack_cotangent(g, stacked, reverse):
     n = _steps_of(stacked)
     if n is None:
         return None
-    if g is None:
-        return [None] * n
-    from astjax.tree_util import tree_map
-    out = [tree_map(lambda leaf: leaf[i], g) for i in range(n)]
-    if reverse:
-        out.reverse()
-    return out
+    return _unstack(g, n, reverse)
 
 
 def restack_cotangent(cts, stacked, reverse):

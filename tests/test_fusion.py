@@ -22,7 +22,7 @@ from astjax.core import Const, Copy, External, Prim, Var
 from astjax.passes import fusion
 from conftest import load_source_module
 from programs import fusable as F
-from programs import mlp
+import test_jit
 from test_passes import P_, identical, make, outcome, source
 
 MODES = ["whole", "blocked"]
@@ -234,16 +234,7 @@ def test_ndarray_subclasses_keep_their_type(blocked):
 @pytest.mark.parametrize("mode", MODES)
 def test_compositions_with_fused_code(mode, request, monkeypatch):
     _mode(request, monkeypatch, mode)
-    r = np.random.default_rng(2)
-    params = [(r.standard_normal((3, 4)), r.standard_normal(4)),
-              (r.standard_normal((4, 2)), r.standard_normal(2))]
-    batch = (r.standard_normal((5, 3)), r.standard_normal((5, 2)))
-    eager = astjax.grad(mlp.loss)(params, batch)
-    for got in (astjax.jit(astjax.grad(mlp.loss))(params, batch),
-                astjax.grad(astjax.jit(mlp.loss))(params, batch)):
-        for (a, b), (c, d) in zip(got, eager):
-            np.testing.assert_allclose(a, c, rtol=1e-12)
-            np.testing.assert_allclose(b, d, rtol=1e-12)
+    test_jit.test_compositions()          # jit(grad), grad(jit), jit(vmap) of the MLP
     xs = _r(4, 6, 3)
     got = astjax.jit(astjax.vmap(F.broadcast_rows, in_axes=(0, None)))(xs, _r(3))
     want = np.stack([F.broadcast_rows(x, _r(3)) for x in xs])
