@@ -105,8 +105,8 @@ def _plan(deps, args):
 
 
 def _cached_plan(block, deps, args):
-    """(result shape, result dtypes, which inputs are split by rows, rows per block) for
-    these operand shapes and dtypes, or None; remembered on the block function."""
+    """(result shape, result dtypes, which inputs are split by rows, elements per row)
+    for these operand shapes and dtypes, or None; remembered on the block function."""
     key = tuple((a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args)
     plans = block.__dict__.setdefault("_astjax_plans", {})
     if key in plans:
@@ -117,9 +117,8 @@ def _cached_plan(block, deps, args):
         rows = shape[0]
         split = tuple(type(a) is _ndarray and a.ndim == len(shape) and a.shape[0] == rows
                       for a in args)
-        per_row = max(1, math.prod(shape) // rows)
         plan = (shape, _result_dtypes(block, len(deps) == 1, args), split,
-                max(1, BLOCK_ELEMENTS // per_row))
+                max(1, math.prod(shape) // rows))
     if len(plans) > 64:
         plans.clear()
     plans[key] = plan
@@ -181,7 +180,8 @@ def run_fused(block, deps, cost, *args, reuse=()):
     plan = _cached_plan(block, deps, args)
     if plan is None:
         return block(*args, *donated) if donated else block(*args)
-    shape, dtypes, split, step = plan
+    shape, dtypes, split, per_row = plan
+    step = max(1, BLOCK_ELEMENTS // per_row)
     single = len(deps) == 1
     outs = [np.empty(shape, d) if donated is None or donated[k] is None else donated[k]
             for k, d in enumerate(dtypes)]
