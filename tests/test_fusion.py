@@ -164,6 +164,8 @@ CASES = [
     (F.chain_around_reduction, lambda: (_r(7, 3),)),
     (F.divide_by, lambda: (np.array([[0.0, 1.0], [-0.0, 2.0], [3.0, 0.0]]), _r(3, 2))),
     (F.mse_grad_body, lambda: (_r(6, 2), _r(6, 2, seed=1))),
+    (F.powers, lambda: (np.abs(_r(9, 4)) + 0.1,)),
+    (F.powers, lambda: (np.abs(_r(9, 4, dtype=np.float32)) + 0.1,)),
 ]
 
 

@@ -19,8 +19,9 @@ What the pass checks statically:
 * results are the group's names live after it (``analysis.liveness``); the others
   are block-local temporaries;
 * an operator result is written with ``out=`` only when an operand is surely a NumPy
-  value (so ``a + b`` cannot be list concatenation): otherwise the block computes it
-  as written and copies it into the output (``store``);
+  value (so ``a + b`` cannot be list concatenation) and the operator is not ``**``
+  (whose scalar fast paths ``np.power`` lacks): otherwise the block computes it as
+  written and copies it into the output (``store``);
 * a donated parameter (jit's ``donate_argnums``) read by one top-level group only may
   lend its memory to a result written after its last read (``reuse=``).
 
@@ -233,7 +234,8 @@ class _Fuser:
                 numpy_now.discard(m.target)
             if final_write.get(m.target) != k or m.target not in out_param:
                 body.append(m)
-            elif surely_numpy:
+            elif surely_numpy and entry.operator != "**":
+                # (``x ** 0.5`` takes NumPy's sqrt fast path, np.power(x, 0.5) does not)
                 body.append(External(m.target, Var(entry.code), operands,
                                      {"out": Var(out_param[m.target])}, loc=m.loc))
             else:

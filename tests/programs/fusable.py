@@ -72,3 +72,8 @@ def divide_by(x, y):
 def mse_grad_body(p, t):
     r = p - t
     return np.sum(r * r)
+
+
+def powers(x):
+    y = x * 1.5
+    return y ** 0.5, y ** 2, y ** -1
