@@ -97,9 +97,10 @@ def unbroadcast(t, x):
         lead = len(tshape) - len(shape)
         axes = tuple(range(lead)) + tuple(
             i + lead for i, n in enumerate(shape) if n == 1 and tshape[i + lead] != 1)
+        # the methods when ``t`` is an array: np.sum/np.reshape add Python dispatch
         if axes:
-            out = np.sum(t, axis=axes)
-        out = np.reshape(out, shape)
+            out = t.sum(axis=axes) if type(t) is np.ndarray else np.sum(t, axis=axes)
+        out = out.reshape(shape) if type(out) is np.ndarray else np.reshape(out, shape)
     return _fit_dtype(out, x)
 
 
