@@ -1,8 +1,9 @@
 """``jit`` with JAX's signature: optimized generated NumPy code, no tracing.
 
 ``jit(f)`` normalizes ``f`` (or the code a transformation generated, for
-``jit(grad(f))``), runs the optimization passes of ``astjax/passes`` and loads the
-result.  Code is cached per static-argument values and per argument signature (tree
+``jit(grad(f))``), runs the optimization passes of ``astjax/passes`` and hands the
+result to a backend (``astjax/backends.py``: the NumPy backend loads it as Python).
+Code is cached per static-argument values and per argument signature (tree
 structure, dtypes and ranks), like JAX; the NumPy backend needs nothing more since the
 generated code does not depend on shapes.
 
@@ -22,9 +23,6 @@ from astjax.api import (ASSEMBLED, cached, _check_callable, _fun_name, _wrap,
 from astjax import backends, passes
 from astjax.errors import ArgumentError
 from astjax.tree_util import default_registry, tree_flatten
-
-BACKENDS = ("numpy", "cpu")   # the built-in names (astjax/backends.py registers them)
-
 
 def _signature(args):
     """Structure, dtypes and ranks of the dynamic arguments: the cache key part."""
