@@ -195,7 +195,17 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                                         f"{nargs} arguments")
                 positions.add(k)
             dynamic_pos = tuple(i for i in range(nargs) if i not in positions)
-            donated = {i if i >= 0 else i + nargs for i in donate_nums}
+            donated = set()
+            for i in donate_nums:
+                k = i if i >= 0 else i + nargs
+                if not 0 <= k < nargs:
+                    raise ArgumentError(f"jit: donate_argnums {i} is out of range for "
+                                        f"{nargs} arguments")
+                if k in positions:
+                    raise ArgumentError(f"jit: argument {i} is both static and donated; "
+                                        "only arrays passed as ordinary arguments can be "
+                                        "donated")
+                donated.add(k)
             got = (tuple(sorted(positions)), dynamic_pos,
                    tuple(j for j, i in enumerate(dynamic_pos) if i in donated))
             splits[nargs] = got

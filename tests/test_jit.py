@@ -362,3 +362,11 @@ def test_a_backend_plugs_in_and_sees_the_fusion_plan(monkeypatch):
         astjax.jit(poly, backend="absent")
     with pytest.raises(astjax.AstjaxError, match="these are: .*numpy"):
         astjax.jit(poly, backend="tpu")
+
+
+def test_donate_argnums_out_of_range_or_static_is_refused():
+    x = np.ones((3, 2))
+    with pytest.raises(astjax.AstjaxError, match="donate_argnums 3 is out of range"):
+        astjax.jit(poly, donate_argnums=3)(x)
+    with pytest.raises(astjax.AstjaxError, match="both static and donated"):
+        astjax.jit(scale_by, static_argnums=0, donate_argnums=0)(2, x)
