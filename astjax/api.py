@@ -10,7 +10,7 @@ import functools
 import sys
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,9 @@ class Generated:
     functions: dict
     namespace: dict
     env: object
+    # the core functions printed into ``source``, with their docstrings (make_source
+    # simplifies copies of them for display: astjax/source_view.py)
+    core: list = field(default_factory=list)
 
     def refresh(self):
         """Re-read globals the code refers to (so rebinding a global is seen)."""
@@ -140,7 +143,7 @@ def load_functions(functions, env, label, keys) -> Generated:
     namespace.update(env.current())
     codegen.load_source(source, namespace, label, origins)
     loaded = {key: namespace[fn.name] for key, (fn, _) in zip(keys, functions)}
-    return Generated(source, loaded, namespace, env)
+    return Generated(source, loaded, namespace, env, list(functions))
 
 
 # ----------------------------------------------------------------- reverse mode
@@ -428,20 +431,12 @@ def generated(fun, *args, **kwargs) -> Generated:
     return maker(*args, **kwargs)
 
 
-def make_source(fun):
-    """``make_source(f)(*args)`` returns the Python source astjax generates for ``f``.
-
-    ``f`` is a transformed function (``grad(loss)``...); for a plain function the
-    normalized core form is shown.
-    """
-    def source(*args, **kwargs):
-        maker = getattr(fun, "_astjax_source", None)
-        if maker is not None:
-            return maker(*args, **kwargs).source
-        names = NameGen()
-        fn = Normalizer(names).function(fun)
-        return codegen.print_function(fn, f"core form of {_fun_name(fun)}, by astjax.")
-    return source
+def make_source(fun, simplify=True):
+    """``make_source(f)(*args)`` returns the Python source astjax generates for ``f``
+    (every transformation, and ``make_source(jvp)(f, primals, tangents)``): see
+    ``astjax/source_view.py``."""
+    from astjax.source_view import make_source as view
+    return view(fun, simplify)
 
 
 # transformations that may be applied inside transformed code (grad(f)(x) in a body)

@@ -355,7 +355,9 @@ def jacobian(fun, argnums=0, has_aux=False):
 def hessian(fun, argnums=0):
     """Forward over reverse: jvps of the generated gradient code, one per input element."""
     _check_callable(fun, "hessian")
-    return _wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
+    out = _wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
+    out._astjax_hessian = (fun, argnums)     # what make_source shows (source_view.py)
+    return out
 
 
 def _wrap_plain(fun, transformed, label, jacobian_of):

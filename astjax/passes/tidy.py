@@ -1,0 +1,304 @@
+"""Tidying for display: the generated code as short as a careful person would write it.
+
+``make_source`` (``astjax/source_view.py``) prints a simplified copy of the code a
+transformation generated; the code that runs is left as it is.  The simplifications
+never change a value, a dtype or a type (``tests/test_tidy.py`` runs the simplified
+code against the generated code over the program corpora, bit for bit):
+
+* ``functional``: the in-place accumulation helpers (``rt.acc_inplace``...) are
+  spelled as the plain ``rt.acc`` / ``rt.acc_at`` they stand for (same values; the
+  in-place spelling is a memory optimization whose ownership proof does not survive
+  the rewrites below);
+* ``coalesce``: ``t = f(...) ... y = t`` becomes ``y = f(...) ...`` (the result keeps
+  the name that says what it is: ``d_x``, not ``d_f_matmul_reshape``);
+* ``Observed`` facts (shape, dtype and type of every variable, seen while the code
+  ran on the caller's arguments) turn identities for *these* arguments into copies:
+  ``x ** 1``, ``x * 1``, ``x / 1``, ``x - 0`` and ``a * (x ** 0)`` for real dtypes,
+  ``ra.unbroadcast(t, x)`` when ``t`` already has ``x``'s shape and dtype (the
+  helper returns ``t`` itself then), ``np.reshape(x, s)`` to ``x``'s own shape;
+* then the jit passes that keep code general: copy propagation, dead code,
+  constant folding; a tape nothing uses goes too.
+
+``x + 0`` is left alone: ``-0.0 + 0`` is ``0.0``.  Complex values are left alone:
+``(inf + 0j) * 1`` has a NaN imaginary part.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from astjax import core
+from astjax.core import Const, Copy, External, Prim, Var
+from astjax.passes import analysis as A
+
+# in-place spellings of the accumulation primitives (astjax/transforms/inplace.py)
+_FUNCTIONAL = {"acc_inplace": "acc", "acc_copy": "acc", "acc_reuse": "acc",
+               "acc_at_inplace": "acc_at"}
+
+
+def functional(stmts) -> bool:
+    """Spell in-place accumulations as the functional primitive they compute."""
+    changed = False
+    for block in [stmts] + [b for s in core.walk(stmts) for b in core.child_blocks(s)]:
+        for k, s in enumerate(block):
+            if isinstance(s, External) and getattr(s, "method", None) in _FUNCTIONAL and \
+                    isinstance(s.func, Var) and s.func.name == "rt" and not s.kwargs:
+                block[k] = Prim(s.target, _FUNCTIONAL[s.method], list(s.args), loc=s.loc)
+                changed = True
+    return changed
+
+
+def _counts(fn: core.Function):
+    reads, writes = Counter(), Counter(fn.params)
+    for s in core.walk(fn.body):
+        reads.update(core.reads(s))
+        writes.update(core.writes(s))
+    return reads, writes
+
+
+def _reads_in(stmts) -> Counter:
+    out = Counter()
+    for s in core.walk(stmts):
+        out.update(core.reads(s))
+    return out
+
+
+def coalesce(fn: core.Function) -> bool:
+    """``t = f(...) ... y = t`` -> ``y = f(...) ...`` when ``y`` is the plainer name: the
+    value keeps the name that says what it is (``d_x``, not ``d_f_matmul_reshape``).
+
+    Safe when ``t`` and ``y`` are each assigned once in the whole function, in the same
+    block, and nothing reads ``y`` between the two: then ``y`` and ``t`` hold the same
+    object wherever either is read, and renaming ``t`` to ``y`` changes no value.
+    """
+    reads, writes = _counts(fn)
+    params = set(fn.params)
+    changed = False
+    for block in [fn.body] + [b for s in core.walk(fn.body) for b in core.child_blocks(s)]:
+        defined = {}
+        k = 0
+        while k < len(block):
+            s = block[k]
+            if isinstance(s, (Prim, Copy)) and s.target:
+                defined.setdefault(s.target, k)
+            if isinstance(s, Copy) and isinstance(s.value, Var):
+                t, y = s.value.name, s.target
+                i = defined.get(t)
+                if i is not None and i < k and t != y and _plainer(y, t) and writes[t] == 1 and \
+                        writes[y] == 1 and not ({t, y} & params) and \
+                        not _reads_in(block[i + 1:k])[y] and \
+                        not (isinstance(block[i], Prim) and A.out_operand(block[i])):
+                    _rename(fn.body, t, y)
+                    del block[k]
+                    writes[t] = 0
+                    changed = True
+                    continue
+            k += 1
+    return changed
+
+
+def _plainer(y, t) -> bool:
+    """``y`` reads as a primary name next to ``t``: ``d_x`` next to ``d_f_matmul_reshape``
+    (fewer ``_``-separated parts), but not ``d_f_matmul_x2`` next to ``x``."""
+    return len(y.strip("_").split("_")) < len(t.strip("_").split("_"))
+
+
+def _rename(stmts, old, new):
+    def fn(v):
+        return Var(new) if v.name == old else v
+    for s in core.walk(stmts):
+        A.rewrite_reads(s, fn)
+        if isinstance(s, (Prim, Copy, External)) and s.target == old:
+            s.target = new
+        if isinstance(s, (core.For, core.While)):
+            s.exit_flags = [new if f == old else f for f in s.exit_flags]
+
+
+_SETUP = ("new_tape", "to_list")
+
+
+def drop_unused_setup(fn: core.Function, facts=None) -> bool:
+    """``[]`` (a tape nothing uses) and ``list(tape)`` of a list, left without a target."""
+    changed = False
+    for block in [fn.body] + [b for s in core.walk(fn.body) for b in core.child_blocks(s)]:
+        keep = []
+        for s in block:
+            if isinstance(s, Prim) and s.target is None and s.prim in _SETUP and (
+                    s.prim == "new_tape" or (facts is not None and
+                                             facts.one(s.args[0]) in (("list",), ("tuple",)))):
+                changed = True
+                continue
+            keep.append(s)
+        block[:] = keep
+    return changed
+
+
+# ------------------------------------------------------------------ observed facts
+
+def fact_of(v):
+    """What the rewrites need to know of a value: its type, dtype and shape."""
+    t = type(v)
+    if t is np.ndarray:
+        return ("ndarray", v.dtype.str, v.shape)
+    if isinstance(v, np.generic):
+        return (t.__name__, v.dtype.str, ())
+    if t is tuple and len(v) <= 32 and all(type(x) is int for x in v):
+        return ("tuple", v)
+    return (t.__name__,)
+
+
+class Observed:
+    """Per variable, the set of facts seen while the code ran (None: too many)."""
+
+    LIMIT = 4
+
+    def __init__(self):
+        self.seen: dict = {}
+
+    def record(self, name, value):
+        got = self.seen.get(name, ())
+        if got is None:
+            return
+        f = fact_of(value)
+        if f not in got:
+            got = got + (f,) if len(got) < self.LIMIT else None
+            self.seen[name] = got
+
+    def one(self, atom):
+        """The single fact of an operand, or None (a constant: its own fact)."""
+        if isinstance(atom, Const):
+            return fact_of(atom.value)
+        if isinstance(atom, Var):
+            got = self.seen.get(atom.name)
+            if got and len(got) == 1:
+                return got[0]
+        return None
+
+
+_REAL = "fiu"
+
+
+def _real(f) -> bool:
+    if f is None:
+        return False
+    if f[0] in ("float", "int"):
+        return True
+    return len(f) == 3 and np.dtype(f[1]).kind in _REAL
+
+
+def _is_num(a, value) -> bool:
+    return isinstance(a, Const) and type(a.value) in (int, float) and a.value == value
+
+
+class _Specializer:
+    def __init__(self, fn, facts: Observed):
+        self.facts = facts
+        _, writes = _counts(fn)
+        # ``y = x ** 0`` assigned once: y is 1 (IEEE pow, NumPy: even for nan and inf)
+        self.ones = {s.target for s in core.walk(fn.body)
+                     if isinstance(s, Prim) and s.prim == "power" and s.target and
+                     writes[s.target] == 1 and len(s.args) >= 2 and _is_num(s.args[1], 0)
+                     and A.out_operand(s) is None and not s.kwargs}
+        self.changed = False
+
+    def same(self, y, x):
+        fy, fx = self.facts.one(Var(y)), self.facts.one(x)
+        return fy is not None and fy == fx
+
+    def rewrite(self, s):
+        if not isinstance(s, Prim) or not s.target or s.kwargs or A.out_operand(s) is not None:
+            return None
+        a = s.args
+        y = s.target
+        if s.prim in ("power", "multiply", "divide", "subtract") and len(a) >= 2:
+            x, c = a[0], a[1]
+            one = (lambda v: _is_num(v, 1) or (isinstance(v, Var) and v.name in self.ones))
+            keep = None
+            if s.prim in ("power", "divide") and _is_num(c, 1):
+                keep = x
+            elif s.prim == "subtract" and _is_num(c, 0):
+                keep = x
+            elif s.prim == "multiply" and one(c):
+                keep = x
+            elif s.prim == "multiply" and one(x):
+                keep = c
+            if keep is not None and isinstance(keep, Var) and _real(self.facts.one(keep)) \
+                    and self.same(y, keep):
+                return Copy(y, keep, loc=s.loc)
+        if s.prim == "unbroadcast" and len(a) == 2 and isinstance(a[0], Var):
+            ft, fx = self.facts.one(a[0]), self.facts.one(a[1])
+            if ft is not None and ft[0] == "ndarray" and ft == fx and self.same(y, a[0]):
+                return Copy(y, a[0], loc=s.loc)
+        if s.prim == "tangent_like" and len(a) == 2 and isinstance(a[0], Var):
+            ft, fx = self.facts.one(a[0]), self.facts.one(a[1])
+            if ft is not None and ft[0] == "ndarray" and ft == fx and \
+                    np.dtype(ft[1]).kind in "fc" and self.same(y, a[0]):
+                return Copy(y, a[0], loc=s.loc)
+        if s.prim == "reshape" and len(a) >= 2 and isinstance(a[0], Var) and \
+                (len(a) < 3 or _is_const(a[2], "C")):
+            fx, fs = self.facts.one(a[0]), self.facts.one(a[1])
+            if fx is not None and fx[0] == "ndarray" and fs is not None and \
+                    fs[0] == "tuple" and tuple(fs[1]) == fx[2] and self.same(y, a[0]):
+                return Copy(y, a[0], loc=s.loc)
+        return None
+
+    def block(self, stmts):
+        for k, s in enumerate(stmts):
+            for b in core.child_blocks(s):
+                self.block(b)
+            new = self.rewrite(s)
+            if new is not None:
+                stmts[k] = new
+                self.changed = True
+
+
+def _is_const(a, value):
+    return isinstance(a, Const) and a.value == value and type(a.value) is type(value)
+
+
+def specialize(fn: core.Function, facts: Observed) -> bool:
+    """Rewrite identities for the observed arguments into copies (see the module doc).
+
+    A copy makes two names share one object where the original made a new one, so a
+    rewrite is skipped when anything may update either in place.
+    """
+    aliases = A.Aliases(fn)
+    sp = _Specializer(fn, facts)
+    original = sp.rewrite
+
+    def guarded(s):
+        new = original(s)
+        if new is not None and not aliases.stable([new.target, new.value.name]):
+            return None
+        return new
+    sp.rewrite = guarded
+    sp.block(fn.body)
+    return sp.changed
+
+
+def tidy(fn: core.Function, facts: Observed | None = None, max_rounds: int = 8):
+    """A simplified copy of ``fn`` (see the module doc); ``fn`` itself is not changed.
+
+    Returns ``(copy, specialized)``: whether observed facts were used.
+    """
+    from astjax.passes import const_fold, copy_function, copy_prop, dce
+    out = copy_function(fn)
+    functional(out.body)
+    used = False
+    for _ in range(max_rounds):
+        changed = coalesce(out)
+        if facts is not None and specialize(out, facts):
+            changed = used = True
+        changed |= coalesce(out)
+        changed |= bool(const_fold.run(out))
+        changed |= bool(copy_prop.run(out))
+        changed |= bool(dce.run(out))
+        changed |= drop_unused_setup(out, facts)
+        if not changed:
+            break
+    coalesce(out)
+    return out, used
+
+
+__all__ = ["tidy", "Observed", "fact_of", "functional", "coalesce", "specialize"]

@@ -1,0 +1,250 @@
+"""``make_source``: the Python astjax generates, for every transformation.
+
+``make_source(t)(*args)`` shows the code behind ``t(*args)``:
+
+* ``grad``, ``value_and_grad``, ``vmap``, ``jit`` (and their compositions): the
+  transformed function's generated code;
+* ``jvp``, ``vjp``, ``linearize``, which take the function as their first argument:
+  ``make_source(jvp)(f, primals, tangents)``, ``make_source(vjp)(f, *primals)``,
+  ``make_source(linearize)(f, *primals)``;
+* ``jacfwd``, ``jacrev``, ``jacobian``, ``hessian``: astjax assembles these at run
+  time from generated column (jvp) or row (vjp) code, which is what is shown;
+* a plain function: its core form.
+
+By default the code is simplified for display (``astjax/passes/tidy.py``): copies
+propagated, dead code removed, in-place accumulations spelled as the sums they are
+and, when the arguments are real, identities that hold for their shapes and dtypes
+(``x ** 1``, ``ra.unbroadcast`` of a cotangent that already fits, a matmul's 1-D
+reshapes) written away; to know those, the code is run once on the arguments.  The
+simplified code gives the same numbers bit for bit; ``simplify=False`` shows the
+code exactly as it runs (the lines a traceback shows).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from astjax import api, codegen
+from astjax.errors import ArgumentError
+
+
+def make_source(fun, simplify: bool = True):
+    """``make_source(f)(*args)``: the Python source astjax generates for ``f(*args)``.
+
+    ``f`` is a transformed function (``grad(loss)``, ``vmap(f)``, ``jit(g)``,
+    ``jacfwd(f)``...), one of ``jvp``/``vjp``/``linearize`` (then the arguments are
+    theirs: ``make_source(jvp)(f, primals, tangents)``), or a plain function (its core
+    form).  ``simplify=False``: the code exactly as it runs.
+    """
+    if not callable(fun):
+        raise ArgumentError(f"make_source expects a function, got {type(fun).__name__}")
+
+    def source(*args, **kwargs):
+        return render(fun, args, kwargs, simplify)
+    return source
+
+
+# ------------------------------------------------------------------------ dispatch
+
+def views(fun, args, kwargs):
+    """``(notes, [Generated], run)`` behind ``fun(*args, **kwargs)``; ``run()`` calls the
+    code once (for the facts the simplification uses), ``None`` when it cannot."""
+    from astjax import forward_api
+    if fun is forward_api.jvp:
+        return _jvp_view(args, kwargs)
+    if fun is api.vjp:
+        return _vjp_view(args, kwargs)
+    if fun is forward_api.linearize:
+        return _linearize_view(args, kwargs)
+    label = getattr(fun, "_astjax", None)
+    if label in api.ASSEMBLED and getattr(fun, "_astjax_generated", None) is None:
+        return _assembled_view(fun, label, args, kwargs)
+    maker = getattr(fun, "_astjax_source", None)
+    if maker is not None:
+        return [], [maker(*args, **kwargs)], (lambda: fun(*args, **kwargs))
+    if label is not None:
+        raise ArgumentError(
+            f"make_source: {label}(...) here has no generated code of its own; "
+            "show the code of what it is made of: make_source(grad(f)), "
+                  "make_source(jvp)(f, primals, tangents)...")
+    return None
+
+
+def _fname(f):
+    return api._fun_name(f)
+
+
+def _jvp_view(args, kwargs):
+    from astjax import forward_api
+    if len(args) < 3 or "has_aux" in kwargs and len(args) > 3:
+        raise ArgumentError("make_source(jvp) takes jvp's arguments: "
+                            "make_source(jvp)(f, primals, tangents)")
+    f, primals, tangents = args[:3]
+    forward_api._check_tangents(primals, tangents)
+    gen = forward_api._get_forward(f, tuple(range(len(primals))), tuple(primals))
+    return [], [gen], lambda: forward_api.jvp(f, primals, tangents, *args[3:], **kwargs)
+
+
+def _ones_like_tree(tree):
+    from astjax.tree_util import tree_map
+
+    def one(v):
+        a = np.asarray(v)
+        dtype = a.dtype if a.dtype.kind in "fc" else np.float64
+        return np.ones(a.shape, dtype) if a.ndim else dtype.type(1)
+    return tree_map(one, tree)
+
+
+def _vjp_view(args, kwargs):
+    if not args:
+        raise ArgumentError("make_source(vjp) takes vjp's arguments: "
+                            "make_source(vjp)(f, *primals)")
+    f, primals = args[0], args[1:]
+    has_aux = bool(kwargs.get("has_aux", False))
+    gen = api._get_reverse(f, "vjp", 0, has_aux, primals)[0]
+
+    def run():
+        got = api.vjp(f, *primals, **kwargs)
+        got[1](_ones_like_tree(got[0]))
+    return [], [gen], run
+
+
+def _linearize_view(args, kwargs):
+    from astjax import forward_api
+    if not args or kwargs:
+        raise ArgumentError("make_source(linearize) takes linearize's arguments: "
+                            "make_source(linearize)(f, *primals)")
+    f, primals = args[0], args[1:]
+    static = api.function_arguments(primals)
+    gen = api.cached(f, ("linearize", static),
+                     lambda: forward_api._build_linearized(f, len(primals), dict(static)))
+
+    def run():
+        _, f_jvp = forward_api.linearize(f, *primals)
+        f_jvp(*primals)
+    return [], [gen], run
+
+
+def _assembled_view(fun, label, args, kwargs):
+    from astjax import forward_api
+    if kwargs:
+        raise ArgumentError(f"make_source({label}(f)) takes positional arguments only")
+    hess = getattr(fun, "_astjax_hessian", None)
+    jac = getattr(fun, "_astjax_jacobian", None)
+    def jvp_run(gen, nums):
+        def run():
+            tangents = [_ones_like_tree(args[i]) for i in nums]
+            gen.functions["main"](*args, *tangents)
+        return run
+
+    if label == "hessian" and hess is not None:
+        f, argnums = hess
+        _, nums = api._normalize_argnums(argnums, len(args), _fname(f))
+        inner = api.grad(f, argnums)
+        gen = forward_api._get_forward(inner, nums, tuple(args))
+        return ([f"hessian({_fname(f)}) runs this jvp of grad({_fname(f)}) once per input "
+                 "element (forward over reverse) and assembles the columns"], [gen],
+                jvp_run(gen, nums))
+    if jac is None:
+        raise ArgumentError(
+            f"make_source: this {label}(...) is assembled at run time from other "
+            "generated code and has no single function to show; show its parts: make_source(jvp)(f, primals, tangents) or "
+            "make_source(grad(f))")
+    f, argnums, has_aux = jac
+    _, nums = api._normalize_argnums(argnums, len(args), _fname(f))
+    if label == "jacobian":
+        from astjax.tree_util import tree_leaves
+        n_in = sum(np.size(v) for i in nums for v in tree_leaves(args[i]))
+        out = f(*args)
+        n_out = sum(np.size(v) for v in tree_leaves(out[0] if has_aux else out))
+        label = "jacfwd" if n_in <= n_out else "jacrev"
+    if label == "jacfwd":
+        gen = forward_api._get_forward(f, nums, tuple(args))
+        return ([f"jacfwd({_fname(f)}) runs this jvp once per input element (vmapped over "
+                 "the basis) and assembles the columns"], [gen], jvp_run(gen, nums))
+    _, _, run = _vjp_view((f,) + tuple(args), {"has_aux": has_aux})
+    gen = api._get_reverse(f, "vjp", 0, has_aux, args)[0]
+    return ([f"jacrev({_fname(f)}) runs the forward sweep once and the backward sweep once "
+             "per output element (vmapped over the basis), and assembles the rows"],
+            [gen], run)
+
+
+# ----------------------------------------------------------------------- rendering
+
+def render(fun, args, kwargs, simplify=True) -> str:
+    got = views(fun, args, kwargs)
+    if got is None:       # a plain function: its core form
+        from astjax.frontend.names import NameGen
+        from astjax.frontend.normalize import Normalizer
+        fn = Normalizer(NameGen()).function(fun)
+        return codegen.print_function(fn, f"core form of {_fname(fun)}, by astjax.")
+    notes, gens, run = got
+    texts = []
+    for gen in gens:
+        if simplify and gen.core and getattr(fun, "_astjax", None) != "jit":
+            texts.append(simplified(gen, run))
+        else:
+            texts.append(gen.source)
+    head = "".join(f"# {n}\n" for n in notes)
+    return head + "\n\n".join(texts)
+
+
+def observe(gen, run):
+    """Facts about every variable of ``gen``'s code while ``run()`` calls it, or None
+    when it cannot run (placeholder arguments, an error: then nothing is specialized)."""
+    from astjax.passes.tidy import Observed
+    if run is None or not gen.functions:
+        return None
+    files = {getattr(f, "__code__", None) and f.__code__.co_filename
+             for f in gen.functions.values()}
+    facts = Observed()
+
+    def local(frame, event, arg):
+        for name, value in frame.f_locals.items():
+            facts.record(name, value)
+        return local
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename in files:
+            return local
+        return None
+
+    old = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        run()
+    except Exception:
+        return None
+    finally:
+        sys.settrace(old)
+    return facts
+
+
+def simplified(gen, run) -> str:
+    """``gen``'s functions simplified for display (``astjax/passes/tidy.py``)."""
+    from astjax.passes.tidy import tidy
+    facts = observe(gen, run)
+    texts = []
+    any_used = False
+    for fn, doc in gen.core:
+        new, used = tidy(fn, facts)
+        any_used |= used
+        texts.append(codegen.print_with_helpers(new, doc))
+    text = "\n\n".join(texts)
+    if any_used:
+        text = ("# simplified for arguments of these shapes and dtypes; "
+                "make_source(..., simplify=False) shows the code as it runs\n" + text)
+    return text
+
+
+def simplified_functions(gen, run):
+    """Load ``gen``'s simplified code next to it: ``{key: function}`` (for tests that
+    check the simplified code computes exactly what the generated code computes)."""
+    text = simplified(gen, run)
+    namespace = dict(gen.namespace)
+    codegen.load_source(text, namespace, "simplified")
+    return {key: namespace[f.__name__] for key, f in gen.functions.items()}
+
+
+__all__ = ["make_source", "render", "views", "simplified", "simplified_functions"]
