@@ -68,40 +68,48 @@ def coalesce(fn: core.Function) -> bool:
     """``t = f(...) ... y = t`` -> ``y = f(...) ...`` when ``y`` is the plainer name: the
     value keeps the name that says what it is (``d_x``, not ``d_f_matmul_reshape``).
 
-    Safe when ``t`` and ``y`` are each assigned once in the whole function, in the same
-    block, and nothing reads ``y`` between the two: then ``y`` and ``t`` hold the same
-    object wherever either is read, and renaming ``t`` to ``y`` changes no value.
+    Safe when ``t`` is assigned once, in the same block as the copy, read nowhere but
+    between the two, and nothing reads or writes ``y`` between them: every read of
+    ``t`` then sees the same object under the name ``y``, and every read of ``y`` the
+    value it saw before.
     """
+    changed = False
+    while _coalesce_one(fn):
+        changed = True
+    return changed
+
+
+def _coalesce_one(fn: core.Function) -> bool:
     reads, writes = _counts(fn)
     params = set(fn.params)
-    changed = False
     for block in [fn.body] + [b for s in core.walk(fn.body) for b in core.child_blocks(s)]:
         defined = {}
-        k = 0
-        while k < len(block):
-            s = block[k]
+        for k, s in enumerate(block):
             if isinstance(s, (Prim, Copy)) and s.target:
                 defined.setdefault(s.target, k)
-            if isinstance(s, Copy) and isinstance(s.value, Var):
-                t, y = s.value.name, s.target
-                i = defined.get(t)
-                if i is not None and i < k and t != y and _plainer(y, t) and writes[t] == 1 and \
-                        writes[y] == 1 and not ({t, y} & params) and \
-                        not _reads_in(block[i + 1:k])[y] and \
-                        not (isinstance(block[i], Prim) and A.out_operand(block[i])):
-                    _rename(fn.body, t, y)
-                    del block[k]
-                    writes[t] = 0
-                    changed = True
-                    continue
-            k += 1
-    return changed
+            if not (isinstance(s, Copy) and isinstance(s.value, Var)):
+                continue
+            t, y = s.value.name, s.target
+            i = defined.get(t)
+            if i is None or i >= k or t == y or not _plainer(y, t) or writes[t] != 1 or \
+                    {t, y} & params:
+                continue
+            if isinstance(block[i], Prim) and A.out_operand(block[i]) is not None:
+                continue
+            between = block[i + 1:k]
+            inner = _reads_in(between)
+            if inner[y] or inner[t] + 1 != reads[t] or y in core.all_writes(between):
+                continue
+            _rename(fn.body, t, y)
+            del block[k]
+            return True
+    return False
 
 
 def _plainer(y, t) -> bool:
     """``y`` reads as a primary name next to ``t``: ``d_x`` next to ``d_f_matmul_reshape``
-    (fewer ``_``-separated parts), but not ``d_f_matmul_x2`` next to ``x``."""
-    return len(y.strip("_").split("_")) < len(t.strip("_").split("_"))
+    (no more ``_``-separated parts), but not ``d_f_matmul_x2`` next to ``x``."""
+    return len(y.strip("_").split("_")) <= len(t.strip("_").split("_"))
 
 
 def _rename(stmts, old, new):
