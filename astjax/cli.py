@@ -36,7 +36,20 @@ TRANSFORMS = {
     "value_and_grad": ("argnums", "has_aux"),
     "vmap": ("in_axes", "out_axes", "axis_size"),
     "jit": ("static_argnums", "static_argnames", "donate_argnums", "backend"),
+    "jacfwd": ("argnums", "has_aux"),
+    "jacrev": ("argnums", "has_aux"),
+    "jacobian": ("argnums", "has_aux"),
+    "hessian": ("argnums",),
+    # these take the function's arguments, not a function: outermost only, show only
+    "jvp": (),
+    "vjp": ("has_aux",),
+    "linearize": (),
 }
+# transformations applied to a function *and its arguments* (jvp(f, primals, tangents)):
+# ``astjax show`` prints their code for all positional arguments
+CALL_TRANSFORMS = ("jvp", "vjp", "linearize")
+# what ``astjax gen`` can write as a standalone module
+GEN_TRANSFORMS = ("grad", "value_and_grad", "vmap", "jit")
 
 DTYPES = {
     "f16": "float16", "f32": "float32", "f64": "float64",
@@ -89,7 +102,7 @@ def parse_transform(spec: str, func_name: str | None = None) -> list[Step]:
     function (``grad(loss)``): either way it applies to the function being transformed.
     """
     text = " ".join(spec.split("\n")).strip()
-    hint = ("the transformations are grad, value_and_grad, vmap and jit, nested like "
+    hint = (f"the transformations are {', '.join(TRANSFORMS)}, nested like "
             f"{TRANSFORM_EXAMPLE}; keyword values are Python literals")
 
     def fail(message, node=None, col=0, end=None):
@@ -153,6 +166,11 @@ def parse_transform(spec: str, func_name: str | None = None) -> list[Step]:
         if inner is None:
             break
         node = inner
+    for k, st in enumerate(steps[1:], 1):
+        if st.name in CALL_TRANSFORMS:
+            raise fail(f"{st.name} takes the function's arguments and returns values, not a "
+                       f"function, so it can only be the outermost transformation "
+                       f"(e.g. \"{st.name}(grad)\")")
     return steps
 
 
@@ -408,6 +426,9 @@ def build(req: Request):
     f = req.fun
     applied = []
     for step in reversed(req.steps):
+        if step.name in CALL_TRANSFORMS:     # outermost: see generate()
+            applied.append(step)
+            continue
         if step.name == "jit" and not _has_jit():
             req.notes.append("note: this astjax has no jit yet; jit(...) is left out")
             continue
@@ -428,6 +449,13 @@ def generate(req: Request):
     from astjax.api import function_arguments, generated
     from astjax.errors import AstjaxError
     transformed, applied = build(req)
+    if applied and applied[0].name in CALL_TRANSFORMS:
+        from astjax.source_view import views
+        import astjax
+        base = transformed if transformed is not None else req.fun
+        call_args = _call_args(applied[0], base, req.args)
+        _, gens, _ = views(getattr(astjax, applied[0].name), call_args, applied[0].kwargs)
+        return gens[0], applied
     if transformed is None:
         return _core_form(req.fun, req.fname, dict(function_arguments(req.args))), applied
     try:
@@ -445,6 +473,35 @@ def generate(req: Request):
         if not notes:
             raise
         raise CliError(str(err), None, notes) from None
+
+
+def _call_args(step: Step, fun, args):
+    """The arguments of jvp / vjp / linearize for ``fun`` at example arguments ``args``
+    (every positional argument is differentiated; tangents are like the primals)."""
+    if step.name == "jvp":
+        return (fun, tuple(args), tuple(args))
+    return (fun, *args)
+
+
+def rendered(req: Request, raw: bool = False) -> str:
+    """What ``astjax show`` prints: the generated code, simplified for display (see
+    ``astjax/source_view.py``) unless ``raw``; placeholder arguments (no --args) give
+    the simplifications that hold for every argument."""
+    from astjax.source_view import render
+    import astjax
+    transformed, applied = build(req)
+    if not applied:
+        return generate(req)[0].source
+    if applied[0].name in CALL_TRANSFORMS:
+        base = transformed if transformed is not None else req.fun
+        return render(getattr(astjax, applied[0].name), _call_args(applied[0], base, req.args),
+                      dict(applied[0].kwargs), not raw)
+    from astjax.errors import AstjaxError
+    try:
+        return render(transformed, tuple(req.args), {}, not raw)
+    except AstjaxError:
+        generate(req)                   # the same error, with notes where they help
+        raise
 
 
 def _core_form(fun, fname, static):
@@ -564,10 +621,9 @@ def _write(text: str):
 
 def cmd_show(opts) -> int:
     req = _request(opts)
-    gen, _ = generate(req)
+    text = rendered(req, opts.raw)
     for note in req.notes:
         print(note, file=sys.stderr)
-    text = gen.source
     if _use_color(opts.color, sys.stdout):
         text = highlight(text)
     _write(text)
@@ -595,6 +651,12 @@ def cmd_gen(opts, argv) -> int:
     import astjax
     from astjax.standalone import standalone_module
     req = _request(opts)
+    other = [st.name for st in req.steps if st.name not in GEN_TRANSFORMS]
+    if other:
+        raise CliError(f"astjax gen writes standalone modules for {', '.join(GEN_TRANSFORMS)}"
+                       f", not {other[0]}",
+                       f"astjax show prints the code of {other[0]}: astjax show "
+                       f"{opts.target} --transform {shlex.quote(opts.transform)}")
     gen, applied = generate(req)
     for note in req.notes:
         print(note, file=sys.stderr)
@@ -628,16 +690,22 @@ def cmd_gen(opts, argv) -> int:
 
 _TRANSFORM_HELP = """\
 transformation spec (--transform):
-  nested calls of grad, value_and_grad, vmap and jit, with keyword arguments that are
-  Python literals; the innermost call, empty or a bare name, applies to FUNC:
+  nested calls of grad, value_and_grad, vmap, jit, jacfwd, jacrev, jacobian and
+  hessian, with keyword arguments that are Python literals; the innermost call, empty
+  or a bare name, applies to FUNC.  jvp, vjp and linearize, which take FUNC's
+  arguments rather than a function, may be the outermost (astjax show only):
     "grad"                                   astjax.grad(FUNC)
     "grad(argnums=(0, 1))"                   astjax.grad(FUNC, argnums=(0, 1))
     "value_and_grad(has_aux=True)"           astjax.value_and_grad(FUNC, has_aux=True)
     "vmap(grad(argnums=0), in_axes=(None, 0))"
                                              astjax.vmap(astjax.grad(FUNC, argnums=0),
                                                          in_axes=(None, 0))
-  keywords: grad, value_and_grad: argnums, has_aux; vmap: in_axes, out_axes, axis_size;
+    "jvp"                                    astjax.jvp(FUNC, args, tangents)
+    "jvp(grad)"                              a Hessian-vector product
+  keywords: grad, value_and_grad, jacfwd, jacrev, jacobian: argnums, has_aux;
+  hessian: argnums; vmap: in_axes, out_axes, axis_size; vjp: has_aux;
   jit: static_argnums, static_argnames, donate_argnums, backend.
+  astjax gen writes modules for grad, value_and_grad, vmap and jit.
 {jit}
 
 argument specs (--args), optional:
@@ -669,6 +737,8 @@ def make_parser() -> argparse.ArgumentParser:
                "-o per_example.py\n"
                "  astjax demo\n\nrun 'astjax COMMAND --help' for a command's options",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    from astjax import __version__
+    parser.add_argument("--version", action="version", version=f"astjax {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dtypes = (f"dtypes: {', '.join(DTYPES)}; ( ... ) and [ ... ] make tuples and lists, "
               "{'k': f64[3]} dicts; Python literals stand for themselves; other names are "
@@ -696,6 +766,9 @@ def make_parser() -> argparse.ArgumentParser:
         epilog=spec_help + '\nexample:\n  astjax show model.py:loss --transform "grad"\n',
         formatter_class=argparse.RawDescriptionHelpFormatter)
     common(show, False)
+    show.add_argument("--raw", action="store_true",
+                      help="the code exactly as it runs (the lines a traceback shows), "
+                           "without the simplifications made for reading")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="ANSI colours: auto (when stdout is a terminal; NO_COLOR turns "
                            "them off), always or never")
@@ -723,7 +796,9 @@ def make_parser() -> argparse.ArgumentParser:
                      help="the most array elements a constant may have to be written as a "
                           f"literal (default {DEFAULT_MAX_CONST_SIZE})")
 
-    sub.add_parser("demo", help="the seeds' MLP: generated gradient source and training")
+    sub.add_parser("demo", help="a tanh MLP classifier in plain NumPy (784-512-512-10, as in "
+                                "JAX's README): its generated gradient and a few training "
+                                "steps")
     return parser
 
 

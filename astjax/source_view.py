@@ -156,8 +156,11 @@ def _assembled_view(fun, label, args, kwargs):
     if label == "jacobian":
         from astjax.tree_util import tree_leaves
         n_in = sum(np.size(v) for i in nums for v in tree_leaves(args[i]))
-        out = f(*args)
-        n_out = sum(np.size(v) for v in tree_leaves(out[0] if has_aux else out))
+        try:
+            out = f(*args)
+            n_out = sum(np.size(v) for v in tree_leaves(out[0] if has_aux else out))
+        except Exception:       # placeholder arguments (astjax show without --args)
+            n_out = n_in
         label = "jacfwd" if n_in <= n_out else "jacrev"
     if label == "jacfwd":
         gen = forward_api._get_forward(f, nums, tuple(args))
@@ -221,6 +224,9 @@ def observe(gen, run):
     return facts
 
 
+SIMPLIFIED_NOTE = "# simplified for these argument shapes and dtypes (simplify=False: as it runs)"
+
+
 def simplified(gen, run) -> str:
     """``gen``'s functions simplified for display (``astjax/passes/tidy.py``)."""
     from astjax.passes.tidy import tidy
@@ -233,8 +239,7 @@ def simplified(gen, run) -> str:
         texts.append(codegen.print_with_helpers(new, doc))
     text = "\n\n".join(texts)
     if any_used:
-        text = ("# simplified for arguments of these shapes and dtypes; "
-                "make_source(..., simplify=False) shows the code as it runs\n" + text)
+        text = SIMPLIFIED_NOTE + "\n" + text
     return text
 
 

@@ -107,7 +107,8 @@ def test_show_mlp_grad():
     proc = run_cli("show", f"{T}:loss", "--transform", "grad(argnums=0)", "--args", MLP_ARGS)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert out.startswith("def grad_loss(params, batch):")
+    from astjax.source_view import SIMPLIFIED_NOTE
+    assert out.startswith(SIMPLIFIED_NOTE + "\ndef grad_loss(params, batch):")
     assert "\x1b[" not in out                      # not a terminal: no colours
     assert f"# cli_targets.py:{line_of('def loss(params, batch):')}" in out
     assert f"# cli_targets.py:{line_of('outputs = np.dot(inputs, W) + b')}  " \
@@ -417,8 +418,11 @@ def test_parse_transform():
     steps = cli.parse_transform("jit(value_and_grad(loss, 1, True))", "loss")
     assert [(s.name, s.kwargs) for s in steps] == [
         ("jit", {}), ("value_and_grad", {"argnums": 1, "has_aux": True})]
-    with pytest.raises(cli.CliError, match="unknown transformation 'hessian'"):
-        cli.parse_transform("hessian", "f")
+    with pytest.raises(cli.CliError, match="unknown transformation 'hesian'.*'hessian'"):
+        cli.parse_transform("hesian", "f")
+    assert [s.name for s in cli.parse_transform("jvp(grad)", "f")] == ["jvp", "grad"]
+    with pytest.raises(cli.CliError, match="jvp takes the function's arguments"):
+        cli.parse_transform("grad(jvp)", "f")
 
 
 def test_parse_args_spec():
@@ -487,3 +491,52 @@ def test_copy_runtime_takes_only_what_is_used():
     assert "tree_map = _tree_util.tree_map" in mods["rt"].source
     with pytest.raises(StandaloneError, match="no top-level name"):
         copy_runtime({("astjax.runtime", "no_such_helper")})
+
+
+# ------------------------------------------- every transformation, --raw, --version
+
+@pytest.mark.parametrize("spec, expect", [
+    ("jvp", "def jvp_per_example("), ("jvp(grad)", "def jvp_per_example("),
+    ("vjp", "def per_example_bwd("), ("linearize", "def per_example_tangent"),
+    ("jacfwd", "runs this jvp"), ("jacrev", "def per_example_bwd("),
+    ("jacobian", "def "), ("hessian", "jvp of grad(per_example)"),
+    ("value_and_grad", "def value_and_grad_per_example("),
+    ("vmap(grad)", "def vmap_per_example(")])
+def test_show_every_transformation(spec, expect):
+    for extra in ((), ("--args", "f64[3], f64[3]")):
+        proc = run_cli("show", f"{T}:per_example", "-t", spec, *extra)
+        assert proc.returncode == 0, (spec, proc.stderr)
+        assert expect in proc.stdout, proc.stdout
+        compile(proc.stdout, "<show>", "exec")
+
+
+def test_show_raw_is_the_code_that_runs():
+    import astjax
+    raw = run_cli("show", f"{T}:per_example", "-t", "grad", "--args", "f64[3], f64[3]",
+                  "--raw")
+    assert raw.returncode == 0, raw.stderr
+    assert raw.stdout == astjax.make_source(astjax.grad(targets.per_example),
+                                            simplify=False)(np.zeros(3), np.zeros(3))
+
+
+def test_gen_refuses_what_it_cannot_write():
+    assert_clean_error(run_cli("gen", f"{T}:loop_if", "-t", "jvp"),
+                       "astjax gen writes standalone modules for grad", "astjax show")
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["-m", "astjax", "--version"]])
+def test_version(argv):
+    import astjax
+    if argv[0] == "-m":
+        proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                              cwd=REPO, timeout=120)
+    else:
+        proc = run_cli(*argv)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"astjax {astjax.__version__}"
+
+
+def test_help_says_what_the_demo_is():
+    proc = run_cli("--help")
+    assert "seeds" not in proc.stdout
+    assert "784-512-512-10" in proc.stdout and "MLP" in proc.stdout
