@@ -836,7 +836,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         from astjax.demo import main as demo
-        return demo()
+        try:
+            return demo()
+        except BrokenPipeError:          # ``astjax demo | head``
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     from astjax.errors import AstjaxError
     try:
         if args.command == "show":

@@ -1,7 +1,10 @@
-"""``python -m astjax demo``: the seeds' MLP, its generated gradient, a few training steps.
+"""``python -m astjax demo``: a small neural network in plain NumPy, its generated
+gradient, a few training steps.
 
-The MLP below is the seeds' plain NumPy program, kept here (rather than imported
-from examples/) so that the demo runs from an installed package.
+The network is the multilayer perceptron of JAX's README (``predict``/``loss``: tanh
+layers, a squared-error loss) at MNIST's sizes, 784 inputs, two hidden layers of 512
+and 10 outputs.  It lives here (rather than in examples/) so that the demo runs from
+an installed package.
 """
 from __future__ import annotations
 
@@ -36,16 +39,26 @@ def main(argv=None) -> int:
     inputs = rng.standard_normal((128, sizes[0])).astype(np.float32)
     batch = (inputs, np.tanh(predict(teacher, inputs)).astype(np.float32))
     bar = "=" * 76
-    print(f"{bar}\nThe seeds' MLP in plain NumPy (astjax/demo.py):\n")
+    print(f"{bar}\nA multilayer perceptron in plain NumPy: tanh layers of 784-512-512-10 "
+          "units\n(MNIST-sized, as in JAX's README), squared-error loss.  From "
+          "astjax/demo.py:\n")
     print("    def predict(params, inputs):\n        for W, b in params:\n"
           "            outputs = np.dot(inputs, W) + b\n            inputs = np.tanh(outputs)\n"
           "        return outputs\n\n    def loss(params, batch):\n"
           "        inputs, targets = batch\n        preds = predict(params, inputs)\n"
           "        return np.sum((preds - targets) ** 2)\n")
-    print(f"{bar}\nastjax.grad(loss), as the Python source astjax generates:\n{bar}")
+    print(f"{bar}\nastjax.grad(loss) is this Python, generated from the source above "
+          "(printed with\nastjax.make_source(astjax.grad(loss))(params, batch)):\n"
+          f"{bar}")
     print(astjax.make_source(astjax.grad(loss))(params, batch))
-    print(f"{bar}\nFive SGD steps with astjax.value_and_grad(loss) "
-          f"(784-512-512-10, batch 128, float32):\n{bar}")
+    print("Reading it: first your code, one operation per line (rt.push saves on a tape "
+          "the\nvalues the loop overwrites); after '# backward sweep', d_NAME is the "
+          "gradient of the\nloss with respect to NAME, computed in reverse order.  "
+          "Comments like '# demo.py:16'\npoint at the line of your code each statement "
+          "comes from.\n")
+    print(f"{bar}\nFive gradient-descent steps with astjax.value_and_grad(loss), on a batch "
+          "of 128\nrandom float32 inputs whose targets come from another random network:\n"
+          f"{bar}")
     value_and_grad = astjax.value_and_grad(loss)
     history = []
     lr = 1e-3
