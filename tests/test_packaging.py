@@ -15,3 +15,11 @@ def test_every_package_directory_is_installed():
         and "templates" not in p.parts}
     assert found <= listed, f"missing from setup.cfg packages: {sorted(found - listed)}"
     assert "astjax.templates" in listed
+
+
+def test_version_is_the_one_setup_cfg_installs():
+    """``astjax --version`` prints ``astjax.__version__``: the same as the package's."""
+    import astjax
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert cfg["metadata"]["version"] == astjax.__version__
