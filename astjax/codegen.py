@@ -72,9 +72,11 @@ def format_expr(s: Prim) -> str:
 class Printer:
     """Turns core statements into indented source lines with location comments."""
 
-    def __init__(self, indent="    "):
+    def __init__(self, indent="    ", stmt_lines: dict | None = None):
         self.lines: list[str] = []
         self.origins: list = []      # per line: the user Location it came from, or None
+        # id(statement) -> its line number (1-based), when the caller asks for it
+        self.stmt_lines = stmt_lines
         self.indent = indent
         self._last_loc = None
         self._current = None
@@ -104,6 +106,8 @@ class Printer:
     def stmt(self, s, depth):
         self.location_comment(depth, s.loc)
         self._current = s.loc
+        if self.stmt_lines is not None:
+            self.stmt_lines[id(s)] = len(self.lines) + 1
         if isinstance(s, Prim):
             rhs = format_expr(s)
             self.emit(depth, f"{s.target} = {rhs}" if s.target else rhs)
@@ -163,13 +167,14 @@ class Printer:
 
 
 def print_function(fn: core.Function, docstring: str | None = None,
-                   origins: list | None = None) -> str:
+                   origins: list | None = None, stmt_lines: dict | None = None) -> str:
     """Source text of one core function.
 
     ``origins``, when given, is extended with the user Location of each line, so code
-    generated from this text (grad of grad) can point at the user's lines again.
+    generated from this text (grad of grad) can point at the user's lines again;
+    ``stmt_lines`` gets ``id(statement) -> line number`` (1-based, in this text).
     """
-    p = Printer()
+    p = Printer(stmt_lines=stmt_lines)
     p._current = fn.loc
     parts = []
     for name in fn.params:
@@ -198,6 +203,14 @@ def print_with_helpers(fn: core.Function, docstring: str | None = None,
         if origins is not None:
             origins += [None, None]
         texts.append(print_function(h, HELPER_DOC, origins))
+    return "\n\n".join(texts)
+
+
+def print_with_helpers_lines(fn: core.Function, docstring: str | None, stmt_lines: dict) -> str:
+    """``print_with_helpers``, recording ``id(statement) -> line`` of ``fn``'s statements."""
+    texts = [print_function(fn, docstring, None, stmt_lines)]
+    for h in fn.helpers:
+        texts.append(print_function(h, HELPER_DOC))
     return "\n\n".join(texts)
 
 

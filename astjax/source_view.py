@@ -25,7 +25,8 @@ import sys
 
 import numpy as np
 
-from astjax import api, codegen
+from astjax import api, codegen, core
+from astjax.core import Var
 from astjax.errors import ArgumentError
 
 
@@ -193,19 +194,38 @@ def render(fun, args, kwargs, simplify=True) -> str:
     return head + "\n\n".join(texts)
 
 
-def observe(gen, run):
-    """Facts about every variable of ``gen``'s code while ``run()`` calls it, or None
-    when it cannot run (placeholder arguments, an error: then nothing is specialized)."""
+def observe(gen, run, statements):
+    """What each statement of ``gen``'s code computed while ``run()`` called it (the
+    facts of ``astjax/passes/tidy.py``); ``statements``: line -> core statement of the
+    copies being simplified.  None when the code cannot run (placeholder arguments, an
+    error): then nothing is specialized."""
     from astjax.passes.tidy import Observed
-    if run is None or not gen.functions:
+    if run is None or not gen.functions or not statements:
         return None
     files = {getattr(f, "__code__", None) and f.__code__.co_filename
              for f in gen.functions.values()}
     facts = Observed()
+    last: dict = {}          # frame -> the line that ran last in it
+    missing = object()
 
     def local(frame, event, arg):
-        for name, value in frame.f_locals.items():
-            facts.record(name, value)
+        if event not in ("line", "return"):
+            return local
+        values = frame.f_locals
+        prev = statements.get(last.get(frame))
+        if prev is not None and prev.target:      # it just ran: its result
+            facts.record_result(prev, values.get(prev.target, missing))
+        if event == "return":
+            last.pop(frame, None)
+            return local
+        line = frame.f_lineno
+        last[frame] = line
+        facts.lines.add(line)
+        s = statements.get(line)
+        if s is not None:                          # about to run: its operands
+            for k, a in enumerate(s.args):
+                if isinstance(a, Var):
+                    facts.record_operand(s, k, values.get(a.name, missing))
         return local
 
     def tracer(frame, event, arg):
@@ -227,14 +247,40 @@ def observe(gen, run):
 SIMPLIFIED_NOTE = "# simplified for these argument shapes and dtypes (simplify=False: as it runs)"
 
 
+def _statement_lines(gen, copies) -> dict | None:
+    """``id(statement) -> line`` of the copies in ``gen.source`` (None if the copies do not
+    print exactly as ``gen.source``: then nothing is specialized)."""
+    where: dict = {}
+    texts, offset = [], 0
+    for fn, (_, doc) in zip(copies, gen.core):
+        lines: dict = {}
+        text = codegen.print_with_helpers_lines(fn, doc, lines)
+        where.update({k: v + offset for k, v in lines.items()})
+        texts.append(text)
+        offset += text.count("\n") + 2
+    return where if "\n\n".join(texts) == gen.source else None
+
+
 def simplified(gen, run) -> str:
-    """``gen``'s functions simplified for display (``astjax/passes/tidy.py``)."""
+    """``gen``'s functions simplified for display (``astjax/passes/tidy.py``).
+
+    Identities that hold for the arguments are used only in statements seen running:
+    a branch not taken keeps its code as it is.
+    """
+    from astjax.passes import copy_function
     from astjax.passes.tidy import tidy
-    facts = observe(gen, run)
+    copies = [copy_function(fn) for fn, _ in gen.core]
+    lines = _statement_lines(gen, copies)
+    statements = {}
+    if lines is not None:
+        by_id = {id(s): s for fn in copies for s in core.walk(fn.body)}
+        statements = {line: by_id[k] for k, line in lines.items()
+                      if isinstance(by_id.get(k), core.Prim)}
+    facts = observe(gen, run, statements)
     texts = []
     any_used = False
-    for fn, doc in gen.core:
-        new, used = tidy(fn, facts)
+    for fn, (_, doc) in zip(copies, gen.core):
+        new, used = tidy(fn, facts, copy=False)
         any_used |= used
         texts.append(codegen.print_with_helpers(new, doc))
     text = "\n\n".join(texts)

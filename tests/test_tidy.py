@@ -207,11 +207,14 @@ def test_plus_zero_and_complex_are_left_alone():
     from astjax import core
     from astjax.core import Const, Prim, Return, Var
     facts = Observed()
-    for name, v in [("x", np.array([-0.0, 1.0])), ("y", np.array([-0.0, 1.0])),
-                    ("c", np.array([np.inf + 0j])), ("z", np.array([np.inf + 0j]))]:
-        facts.record(name, v)
     body = [Prim("y", "add", [Var("x"), Const(0)]), Prim("z", "multiply", [Var("c"), Const(1)]),
             Return(Var("y"))]
+    x, c = np.array([-0.0, 1.0]), np.array([np.inf + 0j])
+    facts.record_operand(body[0], 0, x)
+    facts.record_result(body[0], x + 0)
+    facts.record_operand(body[1], 0, c)
+    with np.errstate(invalid="ignore"):
+        facts.record_result(body[1], c * 1)
     fn = core.Function("f", ["x", "c"], body)
     assert not specialize(fn, facts)
     assert np.add(np.array([-0.0]), 0).tobytes() != np.array([-0.0]).tobytes()
@@ -303,3 +306,39 @@ def test_simplified_text_is_loadable_for_the_mlp():
     assert "rt.acc(" in text or "rt.acc_at(" in text
     got = simplified_functions(gen, lambda: g(params, batch))["main"](params, batch)
     _same_bits(g(params, batch), got)
+
+
+def branchy(x):
+    if np.sum(x) > 0:
+        y = x ** 1
+    else:
+        y = np.sin(x) ** 1
+    return np.sum(y * y)
+
+
+def test_only_statements_seen_running_are_specialized():
+    """The branch these arguments do not take keeps its code as it is."""
+    x = np.ones(3)
+
+    def code(text):
+        return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("#"))
+    taken = code(astjax.make_source(astjax.grad(branchy))(x))
+    assert "y = x ** 1" not in taken and "y = y_sin ** 1" in taken
+    other = code(astjax.make_source(astjax.grad(branchy))(-x))
+    assert "y = x ** 1" in other and "y = y_sin ** 1" not in other
+    for sign in (1.0, -1.0):
+        g = astjax.grad(branchy)
+        gen = api.generated(g, sign * x)
+        _same_bits(g(sign * x), simplified_functions(gen, lambda: g(sign * x))["main"](sign * x))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (astjax.grad(matmul_loss), (np.ones((3, 4)), np.ones((4, 2)))),
+    lambda: (astjax.vmap(power_loss), (np.ones((2, 3)),)),
+])
+def test_statement_lines_match_the_generated_source(make):
+    from astjax.passes import copy_function
+    from astjax.source_view import _statement_lines
+    t, args = make()
+    gen = api.generated(t, *args)
+    assert _statement_lines(gen, [copy_function(fn) for fn, _ in gen.core]) is not None

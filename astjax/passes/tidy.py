@@ -134,7 +134,7 @@ def drop_unused_setup(fn: core.Function, facts=None) -> bool:
         for s in block:
             if isinstance(s, Prim) and s.target is None and s.prim in _SETUP and (
                     s.prim == "new_tape" or (facts is not None and
-                                             facts.one(s.args[0]) in (("list",), ("tuple",)))):
+                                             facts.operand(s, 0) in (("list",), ("tuple",)))):
                 changed = True
                 continue
             keep.append(s)
@@ -157,30 +157,49 @@ def fact_of(v):
 
 
 class Observed:
-    """Per variable, the set of facts seen while the code ran (None: too many)."""
+    """Facts seen while the code ran, per statement: the facts of its result and of each
+    operand, over every time it ran (``None``: more than ``LIMIT`` different ones).
+
+    Keyed by the statement object (``id``) and the operand's position, so they stay
+    true while the passes rename variables: a renamed operand is the same object."""
 
     LIMIT = 4
 
     def __init__(self):
-        self.seen: dict = {}
+        self.results: dict = {}          # id(stmt) -> tuple of facts
+        self.operands: dict = {}         # (id(stmt), position) -> tuple of facts
+        self.lines: set = set()          # line numbers seen running
 
-    def record(self, name, value):
-        got = self.seen.get(name, ())
+    @classmethod
+    def _add(cls, table, key, value):
+        got = table.get(key, ())
         if got is None:
             return
         f = fact_of(value)
         if f not in got:
-            got = got + (f,) if len(got) < self.LIMIT else None
-            self.seen[name] = got
+            table[key] = got + (f,) if len(got) < cls.LIMIT else None
 
-    def one(self, atom):
-        """The single fact of an operand, or None (a constant: its own fact)."""
-        if isinstance(atom, Const):
-            return fact_of(atom.value)
-        if isinstance(atom, Var):
-            got = self.seen.get(atom.name)
-            if got and len(got) == 1:
-                return got[0]
+    def record_result(self, s, value):
+        self._add(self.results, id(s), value)
+
+    def record_operand(self, s, k, value):
+        self._add(self.operands, (id(s), k), value)
+
+    @staticmethod
+    def _one(got):
+        return got[0] if got and len(got) == 1 else None
+
+    def result(self, s):
+        """The single fact of ``s``'s result, or None (not seen running, or several)."""
+        return self._one(self.results.get(id(s)))
+
+    def operand(self, s, k):
+        """The single fact of operand ``k`` of ``s`` (a constant: its own fact)."""
+        a = s.args[k]
+        if isinstance(a, Const):
+            return fact_of(a.value)
+        if isinstance(a, Var):
+            return self._one(self.operands.get((id(s), k)))
         return None
 
 
@@ -210,45 +229,46 @@ class _Specializer:
                      and A.out_operand(s) is None and not s.kwargs}
         self.changed = False
 
-    def same(self, y, x):
-        fy, fx = self.facts.one(Var(y)), self.facts.one(x)
-        return fy is not None and fy == fx
-
     def rewrite(self, s):
         if not isinstance(s, Prim) or not s.target or s.kwargs or A.out_operand(s) is not None:
             return None
+        res = self.facts.result(s)
+        if res is None:
+            return None          # never seen running, or with different results
         a = s.args
-        y = s.target
+        op = self.facts.operand
+
+        def copy_of(k):
+            return Copy(s.target, a[k], loc=s.loc)
         if s.prim in ("power", "multiply", "divide", "subtract") and len(a) >= 2:
-            x, c = a[0], a[1]
-            one = (lambda v: _is_num(v, 1) or (isinstance(v, Var) and v.name in self.ones))
+            def one(k):
+                return _is_num(a[k], 1) or (isinstance(a[k], Var) and a[k].name in self.ones)
             keep = None
-            if s.prim in ("power", "divide") and _is_num(c, 1):
-                keep = x
-            elif s.prim == "subtract" and _is_num(c, 0):
-                keep = x
-            elif s.prim == "multiply" and one(c):
-                keep = x
-            elif s.prim == "multiply" and one(x):
-                keep = c
-            if keep is not None and isinstance(keep, Var) and _real(self.facts.one(keep)) \
-                    and self.same(y, keep):
-                return Copy(y, keep, loc=s.loc)
-        if s.prim == "unbroadcast" and len(a) == 2 and isinstance(a[0], Var):
-            ft, fx = self.facts.one(a[0]), self.facts.one(a[1])
-            if ft is not None and ft[0] == "ndarray" and ft == fx and self.same(y, a[0]):
-                return Copy(y, a[0], loc=s.loc)
-        if s.prim == "tangent_like" and len(a) == 2 and isinstance(a[0], Var):
-            ft, fx = self.facts.one(a[0]), self.facts.one(a[1])
-            if ft is not None and ft[0] == "ndarray" and ft == fx and \
-                    np.dtype(ft[1]).kind in "fc" and self.same(y, a[0]):
-                return Copy(y, a[0], loc=s.loc)
+            if s.prim in ("power", "divide") and _is_num(a[1], 1):
+                keep = 0
+            elif s.prim == "subtract" and _is_num(a[1], 0):
+                keep = 0
+            elif s.prim == "multiply" and one(1):
+                keep = 0
+            elif s.prim == "multiply" and one(0):
+                keep = 1
+            # the same type, dtype and shape as the result, and real: x * 1 is x
+            if keep is not None and isinstance(a[keep], Var) and _real(op(s, keep)) and \
+                    op(s, keep) == res:
+                return copy_of(keep)
+        if s.prim in ("unbroadcast", "tangent_like") and len(a) == 2 and \
+                isinstance(a[0], Var):
+            # the helpers return t itself when it is an ndarray of x's shape and dtype
+            ft = op(s, 0)
+            if ft is not None and ft[0] == "ndarray" and ft == op(s, 1) == res and \
+                    (s.prim == "unbroadcast" or np.dtype(ft[1]).kind in "fc"):
+                return copy_of(0)
         if s.prim == "reshape" and len(a) >= 2 and isinstance(a[0], Var) and \
                 (len(a) < 3 or _is_const(a[2], "C")):
-            fx, fs = self.facts.one(a[0]), self.facts.one(a[1])
+            fx, fs = op(s, 0), op(s, 1)
             if fx is not None and fx[0] == "ndarray" and fs is not None and \
-                    fs[0] == "tuple" and tuple(fs[1]) == fx[2] and self.same(y, a[0]):
-                return Copy(y, a[0], loc=s.loc)
+                    fs[0] == "tuple" and tuple(fs[1]) == fx[2] and fx == res:
+                return copy_of(0)
         return None
 
     def block(self, stmts):
@@ -285,13 +305,15 @@ def specialize(fn: core.Function, facts: Observed) -> bool:
     return sp.changed
 
 
-def tidy(fn: core.Function, facts: Observed | None = None, max_rounds: int = 8):
-    """A simplified copy of ``fn`` (see the module doc); ``fn`` itself is not changed.
+def tidy(fn: core.Function, facts: Observed | None = None, max_rounds: int = 8,
+         copy: bool = True):
+    """A simplified copy of ``fn`` (see the module doc); ``fn`` itself is not changed
+    (unless ``copy`` is False: then ``fn`` is simplified in place).
 
-    Returns ``(copy, specialized)``: whether observed facts were used.
+    Returns ``(function, specialized)``: whether observed facts were used.
     """
     from astjax.passes import const_fold, copy_function, copy_prop, dce
-    out = copy_function(fn)
+    out = copy_function(fn) if copy else fn
     functional(out.body)
     used = False
     for _ in range(max_rounds):
