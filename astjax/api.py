@@ -344,6 +344,7 @@ def vjp(fun, *primals, has_aux=False):
     def vjp_fn(cotangent):
         _check_cotangent(primal_out, cotangent)
         return bwd(residuals, cotangent)
+    vjp_fn._astjax_view = gen          # make_source(vjp_fn) shows it (source_view.py)
 
     if has_aux:
         return out[0], vjp_fn, out[1]

@@ -149,6 +149,7 @@ def linearize(fun, *primals):
                 raise ArgumentError(f"f_jvp: tangent structure {tree_structure(t)} does not "
                                     f"match the primal's {s}")
         return tangent(residuals, *tangents)
+    f_jvp._astjax_view = gen           # make_source(f_jvp) shows it (source_view.py)
 
     return out, f_jvp
 

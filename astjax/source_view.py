@@ -58,12 +58,20 @@ def views(fun, args, kwargs):
         return _vjp_view(args, kwargs)
     if fun is forward_api.linearize:
         return _linearize_view(args, kwargs)
+    view = getattr(fun, "_astjax_view", None)      # vjp_fn of vjp, f_jvp of linearize
+    if view is not None:
+        return [], [view], (lambda: fun(*args, **kwargs))
     label = getattr(fun, "_astjax", None)
     if label in api.ASSEMBLED and getattr(fun, "_astjax_generated", None) is None:
         return _assembled_view(fun, label, args, kwargs)
     maker = getattr(fun, "_astjax_source", None)
     if maker is not None:
         return [], [maker(*args, **kwargs)], (lambda: fun(*args, **kwargs))
+    if label == "vmap" and getattr(fun, "_astjax_vmap", None) is not None:
+        raise ArgumentError(
+            "make_source: vmap(vmap(f)) has no code of its own: it merges the two batch "
+            "axes into one and runs one vmap of f; make_source(vmap(f))(x) shows that code "
+            "(x with the two batch axes merged into the first)")
     if label is not None:
         raise ArgumentError(
             f"make_source: {label}(...) here has no generated code of its own; "
@@ -176,8 +184,22 @@ def _assembled_view(fun, label, args, kwargs):
 
 # ----------------------------------------------------------------------- rendering
 
+def _astjax_internal(fun) -> bool:
+    """A function of astjax's own (not the user's, not generated)."""
+    import os
+    code = getattr(fun, "__code__", None)
+    here = os.path.dirname(os.path.abspath(__file__))
+    return code is not None and os.path.abspath(code.co_filename).startswith(here + os.sep)
+
+
 def render(fun, args, kwargs, simplify=True) -> str:
     got = views(fun, args, kwargs)
+    if got is None and _astjax_internal(fun):
+        raise ArgumentError(
+            f"make_source: {getattr(fun, '__name__', 'this')} is a function of astjax "
+            "itself, not generated code; give make_source a transformed function "
+            "(grad(f), vmap(f)...), or jvp/vjp/linearize with their arguments: "
+            "make_source(jvp)(f, primals, tangents)")
     if got is None:       # a plain function: its core form
         from astjax.frontend.names import NameGen
         from astjax.frontend.normalize import Normalizer

@@ -342,3 +342,21 @@ def test_statement_lines_match_the_generated_source(make):
     t, args = make()
     gen = api.generated(t, *args)
     assert _statement_lines(gen, [copy_function(fn) for fn, _ in gen.core]) is not None
+
+
+def test_make_source_of_the_functions_vjp_and_linearize_return():
+    x = np.array([0.3, -0.2, 0.5])
+    _, vjp_fn = astjax.vjp(vector_fn, x)
+    text = astjax.make_source(vjp_fn)(np.ones(3))
+    assert "def vector_fn_bwd(" in text
+    _, f_jvp = astjax.linearize(vector_fn, x)
+    text = astjax.make_source(f_jvp)(np.ones(3))
+    assert "def vector_fn_tangent" in text
+
+
+def test_make_source_refuses_what_has_no_code_of_its_own():
+    with pytest.raises(TypeError, match="merges the two batch axes"):
+        astjax.make_source(astjax.vmap(astjax.vmap(vector_fn)))(np.ones((2, 2, 3)))
+    from astjax.tree_util import tree_map as internal
+    with pytest.raises(TypeError, match="a function of astjax itself"):
+        astjax.make_source(internal)(np.ones(3))
