@@ -216,6 +216,15 @@ def render(fun, args, kwargs, simplify=True) -> str:
     return head + "\n\n".join(texts)
 
 
+# statements traced at most while make_source watches the code run once; past it the
+# run is stopped (facts from part of a run would not hold for all of it)
+LINE_BUDGET = 200_000
+
+
+class _OverBudget(Exception):
+    pass
+
+
 def observe(gen, run, statements):
     """What each statement of ``gen``'s code computed while ``run()`` called it (the
     facts of ``astjax/passes/tidy.py``); ``statements``: line -> core statement of the
@@ -229,10 +238,14 @@ def observe(gen, run, statements):
     facts = Observed()
     last: dict = {}          # frame -> the line that ran last in it
     missing = object()
+    budget = [LINE_BUDGET]
 
     def local(frame, event, arg):
         if event not in ("line", "return"):
             return local
+        budget[0] -= 1
+        if budget[0] < 0:        # a long run: stop it, specialize nothing
+            raise _OverBudget
         values = frame.f_locals
         prev = statements.get(last.get(frame))
         if prev is not None and prev.target:      # it just ran: its result

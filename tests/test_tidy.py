@@ -360,3 +360,21 @@ def test_make_source_refuses_what_has_no_code_of_its_own():
     from astjax.tree_util import tree_map as internal
     with pytest.raises(TypeError, match="a function of astjax itself"):
         astjax.make_source(internal)(np.ones(3))
+
+
+def looped(x):
+    for i in range(50):
+        x = np.sin(x) ** 1
+    return np.sum(x)
+
+
+def test_a_run_too_long_to_watch_is_not_specialized(monkeypatch):
+    from astjax import source_view
+    x = np.ones(3)
+
+    def code(text):
+        return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("#"))
+    assert "** 1" not in code(astjax.make_source(astjax.grad(looped))(x))
+    monkeypatch.setattr(source_view, "LINE_BUDGET", 40)
+    text = astjax.make_source(astjax.grad(looped))(x)
+    assert "** 1" in code(text) and source_view.SIMPLIFIED_NOTE not in text
