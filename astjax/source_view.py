@@ -158,8 +158,8 @@ def _assembled_view(fun, label, args, kwargs):
     if jac is None:
         raise ArgumentError(
             f"make_source: this {label}(...) is assembled at run time from other "
-            "generated code and has no single function to show; show its parts: make_source(jvp)(f, primals, tangents) or "
-            "make_source(grad(f))")
+            "generated code and has no single function to show; show its parts: "
+            "make_source(jvp)(f, primals, tangents) or make_source(grad(f))")
     f, argnums, has_aux = jac
     _, nums = api._normalize_argnums(argnums, len(args), _fname(f))
     if label == "jacobian":
