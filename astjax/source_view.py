@@ -296,6 +296,15 @@ def _statement_lines(gen, copies) -> dict | None:
     return where if "\n\n".join(texts) == gen.source else None
 
 
+def _user_locations(fn):
+    """Statements placed in generated code (vmap of grad reads grad's code) point at the
+    user's line behind it, or at nothing: never into generated text."""
+    for s in core.walk(fn.body):
+        loc = s.loc
+        if loc is not None and str(loc.filename).startswith("<astjax"):
+            s.loc = codegen.origin(loc.filename, loc.lineno)
+
+
 def simplified(gen, run) -> str:
     """``gen``'s functions simplified for display (``astjax/passes/tidy.py``).
 
@@ -312,10 +321,17 @@ def simplified(gen, run) -> str:
         statements = {line: by_id[k] for k, line in lines.items()
                       if isinstance(by_id.get(k), core.Prim)}
     facts = observe(gen, run, statements)
+    if facts is not None:
+        from astjax import runtime_batch
+        from astjax.passes.tidy import PURE_BATCH_HELPERS
+        facts.pure_calls = frozenset(
+            n for n in PURE_BATCH_HELPERS
+            if gen.namespace.get(n) is getattr(runtime_batch, n, None) is not None)
     texts = []
     any_used = False
     for fn, (_, doc) in zip(copies, gen.core):
         new, used = tidy(fn, facts, copy=False)
+        _user_locations(new)
         any_used |= used
         texts.append(codegen.print_with_helpers(new, doc))
     text = "\n\n".join(texts)

@@ -85,7 +85,7 @@ def _coalesce_one(fn: core.Function) -> bool:
     for block in [fn.body] + [b for s in core.walk(fn.body) for b in core.child_blocks(s)]:
         defined = {}
         for k, s in enumerate(block):
-            if isinstance(s, (Prim, Copy)) and s.target:
+            if isinstance(s, (Prim, Copy, External)) and s.target:
                 defined.setdefault(s.target, k)
             if not (isinstance(s, Copy) and isinstance(s.value, Var)):
                 continue
@@ -169,6 +169,8 @@ class Observed:
         self.results: dict = {}          # id(stmt) -> tuple of facts
         self.operands: dict = {}         # (id(stmt), position) -> tuple of facts
         self.lines: set = set()          # line numbers seen running
+        # names the code calls that are PURE_BATCH_HELPERS (checked in its namespace)
+        self.pure_calls: frozenset = frozenset()
 
     @classmethod
     def _add(cls, table, key, value):
@@ -285,13 +287,35 @@ def _is_const(a, value):
     return isinstance(a, Const) and a.value == value and type(a.value) is type(value)
 
 
+# vmap's helpers that generated code calls by name (templates/batch.py) and that never
+# change their arguments: to the aliasing analysis they are plain computations, not
+# opaque calls that might update anything they are given
+PURE_BATCH_HELPERS = frozenset({"unreduce", "unbroadcast", "dot_grad", "add_cot",
+                                "check_scalar_output", "acc_at", "broadcast_like"})
+
+
+class _Aliases(A.Aliases):
+    def __init__(self, fn, pure):
+        self.pure = pure
+        super().__init__(fn)
+
+    def _statement(self, s):
+        if isinstance(s, External) and s.method is None and isinstance(s.func, Var) and \
+                s.func.name in self.pure:
+            if s.target:
+                for v in core.atom_vars(s.args) + core.atom_vars(list(s.kwargs.values())):
+                    self.union(s.target, v)
+            return
+        super()._statement(s)
+
+
 def specialize(fn: core.Function, facts: Observed) -> bool:
     """Rewrite identities for the observed arguments into copies (see the module doc).
 
     A copy makes two names share one object where the original made a new one, so a
     rewrite is skipped when anything may update either in place.
     """
-    aliases = A.Aliases(fn)
+    aliases = _Aliases(fn, facts.pure_calls)
     sp = _Specializer(fn, facts)
     original = sp.rewrite
 
