@@ -194,16 +194,20 @@ def _astjax_internal(fun) -> bool:
 
 def render(fun, args, kwargs, simplify=True) -> str:
     got = views(fun, args, kwargs)
-    if got is None and _astjax_internal(fun):
-        raise ArgumentError(
-            f"make_source: {getattr(fun, '__name__', 'this')} is a function of astjax "
-            "itself, not generated code; give make_source a transformed function "
-            "(grad(f), vmap(f)...), or jvp/vjp/linearize with their arguments: "
-            "make_source(jvp)(f, primals, tangents)")
     if got is None:       # a plain function: its core form
+        from astjax.errors import AstjaxError
         from astjax.frontend.names import NameGen
         from astjax.frontend.normalize import Normalizer
-        fn = Normalizer(NameGen()).function(fun)
+        try:
+            fn = Normalizer(NameGen()).function(fun)
+        except AstjaxError:
+            if not _astjax_internal(fun):
+                raise
+            raise ArgumentError(
+                f"make_source: {getattr(fun, '__name__', 'this')} is a function of astjax "
+                "itself, not generated code; give make_source a transformed function "
+                "(grad(f), vmap(f)...), or jvp/vjp/linearize with their arguments: "
+                "make_source(jvp)(f, primals, tangents)") from None
         return codegen.print_function(fn, f"core form of {_fname(fun)}, by astjax.")
     notes, gens, run = got
     texts = []

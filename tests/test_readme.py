@@ -72,3 +72,38 @@ def test_no_jargon_a_newcomer_cannot_decode():
     for text in texts:
         assert "seeds'" not in text
     assert "784-512-512-10" in README and "JAX's README" in README
+
+
+def _block_after(text):
+    i = README.index(text)
+    m = re.compile(r"^```python\n(.*?)^```", re.S | re.M).search(README, i)
+    return m.group(1)
+
+
+def test_how_it_works_shows_what_astjax_prints(tmp_path):
+    """The core form and the gradient excerpt of "How it works" are today's output for
+    the first example (``...`` stands for lines left out)."""
+    (tmp_path / "example.py").write_text(RUNNABLE[0], encoding="utf-8")
+    driver = ("import io, contextlib, json, astjax\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              "    import example\n"
+              "print(json.dumps([astjax.make_source(example.loss)(),\n"
+              "                  astjax.make_source(astjax.grad(example.loss))(\n"
+              "                      example.params, example.batch)]))\n")
+    (tmp_path / "driver.py").write_text(driver, encoding="utf-8")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)
+    proc = subprocess.run([sys.executable, "driver.py"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import json
+    core, grad = json.loads(proc.stdout)
+    assert _block_after("**3. Normalize**") == core
+    lines = grad.splitlines()
+    at = 0
+    for line in _block_after("An excerpt of `make_source(grad(loss))").splitlines():
+        if line.strip() == "...":
+            continue
+        assert line in lines[at:], (line, grad)
+        at = lines.index(line, at) + 1
