@@ -55,7 +55,8 @@ def main(argv=None) -> int:
           "the\nvalues the loop overwrites); after '# backward sweep', d_NAME is the "
           "gradient of the\nloss with respect to NAME, computed in reverse order.  "
           "Comments like '# demo.py:16'\npoint at the line of your code each statement "
-          "comes from.\n")
+          "comes from.  The code is shown simplified\nfor reading (the same numbers, bit "
+          "for bit); make_source(..., simplify=False) shows it\nexactly as it runs.\n")
     print(f"{bar}\nFive gradient-descent steps with astjax.value_and_grad(loss), on a batch "
           "of 128\nrandom float32 inputs whose targets come from another random network:\n"
           f"{bar}")

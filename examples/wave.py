@@ -1,6 +1,6 @@
 """2-D acoustic wave simulation with lax.scan, and full-waveform inversion with grad.
 
-The seeds' simulation (staggered finite differences with np.pad, a Ricker source),
+The simulation (staggered finite differences with np.pad, a Ricker source) is
 written for NumPy and stepped with ``astjax.lax.scan``.  Full-waveform inversion
 (FWI) then recovers the velocity model from receiver recordings: the gradient of the
 data misfit with respect to velocity comes from ``astjax.value_and_grad`` through

@@ -69,6 +69,7 @@ def test_no_jargon_a_newcomer_cannot_decode():
     from astjax import cli, demo
     texts = [README, Path(demo.__file__).read_text(encoding="utf-8"),
              cli.make_parser().format_help()]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((REPO / "examples").glob("*.py"))]
     for text in texts:
         assert "seeds'" not in text
     assert "784-512-512-10" in README and "JAX's README" in README
