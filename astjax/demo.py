@@ -51,12 +51,14 @@ def main(argv=None) -> int:
           "(printed with\nastjax.make_source(astjax.grad(loss))(params, batch)):\n"
           f"{bar}")
     print(astjax.make_source(astjax.grad(loss))(params, batch))
-    print("Reading it: first your code, one operation per line (rt.push saves on a tape "
-          "the\nvalues the loop overwrites); after '# backward sweep', d_NAME is the "
-          "gradient of the\nloss with respect to NAME, computed in reverse order.  "
-          "Comments like '# demo.py:16'\npoint at the line of your code each statement "
-          "comes from.  The code is shown simplified\nfor reading (the same numbers, bit "
-          "for bit); make_source(..., simplify=False) shows it\nexactly as it runs.\n")
+    import textwrap
+    print(textwrap.fill(
+        "Reading it: first your code, one operation per line (rt.push saves on a tape "
+        "the values the loop overwrites); after '# backward sweep', d_NAME is the "
+        "gradient of the loss with respect to NAME, computed in reverse order.  Comments "
+        "like '# demo.py:16' point at the line of your code each statement comes from.  "
+        "The code is shown simplified for reading (the same numbers, bit for bit); "
+        "make_source(..., simplify=False) shows it exactly as it runs.", 76) + "\n")
     print(f"{bar}\nFive gradient-descent steps with astjax.value_and_grad(loss), on a batch "
           "of 128\nrandom float32 inputs whose targets come from another random network:\n"
           f"{bar}")
