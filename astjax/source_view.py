@@ -39,7 +39,10 @@ def make_source(fun, simplify: bool = True):
     form).  ``simplify=False``: the code exactly as it runs.
     """
     if not callable(fun):
-        raise ArgumentError(f"make_source expects a function, got {type(fun).__name__}")
+        raise ArgumentError(
+            f"make_source expects a function, got {type(fun).__name__}; jvp, vjp and "
+            "linearize return values, not a function: write make_source(jvp)(f, primals, "
+            "tangents), make_source(vjp)(f, *primals) or make_source(linearize)(f, *primals)")
 
     def source(*args, **kwargs):
         return render(fun, args, kwargs, simplify)
