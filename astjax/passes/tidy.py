@@ -16,8 +16,9 @@ code against the generated code over the program corpora, bit for bit):
   ``x ** 1``, ``x * 1``, ``x / 1``, ``x - 0`` and ``a * (x ** 0)`` for real dtypes,
   ``ra.unbroadcast(t, x)`` when ``t`` already has ``x``'s shape and dtype (the
   helper returns ``t`` itself then), ``np.reshape(x, s)`` to ``x``'s own shape;
-* then the jit passes that keep code general: copy propagation, dead code,
-  constant folding; a tape nothing uses goes too.
+* then the jit passes that keep code general: copy propagation, common
+  subexpressions (a value computed once), dead code, constant folding; a tape
+  nothing uses goes too.
 
 ``x + 0`` is left alone: ``-0.0 + 0`` is ``0.0``.  Complex values are left alone:
 ``(inf + 0j) * 1`` has a NaN imaginary part.
@@ -109,7 +110,10 @@ def _coalesce_one(fn: core.Function) -> bool:
 def _plainer(y, t) -> bool:
     """``y`` reads as a primary name next to ``t``: ``d_x`` next to ``d_f_matmul_reshape``
     (no more ``_``-separated parts), but not ``d_f_matmul_x2`` next to ``x``."""
-    return len(y.strip("_").split("_")) <= len(t.strip("_").split("_"))
+    py, pt = len(y.strip("_").split("_")), len(t.strip("_").split("_"))
+    # a tie only between names of one kind: a cotangent (d_...) is not named after a
+    # forward value, nor the other way round
+    return py < pt or (py == pt and y.startswith("d_") == t.startswith("d_"))
 
 
 def _rename(stmts, old, new):
@@ -336,7 +340,7 @@ def tidy(fn: core.Function, facts: Observed | None = None, max_rounds: int = 8,
 
     Returns ``(function, specialized)``: whether observed facts were used.
     """
-    from astjax.passes import const_fold, copy_function, copy_prop, dce
+    from astjax.passes import const_fold, copy_function, copy_prop, cse, dce
     out = copy_function(fn) if copy else fn
     functional(out.body)
     used = False
@@ -347,6 +351,7 @@ def tidy(fn: core.Function, facts: Observed | None = None, max_rounds: int = 8,
         changed |= coalesce(out)
         changed |= bool(const_fold.run(out))
         changed |= bool(copy_prop.run(out))
+        changed |= bool(cse.run(out))
         changed |= bool(dce.run(out))
         changed |= drop_unused_setup(out, facts)
         if not changed:
