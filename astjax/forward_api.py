@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from astjax import api, core
-from astjax.api import (cached, _check_callable, _fun_name, _normalize_argnums,
-                        _normalizer_factory, function_arguments, load_functions, normalized)
+from astjax.api import (bind_arguments, cached, call_bound, _check_callable, _fun_name,
+                        _normalize_argnums, _normalizer_factory, function_arguments,
+                        load_functions, normalized)
 from astjax.core import Prim, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.forward import ForwardAD
@@ -73,9 +74,10 @@ def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), J @ tangents)`` by forward-mode source transformation."""
     _check_callable(fun, "jvp")
     _check_tangents(primals, tangents)
-    gen = _get_forward(fun, tuple(range(len(primals))), tuple(primals))
+    values = bind_arguments(fun, tuple(primals), {}, "jvp")
+    gen = _get_forward(fun, tuple(range(len(primals))), values)
     gen.refresh()
-    out, out_dot = gen.functions["main"](*primals, *tangents)
+    out, out_dot = gen.functions["main"](*values, *tangents)
     if has_aux:
         (value, aux), (value_dot, _) = out, out_dot
         return value, value_dot, aux
@@ -89,15 +91,17 @@ def jvp_function(fun, nums, args):
     return gen.functions["main"]
 
 
-def _build_linearized(fun, nparams_hint, static_functions):
+def _build_linearized(fun, nprimals, static_functions):
     """Generate ``f_primal(*params) -> (out, residuals)`` and
     ``f_tangent(residuals, *tangents) -> out_tangent`` (see transforms/linearize.py)."""
     from astjax.transforms.linearize import split
     fname = _fun_name(fun)
     names, fn, result = normalized(fun, static_functions)
     loc = fn.loc
-    fad = ForwardAD(fn, list(fn.params), _normalizer_factory)
-    tangent_params = [fad.dot(p) for p in fn.params]
+    # tangents for the primals given; parameters left to their defaults get none
+    wrt = list(fn.params[:nprimals])
+    fad = ForwardAD(fn, wrt, _normalizer_factory)
+    tangent_params = [fad.dot(p) for p in wrt]
     body = fad.transform([s for s in fn.body if not isinstance(s, Return)])
     primal_body, tangent_body, record, residual = split(
         body, fad.tangent_ids, fn.params, names, {result}, tangent_params)
@@ -133,11 +137,12 @@ def linearize(fun, *primals):
     statements need; each ``f_jvp`` call replays that record.
     """
     _check_callable(fun, "linearize")
-    static = function_arguments(primals)
-    gen = cached(fun, ("linearize", static),
+    values = bind_arguments(fun, primals, {}, "linearize")
+    static = function_arguments(values)
+    gen = cached(fun, ("linearize", len(primals), static),
                  lambda: _build_linearized(fun, len(primals), dict(static)))
     gen.refresh()
-    out, residuals = gen.functions["primal"](*primals)
+    out, residuals = gen.functions["primal"](*values)
     tangent = gen.functions["tangent"]
     structure = [tree_structure(p) for p in primals]
 
@@ -240,8 +245,11 @@ def jacfwd(fun, argnums=0, has_aux=False):
         return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacfwd"),
                            "jacfwd", None)
 
-    def jac(*args):
+    def jac(*args, **kwargs):
+        # argnums count positional arguments; keyword arguments are not differentiated
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
+        given = (args, kwargs)
+        args = tuple(bind_arguments(fun, args, kwargs, "jacfwd"))
         f = jvp_function(fun, nums, args)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(dyn_tuple))
@@ -252,7 +260,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
                 out, out_dot = f(*args, *tangent)
                 columns.append(((k, j), out_dot[0] if has_aux else out_dot))
         if out is None:  # no input elements at all
-            out = fun(*args)
+            out = fun(*given[0], **given[1])
         value = out[0] if has_aux else out
         result = _jacobian_tree(value, dyn_tuple, columns, single, forward=True)
         return (result, out[1]) if has_aux else result
@@ -291,14 +299,15 @@ def _columns_by_vmap(f, args, basis, n_tangents, has_aux):
                                for i, (k, j, _) in enumerate(basis)]
 
 
-def _rows_by_vmap(fun, args, basis, nums, has_aux):
+def _rows_by_vmap(fun, args, basis, nums, has_aux, npos=None):
     """All vjp rows in one call: vmap of the generated backward sweep over the basis."""
     from astjax.batch_api import vmap
     from astjax.errors import TransformError
     if not basis:
         return []
-    gen = api._get_reverse(fun, "vjp", 0, has_aux, args)[0]
-    _, residuals = gen.functions["fwd"](*args)
+    npos = len(args) if npos is None else npos
+    gen = api._get_reverse(fun, "vjp", tuple(range(npos)), has_aux, args)[0]
+    _, residuals = call_bound(gen.functions["fwd"], list(args))
     stacked = _stack_trees([ct for _, _, ct in basis])
     try:
         cts = vmap(gen.functions["bwd"], in_axes=(None, 0))(residuals, stacked)
@@ -317,15 +326,17 @@ def jacrev(fun, argnums=0, has_aux=False):
         return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacrev"),
                            "jacrev", None)
 
-    def jac(*args):
+    def jac(*args, **kwargs):
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
+        npos = len(args)
+        args = tuple(bind_arguments(fun, args, kwargs, "jacrev"))
         if has_aux:
-            out, vjp_fn, aux = api.vjp(fun, *args, has_aux=True)
+            out, vjp_fn, aux = api.vjp_bound(fun, args, npos, has_aux=True)
         else:
-            out, vjp_fn = api.vjp(fun, *args)
+            out, vjp_fn = api.vjp_bound(fun, args, npos)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(out))
-        rows = _rows_by_vmap(fun, args, basis, nums, has_aux)
+        rows = _rows_by_vmap(fun, args, basis, nums, has_aux, npos)
         if rows is None:  # vmap has no rule for something here: one vjp per element
             rows = []
             for o, j, ct in basis:
@@ -341,13 +352,13 @@ def jacobian(fun, argnums=0, has_aux=False):
     """jacfwd or jacrev, whichever needs fewer sweeps for the shapes at hand."""
     _check_callable(fun, "jacobian")
 
-    def jac(*args):
+    def jac(*args, **kwargs):
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
         n_in = sum(np.size(v) for i in nums for v in tree_leaves(args[i]))
-        out = fun(*args)
+        out = fun(*args, **kwargs)
         n_out = sum(np.size(v) for v in tree_leaves(out[0] if has_aux else out))
         pick = jacfwd if n_in <= n_out else jacrev
-        return pick(fun, argnums, has_aux)(*args)
+        return pick(fun, argnums, has_aux)(*args, **kwargs)
 
     return _wrap_plain(fun, jac, "jacobian", (fun, argnums, has_aux))
 
