@@ -1270,18 +1270,32 @@ class Normalizer:
         from astjax import api, batch_api, jit_api
         if callee not in api.STATIC_TRANSFORMS + (batch_api.vmap, jit_api.jit):
             return None
+        missing = object()
+
+        def literal(a):
+            # constants, -1, and tuples/lists/dicts of them (vmap's axes pytrees)
+            if isinstance(a, gast.Constant):
+                return a.value
+            if isinstance(a, gast.UnaryOp) and isinstance(a.op, gast.USub) and \
+                    isinstance(a.operand, gast.Constant):
+                return -a.operand.value
+            if isinstance(a, (gast.Tuple, gast.List, gast.Dict)):
+                parts = [literal(e) for e in (a.elts if not isinstance(a, gast.Dict)
+                                              else a.keys + a.values)]
+                if any(p is missing for p in parts):
+                    return missing
+                if isinstance(a, gast.Dict):
+                    return dict(zip(parts[:len(a.keys)], parts[len(a.keys):]))
+                return tuple(parts) if isinstance(a, gast.Tuple) else list(parts)
+            v = self.static_transform(a) if isinstance(a, gast.Call) else self.static_value(a)
+            return missing if v is None else v   # (vmap(grad(f)): nested transformations)
+
         values = []
         for a in list(node.args) + [k.value for k in node.keywords]:
-            if isinstance(a, gast.Constant):
-                values.append(a.value)
-            elif isinstance(a, (gast.Tuple, gast.List)) and all(
-                    isinstance(e, gast.Constant) for e in a.elts):
-                values.append(tuple(e.value for e in a.elts))
-            else:
-                v = self.static_value(a)
-                if v is None:
-                    return None
-                values.append(v)
+            v = literal(a)
+            if v is missing:
+                return None
+            values.append(v)
         n = len(node.args)
         kwargs = {k.arg: v for k, v in zip(node.keywords, values[n:])}
         return callee(*values[:n], **kwargs)

@@ -324,6 +324,10 @@ class ReverseAD:
         return [stmt]
 
     def reset(self, dx: str, loc) -> list:
+        if dx in self.tape_cotangents:
+            # a tape made anew (grad of code with a tape, inside a loop): its cotangent
+            # tape starts empty again, it is not None (the pushes before it need it)
+            return [Prim(dx, "new_tape", [], loc=loc)]
         if dx in self.null:
             return []
         self.null.add(dx)
