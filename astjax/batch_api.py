@@ -166,8 +166,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
 # need the vmapped function as Python source.  ``in_axes``/``out_axes`` are then known
 # when the code is written, argument structures are not: an axes pytree (tuples, lists,
 # dicts of ints and None) is written out as indexing into the argument and rebuilding
-# it, and an int axis applies to what stands at its place (an array, or, for axis 0,
-# any pytree).
+# it, and an int axis applies to every leaf of what stands at its place
+# (``rt.tree_moveaxis``, which has rules in every mode).
 
 _RESERVED = {"np", "rt", "rb", "f", "n", "i", "outs", "stacked", "batched", "size", "out",
              "result"}
@@ -309,7 +309,7 @@ def _entry_function(fun, in_axes, out_axes, axis_size):
         w.emit(f"{env[part]} = rb.broadcast_batch({part}, size)")
     # parameters in_axes does not cover keep their defaults
     sig = signature_of(fun)
-    namespace = {"rb": rb, "batched": gen.functions["main"]}
+    namespace = {"rb": rb, "batched": gen.functions["main"], "unbatched_lanes": _unbatched_lanes}
     defaults = []
     for nm in sig.names[len(params):]:
         defaults.append(w.fresh(f"default_{nm}"))
@@ -319,7 +319,10 @@ def _entry_function(fun, in_axes, out_axes, axis_size):
 
     def leave(expr, a):
         moved = w.fresh(f"{expr}_out")
-        w.emit(f"{moved} = rb.from_last({expr}, {a!r}, size, {gen.out_batched!r})")
+        if a is None and gen.out_batched:   # held batched: fine if every lane agrees
+            w.emit(f"{moved} = unbatched_lanes({expr}, size)")
+        else:
+            w.emit(f"{moved} = rb.from_last({expr}, {a!r}, size, {gen.out_batched!r})")
         return lambda env: moved
 
     result = w.split("out", out_axes, leave)
@@ -355,7 +358,7 @@ def _loop_function(fun, in_axes, out_axes, axis_size):
         front = expr
         if a != 0:
             front = w.fresh(f"{expr}_front")
-            w.emit(f"{front} = np.moveaxis({expr}, {a}, 0)")
+            w.emit(f"{front} = rt.tree_moveaxis({expr}, {a}, 0)")
         fronts.append(front)
         return lambda env: f"rt.tree_index({front}, i)"
 
@@ -383,7 +386,7 @@ def _loop_function(fun, in_axes, out_axes, axis_size):
             w.emit('raise ValueError("vmap: out_axes=None for an output that depends on '
                    'the batched inputs")', 2)
         else:
-            w.emit(f"{out} = np.moveaxis({expr}, 0, {a})")
+            w.emit(f"{out} = rt.tree_moveaxis({expr}, 0, {a})")
         return lambda env: out
 
     result = w.split("stacked", out_axes, leave)
@@ -483,6 +486,11 @@ def _mask(in_axes, args):
         return [not all(a is None for a in tree_leaves(ax, is_leaf=lambda v: v is None))
                 if ax is not None else False for ax in in_axes]
     return [in_axes is not None] * len(args)
+
+
+def _unbatched_lanes(x, size):
+    """An out_axes=None output of batched code: every lane must hold the same value."""
+    return _leave(x, None, size, True)
 
 
 def _leave(out, out_axes, size, batched):

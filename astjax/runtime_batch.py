@@ -1844,3 +1844,14 @@ def check_scalar_output(value, fname):
     from astjax.runtime import check_scalar_output as check
     check(np.asarray(value)[..., 0] if np.ndim(value) else value, fname)
     return value
+
+
+def tree_moveaxis(x, source, destination):
+    """``rt.tree_moveaxis`` on batch-last leaves: per-example axes, the batch stays last."""
+    from astjax.tree_util import tree_map
+
+    def move(leaf):
+        leaf = np.asarray(leaf)
+        nd = leaf.ndim - 1
+        return np.moveaxis(leaf, source % nd, destination % nd)
+    return None if x is None else tree_map(move, x)

@@ -881,3 +881,7 @@ def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):
 
 def unsupported_jvp(what, *tangents):
     return ra.unsupported_jvp(what, *tangents)
+
+
+def tree_moveaxis(x, source, destination):
+    return rb.tree_moveaxis(x, source, destination)

@@ -451,3 +451,35 @@ def grad_of_kernel_sum(ell, xs):
 
 def grad_of_kernel_sum_loop(ell, xs):
     return np.sum(np.stack([astjax.grad(kernel_sum)(ell, x, xs) for x in xs]) ** 2)
+
+
+def loss_layer(x, w):
+    return np.sum(np.sin(layer(x, w)))
+
+
+def loss_pair(x, w):
+    a, b = layer_pair(x, w)
+    return np.sum(a * a) + np.sum(np.cos(b))
+
+
+def loss_dict(p, x):
+    out = layer_dict(p, x)
+    return np.sum(out["y"] * out["z"][0]) + np.sum(out["z"] ** 2)
+
+
+def loss_constant(x, w):
+    a, b = layer_and_constant(x, w)
+    return np.sum(a * b[0])
+
+
+EXAMPLE_LOSSES = {"layer": loss_layer, "pair": loss_pair, "dict": loss_dict,
+                  "constant": loss_constant}
+
+
+def restacked(x):
+    rows = []
+    for i in range(x.shape[0]):
+        rows.append(np.sin(x[i]) * x[i])
+    out = lax.map(np.tanh, np.stack(rows))
+    out = np.moveaxis(out, 0, 1)
+    return np.sum(out * np.arange(out.size).reshape(out.shape))
