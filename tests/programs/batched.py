@@ -483,3 +483,39 @@ def restacked(x):
     out = lax.map(np.tanh, np.stack(rows))
     out = np.moveaxis(out, 0, 1)
     return np.sum(out * np.arange(out.size).reshape(out.shape))
+
+
+# ----------------------------------------------------------------- asserts per lane
+
+def checked_scale(x):
+    y = x * 2.0
+    assert np.allclose(y / 2.0, x), "halving failed"
+    assert np.all(np.isfinite(y))
+    return np.sum(y * y)
+
+
+def checked_log(x):
+    assert np.all(x > 0), "log of a non-positive number"
+    return np.sum(np.log(x))
+
+
+def checked_in_branch(x):
+    s = np.sum(x)
+    if s > 0:
+        assert np.all(x > -10.0), "positive sum with a huge negative entry"
+        out = s * 2.0
+    else:
+        assert s <= 0
+        out = -s
+    return out
+
+
+def checked_in_branch_only_some(x):
+    """The assert fails for the lanes with sum <= 0, but those never run it."""
+    s = np.sum(x)
+    if s > 0:
+        assert s > 0, "only lanes with a positive sum get here"
+        out = s * 3.0
+    else:
+        out = s
+    return out
