@@ -35,6 +35,9 @@ def _build(fun, batched_mask, static_functions):
     gen = load_functions([(gfn, f"vmap of {fname}: batched arguments carry the batch as "
                                 "their last axis.")], fn.env, f"vmap({fname})", ["main"])
     gen.out_batched = result in tr.batched
+    gen.signature = signature_of(fun)     # for the wrapper of standalone modules
+    gen.batched_mask = tuple(bool(b) for b in batched_mask)[:len(fn.params)] + (False,) * (
+        len(fn.params) - len(batched_mask))
     return gen
 
 

@@ -181,4 +181,5 @@ for _name in ("shape", "ndim", "size", "length", "axis", "index", "matmul", "dot
                        _params(getattr(rb, _name)), kind="batch"))
 # vmap's axes on pytrees, in the loop form other transformations read (batch_api.py)
 register(Primitive("tree_moveaxis", rt.tree_moveaxis, "rt.tree_moveaxis",
-                   ("x", "source", "destination"), diff=("x",), kind="shape"))
+                   ("x", "source", "destination"), diff=("x",), kind="shape",
+                   sample=lambda r: ((r.standard_normal((2, 3, 4)), -1, 0), {})))

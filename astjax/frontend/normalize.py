@@ -271,7 +271,9 @@ class Normalizer:
         self._enter_locals(scope, node)
         for p in params:
             scope.rename[p] = Var(self.fresh(p))
-        remaining_pos = [p for p in params[:len(args.posonlyargs) + len(args.args)]
+        # (keyword-only parameters count after the positional ones: transformations
+        # bind a call to one value per parameter, in this order)
+        remaining_pos = [p for p in params
                          if p not in set(params[:len(pargs)]) and p not in pkwargs]
         for i, f in (static_functions or {}).items():
             if i < len(remaining_pos):
