@@ -440,13 +440,14 @@ def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal."""
     _check_callable(fun, "vjp")
     values = bind_arguments(fun, primals, {}, "vjp")
-    return vjp_bound(fun, values, len(primals), has_aux)
+    # cotangents for the primals given; parameters left to their defaults get none
+    return vjp_bound(fun, values, tuple(range(len(primals))), has_aux)
 
 
-def vjp_bound(fun, values, nprimals, has_aux=False):
-    """vjp for arguments bound already (one value per parameter): cotangents for the
-    first ``nprimals`` (those given; parameters left to their defaults get none)."""
-    gen, _, nums = _get_reverse(fun, "vjp", tuple(range(nprimals)), has_aux, values)
+def vjp_bound(fun, values, nums, has_aux=False):
+    """vjp for arguments bound already (one value per parameter): ``vjp_fn`` returns
+    one cotangent per parameter position in ``nums``."""
+    gen, _, nums = _get_reverse(fun, "vjp", tuple(nums), has_aux, values)
     gen.refresh()
     out, residuals = call_bound(gen.functions["fwd"], values)
     bwd = gen.functions["bwd"]

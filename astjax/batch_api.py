@@ -85,6 +85,9 @@ def _call_axes(fun, in_axes, args, kwargs):
     how = keyword_passed(fun, args, kwargs)
     axes = [positional[i] if h == "positional" else 0 if h == "keyword" else None
             for i, h in enumerate(how)]
+    # functions given as arguments are inlined into the code: never batched
+    for i, _ in function_arguments(values):
+        axes[i] = None
     return values, axes
 
 
@@ -455,7 +458,12 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
                 axes.append(0)
             merged.append(tree_unflatten(tdef, new))
             merged_axes.append(tree_unflatten(tdef, axes))
-        out = vmap(fun, in_axes=tuple(merged_axes))(*merged)
+        # keyword-only parameters go by keyword (batched on axis 0) or keep their default
+        npos = signature_of(fun).positional
+        names = signature_of(fun).names
+        kw = {nm: v for nm, v, a in zip(names[npos:], merged[npos:], merged_axes[npos:])
+              if a is not None}
+        out = vmap(fun, in_axes=tuple(merged_axes[:npos]))(*merged[:npos], **kw)
         leaves, tdef = tree_flatten(out)
         o1 = _axes_per_leaf(out1, out, "out_axes")
         o2 = _axes_per_leaf(out_axes, out, "out_axes")

@@ -106,6 +106,10 @@ def _build_linearized(fun, nprimals, static_functions):
     primal_body, tangent_body, record, residual = split(
         body, fad.tangent_ids, fn.params, names, {result}, tangent_params)
     res = names.fresh("residuals")
+    # a residual computed only in a branch (or a loop) that did not run is recorded as None
+    top = {w for st in primal_body for w in core.writes(st)}
+    primal_body[:0] = [core.Copy(v, core.Const(None), loc=loc) for v in residual
+                       if v not in top and v not in fn.params]
     primal_body.append(Prim(res, "make_tuple", [tuple(Var(v) for v in [record] + residual)],
                             loc=loc))
     pair = names.fresh("out_and_residuals")
@@ -246,10 +250,10 @@ def jacfwd(fun, argnums=0, has_aux=False):
                            "jacfwd", None)
 
     def jac(*args, **kwargs):
-        # argnums count positional arguments; keyword arguments are not differentiated
-        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
+        # argnums index the parameters (as for grad), whichever way they were passed
         given = (args, kwargs)
         args = tuple(bind_arguments(fun, args, kwargs, "jacfwd"))
+        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
         f = jvp_function(fun, nums, args)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(dyn_tuple))
@@ -299,21 +303,20 @@ def _columns_by_vmap(f, args, basis, n_tangents, has_aux):
                                for i, (k, j, _) in enumerate(basis)]
 
 
-def _rows_by_vmap(fun, args, basis, nums, has_aux, npos=None):
+def _rows_by_vmap(fun, args, basis, nums, has_aux):
     """All vjp rows in one call: vmap of the generated backward sweep over the basis."""
     from astjax.batch_api import vmap
     from astjax.errors import TransformError
     if not basis:
         return []
-    npos = len(args) if npos is None else npos
-    gen = api._get_reverse(fun, "vjp", tuple(range(npos)), has_aux, args)[0]
+    gen = api._get_reverse(fun, "vjp", tuple(nums), has_aux, args)[0]
     _, residuals = call_bound(gen.functions["fwd"], list(args))
     stacked = _stack_trees([ct for _, _, ct in basis])
     try:
         cts = vmap(gen.functions["bwd"], in_axes=(None, 0))(residuals, stacked)
     except TransformError:
         return None
-    return [((o, j), tuple(_unstack(cts[k], i) for k in nums))
+    return [((o, j), tuple(_unstack(ct, i) for ct in cts))
             for i, (o, j, _) in enumerate(basis)]
 
 
@@ -327,21 +330,19 @@ def jacrev(fun, argnums=0, has_aux=False):
                            "jacrev", None)
 
     def jac(*args, **kwargs):
-        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
-        npos = len(args)
         args = tuple(bind_arguments(fun, args, kwargs, "jacrev"))
+        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
         if has_aux:
-            out, vjp_fn, aux = api.vjp_bound(fun, args, npos, has_aux=True)
+            out, vjp_fn, aux = api.vjp_bound(fun, args, nums, has_aux=True)
         else:
-            out, vjp_fn = api.vjp_bound(fun, args, npos)
+            out, vjp_fn = api.vjp_bound(fun, args, nums)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(out))
-        rows = _rows_by_vmap(fun, args, basis, nums, has_aux, npos)
+        rows = _rows_by_vmap(fun, args, basis, nums, has_aux)
         if rows is None:  # vmap has no rule for something here: one vjp per element
             rows = []
             for o, j, ct in basis:
-                cts = vjp_fn(ct)
-                rows.append(((o, j), tuple(cts[i] for i in nums)))
+                rows.append(((o, j), tuple(vjp_fn(ct))))
         result = _jacobian_tree(out, dyn_tuple, rows, single, forward=False)
         return (result, aux) if has_aux else result
 
@@ -353,8 +354,9 @@ def jacobian(fun, argnums=0, has_aux=False):
     _check_callable(fun, "jacobian")
 
     def jac(*args, **kwargs):
-        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
-        n_in = sum(np.size(v) for i in nums for v in tree_leaves(args[i]))
+        values = bind_arguments(fun, args, kwargs, "jacobian")
+        single, nums = _normalize_argnums(argnums, len(values), _fun_name(fun))
+        n_in = sum(np.size(v) for i in nums for v in tree_leaves(values[i]))
         out = fun(*args, **kwargs)
         n_out = sum(np.size(v) for v in tree_leaves(out[0] if has_aux else out))
         pick = jacfwd if n_in <= n_out else jacrev

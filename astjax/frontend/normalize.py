@@ -289,6 +289,10 @@ class Normalizer:
             for pname, value in bound.items():
                 if pname not in scope.rename:
                     self.error(node, f"partial binds unknown parameter {pname!r}")
+                if callable(value) and not isinstance(value, (np.ndarray, np.generic, type)):
+                    # partial(f, act=np.sin): calls of act inline np.sin
+                    scope.local_funcs[pname] = ObjFunc(value, self.object_operand(value, pname))
+                    continue
                 ref = self.env.value_ref(value, pname)
                 self.emit(Copy(scope.rename[pname].name, Var(ref)))
             result = self.fresh(fsrc.name if fsrc.name != "<lambda>" else "out")
