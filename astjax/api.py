@@ -404,6 +404,7 @@ def _wrap(fun, transformed, label, generated, source):
 
 def grad(fun, argnums=0, has_aux=False):
     """Gradient of a scalar-valued ``fun`` with respect to argument(s) ``argnums``."""
+    fun = plain_callable(fun)
     _check_callable(fun, "grad")
 
     def grad_fun(*args, **kwargs):
@@ -421,6 +422,7 @@ def grad(fun, argnums=0, has_aux=False):
 
 def value_and_grad(fun, argnums=0, has_aux=False):
     """``(fun(*args), grad(fun)(*args))`` computed together."""
+    fun = plain_callable(fun)
     _check_callable(fun, "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
@@ -438,6 +440,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
 
 def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+    fun = plain_callable(fun)
     _check_callable(fun, "vjp")
     values = bind_arguments(fun, primals, {}, "vjp")
     # cotangents for the primals given; parameters left to their defaults get none
@@ -457,6 +460,10 @@ def vjp_bound(fun, values, nums, has_aux=False):
         _check_cotangent(primal_out, cotangent)
         return bwd(residuals, cotangent)
 
+    # what other transformations read: the generated backward sweep on these residuals
+    vjp_fn._astjax_plain = functools.partial(bwd, residuals)
+    vjp_fn._astjax_generated = lambda: vjp_fn._astjax_plain    # inlined where it is called
+
     if has_aux:
         return out[0], vjp_fn, out[1]
     return out, vjp_fn
@@ -472,6 +479,12 @@ def _check_cotangent(out, ct):
         if np.shape(o) != np.shape(c):
             raise ArgumentError(
                 f"vjp: cotangent shape {np.shape(c)} does not match output shape {np.shape(o)}")
+
+
+def plain_callable(fun):
+    """The function a transformation should read for ``fun``: the functions ``vjp`` and
+    ``linearize`` return stand for generated code bound to their residuals."""
+    return getattr(fun, "_astjax_plain", fun)
 
 
 def _check_callable(fun, what):

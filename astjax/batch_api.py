@@ -11,11 +11,14 @@ import numpy as np
 from astjax import codegen, core
 from astjax import runtime_batch as rb
 from astjax.api import (_cache_for, bind_arguments, cached, _check_callable, _fun_name,
-                        keyword_passed, _normalizer_factory, signature_of, _wrap,
+                        keyword_passed, _normalizer_factory, plain_callable, signature_of,
+                        _wrap,
                         function_arguments, load_functions, normalized)
+from astjax.api import ASSEMBLED
 from astjax.core import Const, Copy, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.batch import Batching
+from astjax import tree_util
 from astjax.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 
@@ -95,8 +98,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     """Vectorize ``fun`` over a batch axis of its arguments (JAX semantics)."""
     if not (in_axes is None or isinstance(in_axes, (int, tuple, list, dict))):
         raise ArgumentError(f"vmap: in_axes must be an int, None or a pytree, got {in_axes!r}")
+    fun = plain_callable(fun)
     if getattr(fun, "_astjax_vmap", None) is not None:
         return _vmap_of_vmap(fun, in_axes, out_axes, axis_size)
+    if getattr(fun, "_astjax", None) in ASSEMBLED and \
+            getattr(fun, "_astjax_generated", None) is None:
+        return _vmap_by_loop(fun, in_axes, out_axes, axis_size)
     _check_callable(fun, "vmap")
 
     def batched_fun(*args, **kwargs):
@@ -497,6 +504,73 @@ def _mask(in_axes, args):
         return [not all(a is None for a in tree_leaves(ax, is_leaf=lambda v: v is None))
                 if ax is not None else False for ax in in_axes]
     return [in_axes is not None] * len(args)
+
+
+def _vmap_by_loop(fun, in_axes, out_axes, axis_size):
+    """vmap of a Jacobian or Hessian (assembled at run time from generated columns, so
+    there is no one function to batch): the examples one by one, with JAX's axes."""
+
+    def take(arg, spec, i):
+        if spec is None:
+            return arg
+        if isinstance(spec, int):
+            return tree_util.tree_map(lambda leaf: np.take(np.asarray(leaf), i, axis=spec), arg)
+        if isinstance(spec, dict):
+            return type(arg)({k: take(arg[k], spec[k], i) for k in arg})
+        parts = [take(a, sp, i) for a, sp in zip(arg, spec)]
+        return type(arg)(*parts) if hasattr(arg, "_fields") else type(arg)(parts)
+
+    def stack(outs, spec):
+        if spec is None:
+            first = outs[0]
+            if not all(_same_tree(o, first) for o in outs[1:]):
+                raise ArgumentError("vmap: out_axes=None for an output that depends on the "
+                                    "batched inputs")
+            return first
+        if isinstance(spec, int):
+            return tree_util.tree_map(lambda *leaves: np.stack(
+                [np.asarray(v) for v in leaves], axis=spec), *outs)
+        if isinstance(spec, dict):
+            return {k: stack([o[k] for o in outs], spec[k]) for k in outs[0]}
+        parts = [stack([o[j] for o in outs], sp) for j, sp in enumerate(spec)]
+        return type(outs[0])(parts)
+
+    def batched_fun(*args, **kwargs):
+        if isinstance(in_axes, (tuple, list)):
+            if len(in_axes) != len(args):
+                raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
+                                    f"{_fun_name(fun)} got {len(args)} positional arguments")
+            axes = list(in_axes)
+        else:
+            axes = [in_axes] * len(args)
+        specs = axes + [0] * len(kwargs)      # keyword arguments: axis 0, as in JAX
+        values = list(args) + list(kwargs.values())
+        sizes = {}
+        for k, (v, spec) in enumerate(zip(values, specs)):
+            for leaf, a in zip(tree_leaves(v), _axes_per_leaf(spec, v, "in_axes")):
+                if a is not None:
+                    sizes[f"argument {k}"] = np.shape(leaf)[a]
+        if axis_size is not None:
+            sizes["axis_size"] = axis_size
+        n = rb.batch_size(sizes)
+        outs = []
+        for i in range(n):
+            got = [take(v, spec, i) for v, spec in zip(values, specs)]
+            outs.append(fun(*got[:len(args)], **dict(zip(kwargs, got[len(args):]))))
+        return stack(outs, out_axes)
+
+    out = _wrap(fun, batched_fun, fun._astjax, None, None)
+    # still assembled: not transformable again, and no longer the Jacobian of fun
+    for attr in ("_astjax_generated", "_astjax_source", "_astjax_vmap", "_astjax_batched"):
+        out.__dict__.pop(attr, None)
+    out._astjax_jacobian = None
+    return out
+
+
+def _same_tree(a, b):
+    la, ta = tree_flatten(a)
+    lb, tb = tree_flatten(b)
+    return ta == tb and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(la, lb))
 
 
 def _unbatched_lanes(x, size):

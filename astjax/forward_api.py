@@ -9,6 +9,8 @@ gradient code.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from astjax import api, core
@@ -72,6 +74,7 @@ def _check_tangents(primals, tangents):
 
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), J @ tangents)`` by forward-mode source transformation."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jvp")
     _check_tangents(primals, tangents)
     values = bind_arguments(fun, tuple(primals), {}, "jvp")
@@ -140,6 +143,7 @@ def linearize(fun, *primals):
     The primal computation runs once, here, recording the values the tangent
     statements need; each ``f_jvp`` call replays that record.
     """
+    fun = api.plain_callable(fun)
     _check_callable(fun, "linearize")
     values = bind_arguments(fun, primals, {}, "linearize")
     static = function_arguments(values)
@@ -159,6 +163,9 @@ def linearize(fun, *primals):
                                     f"match the primal's {s}")
         return tangent(residuals, *tangents)
 
+    # what other transformations read: the generated tangent part on these residuals
+    f_jvp._astjax_plain = functools.partial(tangent, residuals)
+    f_jvp._astjax_generated = lambda: f_jvp._astjax_plain      # inlined where it is called
     return out, f_jvp
 
 
@@ -243,6 +250,7 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
 def jacfwd(fun, argnums=0, has_aux=False):
     """Jacobian by forward mode: the generated jvp vmapped over the input elements (a loop
     of jvps where vmap has no rule)."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jacfwd")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
@@ -323,6 +331,7 @@ def _rows_by_vmap(fun, args, basis, nums, has_aux):
 def jacrev(fun, argnums=0, has_aux=False):
     """Jacobian by reverse mode: one forward sweep, then the backward sweep vmapped over
     the output elements (a loop of backward sweeps where vmap has no rule)."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jacrev")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
@@ -351,6 +360,7 @@ def jacrev(fun, argnums=0, has_aux=False):
 
 def jacobian(fun, argnums=0, has_aux=False):
     """jacfwd or jacrev, whichever needs fewer sweeps for the shapes at hand."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jacobian")
 
     def jac(*args, **kwargs):
@@ -367,6 +377,7 @@ def jacobian(fun, argnums=0, has_aux=False):
 
 def hessian(fun, argnums=0):
     """Forward over reverse: jvps of the generated gradient code, one per input element."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "hessian")
     return _wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
 

@@ -292,3 +292,72 @@ def test_a_rule_reading_its_own_result_shape_after_reassignment():
     f = pb.restacked
     want = _fd_grad(f, (x,), 0)
     np.testing.assert_allclose(astjax.grad(f)(x), want, rtol=1e-6, atol=1e-8)
+
+
+# ------------------------------------- vmap of what vjp, linearize and jacobians return
+
+def test_vmap_of_vjp_and_linearize_functions():
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((B, 3)), rng.standard_normal((3, 2))
+    out, vjp_fn = astjax.vjp(pb.layer, x[0], w)
+    cts = rng.standard_normal((5, 2))
+    got = astjax.vmap(vjp_fn)(cts)
+    want = [vjp_fn(ct) for ct in cts]
+    for k in range(2):
+        np.testing.assert_allclose(got[k], np.stack([c[k] for c in want]), rtol=1e-12)
+    _, f_jvp = astjax.linearize(pb.layer, x[0], w)
+    tx, tw = rng.standard_normal((5, 3)), rng.standard_normal((5, 3, 2))
+    np.testing.assert_allclose(astjax.vmap(f_jvp)(tx, tw),
+                               np.stack([f_jvp(a, b) for a, b in zip(tx, tw)]), rtol=1e-12)
+    np.testing.assert_allclose(astjax.vmap(f_jvp, in_axes=(0, None))(tx, tw[0]),
+                               np.stack([f_jvp(a, tw[0]) for a in tx]), rtol=1e-12)
+    # and other transformations of them
+    g = astjax.grad(lambda c: np.sum(vjp_fn(c)[0] ** 2))(cts[0])
+    h = np.zeros(2)
+    for j in range(2):
+        e = np.zeros(2)
+        e[j] = EPS
+        h[j] = (np.sum(vjp_fn(cts[0] + e)[0] ** 2) - np.sum(vjp_fn(cts[0] - e)[0] ** 2)) / (2 * EPS)
+    np.testing.assert_allclose(g, h, rtol=1e-6)
+
+
+@pytest.mark.parametrize("jac", ["jacfwd", "jacrev", "jacobian", "hessian"])
+def test_vmap_of_jacobians_is_a_loop_with_jax_axes(jac):
+    rng = np.random.default_rng(8)
+    xs, w = rng.standard_normal((B, 3)), rng.standard_normal((3, 2))
+    fun = pb.loss_layer if jac == "hessian" else pb.layer
+    j = getattr(astjax, jac)(fun)
+    got = astjax.vmap(j, in_axes=(0, None))(xs, w)
+    want = np.stack([j(x, w) for x in xs])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    got = astjax.vmap(j, in_axes=(1, None), out_axes=-1)(xs.T, w)
+    np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-12)
+    # transforming it again is refused (it is assembled at run time), never wrong
+    with pytest.raises(astjax.errors.TransformError):
+        astjax.grad(lambda w: np.sum(astjax.vmap(j, in_axes=(0, None))(xs, w)))(w)
+    with pytest.raises(astjax.errors.TransformError):
+        astjax.jacfwd(astjax.vmap(j, in_axes=(0, None)), argnums=1)(xs, w)
+
+
+def test_vjp_and_linearize_functions_called_inside_transformed_code():
+    """They stand for generated code on their residuals: inlined, so derivatives flow
+    (this was a silent zero gradient through vjp_fn)."""
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal(3), rng.standard_normal((3, 2))
+    _, vjp_fn = astjax.vjp(pb.layer, x, w)
+    _, f_jvp = astjax.linearize(pb.layer, x, w)
+    c = rng.standard_normal(2)
+
+    def through_vjp(c):
+        return np.sum(vjp_fn(c)[1] ** 2)
+
+    def through_lin(t):
+        return np.sum(np.sin(f_jvp(t, w)))
+
+    for f, at in ((through_vjp, c), (through_lin, x)):
+        want = _fd_grad(f, (at,), 0)
+        np.testing.assert_allclose(astjax.grad(f)(at), want, rtol=1e-6, atol=1e-9)
+        _, t = astjax.jvp(f, (at,), (np.ones_like(at),))
+        np.testing.assert_allclose(t, np.sum(want), rtol=1e-6)
+    np.testing.assert_allclose(astjax.jit(vjp_fn)(c)[0], vjp_fn(c)[0], rtol=1e-13)
+    np.testing.assert_allclose(astjax.jit(f_jvp)(x, w), f_jvp(x, w), rtol=1e-13)

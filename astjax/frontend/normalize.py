@@ -258,6 +258,9 @@ class Normalizer:
         generated = getattr(func, "_astjax_generated", None)
         if generated is not None:
             func = generated()  # grad(grad(f)): transform the code grad(f) runs
+            # (vjp's vjp_fn runs generated code bound to its residuals: a partial)
+            func, more, more_kw = unwrap_callable(func)
+            pargs, pkwargs = tuple(more) + tuple(pargs), {**more_kw, **pkwargs}
         fsrc = get_function_source(func)
         node = fsrc.node
         args = node.args
