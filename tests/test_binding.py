@@ -272,3 +272,18 @@ def test_generated_modules_bind_like_python(tmp_path):
         vg(xs)
     with pytest.raises(TypeError, match=r"scaled\(\) missing required argument: 'x'"):
         v()
+
+
+# ------------------------------------------ transformations called inside transformed code
+
+@pytest.mark.parametrize("name", ["jvp_inside", "grad_inside", "vmap_inside",
+                                  "vmap_inside_with_axes"])
+def test_transformations_inside_transformed_code_fill_defaults(name):
+    f = getattr(pbind, name)
+    x = RNG.standard_normal((4, 3)) if "vmap" in name else X
+    args = (x.T.copy(), 0.7) if name == "vmap_inside_with_axes" else (x,)
+    want = _fd_jac(f, args, {})
+    np.testing.assert_allclose(astjax.grad(f)(*args), want, rtol=1e-6, atol=1e-9)
+    _, t = astjax.jvp(f, args, (np.ones_like(args[0]),) + tuple(0.0 * np.asarray(a)
+                                                               for a in args[1:]))
+    np.testing.assert_allclose(t, np.sum(want), rtol=1e-6)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import operator
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import gast
+
 import numpy as np
 
 from astjax import codegen, core
@@ -1266,6 +1268,15 @@ class Normalizer:
         if len(primals) != len(tangents):
             self.error(node, "jvp: as many tangents as primals are needed", cls=TransformError)
         generated = forward_api.jvp_function(fun, range(len(primals)), ())
+        # the generated code takes every parameter, then the tangents: fill in defaults
+        from astjax.api import signature_of
+        sig = signature_of(fun)
+        for name in sig.names[len(primals):]:
+            default = sig.signature.parameters[name].default
+            if default is inspect.Parameter.empty:
+                self.error(node, f"jvp: {sig.fname}() missing argument {name!r}",
+                           cls=TransformError)
+            primals.append(self.object_operand(default, f"{name}_default"))
         return self.call_function_ref(("object", generated), primals + tangents, {}, node,
                                       hint, target)
 
