@@ -361,3 +361,19 @@ def test_vjp_and_linearize_functions_called_inside_transformed_code():
         np.testing.assert_allclose(t, np.sum(want), rtol=1e-6)
     np.testing.assert_allclose(astjax.jit(vjp_fn)(c)[0], vjp_fn(c)[0], rtol=1e-13)
     np.testing.assert_allclose(astjax.jit(f_jvp)(x, w), f_jvp(x, w), rtol=1e-13)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_jit_and_vmap_in_every_order_with_derivatives(case):
+    """grad(jit(vmap)), vmap(jit(grad)), jit(vmap(grad)): jit between the two."""
+    name, fun, in_axes, out_axes, make, kind = case
+    args, _, ws, vf, loss_outside, _, _ = _setup(case)
+    ref = _ref_loss(case, ws, kind)
+    jvf = astjax.jit(vf)
+    loss = pb.make_losses_of(jvf, ws, kind)
+    _close(astjax.grad(loss, argnums=0)(*args), _fd_grad(ref, args, 0), "grad(jit(vmap))")
+    g = astjax.grad(pb.EXAMPLE_LOSSES[name], argnums=0)
+    want = reference(g, args, in_axes, 0)
+    for composed in (astjax.vmap(astjax.jit(g), in_axes=in_axes),
+                     astjax.jit(astjax.vmap(g, in_axes=in_axes))):
+        assert_tree_close(composed(*args), want, rtol=1e-10, atol=1e-12)

@@ -519,3 +519,10 @@ def checked_in_branch_only_some(x):
     else:
         out = s
     return out
+
+
+def make_losses_of(vf, ws, kind):
+    """A scalar loss of an already transformed (e.g. jitted) vmapped function."""
+    def loss(a, b):
+        return weigh(vf(a, b), ws, kind)
+    return loss
