@@ -183,3 +183,5 @@ for _name in ("shape", "ndim", "size", "length", "axis", "index", "matmul", "dot
 register(Primitive("tree_moveaxis", rt.tree_moveaxis, "rt.tree_moveaxis",
                    ("x", "source", "destination"), diff=("x",), kind="shape",
                    sample=lambda r: ((r.standard_normal((2, 3, 4)), -1, 0), {})))
+register(Primitive("leaf_axis_size_batched", rb.leaf_axis_size_batched,
+                   "rb.leaf_axis_size_batched", ("x", "axis"), kind="batch"))

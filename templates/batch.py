@@ -885,3 +885,7 @@ def unsupported_jvp(what, *tangents):
 
 def tree_moveaxis(x, source, destination):
     return rb.tree_moveaxis(x, source, destination)
+
+
+def leaf_axis_size(x, axis):
+    return rb.leaf_axis_size_batched(x, axis)

@@ -377,3 +377,24 @@ def test_jit_and_vmap_in_every_order_with_derivatives(case):
     for composed in (astjax.vmap(astjax.jit(g), in_axes=in_axes),
                      astjax.jit(astjax.vmap(g, in_axes=in_axes))):
         assert_tree_close(composed(*args), want, rtol=1e-10, atol=1e-12)
+
+
+def test_lax_control_flow_through_vmap_with_axes():
+    rng = np.random.default_rng(10)
+    xs = rng.standard_normal((4, 3))
+    got = astjax.vmap(pb.lax_scan_pair, in_axes=1, out_axes=(1, -1))(xs)
+    want = reference(pb.lax_scan_pair, (xs,), 1, (1, -1))
+    assert_tree_close(got, want, rtol=1e-12)
+    want_g = _fd_grad(pb.lax_through_vmap, (xs,), 0)
+    np.testing.assert_allclose(astjax.grad(pb.lax_through_vmap)(xs), want_g, rtol=1e-6)
+    np.testing.assert_allclose(astjax.jit(astjax.grad(pb.lax_through_vmap))(xs), want_g,
+                               rtol=1e-6)
+    per = astjax.vmap(astjax.grad(pb.lax_through_vmap))(np.stack([xs, 2 * xs]))
+    np.testing.assert_allclose(per[0], want_g, rtol=1e-6)
+    # third order: jvp of grad of grad along a direction, against differences of grad(grad)
+    v = rng.standard_normal(xs.shape)
+
+    def second(a):
+        return np.sum(astjax.grad(pb.lax_through_vmap)(a) * v)
+    g2 = astjax.grad(second)(xs)
+    np.testing.assert_allclose(g2, _fd_grad(second, (xs,), 0), rtol=1e-5, atol=1e-7)

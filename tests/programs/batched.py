@@ -526,3 +526,14 @@ def make_losses_of(vf, ws, kind):
     def loss(a, b):
         return weigh(vf(a, b), ws, kind)
     return loss
+
+
+def lax_scan_pair(x):
+    """A tuple output from lax control flow (for out_axes pytrees)."""
+    c, ys = lax_scan(x)
+    return ys * np.tanh(c), lax.fori_loop(0, 3, lambda i, acc: acc * 0.5 + x, x)
+
+
+def lax_through_vmap(xs):
+    ys, zs = astjax.vmap(lax_scan_pair, in_axes=1, out_axes=(1, -1))(xs)
+    return np.sum(ys * np.arange(ys.size).reshape(ys.shape)) + np.sum(np.sin(zs))
