@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import subprocess
 import sys
 
@@ -178,7 +179,8 @@ def test_pytree_parameters_with_keyword_only_options():
             fd = (pbind.with_params(tuple(plus), xb, l2=0.1) -
                   pbind.with_params(tuple(minus), xb, l2=0.1)) / (2 * eps)
             np.testing.assert_allclose(g[leaf][idx], fd, rtol=1e-6)
-    per = astjax.vmap(astjax.grad(pbind.with_params), in_axes=(None, 0))(params, xb, l2=np.full(5, 0.1))
+    per_example = astjax.vmap(astjax.grad(pbind.with_params), in_axes=(None, 0))
+    per = per_example(params, xb, l2=np.full(5, 0.1))
     for i in range(5):
         one = astjax.grad(pbind.with_params)(params, xb[i:i + 1][0], l2=0.1)
         np.testing.assert_allclose(per[0][i], one[0], rtol=1e-12)
@@ -238,8 +240,7 @@ def _gen(tmp_path, spec, target):
     src.write_text(open(pbind.__file__).read())
     subprocess.run([sys.executable, "-m", "astjax", "gen", f"{src}:{target}", "-t", spec,
                     "-o", str(out)], check=True, capture_output=True, text=True,
-                   cwd=str(tmp_path.parent), env={**__import__("os").environ,
-                                                  "PYTHONPATH": _root()})
+                   cwd=str(tmp_path.parent), env={**os.environ, "PYTHONPATH": _root()})
     spec_ = importlib.util.spec_from_file_location(f"gen_mod_{abs(hash(spec))}", out)
     mod = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(mod)
@@ -247,7 +248,6 @@ def _gen(tmp_path, spec, target):
 
 
 def _root():
-    import os
     return os.path.dirname(os.path.dirname(astjax.__file__))
 
 
