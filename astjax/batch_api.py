@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from astjax import codegen, core
+from astjax import codegen, core, tree_util
 from astjax import runtime_batch as rb
-from astjax.api import (_cache_for, bind_arguments, cached, _check_callable, _fun_name,
-                        keyword_passed, _normalizer_factory, plain_callable, signature_of,
-                        _wrap,
-                        function_arguments, load_functions, normalized)
-from astjax.api import ASSEMBLED
+from astjax.api import (ASSEMBLED, _cache_for, _check_callable, _fun_name,
+                        _normalizer_factory, _wrap, bind_arguments, cached, function_arguments,
+                        keyword_passed, load_functions, normalized, plain_callable,
+                        signature_of)
 from astjax.core import Const, Copy, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.batch import Batching
-from astjax import tree_util
 from astjax.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 
@@ -80,8 +78,7 @@ def _call_axes(fun, in_axes, args, kwargs):
     if isinstance(in_axes, (tuple, list)):
         if len(in_axes) != len(args):
             raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
-                                f"{_fun_name(fun)} got {len(args)} positional arguments",
-                                )
+                                f"{_fun_name(fun)} got {len(args)} positional arguments")
         positional = list(in_axes)
     else:
         positional = [in_axes] * len(args)
