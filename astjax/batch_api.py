@@ -82,9 +82,12 @@ def _call_axes(fun, in_axes, args, kwargs):
         positional = list(in_axes)
     else:
         positional = [in_axes] * len(args)
-    how = keyword_passed(fun, args, kwargs)
-    axes = [positional[i] if h == "positional" else 0 if h == "keyword" else None
-            for i, h in enumerate(how)]
+    if len(values) == len(args) and not kwargs:      # every parameter given positionally
+        axes = positional
+    else:
+        how = keyword_passed(fun, args, kwargs)
+        axes = [positional[i] if h == "positional" else 0 if h == "keyword" else None
+                for i, h in enumerate(how)]
     # functions given as arguments are inlined into the code: never batched
     for i, _ in function_arguments(values):
         axes[i] = None
