@@ -398,3 +398,25 @@ def test_lax_control_flow_through_vmap_with_axes():
         return np.sum(astjax.grad(pb.lax_through_vmap)(a) * v)
     g2 = astjax.grad(second)(xs)
     np.testing.assert_allclose(g2, _fd_grad(second, (xs,), 0), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_second_and_third_order_through_vmap(case):
+    """grad of (a directional second derivative) through vmap, against differences of
+    the second derivative; value_and_grad under vmap with a pytree out_axes."""
+    name, fun, in_axes, out_axes, make, kind = case
+    args, _, ws, _, _, loss_inside, _ = _setup(case)
+    rng = np.random.default_rng(11)
+    a0 = args[0]
+    v = tree_util.tree_map(lambda leaf: rng.standard_normal(np.shape(leaf)), a0)
+
+    def directional(a, b):
+        g = astjax.grad(loss_inside)(a, b)
+        return pb.inner(g, v)
+
+    want = _fd_grad(directional, args, 0)
+    _close(astjax.grad(directional)(*args), want, "grad(grad)")
+    # vmap of value_and_grad, the (value, gradient) pair placed by a pytree out_axes
+    vg = astjax.value_and_grad(pb.EXAMPLE_LOSSES[name])
+    got = astjax.vmap(vg, in_axes=in_axes, out_axes=(0, 1))(*args)
+    assert_tree_close(got, reference(vg, args, in_axes, (0, 1)), rtol=1e-10, atol=1e-12)

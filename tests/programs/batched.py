@@ -537,3 +537,10 @@ def lax_scan_pair(x):
 def lax_through_vmap(xs):
     ys, zs = astjax.vmap(lax_scan_pair, in_axes=1, out_axes=(1, -1))(xs)
     return np.sum(ys * np.arange(ys.size).reshape(ys.shape)) + np.sum(np.sin(zs))
+
+
+def inner(g, v):
+    """<g, v> for an array or a dict of arrays (written out: no tree_util calls)."""
+    if isinstance(v, dict):
+        return np.sum(g["w"] * v["w"]) + np.sum(g["b"] * v["b"])
+    return np.sum(g * v)
