@@ -420,3 +420,22 @@ def test_second_and_third_order_through_vmap(case):
     vg = astjax.value_and_grad(pb.EXAMPLE_LOSSES[name])
     got = astjax.vmap(vg, in_axes=in_axes, out_axes=(0, 1))(*args)
     assert_tree_close(got, reference(vg, args, in_axes, (0, 1)), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["gp_objective_nested_defs", "gp_objective_lambdas"])
+def test_nested_vmap_of_local_functions_is_right_or_refused(objective, gp_data):
+    """Functions made inside a transformed function and handed to vmap (issue 11 makes
+    them work): today either the right gradient or a located TransformError, never a
+    wrong number."""
+    ell, xs = gp_data
+    f = getattr(pb, objective)
+    checks = [(lambda: f(ell, xs), pb.gp_objective_loop(ell, xs)),
+              (lambda: astjax.grad(f)(ell, xs),
+               _fd_scalar(lambda e: pb.gp_objective_loop(e, xs), ell))]
+    for run, want in checks:
+        try:
+            got = run()
+        except astjax.errors.TransformError as err:
+            assert err.location is not None and "batched.py" in err.location.filename
+            continue
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -544,3 +544,28 @@ def inner(g, v):
     if isinstance(v, dict):
         return np.sum(g["w"] * v["w"]) + np.sum(g["b"] * v["b"])
     return np.sum(g * v)
+
+
+def gp_objective_nested_defs(ell, xs):
+    """The Gaussian-process pattern written with nested defs handed to vmap."""
+    def kernel_row_local(x, ys):
+        def k(y):
+            return rbf(x, y, ell)
+        return astjax.vmap(k)(ys)
+
+    def row(x):
+        return kernel_row_local(x, xs)
+    K = astjax.vmap(row)(xs)
+    K = K + 0.5 * np.eye(xs.shape[0])
+    alpha = np.linalg.solve(K, np.ones(xs.shape[0]))
+    return np.sum(alpha) + np.sum(np.log(np.diag(K)))
+
+
+gp_lambda_row = lambda x, ys, ell: astjax.vmap(lambda y: rbf(x, y, ell))(ys)  # noqa: E731
+
+
+def gp_objective_lambdas(ell, xs):
+    K = astjax.vmap(gp_lambda_row, (0, None, None))(xs, xs, ell)
+    K = K + 0.5 * np.eye(xs.shape[0])
+    alpha = np.linalg.solve(K, np.ones(xs.shape[0]))
+    return np.sum(alpha) + np.sum(np.log(np.diag(K)))
