@@ -379,6 +379,10 @@ def _loop_function(fun, in_axes, out_axes, axis_size):
     if fronts:
         # every batched leaf of every argument: one batch size
         w.emit(f"n = rb.leaf_axis_size(({''.join(v + ', ' for v in fronts)}), 0)")
+        if axis_size is not None:
+            w.emit(f"if n != {int(axis_size)}:")
+            w.emit(f'raise ValueError("vmap: axis_size={int(axis_size)} but the batched '
+                   'arguments have another batch size")', 2)
     elif axis_size is None:
         raise ArgumentError("vmap: no argument is batched; give axis_size")
     else:

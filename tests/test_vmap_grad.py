@@ -439,3 +439,20 @@ def test_nested_vmap_of_local_functions_is_right_or_refused(objective, gp_data):
             assert err.location is not None and "batched.py" in err.location.filename
             continue
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_axis_size_inside_transformed_code():
+    rng = np.random.default_rng(12)
+    x, w = rng.standard_normal((B, 3)), rng.standard_normal((3, 2))
+    vf = astjax.vmap(pb.layer, in_axes=(0, None), axis_size=B)
+    g = astjax.grad(lambda w: np.sum(vf(x, w)))(w)
+    want = _fd_grad(lambda w: np.sum(reference(pb.layer, (x, w), (0, None))), (w,), 0)
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+    wrong = astjax.vmap(pb.layer, in_axes=(0, None), axis_size=B + 1)
+    with pytest.raises(Exception, match="axis_size"):
+        astjax.grad(lambda w: np.sum(wrong(x, w)))(w)
+    # nothing batched: axis_size copies
+    vc = astjax.vmap(pb.layer, in_axes=(None, None), axis_size=2)
+    out = astjax.jvp(lambda w: vc(x[0], w), (w,), (np.ones_like(w),))[1]
+    one = astjax.jvp(lambda w: pb.layer(x[0], w), (w,), (np.ones_like(w),))[1]
+    np.testing.assert_allclose(out, np.stack([one, one]), rtol=1e-12)
