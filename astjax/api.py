@@ -113,6 +113,109 @@ def check_differentiable(value, argnum, fname):
                 "argument out of argnums.")
 
 
+# ------------------------------------------------------------ argument binding
+#
+# Every transformation binds the arguments of a call like Python does (defaults,
+# keywords, keyword-only parameters) with this one helper, and hands generated code
+# one value per parameter of the core function, in order.  A call that does not fit
+# is an ArgumentError (a TypeError) naming the user's function, not generated code.
+
+@dataclass(frozen=True)
+class Signature:
+    """What binding needs to know about the Python code a callable runs."""
+
+    fname: str
+    signature: object          # inspect.Signature of the plain function underneath
+    partial_args: tuple        # functools.partial / bound-method arguments, in front
+    partial_kwargs: dict
+    names: tuple               # the core function's parameters (user names), in order
+    positional: int            # how many of ``names`` can be given positionally
+    plain: bool                # positional parameters only, no defaults: args as given
+
+
+_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def signature_of(fun) -> Signature:
+    """The parameters of ``fun`` as the generated code sees them (cached per function)."""
+    try:
+        found = _SIGNATURES.get(fun)
+    except TypeError:
+        found = None
+    if found is not None:
+        return found
+    import inspect
+    from astjax.frontend.source import unwrap_callable
+    func, pargs, pkwargs = unwrap_callable(fun)
+    gen = getattr(func, "_astjax_generated", None)
+    if gen is not None:
+        func = gen()        # a transformed function: the parameters of the code it runs
+    sig = inspect.signature(func)
+    params = list(sig.parameters.values())
+    kinds = inspect.Parameter
+    taken = {p.name for p in params[:len(pargs)]} | set(pkwargs)
+    rest = [p for p in params if p.name not in taken
+            and p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD)]
+    positional = sum(p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+                     for p in rest)
+    plain = all(p.default is p.empty and p.kind != kinds.KEYWORD_ONLY for p in rest)
+    found = Signature(_fun_name(fun), sig, tuple(pargs), dict(pkwargs),
+                      tuple(p.name for p in rest), positional, plain)
+    try:
+        _SIGNATURES[fun] = found
+    except TypeError:
+        pass
+    return found
+
+
+def bind_arguments(fun, args, kwargs, what) -> list:
+    """One value per parameter of ``fun``'s core function, bound like Python binds
+    ``fun(*args, **kwargs)`` (defaults filled in); a bad call is an ArgumentError
+    worded like Python's TypeError, about the user's function."""
+    sig = signature_of(fun)
+    if not kwargs and sig.plain and len(args) == len(sig.names):
+        return list(args)
+    clash = set(kwargs) & set(sig.partial_kwargs)
+    if clash:
+        raise ArgumentError(f"{what}: {sig.fname}() got keyword argument(s) "
+                            f"{', '.join(map(repr, sorted(clash)))} already bound by "
+                            "functools.partial")
+    try:
+        ba = sig.signature.bind(*sig.partial_args, *args, **sig.partial_kwargs, **kwargs)
+    except TypeError as err:
+        raise ArgumentError(f"{what}: {sig.fname}() {err}") from None
+    ba.apply_defaults()
+    return [ba.arguments[name] for name in sig.names]
+
+
+def source_arguments(fun, args, kwargs, what) -> list:
+    """``bind_arguments`` for ``make_source``, which may be given no arguments at all
+    (only functions passed as arguments change the code)."""
+    try:
+        return bind_arguments(fun, args, kwargs, what)
+    except ArgumentError:
+        return list(args)
+
+
+def keyword_passed(fun, args, kwargs) -> list:
+    """For each core parameter of ``fun``: 'positional', 'keyword' or 'default' (how the
+    call ``fun(*args, **kwargs)`` gave it), for vmap's axes."""
+    sig = signature_of(fun)
+    return ["positional" if i < len(args) else "keyword" if name in kwargs else "default"
+            for i, name in enumerate(sig.names)]
+
+
+def call_bound(generated_fn, values):
+    """Call generated code with one value per parameter, in order (keyword-only
+    parameters, which generated code keeps from the user's signature, by name)."""
+    code = generated_fn.__code__
+    k = code.co_kwonlyargcount
+    if not k:
+        return generated_fn(*values)
+    n = code.co_argcount
+    return generated_fn(*values[:n], **dict(zip(code.co_varnames[n:n + k], values[n:n + k])))
+
+
 # ------------------------------------------------------------ shared generation
 
 def normalized(fun, static_functions=None):
@@ -154,7 +257,7 @@ def _build_reverse(fun, kind, argnums, has_aux, static_functions=None):
     names, fn, result = normalized(fun, static_functions)
     nparams = len(fn.params)
     single, nums = _normalize_argnums(argnums, nparams, fname) if kind != "vjp" else (
-        False, tuple(range(nparams)))
+        False, tuple(argnums) if isinstance(argnums, tuple) else tuple(range(nparams)))
     wrt = [fn.params[i] for i in nums]
     loc = fn.loc
     out_name, aux_name = result, None
@@ -304,40 +407,55 @@ def _wrap(fun, transformed, label, generated, source):
 
 def grad(fun, argnums=0, has_aux=False):
     """Gradient of a scalar-valued ``fun`` with respect to argument(s) ``argnums``."""
+    fun = plain_callable(fun)
     _check_callable(fun, "grad")
 
     def grad_fun(*args, **kwargs):
-        gen, single, nums = _get_reverse(fun, "grad", argnums, has_aux, args)
-        _check_args(fun, args, nums)
+        values = bind_arguments(fun, args, kwargs, "grad")
+        gen, single, nums = _get_reverse(fun, "grad", argnums, has_aux, values)
+        _check_args(fun, values, nums)
         gen.refresh()
-        return gen.functions["main"](*args, **kwargs)
+        return call_bound(gen.functions["main"], values)
 
     return _wrap(fun, grad_fun, "grad",
                  lambda: _get_reverse(fun, "grad", argnums, has_aux)[0].functions["main"],
-                 lambda *a, **k: _get_reverse(fun, "grad", argnums, has_aux, a)[0])
+                 lambda *a, **k: _get_reverse(fun, "grad", argnums, has_aux, source_arguments(
+                     fun, a, k, "grad"))[0])
 
 
 def value_and_grad(fun, argnums=0, has_aux=False):
     """``(fun(*args), grad(fun)(*args))`` computed together."""
+    fun = plain_callable(fun)
     _check_callable(fun, "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
-        gen, single, nums = _get_reverse(fun, "value_and_grad", argnums, has_aux, args)
-        _check_args(fun, args, nums)
+        values = bind_arguments(fun, args, kwargs, "value_and_grad")
+        gen, single, nums = _get_reverse(fun, "value_and_grad", argnums, has_aux, values)
+        _check_args(fun, values, nums)
         gen.refresh()
-        return gen.functions["main"](*args, **kwargs)
+        return call_bound(gen.functions["main"], values)
 
     return _wrap(fun, value_and_grad_fun, "value_and_grad", lambda: _get_reverse(
         fun, "value_and_grad", argnums, has_aux)[0].functions["main"],
-        lambda *a, **k: _get_reverse(fun, "value_and_grad", argnums, has_aux, a)[0])
+        lambda *a, **k: _get_reverse(fun, "value_and_grad", argnums, has_aux, source_arguments(
+            fun, a, k, "value_and_grad"))[0])
 
 
 def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+    fun = plain_callable(fun)
     _check_callable(fun, "vjp")
-    gen, _, nums = _get_reverse(fun, "vjp", 0, has_aux, primals)
+    values = bind_arguments(fun, primals, {}, "vjp")
+    # cotangents for the primals given; parameters left to their defaults get none
+    return vjp_bound(fun, values, tuple(range(len(primals))), has_aux)
+
+
+def vjp_bound(fun, values, nums, has_aux=False):
+    """vjp for arguments bound already (one value per parameter): ``vjp_fn`` returns
+    one cotangent per parameter position in ``nums``."""
+    gen, _, nums = _get_reverse(fun, "vjp", tuple(nums), has_aux, values)
     gen.refresh()
-    out, residuals = gen.functions["fwd"](*primals)
+    out, residuals = call_bound(gen.functions["fwd"], values)
     bwd = gen.functions["bwd"]
     primal_out = out[0] if has_aux else out
 
@@ -345,6 +463,10 @@ def vjp(fun, *primals, has_aux=False):
         _check_cotangent(primal_out, cotangent)
         return bwd(residuals, cotangent)
     vjp_fn._astjax_view = gen          # make_source(vjp_fn) shows it (source_view.py)
+
+    # what other transformations read: the generated backward sweep on these residuals
+    vjp_fn._astjax_plain = functools.partial(bwd, residuals)
+    vjp_fn._astjax_generated = lambda: vjp_fn._astjax_plain    # inlined where it is called
 
     if has_aux:
         return out[0], vjp_fn, out[1]
@@ -361,6 +483,12 @@ def _check_cotangent(out, ct):
         if np.shape(o) != np.shape(c):
             raise ArgumentError(
                 f"vjp: cotangent shape {np.shape(c)} does not match output shape {np.shape(o)}")
+
+
+def plain_callable(fun):
+    """The function a transformation should read for ``fun``: the functions ``vjp`` and
+    ``linearize`` return stand for generated code bound to their residuals."""
+    return getattr(fun, "_astjax_plain", fun)
 
 
 def _check_callable(fun, what):

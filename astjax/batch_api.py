@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from astjax import codegen, core
+from astjax import codegen, core, tree_util
 from astjax import runtime_batch as rb
-from astjax.api import (_cache_for, cached, _check_callable, _fun_name, _normalizer_factory,
-                        _wrap, function_arguments, load_functions, normalized)
+from astjax.api import (ASSEMBLED, _cache_for, _check_callable, _fun_name,
+                        _normalizer_factory, _wrap, bind_arguments, cached, function_arguments,
+                        keyword_passed, load_functions, normalized, plain_callable,
+                        signature_of)
 from astjax.core import Const, Copy, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.batch import Batching
@@ -34,6 +36,9 @@ def _build(fun, batched_mask, static_functions):
     gen = load_functions([(gfn, f"vmap of {fname}: batched arguments carry the batch as "
                                 "their last axis.")], fn.env, f"vmap({fname})", ["main"])
     gen.out_batched = result in tr.batched
+    gen.signature = signature_of(fun)     # for the wrapper of standalone modules
+    gen.batched_mask = tuple(bool(b) for b in batched_mask)[:len(fn.params)] + (False,) * (
+        len(fn.params) - len(batched_mask))
     return gen
 
 
@@ -65,22 +70,44 @@ def _axes_per_leaf(axes, tree, what):
     return out
 
 
+def _call_axes(fun, in_axes, args, kwargs):
+    """(values, one in_axes entry per parameter): the call bound like Python binds it;
+    positional arguments take ``in_axes``, keyword arguments are batched on axis 0 (as
+    in JAX), parameters left to their defaults are not batched."""
+    values = bind_arguments(fun, args, kwargs, "vmap")
+    if isinstance(in_axes, (tuple, list)):
+        if len(in_axes) != len(args):
+            raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
+                                f"{_fun_name(fun)} got {len(args)} positional arguments")
+        positional = list(in_axes)
+    else:
+        positional = [in_axes] * len(args)
+    if len(values) == len(args) and not kwargs:      # every parameter given positionally
+        axes = positional
+    else:
+        how = keyword_passed(fun, args, kwargs)
+        axes = [positional[i] if h == "positional" else 0 if h == "keyword" else None
+                for i, h in enumerate(how)]
+    # functions given as arguments are inlined into the code: never batched
+    for i, _ in function_arguments(values):
+        axes[i] = None
+    return values, axes
+
+
 def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     """Vectorize ``fun`` over a batch axis of its arguments (JAX semantics)."""
     if not (in_axes is None or isinstance(in_axes, (int, tuple, list, dict))):
         raise ArgumentError(f"vmap: in_axes must be an int, None or a pytree, got {in_axes!r}")
+    fun = plain_callable(fun)
     if getattr(fun, "_astjax_vmap", None) is not None:
         return _vmap_of_vmap(fun, in_axes, out_axes, axis_size)
+    if getattr(fun, "_astjax", None) in ASSEMBLED and \
+            getattr(fun, "_astjax_generated", None) is None:
+        return _vmap_by_loop(fun, in_axes, out_axes, axis_size)
     _check_callable(fun, "vmap")
 
-    def batched_fun(*args):
-        if isinstance(in_axes, (tuple, list)) and not isinstance(in_axes, dict):
-            if len(in_axes) != len(args):
-                raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
-                                    f"{_fun_name(fun)} got {len(args)} arguments")
-            per_arg = list(in_axes)
-        else:
-            per_arg = [in_axes] * len(args)
+    def batched_fun(*args, **kwargs):
+        args, per_arg = _call_axes(fun, in_axes, args, kwargs)
         sizes = {}
         moved = []
         mask = []
@@ -129,70 +156,192 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         out = gen.functions["main"](*final, size)
         return _leave(out, out_axes, size, gen.out_batched)
 
-    batched_fun._astjax_source = lambda *a, **k: _get(fun, _mask(in_axes, a), a)
+    def source(*args, **kwargs):
+        try:
+            values, axes = _call_axes(fun, in_axes, args, kwargs)
+        except ArgumentError:
+            values = args
+            axes = in_axes if isinstance(in_axes, (tuple, list)) else [in_axes] * len(args)
+        return _get(fun, _mask(axes, values), values)
+
+    batched_fun._astjax_source = source
     out = _wrap(fun, batched_fun, "vmap",
                 lambda: _loop_function(fun, in_axes, out_axes, axis_size),
-                batched_fun._astjax_source)
+                source)
     out._astjax_batched = lambda: _entry_function(fun, in_axes, out_axes, axis_size)
     out._astjax_vmap = (fun, in_axes, out_axes, axis_size)
     return out
 
 
+# ------------------------------------------------- vmap as code other transformations read
+#
+# ``grad(vmap(f))``, ``vmap`` called inside a transformed function, and ``jit(vmap(f))``
+# need the vmapped function as Python source.  ``in_axes``/``out_axes`` are then known
+# when the code is written, argument structures are not: an axes pytree (tuples, lists,
+# dicts of ints and None) is written out as indexing into the argument and rebuilding
+# it, and an int axis applies to every leaf of what stands at its place
+# (``rt.tree_moveaxis``, which has rules in every mode).
+
+_RESERVED = {"np", "rt", "rb", "f", "n", "i", "outs", "stacked", "batched", "size", "out",
+             "result"}
+
+
+def _check_spec(spec, what):
+    """An axes pytree as astjax writes it out: ints, None, tuples, lists, dicts."""
+    if spec is None or (isinstance(spec, (int, np.integer)) and not isinstance(spec, bool)):
+        return
+    if isinstance(spec, (tuple, list)) and not hasattr(spec, "_fields"):
+        for sub in spec:
+            _check_spec(sub, what)
+        return
+    if isinstance(spec, dict):
+        for sub in spec.values():
+            _check_spec(sub, what)
+        return
+    raise ArgumentError(f"vmap: {what} entries must be ints, None, or tuples, lists and "
+                        f"dicts of them, got {spec!r}")
+
+
 def _static_axes(fun, in_axes, out_axes):
-    """(parameter names, one int-or-None axis per parameter) for the generated forms."""
-    from astjax.frontend.source import get_function_source, unwrap_callable
-    func, pargs, _ = unwrap_callable(fun)
-    generated = getattr(func, "_astjax_generated", None)
-    if generated is not None:      # vmap(grad(f)): the parameters of the code grad runs
-        func = generated()
-    node = get_function_source(func).node
-    params = [a.id for a in node.args.posonlyargs + node.args.args][len(pargs):]
-    axes = _per_arg(in_axes, params)
-    if not all(a is None or isinstance(a, int) for a in axes) or not (
-            out_axes is None or isinstance(out_axes, int)):
-        raise ArgumentError("vmap inside another transformation needs int or None "
-                            "in_axes (one per argument) and out_axes")
+    """(parameter names, one in_axes spec per parameter) for the generated forms.
+
+    A tuple ``in_axes`` covers as many leading positional parameters as it has entries;
+    otherwise ``in_axes`` covers every positional parameter without a default.  The
+    parameters not covered keep their defaults (calling with them is an error).
+    """
+    sig = signature_of(fun)
+    names = list(sig.names)
+    if isinstance(in_axes, (tuple, list)):
+        if len(in_axes) > sig.positional:
+            raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
+                                f"{sig.fname} takes {sig.positional} positional arguments")
+        covered = len(in_axes)
+        axes = list(in_axes)
+    else:
+        params = sig.signature.parameters
+        covered = sum(1 for nm in names[:sig.positional] if params[nm].default is
+                      params[nm].empty)
+        axes = [in_axes] * covered
+    left = [nm for nm in names[covered:]
+            if sig.signature.parameters[nm].default is sig.signature.parameters[nm].empty]
+    if left:
+        raise ArgumentError(f"vmap: {sig.fname}() parameter(s) {', '.join(left)} have no "
+                            "in_axes entry and no default")
+    for a in axes:
+        _check_spec(a, "in_axes")
+    _check_spec(out_axes, "out_axes")
+    params = [nm if nm.isidentifier() and nm not in _RESERVED else f"a{k}"
+              for k, nm in enumerate(names[:covered])]
     return params, axes
+
+
+class _Writer:
+    """Lines of a generated function, with fresh readable names."""
+
+    def __init__(self, used):
+        self.lines: list = []
+        self.used = set(used) | _RESERVED
+
+    def fresh(self, base):
+        name, k = base, 1
+        while name in self.used:
+            k += 1
+            name = f"{base}_{k}"
+        self.used.add(name)
+        return name
+
+    def emit(self, text, depth=1):
+        self.lines.append("    " * depth + text)
+
+    def split(self, expr, spec, on_leaf):
+        """Walk ``spec`` over the value ``expr``: containers are indexed into parts, each
+        int/None leaf goes to ``on_leaf(expr, axis)``, which returns a builder; the
+        result builds the value back from the builders' expressions."""
+        if isinstance(spec, (tuple, list)):
+            parts = []
+            for j, sub in enumerate(spec):
+                part = self.fresh(f"{expr}_{j}")
+                self.emit(f"{part} = {expr}[{j}]")
+                parts.append(self.split(part, sub, on_leaf))
+            if isinstance(spec, tuple):
+                return lambda env: "(" + "".join(p(env) + ", " for p in parts) + ")"
+            return lambda env: "[" + ", ".join(p(env) for p in parts) + "]"
+        if isinstance(spec, dict):
+            parts = []
+            for key, sub in spec.items():
+                part = self.fresh(f"{expr}_{key}" if str(key).isidentifier() else f"{expr}_k")
+                self.emit(f"{part} = {expr}[{key!r}]")
+                parts.append((key, self.split(part, sub, on_leaf)))
+            return lambda env: "{" + ", ".join(f"{k!r}: {p(env)}" for k, p in parts) + "}"
+        return on_leaf(expr, spec)
+
+
+def _load(lines, namespace, label, name):
+    codegen.load_source("\n".join(lines) + "\n", namespace, label)
+    return namespace[name]
 
 
 def _entry_function(fun, in_axes, out_axes, axis_size):
     """The whole vmapped function as generated Python, so that other transformations
-    can read it (``grad(vmap(f))``, ``jit(vmap(f))``): batch axes moved to the end,
-    the batched code called, the batch axis moved to ``out_axes``.
-
-    Needs ints or None for ``in_axes`` (per argument) and ``out_axes``.
-    """
+    can read it (``jit(vmap(f))``): batch axes moved to the end, the batched code
+    called, the batch axis moved to ``out_axes``."""
     params, axes = _static_axes(fun, in_axes, out_axes)
-    mask = [a is not None for a in axes]
+    mask = [any(a is not None for a in tree_leaves(ax, is_leaf=lambda v: v is None))
+            for ax in axes]
     if not any(mask) and axis_size is None:
         raise ArgumentError("vmap: no argument is batched; give axis_size")
-    key = ("vmap_entry", tuple(axes), out_axes, axis_size)
+    key = ("vmap_entry", repr(axes), repr(out_axes), axis_size)
     cache = _cache_for(fun)
     if key in cache:
         return cache[key]
-    gen = _get(fun, mask, ())
-    names = [f"a{i}" for i in range(len(params))]
-    lines = [f"def vmap_{_fun_name(fun)}({', '.join(names)}):",
-             '    """vmap entry: batch axes to the end, batched code, batch axis out."""']
-    first = next((i for i, a in enumerate(axes) if a is not None), None)
-    size = "size"
-    if first is None:
-        lines.append(f"    {size} = {int(axis_size)}")
-    else:
-        lines.append(f"    {size} = rb.leaf_axis_size({names[first]}, {axes[first]})")
-    call = []
-    for name, a in zip(names, axes):
+    gen = _get(fun, mask + [False] * (len(signature_of(fun).names) - len(mask)), ())
+    name = f"vmap_{_fun_name(fun)}"
+    w = _Writer(params)
+    w.lines = [f"def {name}({', '.join(params)}):",
+               '    """vmap entry: batch axes to the end, batched code, batch axis out."""']
+    lasts, unbatched_parts = [], []
+
+    def enter(expr, a):
         if a is None:
-            call.append(name)
+            unbatched_parts.append(expr)
+            return lambda env: env.get(expr, expr)
+        last = w.fresh(f"{expr}_last")
+        w.emit(f"{last} = rb.to_last({expr}, {a})")
+        lasts.append(last)
+        return lambda env: last
+
+    builders = [w.split(p, a, enter) if m else (lambda env, p=p: p)
+                for p, a, m in zip(params, axes, mask)]
+    if lasts:
+        w.emit(f"size = rb.leaf_axis_size(({''.join(v + ', ' for v in lasts)}), -1)")
+    else:
+        w.emit(f"size = {int(axis_size)}")
+    env = {}
+    for part in unbatched_parts:       # unbatched parts of a batched argument: per lane
+        env[part] = w.fresh(f"{part}_lanes")
+        w.emit(f"{env[part]} = rb.broadcast_batch({part}, size)")
+    # parameters in_axes does not cover keep their defaults
+    sig = signature_of(fun)
+    namespace = {"rb": rb, "batched": gen.functions["main"], "unbatched_lanes": _unbatched_lanes}
+    defaults = []
+    for nm in sig.names[len(params):]:
+        defaults.append(w.fresh(f"default_{nm}"))
+        namespace[defaults[-1]] = sig.signature.parameters[nm].default
+    call = [b(env) for b in builders] + defaults
+    w.emit(f"out = batched({', '.join(call + ['size'])})")
+
+    def leave(expr, a):
+        moved = w.fresh(f"{expr}_out")
+        if a is None and gen.out_batched:   # held batched: fine if every lane agrees
+            w.emit(f"{moved} = unbatched_lanes({expr}, size)")
         else:
-            lines.append(f"    {name}_last = rb.to_last({name}, {a})")
-            call.append(f"{name}_last")
-    lines.append(f"    out = batched({', '.join(call + [size])})")
-    lines.append(f"    result = rb.from_last(out, {out_axes!r}, {size}, {gen.out_batched!r})")
-    lines.append("    return result")
-    namespace = {"rb": rb, "batched": gen.functions["main"]}
-    codegen.load_source("\n".join(lines) + "\n", namespace, f"vmap({_fun_name(fun)})")
-    entry = namespace[f"vmap_{_fun_name(fun)}"]
+            w.emit(f"{moved} = rb.from_last({expr}, {a!r}, size, {gen.out_batched!r})")
+        return lambda env: moved
+
+    result = w.split("out", out_axes, leave)
+    w.emit(f"result = {result({})}")
+    w.emit("return result")
+    entry = _load(w.lines, namespace, f"vmap({_fun_name(fun)})", name)
     cache[key] = entry
     return entry
 
@@ -200,51 +349,70 @@ def _entry_function(fun, in_axes, out_axes, axis_size):
 def _loop_function(fun, in_axes, out_axes, axis_size):
     """vmap as a loop over examples, as generated Python other transformations can read.
 
-    ``grad(vmap(f))`` and ``jvp`` of it differentiate this version: a ``for`` over the
-    batch calling ``f`` on each example and stacking the results, which every
-    transformation already handles.  (``jit(vmap(f))`` uses the batched version.)
+    ``grad(vmap(f))``, ``jvp`` of it and ``vmap`` called inside a transformed function
+    differentiate this version: a ``for`` over the batch calling ``f`` on each example
+    and stacking the results, which every transformation already handles.
+    (``jit(vmap(f))`` uses the batched version.)
     """
     params, axes = _static_axes(fun, in_axes, out_axes)
-    key = ("vmap_loop", tuple(axes), out_axes, axis_size)
+    key = ("vmap_loop", repr(axes), repr(out_axes), axis_size)
     cache = _cache_for(fun)
     if key in cache:
         return cache[key]
-    names = [f"a{i}" for i in range(len(params))]
     name = f"vmap_loop_{_fun_name(fun)}"
-    lines = [f"def {name}({', '.join(names)}):",
-             '    """vmap as a loop over the examples (the form grad and jvp read)."""']
-    first = next((i for i, a in enumerate(axes) if a is not None), None)
-    if first is None:
-        if axis_size is None:
-            raise ArgumentError("vmap: no argument is batched; give axis_size")
-        lines.append(f"    n = {int(axis_size)}")
+    w = _Writer(params)
+    w.lines = [f"def {name}({', '.join(params)}):",
+               '    """vmap as a loop over the examples (the form grad and jvp read)."""']
+    fronts = []
+
+    def enter(expr, a):
+        if a is None:
+            return lambda env: expr
+        front = expr
+        if a != 0:
+            front = w.fresh(f"{expr}_front")
+            w.emit(f"{front} = rt.tree_moveaxis({expr}, {a}, 0)")
+        fronts.append(front)
+        return lambda env: f"rt.tree_index({front}, i)"
+
+    builders = [w.split(p, a, enter) for p, a in zip(params, axes)]
+    if fronts:
+        # every batched leaf of every argument: one batch size
+        w.emit(f"n = rb.leaf_axis_size(({''.join(v + ', ' for v in fronts)}), 0)")
+        if axis_size is not None:
+            w.emit(f"if n != {int(axis_size)}:")
+            w.emit(f'raise ValueError("vmap: axis_size={int(axis_size)} but the batched '
+                   'arguments have another batch size")', 2)
+    elif axis_size is None:
+        raise ArgumentError("vmap: no argument is batched; give axis_size")
     else:
-        lines.append(f"    n = rb.leaf_axis_size({names[first]}, {axes[first]})")
-    for nm, a in zip(names, axes):
-        if a not in (None, 0):
-            lines.append(f"    {nm} = np.moveaxis({nm}, {a}, 0)")
-    lines.append("    outs = []")
-    lines.append("    for i in range(n):")
-    call = [f"rt.tree_index({nm}, i)" if a is not None else nm for nm, a in zip(names, axes)]
-    lines.append(f"        outs.append(f({', '.join(call)}))")
-    lines.append("    out = rt.tree_stack(outs, False)")
-    if out_axes not in (0, None):
-        lines.append(f"    out = np.moveaxis(out, 0, {out_axes})")
-    lines.append("    return out")
+        w.emit(f"n = {int(axis_size)}")
+    w.emit("outs = []")
+    w.emit("for i in range(n):")
+    w.emit(f"outs.append(f({', '.join(b({}) for b in builders)}))", 2)
+    w.emit("stacked = rt.tree_stack(outs, False)")
+
+    def leave(expr, a):
+        if a == 0:
+            return lambda env: expr
+        out = w.fresh(f"{expr}_out")
+        if a is None:
+            # JAX refuses an unbatched output that depends on the batch: check the lanes
+            w.emit(f"{out} = rt.tree_index({expr}, 0)")
+            w.emit(f"if not np.array_equal({expr}, np.broadcast_to({out}, np.shape({expr}))):")
+            w.emit('raise ValueError("vmap: out_axes=None for an output that depends on '
+                   'the batched inputs")', 2)
+        else:
+            w.emit(f"{out} = rt.tree_moveaxis({expr}, 0, {a})")
+        return lambda env: out
+
+    result = w.split("stacked", out_axes, leave)
+    w.emit(f"return {result({})}")
     namespace = {"np": np, "rt": __import__("astjax.runtime", fromlist=["rt"]), "rb": rb,
                  "f": fun}
-    codegen.load_source("\n".join(lines) + "\n", namespace, f"vmap({_fun_name(fun)})")
-    cache[key] = namespace[name]
-    return namespace[name]
-
-
-def _per_arg(in_axes, args):
-    if isinstance(in_axes, (tuple, list)):
-        if len(in_axes) != len(args):
-            raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but the function "
-                                f"got {len(args)} arguments")
-        return list(in_axes)
-    return [in_axes] * len(args)
+    loop = _load(w.lines, namespace, f"vmap({_fun_name(fun)})", name)
+    cache[key] = loop
+    return loop
 
 
 def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
@@ -257,9 +425,9 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
     """
     fun, in1, out1, size1 = inner._astjax_vmap
 
-    def batched_fun(*args):
-        outer_axes = _per_arg(in_axes, args)
-        inner_axes = _per_arg(in1, args)
+    def batched_fun(*args, **kwargs):
+        _, outer_axes = _call_axes(fun, in_axes, args, kwargs)
+        args, inner_axes = _call_axes(fun, in1, args, kwargs)
         plans, n_out, n_in = [], {}, {}
         for k, (arg, a2, a1) in enumerate(zip(args, outer_axes, inner_axes)):
             leaves, tdef = tree_flatten(arg)
@@ -301,7 +469,12 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
                 axes.append(0)
             merged.append(tree_unflatten(tdef, new))
             merged_axes.append(tree_unflatten(tdef, axes))
-        out = vmap(fun, in_axes=tuple(merged_axes))(*merged)
+        # keyword-only parameters go by keyword (batched on axis 0) or keep their default
+        npos = signature_of(fun).positional
+        names = signature_of(fun).names
+        kw = {nm: v for nm, v, a in zip(names[npos:], merged[npos:], merged_axes[npos:])
+              if a is not None}
+        out = vmap(fun, in_axes=tuple(merged_axes[:npos]))(*merged[:npos], **kw)
         leaves, tdef = tree_flatten(out)
         o1 = _axes_per_leaf(out1, out, "out_axes")
         o2 = _axes_per_leaf(out_axes, out, "out_axes")
@@ -335,6 +508,78 @@ def _mask(in_axes, args):
         return [not all(a is None for a in tree_leaves(ax, is_leaf=lambda v: v is None))
                 if ax is not None else False for ax in in_axes]
     return [in_axes is not None] * len(args)
+
+
+def _vmap_by_loop(fun, in_axes, out_axes, axis_size):
+    """vmap of a Jacobian or Hessian (assembled at run time from generated columns, so
+    there is no one function to batch): the examples one by one, with JAX's axes."""
+
+    def take(arg, spec, i):
+        if spec is None:
+            return arg
+        if isinstance(spec, int):
+            return tree_util.tree_map(lambda leaf: np.take(np.asarray(leaf), i, axis=spec), arg)
+        if isinstance(spec, dict):
+            return type(arg)({k: take(arg[k], spec[k], i) for k in arg})
+        parts = [take(a, sp, i) for a, sp in zip(arg, spec)]
+        return type(arg)(*parts) if hasattr(arg, "_fields") else type(arg)(parts)
+
+    def stack(outs, spec):
+        if spec is None:
+            first = outs[0]
+            if not all(_same_tree(o, first) for o in outs[1:]):
+                raise ArgumentError("vmap: out_axes=None for an output that depends on the "
+                                    "batched inputs")
+            return first
+        if isinstance(spec, int):
+            return tree_util.tree_map(lambda *leaves: np.stack(
+                [np.asarray(v) for v in leaves], axis=spec), *outs)
+        if isinstance(spec, dict):
+            return {k: stack([o[k] for o in outs], spec[k]) for k in outs[0]}
+        parts = [stack([o[j] for o in outs], sp) for j, sp in enumerate(spec)]
+        return type(outs[0])(parts)
+
+    def batched_fun(*args, **kwargs):
+        if isinstance(in_axes, (tuple, list)):
+            if len(in_axes) != len(args):
+                raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
+                                    f"{_fun_name(fun)} got {len(args)} positional arguments")
+            axes = list(in_axes)
+        else:
+            axes = [in_axes] * len(args)
+        specs = axes + [0] * len(kwargs)      # keyword arguments: axis 0, as in JAX
+        values = list(args) + list(kwargs.values())
+        sizes = {}
+        for k, (v, spec) in enumerate(zip(values, specs)):
+            for leaf, a in zip(tree_leaves(v), _axes_per_leaf(spec, v, "in_axes")):
+                if a is not None:
+                    sizes[f"argument {k}"] = np.shape(leaf)[a]
+        if axis_size is not None:
+            sizes["axis_size"] = axis_size
+        n = rb.batch_size(sizes)
+        outs = []
+        for i in range(n):
+            got = [take(v, spec, i) for v, spec in zip(values, specs)]
+            outs.append(fun(*got[:len(args)], **dict(zip(kwargs, got[len(args):]))))
+        return stack(outs, out_axes)
+
+    out = _wrap(fun, batched_fun, fun._astjax, None, None)
+    # still assembled: not transformable again, and no longer the Jacobian of fun
+    for attr in ("_astjax_generated", "_astjax_source", "_astjax_vmap", "_astjax_batched"):
+        out.__dict__.pop(attr, None)
+    out._astjax_jacobian = None
+    return out
+
+
+def _same_tree(a, b):
+    la, ta = tree_flatten(a)
+    lb, tb = tree_flatten(b)
+    return ta == tb and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(la, lb))
+
+
+def _unbatched_lanes(x, size):
+    """An out_axes=None output of batched code: every lane must hold the same value."""
+    return _leave(x, None, size, True)
 
 
 def _leave(out, out_axes, size, batched):

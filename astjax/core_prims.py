@@ -179,3 +179,9 @@ for _name, _kind in (("lift", "batch"), ("broadcast_batch", "batch"), ("select",
 for _name in ("shape", "ndim", "size", "length", "axis", "index", "matmul", "dot"):
     register(Primitive(f"rb_{_name}", getattr(rb, _name), f"rb.{_name}",
                        _params(getattr(rb, _name)), kind="batch"))
+# vmap's axes on pytrees, in the loop form other transformations read (batch_api.py)
+register(Primitive("tree_moveaxis", rt.tree_moveaxis, "rt.tree_moveaxis",
+                   ("x", "source", "destination"), diff=("x",), kind="shape",
+                   sample=lambda r: ((r.standard_normal((2, 3, 4)), -1, 0), {})))
+register(Primitive("leaf_axis_size_batched", rb.leaf_axis_size_batched,
+                   "rb.leaf_axis_size_batched", ("x", "axis"), kind="batch"))

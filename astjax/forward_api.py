@@ -9,11 +9,14 @@ gradient code.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from astjax import api, core
-from astjax.api import (cached, _check_callable, _fun_name, _normalize_argnums,
-                        _normalizer_factory, function_arguments, load_functions, normalized)
+from astjax.api import (bind_arguments, cached, call_bound, _check_callable, _fun_name,
+                        _normalize_argnums, _normalizer_factory, function_arguments,
+                        load_functions, normalized)
 from astjax.core import Prim, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.forward import ForwardAD
@@ -71,11 +74,13 @@ def _check_tangents(primals, tangents):
 
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), J @ tangents)`` by forward-mode source transformation."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jvp")
     _check_tangents(primals, tangents)
-    gen = _get_forward(fun, tuple(range(len(primals))), tuple(primals))
+    values = bind_arguments(fun, tuple(primals), {}, "jvp")
+    gen = _get_forward(fun, tuple(range(len(primals))), values)
     gen.refresh()
-    out, out_dot = gen.functions["main"](*primals, *tangents)
+    out, out_dot = gen.functions["main"](*values, *tangents)
     if has_aux:
         (value, aux), (value_dot, _) = out, out_dot
         return value, value_dot, aux
@@ -89,19 +94,25 @@ def jvp_function(fun, nums, args):
     return gen.functions["main"]
 
 
-def _build_linearized(fun, nparams_hint, static_functions):
+def _build_linearized(fun, nprimals, static_functions):
     """Generate ``f_primal(*params) -> (out, residuals)`` and
     ``f_tangent(residuals, *tangents) -> out_tangent`` (see transforms/linearize.py)."""
     from astjax.transforms.linearize import split
     fname = _fun_name(fun)
     names, fn, result = normalized(fun, static_functions)
     loc = fn.loc
-    fad = ForwardAD(fn, list(fn.params), _normalizer_factory)
-    tangent_params = [fad.dot(p) for p in fn.params]
+    # tangents for the primals given; parameters left to their defaults get none
+    wrt = list(fn.params[:nprimals])
+    fad = ForwardAD(fn, wrt, _normalizer_factory)
+    tangent_params = [fad.dot(p) for p in wrt]
     body = fad.transform([s for s in fn.body if not isinstance(s, Return)])
     primal_body, tangent_body, record, residual = split(
         body, fad.tangent_ids, fn.params, names, {result}, tangent_params)
     res = names.fresh("residuals")
+    # a residual computed only in a branch (or a loop) that did not run is recorded as None
+    top = {w for st in primal_body for w in core.writes(st)}
+    primal_body[:0] = [core.Copy(v, core.Const(None), loc=loc) for v in residual
+                       if v not in top and v not in fn.params]
     primal_body.append(Prim(res, "make_tuple", [tuple(Var(v) for v in [record] + residual)],
                             loc=loc))
     pair = names.fresh("out_and_residuals")
@@ -132,12 +143,14 @@ def linearize(fun, *primals):
     The primal computation runs once, here, recording the values the tangent
     statements need; each ``f_jvp`` call replays that record.
     """
+    fun = api.plain_callable(fun)
     _check_callable(fun, "linearize")
-    static = function_arguments(primals)
-    gen = cached(fun, ("linearize", static),
+    values = bind_arguments(fun, primals, {}, "linearize")
+    static = function_arguments(values)
+    gen = cached(fun, ("linearize", len(primals), static),
                  lambda: _build_linearized(fun, len(primals), dict(static)))
     gen.refresh()
-    out, residuals = gen.functions["primal"](*primals)
+    out, residuals = gen.functions["primal"](*values)
     tangent = gen.functions["tangent"]
     structure = [tree_structure(p) for p in primals]
 
@@ -151,6 +164,9 @@ def linearize(fun, *primals):
         return tangent(residuals, *tangents)
     f_jvp._astjax_view = gen           # make_source(f_jvp) shows it (source_view.py)
 
+    # what other transformations read: the generated tangent part on these residuals
+    f_jvp._astjax_plain = functools.partial(tangent, residuals)
+    f_jvp._astjax_generated = lambda: f_jvp._astjax_plain      # inlined where it is called
     return out, f_jvp
 
 
@@ -235,13 +251,17 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
 def jacfwd(fun, argnums=0, has_aux=False):
     """Jacobian by forward mode: the generated jvp vmapped over the input elements (a loop
     of jvps where vmap has no rule)."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jacfwd")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
         return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacfwd"),
                            "jacfwd", None)
 
-    def jac(*args):
+    def jac(*args, **kwargs):
+        # argnums index the parameters (as for grad), whichever way they were passed
+        given = (args, kwargs)
+        args = tuple(bind_arguments(fun, args, kwargs, "jacfwd"))
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
         f = jvp_function(fun, nums, args)
         dyn_tuple = tuple(args[i] for i in nums)
@@ -253,7 +273,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
                 out, out_dot = f(*args, *tangent)
                 columns.append(((k, j), out_dot[0] if has_aux else out_dot))
         if out is None:  # no input elements at all
-            out = fun(*args)
+            out = fun(*given[0], **given[1])
         value = out[0] if has_aux else out
         result = _jacobian_tree(value, dyn_tuple, columns, single, forward=True)
         return (result, out[1]) if has_aux else result
@@ -298,40 +318,41 @@ def _rows_by_vmap(fun, args, basis, nums, has_aux):
     from astjax.errors import TransformError
     if not basis:
         return []
-    gen = api._get_reverse(fun, "vjp", 0, has_aux, args)[0]
-    _, residuals = gen.functions["fwd"](*args)
+    gen = api._get_reverse(fun, "vjp", tuple(nums), has_aux, args)[0]
+    _, residuals = call_bound(gen.functions["fwd"], list(args))
     stacked = _stack_trees([ct for _, _, ct in basis])
     try:
         cts = vmap(gen.functions["bwd"], in_axes=(None, 0))(residuals, stacked)
     except TransformError:
         return None
-    return [((o, j), tuple(_unstack(cts[k], i) for k in nums))
+    return [((o, j), tuple(_unstack(ct, i) for ct in cts))
             for i, (o, j, _) in enumerate(basis)]
 
 
 def jacrev(fun, argnums=0, has_aux=False):
     """Jacobian by reverse mode: one forward sweep, then the backward sweep vmapped over
     the output elements (a loop of backward sweeps where vmap has no rule)."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jacrev")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
         return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacrev"),
                            "jacrev", None)
 
-    def jac(*args):
+    def jac(*args, **kwargs):
+        args = tuple(bind_arguments(fun, args, kwargs, "jacrev"))
         single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
         if has_aux:
-            out, vjp_fn, aux = api.vjp(fun, *args, has_aux=True)
+            out, vjp_fn, aux = api.vjp_bound(fun, args, nums, has_aux=True)
         else:
-            out, vjp_fn = api.vjp(fun, *args)
+            out, vjp_fn = api.vjp_bound(fun, args, nums)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(out))
         rows = _rows_by_vmap(fun, args, basis, nums, has_aux)
         if rows is None:  # vmap has no rule for something here: one vjp per element
             rows = []
             for o, j, ct in basis:
-                cts = vjp_fn(ct)
-                rows.append(((o, j), tuple(cts[i] for i in nums)))
+                rows.append(((o, j), tuple(vjp_fn(ct))))
         result = _jacobian_tree(out, dyn_tuple, rows, single, forward=False)
         return (result, aux) if has_aux else result
 
@@ -340,21 +361,24 @@ def jacrev(fun, argnums=0, has_aux=False):
 
 def jacobian(fun, argnums=0, has_aux=False):
     """jacfwd or jacrev, whichever needs fewer sweeps for the shapes at hand."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "jacobian")
 
-    def jac(*args):
-        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
-        n_in = sum(np.size(v) for i in nums for v in tree_leaves(args[i]))
-        out = fun(*args)
+    def jac(*args, **kwargs):
+        values = bind_arguments(fun, args, kwargs, "jacobian")
+        single, nums = _normalize_argnums(argnums, len(values), _fun_name(fun))
+        n_in = sum(np.size(v) for i in nums for v in tree_leaves(values[i]))
+        out = fun(*args, **kwargs)
         n_out = sum(np.size(v) for v in tree_leaves(out[0] if has_aux else out))
         pick = jacfwd if n_in <= n_out else jacrev
-        return pick(fun, argnums, has_aux)(*args)
+        return pick(fun, argnums, has_aux)(*args, **kwargs)
 
     return _wrap_plain(fun, jac, "jacobian", (fun, argnums, has_aux))
 
 
 def hessian(fun, argnums=0):
     """Forward over reverse: jvps of the generated gradient code, one per input element."""
+    fun = api.plain_callable(fun)
     _check_callable(fun, "hessian")
     out = _wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
     out._astjax_hessian = (fun, argnums)     # what make_source shows (source_view.py)

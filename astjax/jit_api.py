@@ -128,7 +128,8 @@ def _unshare(dynamic, donated):
 def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
            backend=None):
     fname = _fun_name(fun)
-    batched = getattr(fun, "_astjax_batched", None)  # jit(vmap(f)): the batched code
+    # jit(vmap(f)) runs the batched code; transformations of it read vmap's loop form
+    batched = getattr(fun, "_astjax_batched", None) if to_run else None
     base = batched() if batched is not None else fun
     target = functools.partial(base, **static) if static else base
     names, fn, _ = normalized(target, static_functions)

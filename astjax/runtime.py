@@ -638,3 +638,13 @@ def replay_start(record):
 
 def replay(cursor):
     return next(cursor)
+
+
+def tree_moveaxis(x, source, destination):
+    """``np.moveaxis`` on every array leaf of ``x`` (vmap's axes on a pytree; None stays)."""
+    if x is None:
+        return None
+    if isinstance(x, np.ndarray):
+        return np.moveaxis(x, source, destination)
+    from astjax.tree_util import tree_map
+    return tree_map(lambda leaf: np.moveaxis(np.asarray(leaf), source, destination), x)

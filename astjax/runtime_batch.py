@@ -1844,3 +1844,24 @@ def check_scalar_output(value, fname):
     from astjax.runtime import check_scalar_output as check
     check(np.asarray(value)[..., 0] if np.ndim(value) else value, fname)
     return value
+
+
+def tree_moveaxis(x, source, destination):
+    """``rt.tree_moveaxis`` on batch-last leaves: per-example axes, the batch stays last."""
+    from astjax.tree_util import tree_map
+
+    def move(leaf):
+        leaf = np.asarray(leaf)
+        nd = leaf.ndim - 1
+        return np.moveaxis(leaf, source % nd, destination % nd)
+    return None if x is None else tree_map(move, x)
+
+
+def leaf_axis_size_batched(x, axis):
+    """``leaf_axis_size`` of a per-example axis, on batch-last leaves."""
+    from astjax.tree_util import tree_leaves
+    sizes = {np.shape(leaf)[axis if axis >= 0 else axis - 1] for leaf in tree_leaves(x)}
+    if len(sizes) != 1:
+        raise ArgumentError(f"vmap: leaves of one argument disagree on the batch size: "
+                            f"{sorted(sizes)}")
+    return sizes.pop()

@@ -571,9 +571,10 @@ def _same(a, b) -> bool:
 # ``_batch_api``, which the standalone module defines as copies of astjax's (leaving
 # the batched code, ``_batch_api._leave``, is astjax's own function, copied).
 
-def _vmap_enter(args, in_axes, axis_size=None):
+def _vmap_enter(args, in_axes, axis_size=None, batched=None):
     """Move each batched argument's batch axis (``in_axes``) last, as the batched code
-    expects it; returns those arguments and the batch size."""
+    expects it; returns those arguments and the batch size.  ``batched``: which
+    arguments the code was generated to take batched (others must come unbatched)."""
     if isinstance(in_axes, (tuple, list)):
         if len(in_axes) != len(args):
             raise TypeError(f"vmap: in_axes has {len(in_axes)} entries but got {len(args)} "
@@ -606,8 +607,13 @@ def _vmap_enter(args, in_axes, axis_size=None):
         sizes["axis_size"] = axis_size
     size = rb.batch_size(sizes)
     out = []
-    for arg, treedef, leaf_axes in moved:
+    for k, (arg, treedef, leaf_axes) in enumerate(moved):
+        if batched is not None and treedef is not None and not batched[k]:
+            raise TypeError(f"vmap: argument {k} is batched, but this module was generated "
+                            "for it unbatched: generate it again with that in_axes")
         if treedef is None:
+            if batched is not None and batched[k]:
+                arg = rb.broadcast_batch(arg, size)   # the code holds it per lane
             out.append(arg)
         else:
             out.append(_batch_api.tree_unflatten(treedef, [
@@ -616,7 +622,40 @@ def _vmap_enter(args, in_axes, axis_size=None):
     return out, size
 
 
-_VMAP_HELPERS = (_vmap_enter,)
+def _vmap_bind(fname, params, npositional, defaults, args, kwargs, in_axes):
+    """Bind a call like Python does (``defaults``: parameter -> default value); returns
+    one value and one in_axes entry per parameter: positional arguments take
+    ``in_axes``, keyword arguments are batched on axis 0 (as in JAX), parameters left
+    to their defaults are not batched."""
+    if len(args) > npositional:
+        raise TypeError(f"{fname}() takes {npositional} positional arguments but "
+                        f"{len(args)} were given")
+    if isinstance(in_axes, (tuple, list)):
+        if len(in_axes) != len(args):
+            raise TypeError(f"vmap: in_axes has {len(in_axes)} entries but {fname}() got "
+                            f"{len(args)} positional arguments")
+        axes = list(in_axes)
+    else:
+        axes = [in_axes] * len(args)
+    values = list(args)
+    for name in params[len(args):]:
+        if name in kwargs:
+            values.append(kwargs[name])
+            axes.append(0)
+        elif name in defaults:
+            values.append(defaults[name])
+            axes.append(None)
+        else:
+            raise TypeError(f"{fname}() missing required argument: {name!r}")
+    for name in kwargs:
+        if name not in params:
+            raise TypeError(f"{fname}() got an unexpected keyword argument {name!r}")
+        if params.index(name) < len(args):
+            raise TypeError(f"{fname}() got multiple values for argument {name!r}")
+    return values, axes
+
+
+_VMAP_HELPERS = (_vmap_bind, _vmap_enter)
 _VMAP_NEEDS = {("astjax.batch_api", "_leave"), ("astjax.batch_api", "_axes_per_leaf"),
                ("astjax.batch_api", "tree_flatten"), ("astjax.batch_api", "tree_unflatten"),
                ("astjax.runtime_batch", "batch_size"),
@@ -833,20 +872,47 @@ def _constants(names, gen, max_const_size):
     return consts, late, imports | closures.imports, requests | closures.requests, closures
 
 
-def _vmap_wrapper(entry: Entry, main: str, fdef: ast.FunctionDef, out_batched: bool) -> str:
+def _vmap_wrapper(entry: Entry, main: str, fdef: ast.FunctionDef, out_batched: bool,
+                  signature=None, max_const_size=DEFAULT_MAX_CONST_SIZE,
+                  batched=None) -> str:
     params = [a.arg for a in fdef.args.args][:-1]       # the last one is the batch size
     plist = ", ".join(params)
     packed = f"({plist}{',' if len(params) == 1 else ''})"
     doc = entry.description or "The batched function."
-    return (
-        f"def {entry.name}({plist}):\n"
-        f'    """{doc}\n\n'
-        f"    Batch axes as in JAX: in_axes={entry.in_axes!r}, out_axes={entry.out_axes!r}"
-        f"{f', axis_size={entry.axis_size!r}' if entry.axis_size is not None else ''}.\n"
-        f'    """\n'
-        f"    args, size = _vmap_enter({packed}, {entry.in_axes!r}, {entry.axis_size!r})\n"
-        f"    out = {main}(*args, size)\n"
-        f"    return _batch_api._leave(out, {entry.out_axes!r}, size, {out_batched!r})\n")
+    axes = (f"    Batch axes as in JAX: in_axes={entry.in_axes!r}, out_axes={entry.out_axes!r}"
+            f"{f', axis_size={entry.axis_size!r}' if entry.axis_size is not None else ''}.\n")
+    tail = (f"    out = {main}(*args, size)\n"
+            f"    return _batch_api._leave(out, {entry.out_axes!r}, size, {out_batched!r})\n")
+    defaults = {} if signature is None else {
+        name: signature.signature.parameters[name].default for name in signature.names
+        if signature.signature.parameters[name].default is not inspect.Parameter.empty}
+    if signature is None or (not defaults and signature.positional == len(params)):
+        return (f"def {entry.name}({plist}):\n"
+                f'    """{doc}\n\n' + axes + '    """\n'
+                f"    args, size = _vmap_enter({packed}, {entry.in_axes!r}, "
+                f"{entry.axis_size!r})\n" + tail)
+    # defaults or keyword-only parameters: bind like Python, keyword arguments batched
+    # on axis 0 and defaults unbatched, as JAX does
+    texts = []
+    for name, value in defaults.items():
+        try:
+            text, _ = literal_text(value, max_const_size)
+        except _NotLiteral:
+            text = "None"       # a function the generated code was specialized to
+        texts.append(f"{name!r}: {text}")
+    shown = ", ".join(
+        params[:signature.positional] + (["*"] if signature.positional < len(params) else [])
+        + params[signature.positional:])
+    return (f"def {entry.name}(*args, **kwargs):\n"
+            f'    """{doc}\n\n' + axes +
+            f"    Called as {signature.fname}({shown}) is: positional arguments batched as\n"
+            f"    in_axes says, keyword arguments on axis 0, defaults not batched.\n"
+            f'    """\n'
+            f"    values, axes = _vmap_bind({signature.fname!r}, {params!r}, "
+            f"{signature.positional}, {{{', '.join(texts)}}}, args, kwargs, "
+            f"{entry.in_axes!r})\n"
+            f"    args, size = _vmap_enter(values, axes, {entry.axis_size!r}, {batched!r})\n"
+            + tail)
 
 
 def standalone_module(gen, entry: Entry, *, title: str, command: str | None = None,
@@ -910,7 +976,9 @@ def standalone_module(gen, entry: Entry, *, title: str, command: str | None = No
     else:
         fdef = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == main)
         body += "\n\n\n" + _vmap_wrapper(entry, main, fdef,
-                                          bool(getattr(gen, "out_batched", True)))
+                                          bool(getattr(gen, "out_batched", True)),
+                                          getattr(gen, "signature", None), max_const_size,
+                                          getattr(gen, "batched_mask", None))
         body += "\n\n" + "\n\n\n".join(inspect.getsource(f).rstrip()
                                         for f in _VMAP_HELPERS)
     out.append("# " + "-" * 86 + "\n# the generated code\n\n\n" + body)

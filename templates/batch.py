@@ -881,3 +881,11 @@ def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):
 
 def unsupported_jvp(what, *tangents):
     return ra.unsupported_jvp(what, *tangents)
+
+
+def tree_moveaxis(x, source, destination):
+    return rb.tree_moveaxis(x, source, destination)
+
+
+def leaf_axis_size(x, axis):
+    return rb.leaf_axis_size_batched(x, axis)

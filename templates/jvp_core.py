@@ -142,3 +142,7 @@ def to_last(ans, x, axis, dx=None):
 
 def from_last(ans, x, axis, size, batched, dx=None):
     return rb.from_last(dx, axis, size, batched)
+
+
+def tree_moveaxis(ans, x, source, destination, dx=None):
+    return rt.tree_moveaxis(dx, source, destination)

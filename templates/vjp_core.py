@@ -146,3 +146,7 @@ def to_last(g, ans, x, axis):
 
 def from_last(g, ans, x, axis, size, batched):
     return rb.from_last_vjp(g, axis, batched)
+
+
+def tree_moveaxis(g, ans, x, source, destination):
+    return rt.tree_moveaxis(g, destination, source)

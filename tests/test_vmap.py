@@ -453,3 +453,47 @@ def test_grad_and_jvp_of_vmap():
     g = astjax.grad(lambda w: np.sum(vf(w, xs) ** 2))
     np.testing.assert_allclose(g(w), astjax.grad(
         lambda w: np.sum(np.stack([_tanh_affine(w, x) for x in xs]) ** 2))(w), rtol=1e-12)
+
+
+# ----------------------------------------------------------------- asserts per lane
+
+def test_asserts_on_batched_values_check_every_lane(r):
+    x = r.standard_normal((5, 3))
+    check(pb.checked_scale, x)
+    check(pb.checked_log, np.abs(x) + 0.1)
+    with pytest.raises(AssertionError, match="log of a non-positive number"):
+        astjax.vmap(pb.checked_log)(x)
+    # one bad lane is enough
+    good = np.abs(x) + 0.1
+    good[3, 1] = -1.0
+    with pytest.raises(AssertionError, match="non-positive"):
+        astjax.vmap(pb.checked_log)(good)
+    with pytest.raises(AssertionError):
+        astjax.jit(astjax.vmap(pb.checked_log))(good)
+
+
+def test_asserts_inside_batched_branches_check_only_the_lanes_there(r):
+    x = r.standard_normal((6, 3))
+    x[0] = np.abs(x[0])
+    x[1] = -np.abs(x[1])
+    check(pb.checked_in_branch, x)
+    check(pb.checked_in_branch_only_some, x)
+    bad = x.copy()
+    bad[0, 0] = -50.0
+    bad[0, 1:] = 40.0
+    with pytest.raises(AssertionError, match="huge negative"):
+        astjax.vmap(pb.checked_in_branch)(bad)
+
+
+def test_asserts_under_vmap_of_grad_and_grad_of_vmap(r):
+    x = np.abs(r.standard_normal((4, 3))) + 0.5
+    got = astjax.vmap(astjax.grad(pb.checked_log))(x)
+    np.testing.assert_allclose(got, 1.0 / x, rtol=1e-12)
+    got = astjax.vmap(astjax.grad(pb.checked_scale))(x)
+    np.testing.assert_allclose(got, 8.0 * x, rtol=1e-12)
+    g = astjax.grad(lambda v: np.sum(astjax.vmap(pb.checked_log)(v)))(x)
+    np.testing.assert_allclose(g, 1.0 / x, rtol=1e-12)
+    bad = x.copy()
+    bad[2, 2] = -1.0
+    with pytest.raises(AssertionError):
+        astjax.vmap(astjax.grad(pb.checked_log))(bad)

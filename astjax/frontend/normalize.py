@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import operator
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import gast
+
 import numpy as np
 
 from astjax import codegen, core
@@ -258,6 +260,9 @@ class Normalizer:
         generated = getattr(func, "_astjax_generated", None)
         if generated is not None:
             func = generated()  # grad(grad(f)): transform the code grad(f) runs
+            # (vjp's vjp_fn runs generated code bound to its residuals: a partial)
+            func, more, more_kw = unwrap_callable(func)
+            pargs, pkwargs = tuple(more) + tuple(pargs), {**more_kw, **pkwargs}
         fsrc = get_function_source(func)
         node = fsrc.node
         args = node.args
@@ -271,7 +276,9 @@ class Normalizer:
         self._enter_locals(scope, node)
         for p in params:
             scope.rename[p] = Var(self.fresh(p))
-        remaining_pos = [p for p in params[:len(args.posonlyargs) + len(args.args)]
+        # (keyword-only parameters count after the positional ones: transformations
+        # bind a call to one value per parameter, in this order)
+        remaining_pos = [p for p in params
                          if p not in set(params[:len(pargs)]) and p not in pkwargs]
         for i, f in (static_functions or {}).items():
             if i < len(remaining_pos):
@@ -287,6 +294,10 @@ class Normalizer:
             for pname, value in bound.items():
                 if pname not in scope.rename:
                     self.error(node, f"partial binds unknown parameter {pname!r}")
+                if callable(value) and not isinstance(value, (np.ndarray, np.generic, type)):
+                    # partial(f, act=np.sin): calls of act inline np.sin
+                    scope.local_funcs[pname] = ObjFunc(value, self.object_operand(value, pname))
+                    continue
                 ref = self.env.value_ref(value, pname)
                 self.emit(Copy(scope.rename[pname].name, Var(ref)))
             result = self.fresh(fsrc.name if fsrc.name != "<lambda>" else "out")
@@ -1257,6 +1268,15 @@ class Normalizer:
         if len(primals) != len(tangents):
             self.error(node, "jvp: as many tangents as primals are needed", cls=TransformError)
         generated = forward_api.jvp_function(fun, range(len(primals)), ())
+        # the generated code takes every parameter, then the tangents: fill in defaults
+        from astjax.api import signature_of
+        sig = signature_of(fun)
+        for name in sig.names[len(primals):]:
+            default = sig.signature.parameters[name].default
+            if default is inspect.Parameter.empty:
+                self.error(node, f"jvp: {sig.fname}() missing argument {name!r}",
+                           cls=TransformError)
+            primals.append(self.object_operand(default, f"{name}_default"))
         return self.call_function_ref(("object", generated), primals + tangents, {}, node,
                                       hint, target)
 
@@ -1270,18 +1290,32 @@ class Normalizer:
         from astjax import api, batch_api, jit_api
         if callee not in api.STATIC_TRANSFORMS + (batch_api.vmap, jit_api.jit):
             return None
+        missing = object()
+
+        def literal(a):
+            # constants, -1, and tuples/lists/dicts of them (vmap's axes pytrees)
+            if isinstance(a, gast.Constant):
+                return a.value
+            if isinstance(a, gast.UnaryOp) and isinstance(a.op, gast.USub) and \
+                    isinstance(a.operand, gast.Constant):
+                return -a.operand.value
+            if isinstance(a, (gast.Tuple, gast.List, gast.Dict)):
+                parts = [literal(e) for e in (a.elts if not isinstance(a, gast.Dict)
+                                              else a.keys + a.values)]
+                if any(p is missing for p in parts):
+                    return missing
+                if isinstance(a, gast.Dict):
+                    return dict(zip(parts[:len(a.keys)], parts[len(a.keys):]))
+                return tuple(parts) if isinstance(a, gast.Tuple) else list(parts)
+            v = self.static_transform(a) if isinstance(a, gast.Call) else self.static_value(a)
+            return missing if v is None else v   # (vmap(grad(f)): nested transformations)
+
         values = []
         for a in list(node.args) + [k.value for k in node.keywords]:
-            if isinstance(a, gast.Constant):
-                values.append(a.value)
-            elif isinstance(a, (gast.Tuple, gast.List)) and all(
-                    isinstance(e, gast.Constant) for e in a.elts):
-                values.append(tuple(e.value for e in a.elts))
-            else:
-                v = self.static_value(a)
-                if v is None:
-                    return None
-                values.append(v)
+            v = literal(a)
+            if v is missing:
+                return None
+            values.append(v)
         n = len(node.args)
         kwargs = {k.arg: v for k, v in zip(node.keywords, values[n:])}
         return callee(*values[:n], **kwargs)

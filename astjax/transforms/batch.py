@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from astjax import core
 from astjax import primitives as P
-from astjax.core import (Const, Copy, External, For, If, Index, Prim, Raise, Return, SetItem,
-                         SliceAtom, Var, While)
+from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
+                         SetItem, SliceAtom, Var, While)
 from astjax.errors import TransformError
 from astjax.transforms.rules import rule_template
 
@@ -191,6 +191,8 @@ class Batching:
             if set(s.exit_flags) & self.batched:
                 return self.batched_for(s)
             return [For(s.target, s.iter, self.transform(s.body), s.exit_flags, loc=loc)]
+        if isinstance(s, Assert) and set(core.reads(s)) & self.batched:
+            return self.batched_assert(s)
         if isinstance(s, (Return, Raise)):
             if isinstance(s, Raise) and set(core.reads(s)) & self.batched:
                 self.error(s, "vmap: raise with a per-example message is not supported")
@@ -212,6 +214,25 @@ class Batching:
         if isinstance(s, Prim):
             return self.prim(s)
         return [s]
+
+    def batched_assert(self, s) -> list:
+        """``assert test`` on a per-example value holds when it holds in every lane that
+        runs this code (lanes masked off by a batched branch do not count)."""
+        loc = s.loc
+        if isinstance(s.msg, Var) and s.msg.name in self.batched:
+            self.error(s, "vmap: an assert with a per-example message is not supported",
+                       "use a message that is the same for every example")
+        test = s.test
+        out: list = []
+        if self.masks:
+            off = self.names.fresh("lanes_off")
+            held = self.names.fresh("holds_or_off")
+            out += [Prim(off, "logical_not", [Var(self.masks[-1]), Const(None)], loc=loc),
+                    Prim(held, "logical_or", [test, Var(off), Const(None)], loc=loc)]
+            test = Var(held)
+        every = self.names.fresh("every_lane")
+        out.append(Prim(every, "all_lanes", [test], loc=loc))
+        return out + [Assert(Var(every), s.msg, loc=loc)]
 
     def broadcast(self, name, loc):
         return Prim(name, "broadcast_batch", [Var(name), Var(self.size)], loc=loc)

@@ -283,6 +283,9 @@ class ReverseAD:
         self.null: set[str] = set()
         self.nonnull: set[str] = set()
         self.loop_depth = 0
+        # target -> copy of its shape stand-in, while its adjoint is emitted (see
+        # ``standin_pair_adjoint``)
+        self.ans_standin: dict[str, str] = {}
 
     # ---------------------------------------------------------------- naming
 
@@ -321,6 +324,10 @@ class ReverseAD:
         return [stmt]
 
     def reset(self, dx: str, loc) -> list:
+        if dx in self.tape_cotangents:
+            # a tape made anew (grad of code with a tape, inside a loop): its cotangent
+            # tape starts empty again, it is not None (the pushes before it need it)
+            return [Prim(dx, "new_tape", [], loc=loc)]
         if dx in self.null:
             return []
         self.null.add(dx)
@@ -347,9 +354,40 @@ class ReverseAD:
 
     def backward(self, stmts) -> list:
         out: list = []
-        for s in reversed(stmts):
+        rev = list(reversed(stmts))
+        k = 0
+        while k < len(rev):
+            s, before = rev[k], rev[k + 1] if k + 1 < len(rev) else None
+            if self._own_standin(s, before):
+                out.extend(self.standin_pair_adjoint(s, before))
+                k += 2
+                continue
             out.extend(self.adjoint(s))
+            k += 1
         return out
+
+    def _own_standin(self, s, prev) -> bool:
+        """Whether ``s`` is the restored shape stand-in ``w_shape = rt.meta(w)`` of the
+        value ``prev`` (the statement before it) assigns."""
+        return (isinstance(s, Prim) and s.prim == "meta" and s.target in self.restore
+                and isinstance(prev, Prim) and isinstance(s.args[0], Var)
+                and self.meta_of.get(s.args[0].name) == s.target
+                and s.args[0].name == prev.target and prev.target in self.activity.active)
+
+    def standin_pair_adjoint(self, standin, s) -> list:
+        """``w = f(...)`` followed by ``w_shape = rt.meta(w)``: restoring the stand-in
+        (a pop) comes before f's adjoint, whose rule may read the shape of its own
+        result (``ans``): that read takes a copy of the stand-in made before the pop."""
+        held = self.names.fresh(f"{standin.target}_ans")
+        restore = self.adjoint(standin)
+        self.ans_standin = {s.target: held}
+        try:
+            adj = self.adjoint(s)
+        finally:
+            self.ans_standin = {}
+        if held in core.all_reads(adj):
+            return [Copy(held, Var(standin.target), loc=s.loc)] + restore + adj
+        return restore + adj
 
     def adjoint(self, s) -> list:
         """The adjoint of one statement, followed by restoring what it overwrote."""
@@ -507,6 +545,7 @@ class ReverseAD:
         d_y = self.d(s.target)
         wanted = [(i, op) for i, (pname, op) in enumerate(_diff_operands(s))
                   if self.is_active(op)]
+        ans = ans or self.ans_standin.get(s.target, s.target)
         loc = s.loc
         if not wanted:
             return self.reset(d_y, loc) if self.reassigned(s.target) else []
@@ -540,7 +579,7 @@ class ReverseAD:
             sometimes = [(i, op) for i, op in wanted if op.name in self.flags]
             if always:
                 stmts, contribs = self.inline_template(src, prim, s, g, [i for i, _ in always],
-                                                       ans or s.target)
+                                                       ans)
                 out.extend(stmts)
                 for (i, op), c in zip(always, contribs):
                     if c is not None:
@@ -551,7 +590,7 @@ class ReverseAD:
                 flag = self.flags[op.name]
                 self.backward_reads.add(flag)
                 null, nonnull = set(self.null), set(self.nonnull)
-                stmts, contribs = self.inline_template(src, prim, s, g, [i], ans or s.target)
+                stmts, contribs = self.inline_template(src, prim, s, g, [i], ans)
                 inner = list(stmts)
                 if contribs[0] is not None:
                     inner.extend(self.accumulate(self.d(op.name), contribs[0], loc))

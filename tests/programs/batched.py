@@ -346,3 +346,226 @@ def masked_update_loss(x):
     y = masked_update(x)
     y[y > 0.5] = 2.0
     return np.sum(y * y * x)
+
+
+# ------------------------------------------- vmap composed with derivatives (issue 10)
+# One-example kernels, the losses that call them through vmap, and the Gaussian-process
+# pattern (a vmap whose body calls vmap); tests/test_vmap_grad.py runs the matrix.
+
+def layer(x, w):
+    """x: (3,), w: (3, 2) -> (2,)"""
+    return np.tanh(x @ w) * 1.5 + x[0] * w[0]
+
+
+def layer_pair(x, w):
+    """A tuple output: (2,) and (3,)."""
+    return np.sin(x @ w), x * np.sum(w ** 2)
+
+
+def layer_dict(p, x):
+    """A dict argument and a dict output."""
+    h = np.tanh(x @ p["w"] + p["b"])
+    return {"y": h * h, "z": np.sum(h) * x}
+
+
+def layer_and_constant(x, w):
+    """A second output that does not depend on x (out_axes=None for it)."""
+    return np.cos(x @ w), w * 2.0
+
+
+def weigh(out, ws, kind):
+    """A scalar from an output of the given structure (fixed weights)."""
+    if kind == "array":
+        return np.sum(out * ws)
+    if kind == "pair":
+        return np.sum(out[0] * ws[0]) + np.sum(out[1] * ws[1])
+    return np.sum(out["y"] * ws["y"]) + np.sum(out["z"] * ws["z"])
+
+
+def make_losses(fun, in_axes, out_axes, ws, kind):
+    """Two scalar losses of the same vmap: one calling a vmapped function made outside,
+    one calling ``vmap`` in its own body."""
+    vf = astjax.vmap(fun, in_axes=in_axes, out_axes=out_axes)
+
+    def loss_outside(a, b):
+        return weigh(vf(a, b), ws, kind)
+
+    def loss_inside(a, b):
+        out = astjax.vmap(fun, in_axes=in_axes, out_axes=out_axes)(a, b)
+        return weigh(out, ws, kind)
+
+    return vf, loss_outside, loss_inside
+
+
+def rbf(x, y, ell):
+    return np.exp(-np.sum((x - y) ** 2) / ell)
+
+
+def kernel_row(x, ys, ell):
+    return astjax.vmap(rbf, (None, 0, None))(x, ys, ell)
+
+
+def gp_objective(ell, xs):
+    K = astjax.vmap(kernel_row, (0, None, None))(xs, xs, ell)
+    K = K + 0.5 * np.eye(xs.shape[0])
+    alpha = np.linalg.solve(K, np.ones(xs.shape[0]))
+    return np.sum(alpha) + np.sum(np.log(np.diag(K)))
+
+
+def kernel_col(x, ys, ell):
+    """The row as a column (out_axes=1 inside the nested vmap)."""
+    return astjax.vmap(rbf, (None, 0, None), out_axes=0)(x, ys, ell)
+
+
+def gp_objective_t(ell, xs):
+    K = astjax.vmap(kernel_col, (0, None, None), out_axes=1)(xs, xs, ell)
+    return np.sum(K * np.arange(K.size).reshape(K.shape)) / ell
+
+
+def gp_objective_neg(ell, xs):
+    """Features on axis 0 of xs: in_axes=-1 / 1 at both levels."""
+    K = astjax.vmap(kernel_row_t, (1, None, None))(xs, xs, ell)
+    return np.sum(K * np.arange(K.size).reshape(K.shape))
+
+
+def kernel_row_t(x, ys, ell):
+    return astjax.vmap(rbf, (None, -1, None))(x, ys, ell)
+
+
+def gp_objective_loop(ell, xs):
+    n = xs.shape[0]
+    K = np.stack([np.stack([rbf(xs[i], xs[j], ell) for j in range(n)]) for i in range(n)])
+    K = K + 0.5 * np.eye(n)
+    alpha = np.linalg.solve(K, np.ones(n))
+    return np.sum(alpha) + np.sum(np.log(np.diag(K)))
+
+
+def kernel_sum(ell, x, xs):
+    return np.sum(kernel_row(x, xs, ell))
+
+
+def grad_of_kernel_sum(ell, xs):
+    """grad inside vmap inside grad: d/d ell of a kernel sum, per row of xs."""
+    return np.sum(astjax.vmap(astjax.grad(kernel_sum), (None, 0, None))(ell, xs, xs) ** 2)
+
+
+def grad_of_kernel_sum_loop(ell, xs):
+    return np.sum(np.stack([astjax.grad(kernel_sum)(ell, x, xs) for x in xs]) ** 2)
+
+
+def loss_layer(x, w):
+    return np.sum(np.sin(layer(x, w)))
+
+
+def loss_pair(x, w):
+    a, b = layer_pair(x, w)
+    return np.sum(a * a) + np.sum(np.cos(b))
+
+
+def loss_dict(p, x):
+    out = layer_dict(p, x)
+    return np.sum(out["y"] * out["z"][0]) + np.sum(out["z"] ** 2)
+
+
+def loss_constant(x, w):
+    a, b = layer_and_constant(x, w)
+    return np.sum(a * b[0])
+
+
+EXAMPLE_LOSSES = {"layer": loss_layer, "pair": loss_pair, "dict": loss_dict,
+                  "constant": loss_constant}
+
+
+def restacked(x):
+    rows = []
+    for i in range(x.shape[0]):
+        rows.append(np.sin(x[i]) * x[i])
+    out = lax.map(np.tanh, np.stack(rows))
+    out = np.moveaxis(out, 0, 1)
+    return np.sum(out * np.arange(out.size).reshape(out.shape))
+
+
+# ----------------------------------------------------------------- asserts per lane
+
+def checked_scale(x):
+    y = x * 2.0
+    assert np.allclose(y / 2.0, x), "halving failed"
+    assert np.all(np.isfinite(y))
+    return np.sum(y * y)
+
+
+def checked_log(x):
+    assert np.all(x > 0), "log of a non-positive number"
+    return np.sum(np.log(x))
+
+
+def checked_in_branch(x):
+    s = np.sum(x)
+    if s > 0:
+        assert np.all(x > -10.0), "positive sum with a huge negative entry"
+        out = s * 2.0
+    else:
+        assert s <= 0
+        out = -s
+    return out
+
+
+def checked_in_branch_only_some(x):
+    """The assert fails for the lanes with sum <= 0, but those never run it."""
+    s = np.sum(x)
+    if s > 0:
+        assert s > 0, "only lanes with a positive sum get here"
+        out = s * 3.0
+    else:
+        out = s
+    return out
+
+
+def make_losses_of(vf, ws, kind):
+    """A scalar loss of an already transformed (e.g. jitted) vmapped function."""
+    def loss(a, b):
+        return weigh(vf(a, b), ws, kind)
+    return loss
+
+
+def lax_scan_pair(x):
+    """A tuple output from lax control flow (for out_axes pytrees)."""
+    c, ys = lax_scan(x)
+    return ys * np.tanh(c), lax.fori_loop(0, 3, lambda i, acc: acc * 0.5 + x, x)
+
+
+def lax_through_vmap(xs):
+    ys, zs = astjax.vmap(lax_scan_pair, in_axes=1, out_axes=(1, -1))(xs)
+    return np.sum(ys * np.arange(ys.size).reshape(ys.shape)) + np.sum(np.sin(zs))
+
+
+def inner(g, v):
+    """<g, v> for an array or a dict of arrays (written out: no tree_util calls)."""
+    if isinstance(v, dict):
+        return np.sum(g["w"] * v["w"]) + np.sum(g["b"] * v["b"])
+    return np.sum(g * v)
+
+
+def gp_objective_nested_defs(ell, xs):
+    """The Gaussian-process pattern written with nested defs handed to vmap."""
+    def kernel_row_local(x, ys):
+        def k(y):
+            return rbf(x, y, ell)
+        return astjax.vmap(k)(ys)
+
+    def row(x):
+        return kernel_row_local(x, xs)
+    K = astjax.vmap(row)(xs)
+    K = K + 0.5 * np.eye(xs.shape[0])
+    alpha = np.linalg.solve(K, np.ones(xs.shape[0]))
+    return np.sum(alpha) + np.sum(np.log(np.diag(K)))
+
+
+gp_lambda_row = lambda x, ys, ell: astjax.vmap(lambda y: rbf(x, y, ell))(ys)  # noqa: E731
+
+
+def gp_objective_lambdas(ell, xs):
+    K = astjax.vmap(gp_lambda_row, (0, None, None))(xs, xs, ell)
+    K = K + 0.5 * np.eye(xs.shape[0])
+    alpha = np.linalg.solve(K, np.ones(xs.shape[0]))
+    return np.sum(alpha) + np.sum(np.log(np.diag(K)))
