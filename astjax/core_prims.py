@@ -26,6 +26,8 @@ register(Primitive("append", rt.append, "rt.append", ("lst", "item"), diff=("lst
 register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="structural"),
          callables=(builtins.list, builtins.tuple))
 register(Primitive("keys_list", rt.keys_list, "rt.keys_list", ("x",), kind="static"))
+register(Primitive("sort_order", rt.sort_order, "rt.sort_order", ("keys", "reverse"),
+                   defaults={"reverse": False}, kind="static"))
 register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff=("x",),
                    kind="structural"))
 register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,

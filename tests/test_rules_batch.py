@@ -182,6 +182,8 @@ SKIP = {
     # results that are not arrays
     "dtype": "returns a dtype (not an array); batched operands keep their dtype",
     "keys_list": "dict keys: static structure, never batched",
+    "sort_order": "sorted()'s permutation: keys that differ per example are refused at run "
+                  "time (tests/test_frontend_containers.py)",
     "format_string": "builds a Python string (assert/raise messages)",
     "unsupported": "raises NotImplementedError by design",
     "unsupported_jvp": "raises NotImplementedError unless every tangent is None: no data",

@@ -594,130 +594,264 @@ class Normalizer:
         Returns (names of sequences, binder(index) emitting the target assignment,
         count() emitting and returning the trip count operand).
         """
+        walk = self._walk(it)
+
+        def bind(idx):
+            self._bind_item(target, walk.item(idx))
+
+        return walk.names, bind, walk.count
+
+    def _walk(self, it):
+        """How to walk an iterable by index: ``_Walk(names, count(), item(idx))``.
+
+        ``item`` returns one operand, or a (nested) list of operands for the tuples of
+        ``zip``, ``enumerate`` and ``d.items()`` (a tuple target unpacks them without
+        building a tuple).  Every element is read from a container with ``getitem``,
+        so each carries its derivative.  The helpers compose without building lists:
+        ``enumerate(sorted(d.items()))`` walks the dict's keys through a permutation.
+        """
         fn = self.static_value(it.func) if isinstance(it, gast.Call) else None
         if fn is zip:
-            seqs = [self._as_sequence(a, "seq") for a in it.args]
+            if it.keywords:
+                self.error(it, "zip() keyword arguments are not supported")
+            if not it.args:
+                self.error(it, "zip() needs at least one sequence")
+            walks = [self._walk(a) for a in it.args]
 
-            def count(_):
-                lens = []
-                for s in seqs:
-                    n = self.tmp(s.name if isinstance(s, Var) else "seq", "len")
-                    self.emit(Prim(n, "len", [s]))
-                    lens.append(Var(n))
+            def count(_=None):
+                lens = [w.count() for w in walks]
                 if len(lens) == 1:
                     return lens[0]
                 n = self.fresh("n_steps")
                 self.emit(External(n, Var(self.env.value_ref(min, "min")), lens))
                 return Var(n)
 
-            def bind(idx):
-                items = []
-                for s in seqs:
-                    t = self.tmp(s.name if isinstance(s, Var) else "seq", "item")
-                    self.emit(Prim(t, "getitem", [s, Index((Var(idx),))]))
-                    items.append(Var(t))
-                self.assign_operand(target, Const(None), items=items)
-
-            return [s.name for s in seqs if isinstance(s, Var)], bind, count
+            return _Walk([n for w in walks for n in w.names], count,
+                         lambda idx: [w.item(idx) for w in walks])
         if fn is enumerate:
-            seq = self._as_sequence(it.args[0], "seq")
-            start = self.expr(it.args[1], "start") if len(it.args) > 1 else Const(0)
-            if not (isinstance(target, (gast.Tuple, gast.List)) and len(target.elts) == 2):
-                self.error(target, "unpack enumerate() into two names: for i, x in enumerate(xs)")
+            if not it.args or len(it.args) > 2 or it.keywords and (
+                    len(it.keywords) > 1 or it.keywords[0].arg != "start" or len(it.args) > 1):
+                self.error(it, "enumerate() takes a sequence and an optional start")
+            base = self._walk(it.args[0])
+            start_node = it.args[1] if len(it.args) > 1 else (
+                it.keywords[0].value if it.keywords else None)
+            start = self.expr(start_node, "start") if start_node is not None else Const(0)
 
-            def count(_):
-                n = self.tmp(seq.name if isinstance(seq, Var) else "seq", "len")
-                self.emit(Prim(n, "len", [seq]))
-                return Var(n)
-
-            def bind(idx):
-                i_target, x_target = target.elts
+            def item(idx):
                 if isinstance(start, Const) and start.value == 0:
-                    self.assign_operand(i_target, Var(idx))
+                    i = Var(idx)
                 else:
                     k = self.fresh("k")
-                    self.emit(Prim(k, "add", [Var(idx), start]))
-                    self.assign_operand(i_target, Var(k))
-                item = self.tmp(seq.name if isinstance(seq, Var) else "seq", "item")
-                self.emit(Prim(item, "getitem", [seq, Index((Var(idx),))]))
-                self.assign_operand(x_target, Var(item))
+                    add = P.BY_OPERATOR["Add"]
+                    self.emit(Prim(k, add.name, self.bind(add, [Var(idx), start], {}, it)))
+                    i = Var(k)
+                return [i, base.item(idx)]
 
-            return [seq.name] if isinstance(seq, Var) else [], bind, count
+            return _Walk(base.names, base.count, item)
         if fn is reversed:
-            seq = self._as_sequence(it.args[0], "seq")
-            name = seq.name if isinstance(seq, Var) else "seq"
-            n_var = self.tmp(name, "len")
+            if len(it.args) != 1 or it.keywords:
+                self.error(it, "reversed() takes exactly one sequence")
+            base = self._walk(it.args[0])
+            counted: list = []
 
-            def count(_):
-                self.emit(Prim(n_var, "len", [seq]))
-                return Var(n_var)
+            def count(_=None):
+                counted.append(base.count())
+                return counted[-1]
 
-            def bind(idx):
+            def item(idx):
                 k = self.fresh("k_rev")
                 last = self.fresh("last")
                 sub = P.BY_OPERATOR["Sub"]
-                self.emit(Prim(last, sub.name, self.bind(sub, [Var(n_var), Const(1)], {}, it)))
+                self.emit(Prim(last, sub.name, self.bind(sub, [counted[-1], Const(1)], {}, it)))
                 self.emit(Prim(k, sub.name, self.bind(sub, [Var(last), Var(idx)], {}, it)))
-                item = self.tmp(name, "item")
-                self.emit(Prim(item, "getitem", [seq, Index((Var(k),))]))
-                self.assign_operand(target, Var(item))
+                return base.item(k)
 
-            return [name], bind, count
-        seq = self._as_sequence(it, "seq")
-        name = seq.name if isinstance(seq, Var) else "seq"
-        if not (isinstance(it, gast.Call) and isinstance(it.func, gast.Attribute)
-                and it.func.attr in ("items", "values")):
-            # dicts iterate over keys, iterators become lists; sequences stay as they are
-            items = self.tmp(name, "seq")
-            self.emit(Prim(items, "as_sequence", [seq]))
-            seq = Var(items)
+            return _Walk(base.names, count, item)
+        if fn is sorted:
+            return self._sorted_walk(it)
+        view = self._dict_view(it)
+        if view is not None:
+            # d.items(): walk the keys and read d[k] (the key stays a plain key)
+            d = self.expr(it.func.value, "d")
+            keys = self.tmp(_hint_of(d, "d"), "keys")
+            self.emit(Prim(keys, "keys_list", [d]))
 
-        def count(_):
+            def count(_=None):
+                n = self.tmp(keys, "len")
+                self.emit(Prim(n, "len", [Var(keys)]))
+                return Var(n)
+
+            def item(idx):
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(keys), Index((_name_op(idx),))]))
+                if view == "keys":
+                    return Var(k)
+                v = self.tmp(_hint_of(d, "d"), "value")
+                self.emit(Prim(v, "getitem", [d, Index((Var(k),))]))
+                return Var(v) if view == "values" else [Var(k), Var(v)]
+
+            return _Walk([keys], count, item,
+                         sort_keys=Var(keys) if view in ("items", "keys") else None)
+        seq = self._as_sequence(it, "seq", indexable=True)
+        name = _hint_of(seq, "seq")
+
+        def count(_=None):
             n = self.tmp(name, "len")
             self.emit(Prim(n, "len", [seq]))
             return Var(n)
 
-        def bind(idx):
-            item = self.tmp(name, "item")
-            self.emit(Prim(item, "getitem", [seq, Index((Var(idx),))]))
-            self.assign_operand(target, Var(item))
+        def item(idx):
+            x = self.tmp(name, "item")
+            self.emit(Prim(x, "getitem", [seq, Index((_name_op(idx),))]))
+            return Var(x)
 
-        return [name], bind, count
+        return _Walk([name], count, item, seq=seq)
 
-    def _as_sequence(self, node, hint):
-        """An operand that can be indexed: dict views and iterators become lists."""
+    def _pack(self, item):
+        """A walked element as one operand (nested lists become tuples)."""
+        if not isinstance(item, list):
+            return item
+        pair = self.fresh("pair")
+        self.emit(Prim(pair, "make_tuple", [tuple(self._pack(x) for x in item)]))
+        return Var(pair)
+
+    def _bind_item(self, target, item):
+        """Assign a walked element (an operand or a nested list of them) to a target."""
+        if isinstance(item, list):
+            if isinstance(target, (gast.Tuple, gast.List)) and not any(
+                    isinstance(e, gast.Starred) for e in target.elts):
+                if len(target.elts) != len(item):
+                    self.error(target, f"cannot unpack {len(item)} values into "
+                                       f"{len(target.elts)} names", cls=TransformError)
+                for t, x in zip(target.elts, item):
+                    self._bind_item(t, x)
+                return
+            item = self._pack(item)
+        self.assign_operand(target, item)
+
+    def _iter_helper(self, node):
+        """zip/enumerate/reversed/sorted when ``node`` calls one of them, else None."""
+        if isinstance(node, gast.Call):
+            fn = self.static_value(node.func)
+            if fn in (zip, enumerate, reversed, sorted):
+                return fn
+        return None
+
+    def _dict_view(self, node):
+        """``d.items()``/``d.keys()``/``d.values()`` on a run-time dict: its method name."""
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
                 node.func.attr in ("items", "keys", "values") and not node.args and \
-                self.static_value(node.func.value) is None:
-            d = self.expr(node.func.value, hint)
-            keys = self.tmp(d.name if isinstance(d, Var) else hint, "keys")
-            self.emit(Prim(keys, "keys_list", [d]))
-            if node.func.attr == "keys":
-                return Var(keys)
-            # values/items: build a list of d[k] (differentiable through getitem)
-            out = self.tmp(d.name if isinstance(d, Var) else hint, node.func.attr)
-            self.emit(Prim(out, "make_list", [()]))
-            k = self.fresh("key")
+                not node.keywords and self.static_value(node.func.value) is None:
+            return node.func.attr
+        return None
+
+    def _as_sequence(self, node, hint, indexable=False):
+        """An operand that can be indexed: dict views and iterators become lists.
+
+        Every element of a built list is read from its container with ``getitem``, so
+        no dependence on a differentiated value is dropped.  ``indexable``: also turn
+        a dict into its keys and an iterator into a list (``rt.as_sequence``).
+        """
+        if self._dict_view(node) is not None:
+            return self._materialize(node, hint)
+        if self._iter_helper(node) is not None:
+            return self._materialize(node, hint)
+        if isinstance(node, gast.Call) and self.static_value(node.func) in (list, tuple) and \
+                len(node.args) == 1 and not node.keywords:
+            return self._as_sequence(node.args[0], hint, indexable=True)
+        if isinstance(node, gast.Call) and self.static_value(node.func) in (map, filter):
+            self.error(node, "map()/filter() are not supported here",
+                       "use a list comprehension")
+        seq = self.expr(node, hint)
+        if indexable and not isinstance(node, (gast.ListComp, gast.GeneratorExp, gast.List,
+                                                gast.Tuple)):
+            # dicts iterate over keys, iterators become lists; sequences stay as they are
+            items = self.tmp(_hint_of(seq, hint), "seq")
+            self.emit(Prim(items, "as_sequence", [seq]))
+            seq = Var(items)
+        return seq
+
+    def _materialize(self, node, hint):
+        """``zip``/``enumerate``/``reversed``/``sorted``/``d.items()`` as a run-time list."""
+        walk = self._walk(node)
+        what = self._dict_view(node) or self.static_value(node.func).__name__
+        out = self.tmp(_hint_of(walk.names[0], hint) if walk.names else hint, what)
+        self.emit(Prim(out, "make_list", [()]))
+        n = walk.count()
+        idx = self.fresh("i")
+        body: list = []
+        with self.emitting(body):
+            item = self._pack(walk.item(idx))
+            self.emit(Prim(out, "append", [Var(out), item]))
+        self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+        return Var(out)
+
+    def _sorted_walk(self, node):
+        """``sorted(xs, key=..., reverse=...)`` walked through a permutation.
+
+        The order comes from ``rt.sort_order`` on the sort keys: piecewise constant,
+        like ``np.argsort``, so it carries no derivative; the elements are then read
+        through it with ``getitem``, so their derivatives flow.  ``sorted(d.items())``
+        orders by the dict's keys, which are unique, so the values (arrays) are never
+        compared.
+        """
+        if len(node.args) != 1:
+            self.error(node, "sorted() takes exactly one positional argument",
+                       cls=TransformError)
+        key = reverse = None
+        for kw in node.keywords:
+            if kw.arg == "key":
+                key = kw.value
+            elif kw.arg == "reverse":
+                reverse = kw.value
+            else:
+                self.error(node, f"sorted() got an unexpected keyword {kw.arg!r}",
+                           cls=TransformError)
+        if key is not None and isinstance(key, gast.Constant) and key.value is None:
+            key = None
+        base = self._walk(node.args[0])
+        name = base.names[0] if base.names else "seq"
+        n = base.count()
+        if key is None and base.sort_keys is not None:
+            keys = base.sort_keys
+        elif key is None and base.seq is not None:
+            keys = base.seq
+        else:
+            # the keys (or the elements themselves) gathered into a list
+            fref = self.arg_operand(key, "key") if key is not None else None
+            keys_name = self.tmp(name, "keys")
+            self.emit(Prim(keys_name, "make_list", [()]))
             idx = self.fresh("i")
-            n = self.fresh("n_keys")
-            self.emit(Prim(n, "len", [Var(keys)]))
             body: list = []
             with self.emitting(body):
-                self.emit(Prim(k, "getitem", [Var(keys), Index((Var(idx),))]))
-                v = self.fresh("value")
-                self.emit(Prim(v, "getitem", [d, Index((Var(k),))]))
-                item = Var(v)
-                if node.func.attr == "items":
-                    pair = self.fresh("pair")
-                    self.emit(Prim(pair, "make_tuple", [(Var(k), Var(v))]))
-                    item = Var(pair)
-                self.emit(Prim(out, "append", [Var(out), item]))
-            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
-            return Var(out)
-        if isinstance(node, gast.Call) and self.static_value(node.func) in (map, filter):
-            self.error(node, "map()/filter() are not supported in a for loop",
-                       "use a list comprehension")
-        return self.expr(node, hint)
+                x = self._pack(base.item(idx))
+                if fref is not None:
+                    x = self.call_function_ref(self._callable_ref(fref, key), [x], {}, key,
+                                               keys_name, None)
+                self.emit(Prim(keys_name, "append", [Var(keys_name), x]))
+            self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+            keys = Var(keys_name)
+        rev = self.expr(reverse, "reverse") if reverse is not None else Const(False)
+        order = self.tmp(name, "order")
+        self.emit(Prim(order, "sort_order", [keys, rev]))
+
+        def item(idx):
+            j = self.tmp(name, "pos")
+            self.emit(Prim(j, "getitem", [Var(order), Index((_name_op(idx),))]))
+            return base.item(j)
+
+        return _Walk(base.names, lambda _=None: n, item)
+
+    def _callable_ref(self, op, node):
+        """A function reference (for ``call_function_ref``) from a call argument."""
+        if isinstance(op, FuncArg):
+            if isinstance(op.func, ObjFunc):
+                return ("object", op.func.obj)
+            return ("local", op.func)
+        self.error(node, "expected a function that astjax can inline here (a lambda, a "
+                         "nested def, or a function defined in a file)",
+                   "pass the function itself, not a value computed at run time",
+                   cls=TransformError)
 
     # ---------------------------------------------------------------- assignment
 
@@ -1160,8 +1294,134 @@ class Normalizer:
     expr_GeneratorExp = expr_ListComp
 
     def expr_DictComp(self, node, hint, target):
-        self.error(node, "dict comprehensions are not supported yet",
-                   "build a list of values and a dict literal, or loop with d[k] = v")
+        """``{k: v for ...}``: an empty dict filled with ``out[k] = v`` in the loop."""
+        out = self._out(target, hint, "dict")
+        self.emit(Prim(out, "make_dict", [Const(()), ()]))
+
+        def leaf():
+            k = self.expr(node.key, out)
+            v = self.expr(node.value, out)
+            self.emit(SetItem(out, Index((k,)), v))
+
+        self._comprehension(node.generators, leaf)
+        return Var(out)
+
+    def _dict_call(self, node, hint, target):
+        """``dict(...)``: keyword entries, ``zip(keys, values)``, pairs or a mapping.
+
+        Constant keys with literal values give one ``make_dict``; otherwise the dict is
+        filled entry by entry with ``out[k] = v``, each value read with ``getitem``
+        so its derivative flows.  An argument that may be a mapping or a sequence of
+        pairs is told apart at run time, as ``dict`` does.
+        """
+        if len(node.args) > 1:
+            self.error(node, "dict() takes at most one positional argument",
+                       cls=TransformError)
+        if any(k.arg is None for k in node.keywords):
+            self.error(node, "dict(**mapping) is not supported here",
+                       "copy it with dict(mapping), then set further entries")
+        out = self._out(target, hint, "dict")
+        keys: list = []
+        values: list = []
+        rest = None
+        if node.args:
+            pairs = self._static_pairs(node.args[0])
+            if pairs is None:
+                rest = node.args[0]
+            else:
+                for k, v in pairs:
+                    keys.append(k)
+                    values.append(self.expr(v, out))
+        for kw in node.keywords:
+            keys.append(kw.arg)
+            values.append(self.expr(kw.value, out))
+        if rest is None:
+            self.emit(Prim(out, "make_dict", [Const(tuple(keys)), tuple(values)]))
+            return Var(out)
+        fresh = self.tmp(out, "new") if out in {v.name for v in values
+                                                if isinstance(v, Var)} else out
+        self.emit(Prim(fresh, "make_dict", [Const(()), ()]))
+        self._fill_dict(fresh, rest, out)
+        for k, v in zip(keys, values):
+            self.emit(SetItem(fresh, Index((Const(k),)), v))
+        if fresh != out:
+            self.emit(Copy(out, Var(fresh)))
+        return Var(out)
+
+    def _static_pairs(self, node):
+        """[(key, value node)] for ``zip(KEYS, [v, ...])`` and ``[(KEY, v), ...]``."""
+        if isinstance(node, (gast.List, gast.Tuple)):
+            pairs = []
+            for e in node.elts:
+                if not (isinstance(e, gast.Tuple) and len(e.elts) == 2 and isinstance(
+                        e.elts[0], gast.Constant)):
+                    return None
+                pairs.append((e.elts[0].value, e.elts[1]))
+            return pairs
+        if isinstance(node, gast.Dict) and all(isinstance(k, gast.Constant) for k in node.keys):
+            return [(k.value, v) for k, v in zip(node.keys, node.values)]
+        if self._iter_helper(node) is zip and len(node.args) == 2 and not node.keywords:
+            kn, vn = node.args
+            if isinstance(kn, (gast.List, gast.Tuple)) and all(
+                    isinstance(e, gast.Constant) for e in kn.elts):
+                keys = [e.value for e in kn.elts]
+            else:
+                keys = self.static_value(kn)
+                if not (isinstance(keys, (list, tuple)) and all(
+                        isinstance(k, (str, int, bytes)) for k in keys)):
+                    return None
+            if isinstance(vn, (gast.List, gast.Tuple)) and not any(
+                    isinstance(e, gast.Starred) for e in vn.elts):
+                return list(zip(keys, vn.elts))
+        return None
+
+    def _fill_dict(self, out, node, hint):
+        """Emit ``out[k] = v`` for every entry of a mapping or a sequence of pairs."""
+        pairs_known = isinstance(node, (gast.List, gast.Tuple, gast.ListComp,
+                                        gast.GeneratorExp)) or self._iter_helper(node) or \
+            self._dict_view(node) == "items"
+        src = self._as_sequence(node, hint) if pairs_known else self.expr(node, hint)
+
+        def from_mapping():
+            keys = self.tmp(_hint_of(src, hint), "keys")
+            self.emit(Prim(keys, "keys_list", [src]))
+            n = self.tmp(keys, "len")
+            self.emit(Prim(n, "len", [Var(keys)]))
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(keys), Index((Var(idx),))]))
+                v = self.fresh("value")
+                self.emit(Prim(v, "getitem", [src, Index((Var(k),))]))
+                self.emit(SetItem(out, Index((Var(k),)), Var(v)))
+            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
+
+        def from_pairs():
+            seq = src
+            if not pairs_known:
+                seq_name = self.tmp(_hint_of(src, hint), "seq")
+                self.emit(Prim(seq_name, "as_sequence", [src]))
+                seq = Var(seq_name)
+            n = self.tmp(_hint_of(seq, hint), "len")
+            self.emit(Prim(n, "len", [seq]))
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                pair = self.fresh("pair")
+                self.emit(Prim(pair, "getitem", [seq, Index((Var(idx),))]))
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(pair), Index((Const(0),))]))
+                v = self.fresh("value")
+                self.emit(Prim(v, "getitem", [Var(pair), Index((Const(1),))]))
+                self.emit(SetItem(out, Index((Var(k),)), Var(v)))
+            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
+
+        if pairs_known:
+            from_pairs()
+        else:
+            # a mapping (a list of pairs given as a variable fails loudly at d[k])
+            from_mapping()
 
     def expr_SetComp(self, node, hint, target):
         self.error(node, "set comprehensions are not supported")
@@ -1340,8 +1600,16 @@ class Normalizer:
             out = self._out(target, hint, "range")
             self.emit(Prim(out, "range", self._range_args(args, node)))
             return Var(out)
+        if obj is sorted:
+            return self._materialize(node, hint)
+        if obj is dict:
+            return self._dict_call(node, hint, target)
+        if obj in (list, tuple) and len(node.args) == 1 and not node.keywords and (
+                self._iter_helper(node.args[0]) or self._dict_view(node.args[0])):
+            return self._as_sequence(node.args[0], hint)
         if obj in (zip, enumerate, reversed, map, filter):
-            self.error(node, f"{obj.__name__}() is supported in a for loop header only",
+            self.error(node, f"{obj.__name__}() is supported in a for loop header, a "
+                             "comprehension, or given to list/tuple/dict/sorted only",
                        "loop over it with 'for ... in', or use a list comprehension")
         prim = P.lookup_callable(obj)
         if prim is not None:
@@ -1619,6 +1887,26 @@ def _fold(prim, left, right):
         if type(value) in (int, float, bool):
             return Const(value)
     return None
+
+
+@dataclass
+class _Walk:
+    """An iterable walked by index: the sequences' names, trip count, element."""
+
+    names: list
+    count: object   # () -> trip count operand (emits what it needs)
+    item: object    # (index name) -> operand, or a list of operands (zip, enumerate)
+    seq: object = None        # the list walked, when item(i) is seq[i]
+    sort_keys: object = None  # keys ordering the items like sorted() (a dict's keys)
+
+
+def _name_op(idx):
+    """An index given as a variable name or as an operand."""
+    return Var(idx) if isinstance(idx, str) else idx
+
+
+def _hint_of(op, default):
+    return op.name if isinstance(op, Var) else default
 
 
 def _short(name):

@@ -1,0 +1,457 @@
+"""Loops over containers, functions held in containers, dicts built at run time.
+
+Each function here is a user program the frontend must desugar without dropping a
+dependence on its inputs (issue 10, classes 6 and 10): the tests check every one
+under grad, jvp, vmap and jit against finite differences, loops and eager NumPy.
+"""
+import numpy as np
+
+
+def square(t):
+    return t * t
+
+
+def cube(t):
+    return t * t * t
+
+
+FUNCS = [np.sin, square, np.tanh]
+PAIRS = ((np.sin, 2.0), (np.cos, 0.5))
+NAMES = ("a", "b")
+
+
+# ------------------------------------------------------------------ dict views, sorted
+
+
+def items_loop(d):
+    acc = 0.0
+    for k, v in d.items():
+        acc = acc + np.sum(v * v)
+    return acc
+
+
+def keys_loop(d):
+    acc = 0.0
+    for k in d.keys():
+        acc = acc + np.sum(np.sin(d[k]))
+    return acc
+
+
+def values_loop(d):
+    acc = 0.0
+    for v in d.values():
+        acc = acc * 0.5 + np.sum(v ** 3)
+    return acc
+
+
+def dict_iter(d):
+    acc = 0.0
+    for k in d:
+        acc = acc * 0.5 + np.sum(np.tanh(d[k]))
+    return acc
+
+
+def sorted_items_enumerate(d):
+    acc = 0.0
+    for i, (k, v) in enumerate(sorted(d.items())):
+        acc = acc + (i + 1) * np.sum(v * v)
+    return acc
+
+
+def sorted_items(d):
+    acc = 0.0
+    for k, v in sorted(d.items()):
+        acc = acc * 0.5 + np.sum(np.tanh(v))
+    return acc
+
+
+def sorted_keys(d):
+    acc = 0.0
+    for i, k in enumerate(sorted(d.keys())):
+        acc = acc + i * np.sum(d[k] ** 2)
+    return acc
+
+
+def sorted_dict(d):
+    acc = 0.0
+    for k in sorted(d, reverse=True):
+        acc = acc * 0.5 + np.sum(np.sin(d[k]))
+    return acc
+
+
+def sorted_items_reverse(d):
+    acc = 0.0
+    for i, (k, v) in enumerate(sorted(d.items(), reverse=True)):
+        acc = acc + (i + 1) * np.sum(np.exp(v))
+    return acc
+
+
+def sorted_items_key(d):
+    acc = 0.0
+    for i, (k, v) in enumerate(sorted(d.items(), key=lambda kv: kv[0])):
+        acc = acc + (i + 2) * np.sum(np.sin(v))
+    return acc
+
+
+def sorted_by_value(xs):
+    ordered = sorted(xs, key=lambda a: np.sum(a))
+    acc = 0.0
+    for i, a in enumerate(ordered):
+        acc = acc + (i + 1) * np.sum(a * a)
+    return acc
+
+
+def sorted_scalars(x):
+    vals = sorted([x[0], x[1] * 2.0, x[2] - 1.0])
+    return vals[0] * 3.0 + vals[1] * vals[2]
+
+
+def sorted_values_comprehension(d):
+    parts = [np.sum(v) * (i + 1) for i, v in enumerate(sorted(d.values(), key=np.sum))]
+    return sum(parts)
+
+
+def zip_items_with_list(d, ws):
+    acc = 0.0
+    for (k, v), w in zip(sorted(d.items()), ws):
+        acc = acc + np.sum(v * w)
+    return acc
+
+
+def reversed_sorted_items(d):
+    acc = 0.0
+    for k, v in reversed(sorted(d.items())):
+        acc = acc * 0.5 + np.sum(v)
+    return acc
+
+
+def enumerate_zip(xs, ys):
+    acc = 0.0
+    for i, (a, b) in enumerate(zip(xs, ys)):
+        acc = acc + (i + 1) * np.sum(a * np.sin(b))
+    return acc
+
+
+def zip_enumerate(xs, ys):
+    acc = 0.0
+    for (i, a), b in zip(enumerate(xs), ys):
+        acc = acc + (i + 1) * np.sum(a * b)
+    return acc
+
+
+def enumerate_reversed(xs):
+    acc = 0.0
+    for i, a in enumerate(reversed(xs)):
+        acc = acc * 0.5 + (i + 1) * np.sum(np.tanh(a))
+    return acc
+
+
+def nested_items_rows(d):
+    acc = 0.0
+    for k, v in sorted(d.items()):
+        for j, row in enumerate(v):
+            acc = acc + (j + 1) * np.sum(row * row)
+    return acc
+
+
+def enumerate_params(params, x):
+    h = x
+    for i, (W, b) in enumerate(params):
+        h = np.tanh(h @ W + b) * (i + 1)
+    return np.sum(h)
+
+
+def dict_of_lists(d):
+    acc = 0.0
+    for k, layers in sorted(d.items()):
+        for w in layers:
+            acc = acc + np.sum(np.sin(w))
+    return acc
+
+
+def break_in_sorted(d):
+    acc = 0.0
+    for k, v in sorted(d.items()):
+        if k == "c":
+            break
+        acc = acc + np.sum(v * v)
+    return acc
+
+
+def continue_in_enumerate(d):
+    acc = 0.0
+    for i, (k, v) in enumerate(d.items()):
+        if i == 1:
+            continue
+        acc = acc + np.sum(np.cos(v))
+    return acc
+
+
+def list_of_items(d):
+    pairs = list(d.items())
+    acc = 0.0
+    for k, v in pairs:
+        acc = acc * 0.5 + np.sum(v)
+    return acc + len(pairs)
+
+
+def tuple_of_zip(xs, ys):
+    pairs = tuple(zip(xs, ys))
+    return sum(np.sum(a * b) for a, b in pairs)
+
+
+def generator_over_values(d):
+    return sum(np.sum(v * v) for v in d.values())
+
+
+def comprehension_zip_sorted(d, ws):
+    parts = [v * w for (k, v), w in zip(sorted(d.items()), ws)]
+    return np.sum(np.concatenate(parts))
+
+
+def enumerate_start_sorted(d):
+    acc = 0.0
+    for i, k in enumerate(sorted(d), 1):
+        acc = acc + i * np.sum(d[k])
+    return acc
+
+
+def zip_three_reversed(xs, ys):
+    acc = 0.0
+    for a, b, c in zip(xs, reversed(ys), xs):
+        acc = acc + np.sum(a * b * c)
+    return acc
+
+
+def items_of_nested_dict(params):
+    acc = 0.0
+    for name, layer in sorted(params.items()):
+        acc = acc + np.sum(np.tanh(layer["w"]) * layer["b"])
+    return acc
+
+
+# ------------------------------------------------------------- functions in containers
+
+
+def funcs_generator_sum(x):
+    fs = [np.sin, np.cos, lambda t: t * t]
+    return np.sum(sum(f(x) for f in fs))
+
+
+def funcs_list_comprehension(x):
+    fs = [np.sin, np.cos, square]
+    return np.sum(np.stack([f(x) for f in fs]) * x)
+
+
+def funcs_loop(x):
+    fs = (np.sin, cube, lambda t: np.exp(t) * 0.5)
+    acc = 0.0
+    for f in fs:
+        acc = acc + f(x)
+    return np.sum(acc)
+
+
+def funcs_constant_index(x):
+    fs = [np.sin, np.cos, square]
+    return np.sum(fs[1](x) + fs[-1](x) * fs[0](x))
+
+
+def funcs_zip_params(x, ws):
+    fs = [np.tanh, square, np.sin]
+    acc = 0.0
+    for f, w in zip(fs, ws):
+        acc = acc + np.sum(f(x * w))
+    return acc
+
+
+def funcs_enumerate(x):
+    fs = [np.sin, square]
+    acc = 0.0
+    for i, f in enumerate(fs):
+        acc = acc + (i + 1) * f(x)
+    return np.sum(acc)
+
+
+def funcs_global(x):
+    return np.sum(sum(f(x) for f in FUNCS))
+
+
+def funcs_global_pairs(x):
+    acc = 0.0
+    for f, c in PAIRS:
+        acc = acc + c * np.sum(f(x))
+    return acc
+
+
+def funcs_closures(x, a):
+    def scaled(t):
+        return a * t
+
+    def shifted(t):
+        return t + a
+
+    fs = [scaled, shifted, lambda t: t * a * a]
+    return np.sum(sum(f(x) for f in fs))
+
+
+def funcs_range_index(x):
+    fs = [np.sin, square, np.cos]
+    acc = 0.0
+    for i in range(len(fs)):
+        acc = acc + (i + 1) * fs[i](x)
+    return np.sum(acc)
+
+
+def funcs_reversed(x):
+    fs = [np.sin, square]
+    acc = x
+    for f in reversed(fs):
+        acc = f(acc)
+    return np.sum(acc)
+
+
+def apply_all(fs, x):
+    out = []
+    for f in fs:
+        out.append(f(x))
+    return out
+
+
+def funcs_passed_to_helper(x):
+    ys = apply_all([np.tanh, cube], x)
+    return np.sum(ys[0] * ys[1])
+
+
+def funcs_break(x):
+    fs = [np.sin, square, np.cos]
+    acc = 0.0
+    for f in fs:
+        acc = acc + f(x)
+        if np.sum(acc) > 100.0:
+            break
+    return np.sum(acc)
+
+
+def funcs_composed(x):
+    layers = [np.tanh, lambda t: t * 2.0, np.sin]
+    h = x
+    for layer in layers:
+        h = layer(h)
+    return np.sum(h)
+
+
+def funcs_zip_two_static(x):
+    fs = [np.sin, np.cos]
+    cs = [2.0, 3.0]
+    return np.sum(sum(c * f(x) for f, c in zip(fs, cs)))
+
+
+def funcs_nested_comprehension(x):
+    fs = [np.sin, square]
+    gs = [np.tanh, cube]
+    return np.sum(sum(f(g(x)) for f in fs for g in gs))
+
+
+def funcs_dict(x):
+    acts = {"sin": np.sin, "sq": square}
+    return np.sum(acts["sin"](x) * acts["sq"](x))
+
+
+# ----------------------------------------------------------------------- dict(...) forms
+
+
+def dict_keywords(x, y):
+    d = dict(a=x, b=y)
+    return np.sum(d["a"] * np.sin(d["b"]))
+
+
+def dict_zip_literal(x, y):
+    d = dict(zip(["a", "b"], [x, y]))
+    return np.sum(d["a"] * np.sin(d["b"]))
+
+
+def dict_zip_global(x, y):
+    d = dict(zip(NAMES, (x, y * 2.0)))
+    return np.sum(d["a"] * d["b"])
+
+
+def dict_comprehension(d):
+    e = {k: v * v for k, v in d.items()}
+    return np.sum(e["a"]) + np.sum(np.sin(e["b"]))
+
+
+def dict_comprehension_zip(x, y):
+    e = {k: np.tanh(v) for k, v in zip(NAMES, [x, y])}
+    return np.sum(e["a"] * e["b"])
+
+
+def dict_comprehension_if(d):
+    e = {k: np.exp(v) for k, v in d.items() if k != "b"}
+    return sum(np.sum(v) for v in e.values()) + len(e)
+
+
+def dict_copy_update(d, z):
+    e = dict(d, c=z)
+    f = dict(e)
+    return np.sum(f["a"] * f["c"]) + np.sum(e["b"])
+
+
+def dict_of_pairs(x, y):
+    d = dict([("a", x), ("b", y * y)])
+    return np.sum(d["a"] + d["b"])
+
+
+def dict_setitem_loop(xs):
+    d = {}
+    for i, x in enumerate(xs):
+        d[i] = np.sin(x)
+    return np.sum(d[0] * d[1])
+
+
+# -------------------------------------------------------- generators given to builtins
+
+
+def gen_sum_start(xs):
+    return np.sum(sum((a * a for a in xs), np.zeros(3)))
+
+
+def gen_max_min(xs):
+    return max(np.sum(a) for a in xs) - 2.0 * min(np.sum(a * a) for a in xs)
+
+
+def gen_any_all(xs):
+    acc = 0.0
+    if any(np.sum(a) > 100.0 for a in xs):
+        acc = acc + 1.0
+    if all(np.sum(a * a) >= 0.0 for a in xs):
+        acc = acc + sum(np.sum(np.sin(a)) for a in xs)
+    return acc
+
+
+def stack_of_list(xs):
+    return np.sum(np.stack([np.tanh(a) for a in xs]) ** 2)
+
+
+def array_of_scalars(x):
+    v = np.array([x[0] * x[1], np.sin(x[2]), 3.0])
+    return np.sum(v * v)
+
+
+def array_of_rows(x):
+    m = np.array([[x[0], x[1]], [x[1] * x[2], 1.0]])
+    return np.sum(m @ m)
+
+
+def tuple_of_generator(xs):
+    t = tuple(a * 2.0 for a in xs)
+    return np.sum(t[0] * t[-1])
+
+
+def list_of_generator(xs):
+    t = list(np.sin(a) for a in xs)
+    return np.sum(t[1]) * len(t)
+
+
+def sorted_generator(xs):
+    t = sorted(np.sum(a * a) for a in xs)
+    return t[0] + 2.0 * t[-1]
