@@ -122,6 +122,44 @@ class FuncArg:
 
 
 @dataclass
+class StaticSeq:
+    """A list, tuple or dict holding functions: known when code is generated.
+
+    ``fs = [np.sin, lambda t: t * t]`` binds ``fs`` to one of these; loops over it are
+    unrolled and ``fs[0](x)`` inlines the function, so no call of a function value is
+    left for run time (where its derivative would be lost).  Items are LocalFunc,
+    ObjFunc, StaticSeq or plain operands.
+    """
+
+    items: list
+    keys: tuple | None = None   # a dict's keys (its items are then the values)
+    operand: object = None      # the run-time value, for a container found in globals
+
+
+@dataclass
+class FuncChoice:
+    """A function chosen by a run-time value (``fs[i]``, ``f if c else g``).
+
+    ``cases``: (test operand, function); ``otherwise``: the function when no test
+    holds, or None for an IndexError.  A call becomes an ``if`` chain (a switch).
+    """
+
+    cases: list
+    otherwise: object = None
+
+
+@dataclass
+class _Lazy:
+    """Element ``k`` of a run-time walk zipped with a static container (read when bound)."""
+
+    walk: object
+    k: int
+
+
+_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice)
+
+
+@dataclass
 class Scope:
     """One function being normalized (the outer one, or one being inlined)."""
 
@@ -560,6 +598,8 @@ class Normalizer:
     def stmt_For(self, st):
         it = st.iter
         target = st.target
+        if self._static_iterable(it):
+            return self._for_unrolled(st)
         if isinstance(it, gast.Call) and self._is_builtin(it.func, range) and isinstance(
                 target, gast.Name) and not it.keywords:
             args = [self.expr(a, "start") for a in it.args]
@@ -639,11 +679,11 @@ class Normalizer:
 
             def item(idx):
                 if isinstance(start, Const) and start.value == 0:
-                    i = Var(idx)
+                    i = _name_op(idx)
                 else:
                     k = self.fresh("k")
                     add = P.BY_OPERATOR["Add"]
-                    self.emit(Prim(k, add.name, self.bind(add, [Var(idx), start], {}, it)))
+                    self.emit(Prim(k, add.name, self.bind(add, [_name_op(idx), start], {}, it)))
                     i = Var(k)
                 return [i, base.item(idx)]
 
@@ -663,7 +703,7 @@ class Normalizer:
                 last = self.fresh("last")
                 sub = P.BY_OPERATOR["Sub"]
                 self.emit(Prim(last, sub.name, self.bind(sub, [counted[-1], Const(1)], {}, it)))
-                self.emit(Prim(k, sub.name, self.bind(sub, [Var(last), Var(idx)], {}, it)))
+                self.emit(Prim(k, sub.name, self.bind(sub, [Var(last), _name_op(idx)], {}, it)))
                 return base.item(k)
 
             return _Walk(base.names, count, item)
@@ -859,6 +899,30 @@ class Normalizer:
         if isinstance(target, gast.Name) and isinstance(value_node, gast.Lambda):
             self.store_name(target.id, target)
             self.scope.local_funcs[target.id] = LocalFunc(value_node, self.scope)
+            return
+        if isinstance(target, (gast.Name, gast.Tuple, gast.List)) and \
+                self._denotes_function(value_node):
+            # f = np.sin, fs = [np.sin, g], f = fs[0], f, g = g, f: bound now, not at run time
+            hint = target.id if isinstance(target, gast.Name) else "f"
+            if isinstance(target, gast.Name):
+                el = self._static_element(value_node, hint)
+                self._bind_static(target, el)
+                return
+            if isinstance(value_node, (gast.Tuple, gast.List)) and len(
+                    value_node.elts) == len(target.elts):
+                els = [self._static_element(e, hint) if self._denotes_function(e) else
+                       self.expr(e, "item") for e in value_node.elts]
+                safe = []
+                for e in els:  # a, b = b, a: read everything before binding
+                    if isinstance(e, Var):
+                        t = self.tmp(e.name, "old")
+                        self.emit(Copy(t, e))
+                        e = Var(t)
+                    safe.append(e)
+                for t, e in zip(target.elts, safe):
+                    self._bind_static(t, e)
+                return
+            self._bind_static(target, self._static_element(value_node, hint))
             return
         if isinstance(target, gast.Name):
             var = self.store_name(target.id, target)
@@ -1278,6 +1342,371 @@ class Normalizer:
         self.error(node, "a lambda can only be called or assigned to a name here",
                    "astjax inlines lambdas where they are called")
 
+    # ------------------------------------------------------- functions as values
+    #
+    # A function, or a container holding functions, is known when code is generated:
+    # it is bound at generation time (scope.local_funcs), loops over it are unrolled,
+    # calls inline it.  A choice made by a run-time value (``fs[i]``, ``f if c else
+    # g``, a name bound to different functions in the two branches of an ``if``)
+    # becomes a switch.  What cannot be resolved so is a located error: a call of a
+    # function value left for run time would lose its derivative.
+
+    @staticmethod
+    def _is_function_object(obj):
+        return callable(obj) and not isinstance(obj, (type, types.ModuleType))
+
+    def _holds_functions(self, obj, depth=0):
+        if depth > 4 or not isinstance(obj, (list, tuple, dict)):
+            return False
+        values = obj.values() if isinstance(obj, dict) else obj
+        if isinstance(obj, dict) and not all(isinstance(k, (str, int)) for k in obj):
+            return False
+        return any(self._is_function_object(v) or self._holds_functions(v, depth + 1)
+                   for v in values)
+
+    def _from_object(self, obj, hint, ref=None):
+        """A Python object as a static element: functions and containers of them."""
+        if self._is_function_object(obj):
+            return ObjFunc(obj, self.object_operand(obj, getattr(obj, "__name__", hint), ref))
+        if self._holds_functions(obj):
+            if isinstance(obj, dict):
+                return StaticSeq([self._from_object(v, hint) for v in obj.values()],
+                                 keys=tuple(obj), operand=self.object_operand(obj, hint, ref))
+            return StaticSeq([self._from_object(v, hint) for v in obj],
+                             operand=self.object_operand(obj, hint, ref))
+        return self.object_operand(obj, hint)
+
+    def _peek(self, node):
+        """The static element a name or attribute denotes, without emitting code."""
+        if isinstance(node, gast.Name):
+            try:
+                kind, *rest = self.lookup(node.id, node)
+            except TransformError:
+                return None
+            if kind == "func":
+                return rest[0]
+            if kind == "object" and (self._is_function_object(rest[0]) or
+                                     self._holds_functions(rest[0])):
+                return self._from_object(rest[0], node.id, rest[1])
+            return None
+        if isinstance(node, gast.Attribute):
+            try:
+                obj = self.static_value(node)
+            except TransformError:
+                return None
+            if obj is not None and (self._is_function_object(obj) or self._holds_functions(obj)):
+                return self._from_object(obj, node.attr)
+        return None
+
+    def _denotes_function(self, node):
+        """Whether an expression denotes a function or a container holding functions."""
+        if isinstance(node, gast.Lambda):
+            return True
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            return self._peek(node) is not None
+        if isinstance(node, (gast.List, gast.Tuple)):
+            return any(self._denotes_function(e) for e in node.elts
+                       if not isinstance(e, gast.Starred))
+        if isinstance(node, gast.Dict):
+            return all(isinstance(k, gast.Constant) for k in node.keys) and any(
+                self._denotes_function(v) for v in node.values)
+        if isinstance(node, gast.Subscript):
+            return isinstance(self._peek(node.value), StaticSeq) or (
+                isinstance(node.value, gast.Subscript) and self._denotes_function(node.value))
+        if isinstance(node, gast.IfExp):
+            return self._denotes_function(node.body) and self._denotes_function(node.orelse)
+        return False
+
+    def _static_element(self, node, hint="f"):
+        """Build the static element ``node`` denotes (see ``_denotes_function``)."""
+        if isinstance(node, gast.Lambda):
+            return LocalFunc(node, self.scope)
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            el = self._peek(node)
+            if el is not None:
+                return el
+            return self.expr(node, hint)
+        if isinstance(node, (gast.List, gast.Tuple)):
+            if any(isinstance(e, gast.Starred) for e in node.elts):
+                self.error(node, "starred items in a list of functions are not supported")
+            return StaticSeq([self._static_element(e, hint) if self._denotes_function(e)
+                              else self.expr(e, hint) for e in node.elts])
+        if isinstance(node, gast.Dict):
+            return StaticSeq([self._static_element(v, hint) if self._denotes_function(v)
+                              else self.expr(v, hint) for v in node.values],
+                             keys=tuple(k.value for k in node.keys))
+        if isinstance(node, gast.IfExp):
+            test = self._pinned(self.condition(node.test), hint)
+            a = self._static_element(node.body, hint)
+            b = self._static_element(node.orelse, hint)
+            return FuncChoice([(test, a)], b)
+        if isinstance(node, gast.Subscript):
+            seq = self._static_element(node.value, hint)
+            if not isinstance(seq, StaticSeq):
+                self.error(node, "only a list, tuple or dict of functions can be indexed here",
+                           cls=TransformError)
+            return self._static_index(seq, node, hint)
+        return self.expr(node, hint)
+
+    def _pinned(self, test, hint):
+        """A test operand copied to a fresh name, so later assignments cannot change it."""
+        if not isinstance(test, Var):
+            return test
+        pin = self.tmp(hint, "pick")
+        self.emit(Copy(pin, test))
+        return Var(pin)
+
+    def _static_index(self, seq, node, hint):
+        """``fs[k]`` (constant k: the element) or ``fs[i]`` (a switch on i)."""
+        sl = node.slice
+        index = self._index_item(sl, hint) if not isinstance(sl, gast.Tuple) else None
+        n = len(seq.items)
+        if isinstance(index, SliceAtom):
+            bounds = [b.value if isinstance(b, Const) else b for b in
+                      (index.start, index.stop, index.step)]
+            if seq.keys is None and all(b is None or isinstance(b, int) for b in bounds):
+                return StaticSeq(seq.items[slice(*bounds)])
+            self.error(node, "a list of functions can be sliced with constant bounds only",
+                       cls=TransformError)
+        if isinstance(index, Const):
+            k = index.value
+            if seq.keys is not None:
+                if k not in seq.keys:
+                    self.error(node, f"key {k!r} is not in the dict of functions "
+                                     f"(keys: {', '.join(map(repr, seq.keys))})",
+                               cls=TransformError)
+                return seq.items[seq.keys.index(k)]
+            if not isinstance(k, int) or not -n <= k < n:
+                self.error(node, f"index {k!r} is out of range for a list of {n} functions",
+                           cls=TransformError)
+            return seq.items[k]
+        if not isinstance(index, Var):
+            self.error(node, "unsupported index into a list of functions", cls=TransformError)
+        if not all(isinstance(e, (LocalFunc, ObjFunc, FuncChoice)) for e in seq.items):
+            self.error(node, "a run-time index can choose among functions only",
+                       "index the list with a constant, or hold only functions in it",
+                       cls=TransformError)
+        cases = []
+        eq = P.BY_OPERATOR["Eq"]
+        labels = seq.keys if seq.keys is not None else range(n)
+        for k, (label, el) in enumerate(zip(labels, seq.items)):
+            hit = self.tmp(hint, "is")
+            self.emit(Prim(hit, eq.name, self.bind(eq, [index, Const(label)], {}, node)))
+            if seq.keys is None:
+                hit_neg = self.tmp(hint, "is")
+                self.emit(Prim(hit_neg, eq.name, self.bind(eq, [index, Const(k - n)], {},
+                                                             node)))
+                either = self.tmp(hint, "is")
+                self.emit(Prim(either, "any_flag", [(Var(hit), Var(hit_neg))]))
+                hit = either
+            cases.append((Var(hit), el))
+        return FuncChoice(cases, None)
+
+    def call_element(self, el, args, kwargs, node, hint, target):
+        """Call a static element on evaluated operands (inline it, or switch)."""
+        if isinstance(el, LocalFunc):
+            return self.call_function_ref(("local", el), args, kwargs, node, hint, target)
+        if isinstance(el, ObjFunc):
+            obj = el.obj
+            if P.lookup_callable(obj) is None and not (
+                    isinstance(obj, (functools.partial, types.MethodType)) or (
+                        isinstance(obj, types.FunctionType) and not _is_library(obj)) or
+                    getattr(obj, "_astjax_generated", None) is not None):
+                args = [self.plain(a, node) for a in args]
+                kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
+                out = self._out(target, hint, _short(getattr(obj, "__name__", "call")))
+                self.emit(External(out, el.operand, args, kwargs))
+                return Var(out)
+            return self.call_function_ref(("object", obj), args, kwargs, node, hint, target)
+        if isinstance(el, FuncChoice):
+            out = self._out(target, hint, "out")
+            if el.otherwise is None:
+                err = self.tmp(hint, "error")
+                tail = [External(err, Var(self.env.value_ref(IndexError, "IndexError")),
+                                 [Const("index out of range for the list of functions")],
+                                 loc=self.loc), Raise(Var(err), loc=self.loc)]
+            else:
+                tail = []
+                with self.emitting(tail):
+                    self.call_element(el.otherwise, args, kwargs, node, hint, out)
+            for test, option in reversed(el.cases):
+                body: list = []
+                with self.emitting(body):
+                    self.call_element(option, args, kwargs, node, hint, out)
+                tail = [If(test, body, tail, loc=self.loc)]
+            for st in tail:
+                self.out.append(st)
+            return Var(out)
+        if isinstance(el, StaticSeq):
+            self.error(node, "a list of functions is not callable",
+                       "index it, or loop over it", cls=TransformError)
+        self.error(node, "this value is computed at run time and cannot be called in a "
+                         "transformed function",
+                   "call functions directly, or hold them in a list or dict",
+                   cls=TransformError)
+
+    # ----- loops over static containers: unrolled
+
+    def _static_iterable(self, node):
+        """Whether iterating ``node`` walks a container of functions (pure check)."""
+        if isinstance(node, gast.Call):
+            fn = self.static_value(node.func)
+            if fn in (zip, enumerate, reversed):
+                return any(self._static_iterable(a) for a in node.args)
+            if isinstance(node.func, gast.Attribute) and node.func.attr in (
+                    "items", "keys", "values") and not node.args:
+                return isinstance(self._peek(node.func.value), StaticSeq) or isinstance(
+                    node.func.value, (gast.Dict,)) and self._denotes_function(node.func.value)
+            return False
+        if isinstance(node, (gast.List, gast.Tuple, gast.Dict)):
+            return self._denotes_function(node)
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            return isinstance(self._peek(node), StaticSeq)
+        if isinstance(node, gast.Subscript):
+            return self._denotes_function(node)
+        return False
+
+    def _static_items(self, node):
+        """(elements, trip-count limits) of an unrolled iteration over ``node``.
+
+        Elements are static elements, operands, ``_Lazy`` reads of a run-time
+        sequence zipped in, or lists of those (zip, enumerate, items).  The limits are
+        lengths of zipped run-time sequences: iteration k runs while k < each.
+        """
+        if isinstance(node, gast.Call):
+            fn = self.static_value(node.func)
+            if fn is zip:
+                parts, limits = [], []
+                for a in node.args:
+                    if self._static_iterable(a):
+                        els, lim = self._static_items(a)
+                        parts.append(els)
+                        limits += lim
+                    else:
+                        walk = self._walk(a)
+                        limits.append(walk.count())
+                        parts.append(walk)
+                n = min(len(p) for p in parts if isinstance(p, list))
+                return [[p[k] if isinstance(p, list) else _Lazy(p, k) for p in parts]
+                        for k in range(n)], limits
+            if fn is enumerate:
+                start = 0
+                if len(node.args) > 1 or node.keywords:
+                    s = node.args[1] if len(node.args) > 1 else node.keywords[0].value
+                    if not isinstance(s, gast.Constant) or not isinstance(s.value, int):
+                        self.error(s, "enumerate() over functions needs a constant start",
+                                   cls=TransformError)
+                    start = s.value
+                els, limits = self._static_items(node.args[0])
+                return [[Const(start + k), e] for k, e in enumerate(els)], limits
+            if fn is reversed:
+                els, limits = self._static_items(node.args[0])
+                if limits:
+                    self.error(node, "reversed() of a zip holding functions is not supported",
+                               cls=TransformError)
+                return list(reversed(els)), limits
+            seq = self._static_element(node.func.value)
+            if not isinstance(seq, StaticSeq) or seq.keys is None:
+                self.error(node, f"{node.func.attr}() needs a dict", cls=TransformError)
+            keys = [Const(k) for k in seq.keys]
+            view = node.func.attr
+            return ([list(p) for p in zip(keys, seq.items)] if view == "items" else
+                    keys if view == "keys" else list(seq.items)), []
+        seq = self._static_element(node)
+        if not isinstance(seq, StaticSeq):
+            self.error(node, "expected a list, tuple or dict of functions", cls=TransformError)
+        return ([Const(k) for k in seq.keys] if seq.keys is not None else list(seq.items)), []
+
+    def _bind_static(self, target, el):
+        """Bind an unrolled loop's target to one element."""
+        if isinstance(el, _Lazy):
+            el = el.walk.item(Const(el.k))
+        if isinstance(el, list):
+            if isinstance(target, (gast.Tuple, gast.List)):
+                if len(target.elts) != len(el) or any(
+                        isinstance(e, gast.Starred) for e in target.elts):
+                    self.error(target, f"cannot unpack {len(el)} values into "
+                                       f"{len(target.elts)} names", cls=TransformError)
+                for t, e in zip(target.elts, el):
+                    self._bind_static(t, e)
+                return
+            el = [e.walk.item(Const(e.k)) if isinstance(e, _Lazy) else e for e in el]
+            if any(isinstance(e, _STATIC_FUNCS) for e in el):
+                el = StaticSeq(el)
+            else:
+                el = self._pack(el)
+        if isinstance(el, _STATIC_FUNCS):
+            if isinstance(target, gast.Name):
+                self.store_name(target.id, target)
+                self.scope.local_funcs[target.id] = el
+                return
+            if isinstance(target, (gast.Tuple, gast.List)) and isinstance(el, StaticSeq) and \
+                    el.keys is None:
+                self._bind_static(target, list(el.items))
+                return
+            self.error(target, "cannot unpack this function value", cls=TransformError)
+        self.assign_operand(target, el)
+
+    def _unrolled(self, elements, limits, run_one):
+        """Emit ``run_one(k, element)`` for each element; returns the blocks.
+
+        Iteration k (after the first) runs under ``if`` guards built by the caller from
+        the exit flags; the limits of zipped run-time sequences guard every
+        iteration: ``k < len(seq)``.
+        """
+        blocks = []
+        for k, el in enumerate(elements):
+            block: list = []
+            with self.emitting(block):
+                run_one(k, el)
+            lt = P.BY_OPERATOR["Lt"]
+            for lim in reversed(limits):
+                t = self.fresh("in_range")
+                block = [Prim(t, lt.name, self.bind(lt, [Const(k), lim], {}, None), loc=self.loc),
+                         If(Var(t), block, [], loc=self.loc)]
+            blocks.append(block)
+        return blocks
+
+    def _for_unrolled(self, st):
+        """``for target in <container of functions>``: one copy of the body per element."""
+        if st.orelse:
+            self.error(st, "'else' on a loop is not supported",
+                       "use a flag variable set before 'break'")
+        elements, limits = self._static_items(st.iter)
+        ctx = LoopCtx()
+        self.loops.append(ctx)
+        jumps: set = set()
+
+        def run_one(k, el):
+            self._bind_static(st.target, el)
+            jumps.update(self.stmt_list(st.body))
+
+        try:
+            blocks = self._unrolled(elements, limits, run_one)
+        finally:
+            self.loops.pop()
+        self.loc = self.location(st)
+        if ctx.cont:
+            for b in blocks:
+                b.insert(0, Copy(ctx.cont, Const(False), loc=self.loc))
+        exit_flags = sorted(f for f in jumps - {ctx.cont} if f)
+        if ctx.brk:
+            self.emit(Copy(ctx.brk, Const(False)))
+        self._chain_blocks(blocks, exit_flags)
+        return jumps - {ctx.brk, ctx.cont}
+
+    def _chain_blocks(self, blocks, exit_flags):
+        """Emit unrolled iterations; each later one runs only while no exit flag is set."""
+        rest: list = []
+        for block in reversed(blocks):
+            if rest and exit_flags:
+                go = self.fresh("go_on")
+                rest = [Prim(go, "no_flags", [tuple(Var(f) for f in exit_flags)], loc=self.loc),
+                        If(Var(go), rest, [], loc=self.loc)]
+            rest = list(block) + rest
+        for st in rest:
+            self.out.append(st)
+
     # ------------------------------------------------------------ comprehensions
 
     def expr_ListComp(self, node, hint, target):
@@ -1441,30 +1870,31 @@ class Normalizer:
             saved[n] = (n in scope.local_names, scope.rename.get(n))
             scope.local_names.add(n)
             scope.rename[n] = Var(self.fresh(n))
+        saved_funcs = {n: scope.local_funcs.get(n) for n in names}
         it = gen.iter
-        seqs, binder, count = self._iteration(it, gen.target)
-        idx = self.fresh("i")
-        n = count(idx)
+        if self._static_iterable(it):
+            elements, limits = self._static_items(it)
 
-        def head():
-            binder(idx)
+            def run_one(k, el):
+                self._bind_static(gen.target, el)
+                self._comprehension_body(generators, leaf)
 
-        body: list = []
-        with self.emitting(body):
-            head()
-            cur = body
-            for cond in gen.ifs:
-                c = self.condition(cond)
-                inner: list = []
-                self.emit(If(c, inner, []))
-                self.out = inner
-                cur = inner
-            with self.emitting(cur):
-                if len(generators) > 1:
-                    self._comprehension(generators[1:], leaf)
-                else:
-                    leaf()
-        self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+            for block in self._unrolled(elements, limits, run_one):
+                self.out.extend(block)
+        else:
+            seqs, binder, count = self._iteration(it, gen.target)
+            idx = self.fresh("i")
+            n = count(idx)
+            body: list = []
+            with self.emitting(body):
+                binder(idx)
+                self._comprehension_body(generators, leaf)
+            self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+        for name, f in saved_funcs.items():
+            if f is None:
+                scope.local_funcs.pop(name, None)
+            else:
+                scope.local_funcs[name] = f
         for name, (was_local, op) in saved.items():
             if not was_local:
                 scope.local_names.discard(name)
@@ -1472,6 +1902,22 @@ class Normalizer:
                 scope.rename.pop(name, None)
             else:
                 scope.rename[name] = op
+
+    def _comprehension_body(self, generators, leaf):
+        """The filters, then the inner generators or the element, of one iteration."""
+        gen = generators[0]
+        cur = self.out
+        for cond in gen.ifs:
+            c = self.condition(cond)
+            inner: list = []
+            self.emit(If(c, inner, []))
+            cur = inner
+            self.out = inner  # restored by the caller's emitting()
+        with self.emitting(cur):
+            if len(generators) > 1:
+                self._comprehension(generators[1:], leaf)
+            else:
+                leaf()
 
     # --------------------------------------------------------------------- calls
 
@@ -1486,12 +1932,21 @@ class Normalizer:
             if kind == "func":
                 if isinstance(rest[0], ObjFunc):
                     return self.call_object(rest[0].obj, node, hint, target, discard)
+                if isinstance(rest[0], (StaticSeq, FuncChoice)):
+                    args, kwargs = self.call_args(node, hint)
+                    return self.call_element(rest[0], args, kwargs, node, hint, target)
                 return self.inline_local(rest[0], node, hint, target)
             if kind == "local":
                 return self.external_call(node, rest[0], hint, target, func.id, discard)
             obj = rest[0]
         elif isinstance(func, gast.Lambda):
             return self.inline_local(LocalFunc(func, self.scope), node, hint, target)
+        elif isinstance(func, (gast.Subscript, gast.IfExp)) and self._denotes_function(func):
+            el = self._static_element(func, hint)  # fs[0](x), fs[i](x), (f if c else g)(x)
+            if isinstance(el, _STATIC_FUNCS):
+                args, kwargs = self.call_args(node, hint)
+                return self.call_element(el, args, kwargs, node, hint, target)
+            return self.external_call(node, el, hint, target, "call", discard)
         else:
             obj = self.static_value(func)
             if obj is None and isinstance(func, gast.Call):
@@ -1569,6 +2024,12 @@ class Normalizer:
             kind, *rest = self.lookup(node.id, node)
             if kind == "func":
                 return FuncArg(rest[0])
+        if isinstance(node, (gast.List, gast.Tuple, gast.Dict, gast.Subscript, gast.IfExp)) \
+                and self._denotes_function(node) or isinstance(
+                    node, (gast.Name, gast.Attribute)) and isinstance(self._peek(node),
+                                                                      StaticSeq):
+            el = self._static_element(node, hint)  # a list of functions, fs[0]...
+            return FuncArg(el) if isinstance(el, _STATIC_FUNCS) else el
         if isinstance(node, (gast.Name, gast.Attribute)):
             obj = self.static_value(node)
             if callable(obj) and not isinstance(obj, type) and not isinstance(
@@ -1582,6 +2043,13 @@ class Normalizer:
         if isinstance(op, FuncArg):
             if isinstance(op.func, ObjFunc):
                 return op.func.operand
+            if isinstance(op.func, StaticSeq) and op.func.operand is not None:
+                return op.func.operand
+            if isinstance(op.func, (StaticSeq, FuncChoice)):
+                self.error(node, "a list of functions can only be looped over, indexed, or "
+                                 "passed to a Python function here",
+                           "astjax inlines functions where they are called",
+                           cls=TransformError)
             self.error(node, "a lambda or nested function can only be called or passed to "
                              "another Python function here",
                        "astjax inlines functions where they are called", cls=TransformError)
@@ -1614,6 +2082,9 @@ class Normalizer:
         prim = P.lookup_callable(obj)
         if prim is not None:
             args, kwargs = self.call_args(node, hint)
+            if prim.name == "len" and len(args) == 1 and not kwargs and isinstance(
+                    args[0], FuncArg) and isinstance(args[0].func, StaticSeq):
+                return Const(len(args[0].func.items))  # a list of functions: static length
             if prim.name == "len" and len(args) == 1 and not kwargs and \
                     isinstance(args[0], tuple):
                 # a tuple of operands (a rule's ``*items``) has a static length: reading
