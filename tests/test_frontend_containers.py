@@ -90,6 +90,14 @@ CASES = {
     "funcs_zip_two_static": (lambda r: (_n(r, 3),), (0,)),
     "funcs_nested_comprehension": (lambda r: (_n(r, 3),), (0,)),
     "funcs_dict": (lambda r: (_n(r, 3),), (0,)),
+    # names bound to functions on different paths: a switch, never the last binding
+    "bound_in_branches": (lambda r: (_n(r, 3),), (0,)),
+    "lambdas_in_branches": (lambda r: (_n(r, 3),), (0,)),
+    "defs_in_branches": (lambda r: (_n(r, 3),), (0,)),
+    "bound_in_one_branch": (lambda r: (_n(r, 3),), (0,)),
+    "chosen_in_loop": (lambda r: (_n(r, 3),), (0,)),
+    "alias_and_unpack": (lambda r: (_n(r, 3),), (0,)),
+    "conditional_function_call": (lambda r: (_n(r, 3),), (0,)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
@@ -127,9 +135,14 @@ VMAP_REFUSED = {
 }
 
 
-def _case(name, seed=0):
+def _case(name, seed=0, sign=1.0):
+    """The program, its arguments (float leaves times ``sign``: both branches of the
+    programs that branch on the sign of their input get checked), its argnums."""
     build, argnums = CASES[name]
-    return getattr(C, name), build(np.random.default_rng(seed)), argnums
+    args = build(np.random.default_rng(seed))
+    if sign != 1.0:
+        args = tree_util.tree_map(lambda x: sign * x if _float_leaf(x) else x, args)
+    return getattr(C, name), args, argnums
 
 
 def _float_leaf(x):
@@ -148,17 +161,19 @@ def test_every_program_is_in_the_table():
     assert defined == set(CASES)
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
 @pytest.mark.parametrize("name", NAMES)
-def test_grad(name):
-    f, args, argnums = _case(name)
+def test_grad(name, sign):
+    f, args, argnums = _case(name, sign=sign)
     value, _ = astjax.value_and_grad(f, argnums=argnums)(*args)
     np.testing.assert_allclose(value, f(*args), rtol=1e-12)
     check_grad(f, args, argnums=argnums, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
 @pytest.mark.parametrize("name", NAMES)
-def test_jvp(name):
-    f, args, argnums = _case(name)
+def test_jvp(name, sign):
+    f, args, argnums = _case(name, sign=sign)
     rng = np.random.default_rng(1)
     tangents = tree_util.tree_map(
         lambda x: (rng.standard_normal(np.shape(x)) if isinstance(x, np.ndarray)

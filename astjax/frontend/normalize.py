@@ -156,7 +156,14 @@ class _Lazy:
     k: int
 
 
-_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice)
+@dataclass
+class _Mixed:
+    """A name that holds a function on some paths and something else on others."""
+
+    name: str
+
+
+_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, _Mixed)
 
 
 @dataclass
@@ -247,6 +254,7 @@ class Normalizer:
         self.scope: Scope | None = None
         self.loops: list[LoopCtx] = []
         self.inline_stack: list = []
+        self.func_uses: list = []   # (scope, name, binding, node): reads of bound functions
 
     # ------------------------------------------------------------------ utilities
 
@@ -510,14 +518,41 @@ class Normalizer:
         test = self.condition(st.test)
         body: list = []
         orelse: list = []
+        funcs = self.scope.local_funcs
+        before = dict(funcs)
         with self.emitting(body):
             j1 = self.stmt_list(st.body)
+        after_body = dict(funcs)
+        funcs.clear()
+        funcs.update(before)
         with self.emitting(orelse):
             j2 = self.stmt_list(st.orelse)
         self.loc = self.location(st)
         test = self._protect_test(test, body + orelse)
+        self._merge_functions(test, after_body, dict(funcs))
         self.emit(If(test, body, orelse))
         return j1 | j2
+
+    def _merge_functions(self, test, if_true, if_false):
+        """Names bound to functions after an ``if``: a switch where the branches differ.
+
+        A name bound to a function on one path only holds something else on the
+        other (a value, or nothing): calling it afterwards is an error (``_Mixed``).
+        """
+        funcs = self.scope.local_funcs
+        pinned = None
+        for name in list(dict.fromkeys([*if_true, *if_false])):
+            a, b = if_true.get(name), if_false.get(name)
+            if a is b:
+                if a is not None:
+                    funcs[name] = a
+                continue
+            if a is None or b is None:
+                funcs[name] = _Mixed(name)
+                continue
+            if pinned is None:
+                pinned = self._pinned(test, name)
+            funcs[name] = FuncChoice([(pinned, a)], b)
 
     def _protect_test(self, test, blocks):
         """An ``if`` test must still hold its value after the branches run."""
@@ -566,7 +601,7 @@ class Normalizer:
         self.emit(Copy(ctx.cont, Const(True)))
         return {ctx.cont}
 
-    def _loop(self, st, head):
+    def _loop(self, st, head, mark=None, before=None):
         """Normalize a loop body; returns (body, exit_flags, jumps leaving the loop)."""
         if st.orelse:
             self.error(st, "'else' on a loop is not supported",
@@ -574,10 +609,13 @@ class Normalizer:
         ctx = LoopCtx()
         self.loops.append(ctx)
         body: list = []
+        mark = len(self.func_uses) if mark is None else mark
+        before = dict(self.scope.local_funcs) if before is None else before
         with self.emitting(body):
             head()
             jumps = self.stmt_list(st.body)
         self.loops.pop()
+        self._check_loop_functions(st, before, mark)
         if ctx.cont:
             body.insert(0, Copy(ctx.cont, Const(False), loc=self.location(st)))
         outer = jumps - {ctx.brk, ctx.cont}
@@ -587,11 +625,34 @@ class Normalizer:
             self.emit(Copy(ctx.brk, Const(False)))
         return body, exit_flags, outer
 
+    def _check_loop_functions(self, st, before, mark):
+        """A loop body must not rebind a function name it calls with the old binding.
+
+        Functions are bound when code is generated, once per loop body: a call that
+        saw the binding from before the loop would call the wrong function from the
+        second iteration on.  After the loop the name may hold either binding.
+        """
+        funcs = self.scope.local_funcs
+        changed = {n for n in set(before) | set(funcs) if before.get(n) is not funcs.get(n)}
+        for scope, name, binding, node in self.func_uses[mark:]:
+            if scope is self.scope and name in changed and binding is before.get(name):
+                self.error(node, f"{name!r} is bound to another function later in the loop "
+                                 f"around this line (line {st.lineno}): from the second "
+                                 "iteration on, this call would need that binding",
+                           "choose the function at the top of the loop body (e.g. "
+                           "f = g if i == 0 else h), or hold the functions in a list "
+                           "and index it", cls=TransformError)
+        for name in changed:
+            if before.get(name) is not None:
+                funcs[name] = _Mixed(name)  # zero or more trips: either binding
+
     def stmt_While(self, st):
         test_body: list = []
+        mark = len(self.func_uses)
+        before = dict(self.scope.local_funcs)
         with self.emitting(test_body):
             test = self.condition(st.test)
-        body, flags, outer = self._loop(st, lambda: None)
+        body, flags, outer = self._loop(st, lambda: None, mark, before)
         self.emit(While(test_body, test, body, flags))
         return outer
 
@@ -1033,6 +1094,7 @@ class Normalizer:
         scope = self.scope
         while scope is not None:
             if name in scope.local_funcs:
+                self.func_uses.append((scope, name, scope.local_funcs[name], node))
                 return ("func", scope.local_funcs[name])
             if name in scope.local_names:
                 op = scope.rename.get(name)
@@ -1537,6 +1599,11 @@ class Normalizer:
             for st in tail:
                 self.out.append(st)
             return Var(out)
+        if isinstance(el, _Mixed):
+            self.error(node, f"{el.name!r} holds a function on some paths through the code "
+                             "before this call and not on others",
+                       "bind it to a function on every path (or, after a loop, again "
+                       "before the call)", cls=TransformError)
         if isinstance(el, StaticSeq):
             self.error(node, "a list of functions is not callable",
                        "index it, or loop over it", cls=TransformError)
@@ -1932,7 +1999,7 @@ class Normalizer:
             if kind == "func":
                 if isinstance(rest[0], ObjFunc):
                     return self.call_object(rest[0].obj, node, hint, target, discard)
-                if isinstance(rest[0], (StaticSeq, FuncChoice)):
+                if isinstance(rest[0], (StaticSeq, FuncChoice, _Mixed)):
                     args, kwargs = self.call_args(node, hint)
                     return self.call_element(rest[0], args, kwargs, node, hint, target)
                 return self.inline_local(rest[0], node, hint, target)
@@ -2045,6 +2112,8 @@ class Normalizer:
                 return op.func.operand
             if isinstance(op.func, StaticSeq) and op.func.operand is not None:
                 return op.func.operand
+            if isinstance(op.func, _Mixed):
+                self.call_element(op.func, [], {}, node, "", None)  # the error
             if isinstance(op.func, (StaticSeq, FuncChoice)):
                 self.error(node, "a list of functions can only be looped over, indexed, or "
                                  "passed to a Python function here",

@@ -455,3 +455,58 @@ def list_of_generator(xs):
 def sorted_generator(xs):
     t = sorted(np.sum(a * a) for a in xs)
     return t[0] + 2.0 * t[-1]
+
+
+# ------------------------------------------------- names bound to functions on paths
+
+
+def bound_in_branches(x):
+    if np.sum(x) > 0:
+        f = np.sin
+    else:
+        f = square
+    return np.sum(f(x))
+
+
+def lambdas_in_branches(x):
+    if np.sum(x) > 0.1:
+        f = lambda t: t * 2.0
+    else:
+        f = lambda t: np.tanh(t) * 3.0
+    return np.sum(f(x) * x)
+
+
+def defs_in_branches(x):
+    if np.sum(x) < 0.1:
+        def f(t):
+            return np.exp(t)
+    else:
+        def f(t):
+            return t * t * t
+    return np.sum(f(x))
+
+
+def bound_in_one_branch(x):
+    f = square
+    if np.max(x) > 0.5:
+        f = np.sin
+    return np.sum(f(x))
+
+
+def chosen_in_loop(x):
+    y = x
+    for i in range(3):
+        f = np.sin if i < 1 else np.tanh
+        y = f(y) * 1.5
+    return np.sum(y)
+
+
+def alias_and_unpack(x):
+    f = np.sin
+    g, h = square, f
+    h, g = g, h
+    return np.sum(f(x) + g(x) * h(x))
+
+
+def conditional_function_call(x):
+    return np.sum((np.sin if np.sum(x) > 0 else np.cos)(x))
