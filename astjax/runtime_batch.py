@@ -153,6 +153,13 @@ def select(pred, on_true, on_false):
         on_false = _zeros_like_tree(on_true)
     elif on_true is None:
         on_true = _zeros_like_tree(on_false)
+    if isinstance(on_true, (list, tuple, dict)) and (
+            len(on_true) != len(on_false) or isinstance(on_true, dict) and
+            list(on_true) != list(on_false)):
+        # a list appended to (a dict filled) under an ``if`` that differs per example
+        raise ValueError("vmap: a list or dict whose length differs per example cannot be "
+                         "batched (it grows under an if on a per-example value); use "
+                         "np.where with a mask instead")
     if isinstance(on_true, (list, tuple)):
         return _rebuild(on_true, [select(pred, a, b) for a, b in zip(on_true, on_false)])
     if isinstance(on_true, dict):

@@ -98,6 +98,14 @@ CASES = {
     "chosen_in_loop": (lambda r: (_n(r, 3),), (0,)),
     "alias_and_unpack": (lambda r: (_n(r, 3),), (0,)),
     "conditional_function_call": (lambda r: (_n(r, 3),), (0,)),
+    # map, filter, functools.partial made inside, getattr(np, name)
+    "map_over_rows": (lambda r: (_n(r, 3, 2),), (0,)),
+    "map_two_sequences": (lambda r: (_list(r), _list(r)), (0, 1)),
+    "filter_positive": (lambda r: (_list(r, 4),), (0,)),
+    "for_over_map": (lambda r: (_list(r),), (0,)),
+    "partial_made_inside": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
+    "partial_of_lambda": (lambda r: (_n(r, 3), 0.7), (0, 1)),
+    "getattr_of_module": (lambda r: (_n(r, 3),), (0,)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
@@ -132,6 +140,9 @@ VMAP_REFUSED = {
     "sorted_values_comprehension": (TypeError, "sort keys must be scalars"),
     "sorted_generator": (TypeError, "sort keys must be scalars"),
     "gen_any_all": (astjax.TransformError, "vmap cannot batch the call to any"),
+    # which elements are kept differs per example (rb.select refuses lists whose
+    # lengths differ per lane; it used to zip them silently)
+    "filter_positive": (ValueError, "length differs per example"),
 }
 
 

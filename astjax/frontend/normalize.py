@@ -157,13 +157,22 @@ class _Lazy:
 
 
 @dataclass
+class Bound:
+    """``functools.partial(f, a, k=b)`` made in the function: f with operands bound."""
+
+    func: object
+    args: list
+    kwargs: dict
+
+
+@dataclass
 class _Mixed:
     """A name that holds a function on some paths and something else on others."""
 
     name: str
 
 
-_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, _Mixed)
+_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, Bound, _Mixed)
 
 
 @dataclass
@@ -770,6 +779,36 @@ class Normalizer:
             return _Walk(base.names, count, item)
         if fn is sorted:
             return self._sorted_walk(it)
+        if fn is map:
+            if len(it.args) < 2 or it.keywords or not self._denotes_function(it.args[0]):
+                self.error(it, "map() needs a function astjax can inline and sequences",
+                           "use a list comprehension", cls=TransformError)
+            f = self._static_element(it.args[0], "mapped")
+            inner = self._walk(gast.Call(func=gast.Name("zip", gast.Load(), None, None),
+                                         args=it.args[1:], keywords=[])) \
+                if len(it.args) > 2 else self._walk(it.args[1])
+
+            def item(idx):
+                x = inner.item(idx)
+                parts = [self._pack(p) for p in x] if len(it.args) > 2 else [self._pack(x)]
+                return self.call_element(f, parts, {}, it, "mapped", None)
+
+            return _Walk(inner.names, inner.count, item)
+        if fn is filter:
+            seq = self._materialize(it, "kept")
+            name = seq.name
+
+            def count(_=None):
+                n = self.tmp(name, "len")
+                self.emit(Prim(n, "len", [seq]))
+                return Var(n)
+
+            def item(idx):
+                x = self.tmp(name, "item")
+                self.emit(Prim(x, "getitem", [seq, Index((_name_op(idx),))]))
+                return Var(x)
+
+            return _Walk([name], count, item, seq=seq)
         view = self._dict_view(it)
         if view is not None:
             # d.items(): walk the keys and read d[k] (the key stays a plain key)
@@ -834,7 +873,7 @@ class Normalizer:
         """zip/enumerate/reversed/sorted when ``node`` calls one of them, else None."""
         if isinstance(node, gast.Call):
             fn = self.static_value(node.func)
-            if fn in (zip, enumerate, reversed, sorted):
+            if fn in (zip, enumerate, reversed, sorted, map, filter):
                 return fn
         return None
 
@@ -874,6 +913,8 @@ class Normalizer:
 
     def _materialize(self, node, hint):
         """``zip``/``enumerate``/``reversed``/``sorted``/``d.items()`` as a run-time list."""
+        if self._iter_helper(node) is filter:
+            return self._filtered(node, hint)
         walk = self._walk(node)
         what = self._dict_view(node) or self.static_value(node.func).__name__
         out = self.tmp(_hint_of(walk.names[0], hint) if walk.names else hint, what)
@@ -884,6 +925,31 @@ class Normalizer:
         with self.emitting(body):
             item = self._pack(walk.item(idx))
             self.emit(Prim(out, "append", [Var(out), item]))
+        self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+        return Var(out)
+
+    def _filtered(self, node, hint):
+        """``filter(pred, xs)``: the kept elements, appended under an ``if``."""
+        if len(node.args) != 2 or node.keywords:
+            self.error(node, "filter() takes a function (or None) and a sequence",
+                       cls=TransformError)
+        pred = node.args[0]
+        f = None
+        if not (isinstance(pred, gast.Constant) and pred.value is None):
+            if not self._denotes_function(pred):
+                self.error(pred, "filter() needs a function astjax can inline",
+                           "use a list comprehension with an if", cls=TransformError)
+            f = self._static_element(pred, "keep")
+        walk = self._walk(node.args[1])
+        out = self.tmp(walk.names[0] if walk.names else hint, "kept")
+        self.emit(Prim(out, "make_list", [()]))
+        n = walk.count()
+        idx = self.fresh("i")
+        body: list = []
+        with self.emitting(body):
+            x = self._pack(walk.item(idx))
+            keep = x if f is None else self.call_element(f, [x], {}, node, "keep", None)
+            self.emit(If(keep, [Prim(out, "append", [Var(out), x], loc=self.loc)], []))
         self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
         return Var(out)
 
@@ -1160,6 +1226,13 @@ class Normalizer:
                                      f"{node.attr!r}", cls=TransformError)
                 return getattr(base, node.attr)
             return None
+        if isinstance(node, gast.Call) and len(node.args) == 2 and not node.keywords and \
+                isinstance(node.args[1], gast.Constant) and isinstance(node.args[1].value, str) \
+                and self.static_value(node.func) is getattr:
+            # getattr(np, "sin"): a module path spelled as a call
+            base = self.static_value(node.args[0])
+            if isinstance(base, (types.ModuleType, type)) and hasattr(base, node.args[1].value):
+                return getattr(base, node.args[1].value)
         return None
 
     # -------------------------------------------------------------- expressions
@@ -1451,13 +1524,13 @@ class Normalizer:
                                      self._holds_functions(rest[0])):
                 return self._from_object(rest[0], node.id, rest[1])
             return None
-        if isinstance(node, gast.Attribute):
+        if isinstance(node, (gast.Attribute, gast.Call)):
             try:
                 obj = self.static_value(node)
             except TransformError:
                 return None
             if obj is not None and (self._is_function_object(obj) or self._holds_functions(obj)):
-                return self._from_object(obj, node.attr)
+                return self._from_object(obj, getattr(node, "attr", "f"))
         return None
 
     def _denotes_function(self, node):
@@ -1477,7 +1550,19 @@ class Normalizer:
                 isinstance(node.value, gast.Subscript) and self._denotes_function(node.value))
         if isinstance(node, gast.IfExp):
             return self._denotes_function(node.body) and self._denotes_function(node.orelse)
+        if isinstance(node, gast.Call):
+            if self._is_partial(node):
+                return True
+            return self._peek(node) is not None
         return False
+
+    def _is_partial(self, node):
+        """``functools.partial(f, ...)`` of a function astjax can inline."""
+        return isinstance(node, gast.Call) and node.args and not any(
+            isinstance(a, gast.Starred) for a in node.args) and all(
+            k.arg is not None for k in node.keywords) and \
+            self.static_value(node.func) is functools.partial and \
+            self._denotes_function(node.args[0])
 
     def _static_element(self, node, hint="f"):
         """Build the static element ``node`` denotes (see ``_denotes_function``)."""
@@ -1502,6 +1587,15 @@ class Normalizer:
             a = self._static_element(node.body, hint)
             b = self._static_element(node.orelse, hint)
             return FuncChoice([(test, a)], b)
+        if isinstance(node, gast.Call) and self._is_partial(node):
+            func = self._static_element(node.args[0], hint)
+            args = [self.arg_operand(a, hint) for a in node.args[1:]]
+            kwargs = {k.arg: self.arg_operand(k.value, k.arg) for k in node.keywords}
+            return Bound(func, args, kwargs)
+        if isinstance(node, gast.Call):
+            el = self._peek(node)
+            if el is not None:
+                return el
         if isinstance(node, gast.Subscript):
             seq = self._static_element(node.value, hint)
             if not isinstance(seq, StaticSeq):
@@ -1599,6 +1693,9 @@ class Normalizer:
             for st in tail:
                 self.out.append(st)
             return Var(out)
+        if isinstance(el, Bound):
+            return self.call_element(el.func, list(el.args) + list(args),
+                                     {**el.kwargs, **kwargs}, node, hint, target)
         if isinstance(el, _Mixed):
             self.error(node, f"{el.name!r} holds a function on some paths through the code "
                              "before this call and not on others",
@@ -1999,7 +2096,7 @@ class Normalizer:
             if kind == "func":
                 if isinstance(rest[0], ObjFunc):
                     return self.call_object(rest[0].obj, node, hint, target, discard)
-                if isinstance(rest[0], (StaticSeq, FuncChoice, _Mixed)):
+                if isinstance(rest[0], (StaticSeq, FuncChoice, Bound, _Mixed)):
                     args, kwargs = self.call_args(node, hint)
                     return self.call_element(rest[0], args, kwargs, node, hint, target)
                 return self.inline_local(rest[0], node, hint, target)
@@ -2008,7 +2105,8 @@ class Normalizer:
             obj = rest[0]
         elif isinstance(func, gast.Lambda):
             return self.inline_local(LocalFunc(func, self.scope), node, hint, target)
-        elif isinstance(func, (gast.Subscript, gast.IfExp)) and self._denotes_function(func):
+        elif isinstance(func, (gast.Subscript, gast.IfExp)) and self._denotes_function(func) or \
+                isinstance(func, gast.Call) and self._is_partial(func):
             el = self._static_element(func, hint)  # fs[0](x), fs[i](x), (f if c else g)(x)
             if isinstance(el, _STATIC_FUNCS):
                 args, kwargs = self.call_args(node, hint)
@@ -2092,7 +2190,8 @@ class Normalizer:
             if kind == "func":
                 return FuncArg(rest[0])
         if isinstance(node, (gast.List, gast.Tuple, gast.Dict, gast.Subscript, gast.IfExp)) \
-                and self._denotes_function(node) or isinstance(
+                and self._denotes_function(node) or isinstance(node, gast.Call) and \
+                self._is_partial(node) or isinstance(
                     node, (gast.Name, gast.Attribute)) and isinstance(self._peek(node),
                                                                       StaticSeq):
             el = self._static_element(node, hint)  # a list of functions, fs[0]...
@@ -2114,8 +2213,9 @@ class Normalizer:
                 return op.func.operand
             if isinstance(op.func, _Mixed):
                 self.call_element(op.func, [], {}, node, "", None)  # the error
-            if isinstance(op.func, (StaticSeq, FuncChoice)):
-                self.error(node, "a list of functions can only be looped over, indexed, or "
+            if isinstance(op.func, (StaticSeq, FuncChoice, Bound)):
+                self.error(node, "a list of functions, a function chosen at run time or a "
+                                 "partial can only be called, looped over, indexed, or "
                                  "passed to a Python function here",
                            "astjax inlines functions where they are called",
                            cls=TransformError)

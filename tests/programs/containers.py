@@ -4,7 +4,10 @@ Each function here is a user program the frontend must desugar without dropping 
 dependence on its inputs (issue 10, classes 6 and 10): the tests check every one
 under grad, jvp, vmap and jit against finite differences, loops and eager NumPy.
 """
+import functools
+
 import numpy as np
+
 
 
 def square(t):
@@ -510,3 +513,41 @@ def alias_and_unpack(x):
 
 def conditional_function_call(x):
     return np.sum((np.sin if np.sum(x) > 0 else np.cos)(x))
+
+
+# ----------------------------------------------------- map, filter, partial, getattr
+
+
+def map_over_rows(x):
+    return np.sum(np.stack(list(map(np.sin, x))))
+
+
+def map_two_sequences(xs, ys):
+    return sum(np.sum(v) for v in map(lambda a, b: a * np.tanh(b), xs, ys))
+
+
+def filter_positive(xs):
+    kept = list(filter(lambda a: np.sum(a) > 0, xs))
+    return sum(np.sum(a * a) for a in kept) + len(kept)
+
+
+def for_over_map(xs):
+    acc = 0.0
+    for i, v in enumerate(map(square, xs)):
+        acc = acc + (i + 1) * np.sum(v)
+    return acc
+
+
+def partial_made_inside(x, y):
+    times_x = functools.partial(np.multiply, x)
+    return np.sum(times_x(y) * np.sin(x))
+
+
+def partial_of_lambda(x, a):
+    g = functools.partial(lambda t, s: np.tanh(t * s), s=a)
+    return np.sum(g(x) + functools.partial(square)(x))
+
+
+def getattr_of_module(x):
+    f = getattr(np, "sin")
+    return np.sum(f(x) * getattr(np, "cos")(x))
