@@ -156,7 +156,12 @@ def select(pred, on_true, on_false):
     if isinstance(on_true, (list, tuple, dict)) and (
             len(on_true) != len(on_false) or isinstance(on_true, dict) and
             list(on_true) != list(on_false)):
-        # a list appended to (a dict filled) under an ``if`` that differs per example
+        # a list appended to (a dict filled) under an ``if``: fine when every lane
+        # takes the same branch, refused when the length would differ per example
+        if np.all(pred):
+            return on_true
+        if not np.any(pred):
+            return on_false
         raise ValueError("vmap: a list or dict whose length differs per example cannot be "
                          "batched (it grows under an if on a per-example value); use "
                          "np.where with a mask instead")

@@ -218,3 +218,64 @@ def test_vmap(name):
 def test_jit(name):
     f, args, _ = _case(name)
     np.testing.assert_allclose(astjax.jit(f)(*args), f(*args), rtol=1e-12)
+
+
+# ------------------------------------------------------------------ compositions
+
+
+def _tangents(args, argnums, seed=7):
+    rng = np.random.default_rng(seed)
+    return tuple(tree_util.tree_map(
+        lambda x: (rng.standard_normal(np.shape(x)) if isinstance(x, np.ndarray)
+                   else float(rng.standard_normal())) if _float_leaf(x) else None, a)
+        if i in argnums else tree_util.tree_map(
+            lambda x: np.zeros_like(x) if isinstance(x, np.ndarray) else 0.0, a)
+        for i, a in enumerate(args))
+
+
+def _tree_allclose(a, b, rtol, atol):
+    for x, y in zip(tree_util.tree_leaves(a), tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+
+
+# jvp of the gradient of a dict filled entry by entry in a loop (the same without a
+# comprehension: e = {}; for k in d: e[k] = ...) multiplies a None tangent of a cotangent
+# entry: an internal TypeError in transforms/forward.py, never a wrong number.
+HVP_BROKEN = {"dict_comprehension"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(
+    n, marks=pytest.mark.xfail(strict=True, raises=TypeError,
+                               reason="forward mode over a dict cotangent filled in a loop"))
+    if n in HVP_BROKEN else n for n in NAMES])
+def test_hessian_vector_product(name):
+    """jvp of grad (second order) against a central difference of the gradient."""
+    f, args, argnums = _case(name)
+    g = astjax.grad(f, argnums=argnums)
+    tangents = _tangents(args, argnums)
+    _, hvp = astjax.jvp(g, args, tangents)
+    eps = 1e-5
+    plus, minus = g(*_axpy(eps, tangents, args)), g(*_axpy(-eps, tangents, args))
+    expected = tree_util.tree_map(lambda p, m: (p - m) / (2 * eps), plus, minus)
+    _tree_allclose(hvp, expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_vmap_of_grad(name):
+    """Per-example gradients against a loop of grad."""
+    if name in VMAP_REFUSED:
+        pytest.skip("vmap refuses this program (test_vmap checks the error)")
+    f, _, argnums = _case(name)
+    examples = [_case(name, seed)[1] for seed in (3, 4)]
+    batched = tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *examples)
+    out = astjax.vmap(astjax.grad(f, argnums=argnums))(*batched)
+    loop = [astjax.grad(f, argnums=argnums)(*ex) for ex in examples]
+    expected = tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *loop)
+    _tree_allclose(out, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_jit_of_grad(name):
+    f, args, argnums = _case(name)
+    _tree_allclose(astjax.jit(astjax.grad(f, argnums=argnums))(*args),
+                   astjax.grad(f, argnums=argnums)(*args), rtol=1e-12, atol=1e-14)
