@@ -279,3 +279,65 @@ def test_jit_of_grad(name):
     f, args, argnums = _case(name)
     _tree_allclose(astjax.jit(astjax.grad(f, argnums=argnums))(*args),
                    astjax.grad(f, argnums=argnums)(*args), rtol=1e-12, atol=1e-14)
+
+
+# ------------------------------------------------------------------ located errors
+
+from pathlib import Path  # noqa: E402
+import re  # noqa: E402
+
+from programs import containers_bad as B  # noqa: E402
+
+
+def _marker(mark):
+    lines = Path(B.__file__).read_text(encoding="utf-8").splitlines()
+    hits = [i for i, t in enumerate(lines, 1) if t.rstrip().endswith(f"# @{mark}")]
+    assert len(hits) == 1, mark
+    return hits[0], lines[hits[0] - 1][:lines[hits[0] - 1].rindex("#")].strip()
+
+
+def _d(r):
+    return {"a": _n(r, 3), "b": _n(r, 3)}
+
+
+# program, args, marker, words the message must contain
+ERRORS = [
+    ("loop_rebinds_called_function", lambda r: (_n(r, 3),), "rebound",
+     "bound to another function later in the loop"),
+    ("function_or_value", lambda r: (_n(r, 3), 1.0), "mixed", "holds a function on some"),
+    ("list_of_functions_as_value", lambda r: (_n(r, 3),), "as_value", "list of functions"),
+    ("list_of_functions_called", lambda r: (_n(r, 3),), "called", "not callable"),
+    ("index_out_of_range", lambda r: (_n(r, 3),), "out_of_range", "out of range"),
+    ("missing_key", lambda r: (_n(r, 3),), "missing_key", "'cos' is not in the dict"),
+    ("run_time_index_of_mixed", lambda r: (_n(r, 3), 1), "mixed_index",
+     "choose among functions only"),
+    ("sorted_bad_keyword", lambda r: (_list(r),), "sorted_keyword", "unexpected keyword"),
+    ("dict_double_star", lambda r: (_d(r),), "double_star", "dict(**mapping)"),
+    ("zip_as_value", lambda r: (_list(r), _list(r)), "zip_value", "zip()"),
+    ("map_of_run_time_value", lambda r: (_list(r),), "map_value", "map()"),
+    ("unpack_mismatch", lambda r: (_list(r), _list(r)), "unpack", "cannot unpack 2 values"),
+]
+
+
+@pytest.mark.parametrize("transform", ["grad", "jvp", "vmap", "jit"])
+@pytest.mark.parametrize("name, build, mark, words", ERRORS, ids=[e[0] for e in ERRORS])
+def test_refused_with_a_located_error(name, build, mark, words, transform):
+    f = getattr(B, name)
+    args = build(np.random.default_rng(0))
+    run = {
+        "grad": lambda: astjax.grad(f)(*args),
+        "jvp": lambda: astjax.jvp(f, args, _tangents(args, (0,))),
+        "vmap": lambda: astjax.vmap(f, in_axes=(0,) + (None,) * (len(args) - 1))(
+            tree_util.tree_map(lambda x: np.stack([x, x]), args[0]), *args[1:]),
+        "jit": lambda: astjax.jit(f)(*args),
+    }[transform]
+    with pytest.raises(astjax.AstjaxError) as info:
+        run()
+    message = str(info.value)
+    lineno, code = _marker(mark)
+    assert words in message, message
+    assert Path(B.__file__).name in message and re.search(rf"\bline {lineno}\b", message), \
+        message
+    lines = message.splitlines()
+    quoted = [i for i, ln in enumerate(lines) if code in ln]
+    assert quoted and re.fullmatch(r"\s*\^+\s*", lines[quoted[0] + 1]), message
