@@ -106,6 +106,10 @@ CASES = {
     "partial_made_inside": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "partial_of_lambda": (lambda r: (_n(r, 3), 0.7), (0, 1)),
     "getattr_of_module": (lambda r: (_n(r, 3),), (0,)),
+    # lax control flow given function values
+    "lax_switch_on_list": (lambda r: (_n(r, 3), 2), (0,)),
+    "lax_cond_on_elements": (lambda r: (_n(r, 3),), (0,)),
+    "lax_fori_with_partial": (lambda r: (_n(r, 3) * 0.5, 0.6), (0, 1)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),

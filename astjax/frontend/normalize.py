@@ -2379,9 +2379,16 @@ class Normalizer:
             if kind == "func":
                 if isinstance(rest[0], ObjFunc):
                     return ("object", rest[0].obj)
-                return ("local", rest[0])
+                if isinstance(rest[0], LocalFunc):
+                    return ("local", rest[0])
+                return ("element", rest[0])  # a switch, a partial, a list (an error)
             if kind == "object" and callable(rest[0]):
                 return ("object", rest[0])
+        elif isinstance(node, (gast.Subscript, gast.IfExp, gast.Call)) and \
+                self._denotes_function(node):
+            el = self._static_element(node, "f")
+            if isinstance(el, _STATIC_FUNCS):
+                return ("element", el)
         else:
             obj = self.static_value(node)
             if obj is not None and callable(obj):
@@ -2394,6 +2401,8 @@ class Normalizer:
     def call_function_ref(self, ref, args, kwargs, node, hint, target):
         """Inline (or, for a primitive, emit) a call of ``ref`` on evaluated operands."""
         kind, value = ref
+        if kind == "element":
+            return self.call_element(value, args, kwargs, node, hint, target)
         generated = getattr(value, "_astjax_generated", None)
         if kind == "object" and generated is not None:
             value = generated()  # a transformed function: inline the code it runs

@@ -8,6 +8,8 @@ import functools
 
 import numpy as np
 
+from astjax import lax
+
 
 
 def square(t):
@@ -551,3 +553,21 @@ def partial_of_lambda(x, a):
 def getattr_of_module(x):
     f = getattr(np, "sin")
     return np.sum(f(x) * getattr(np, "cos")(x))
+
+
+# --------------------------------------------------------- lax with function values
+
+
+def lax_switch_on_list(x, i):
+    from_list = [np.sin, square, lambda t: np.tanh(t) * 2.0]
+    return np.sum(lax.switch(i, from_list, x))
+
+
+def lax_cond_on_elements(x):
+    fs = (np.sin, np.cos)
+    return np.sum(lax.cond(np.sum(x) > 0, fs[0], fs[1], x))
+
+
+def lax_fori_with_partial(x, a):
+    body = functools.partial(lambda i, c, s: c * s + np.sin(c), s=a)
+    return np.sum(lax.fori_loop(0, 3, body, x))
