@@ -2333,7 +2333,9 @@ class Normalizer:
         else:
             if len(pos) > len(params):
                 self.error(node, f"{prim.code}() takes at most {len(params)} positional "
-                                 f"arguments ({len(pos)} given)", cls=TransformError)
+                                 f"arguments ({len(pos)} given)",
+                           f"its parameters: {', '.join(p.lstrip('*') for p in params)}",
+                           cls=TransformError)
         for k, v in kwargs.items():
             if k not in params:
                 self.error(node, f"{prim.code}() got an unsupported keyword argument {k!r}",
