@@ -255,6 +255,17 @@ def refuse(what, why="its output's size differs per example"):
     raise ArgumentError(f"vmap cannot batch {what}: {why}")
 
 
+def contains(container, item):
+    """``item in container`` under vmap: membership in a dict's keys or a list of
+    Python values is the same for every example; with arrays it may not be."""
+    if isinstance(item, np.ndarray) or isinstance(container, np.ndarray) or (
+            isinstance(container, (list, tuple)) and any(
+                isinstance(c, np.ndarray) for c in container)):
+        refuse("`x in container` on arrays", "the answer may differ per example; "
+               "compare with np.any(container == x)")
+    return item in container
+
+
 def clamp_index(index, n):
     """lax.switch's clamped branch index, per example."""
     return np.clip(np.asarray(index), 0, n - 1).astype(int)

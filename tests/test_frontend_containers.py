@@ -110,6 +110,13 @@ CASES = {
     "lax_switch_on_list": (lambda r: (_n(r, 3), 2), (0,)),
     "lax_cond_on_elements": (lambda r: (_n(r, 3),), (0,)),
     "lax_fori_with_partial": (lambda r: (_n(r, 3) * 0.5, 0.6), (0, 1)),
+    # dict and list methods
+    "dict_get": (lambda r: (_dict(r, keys="ab"),), (0,)),
+    "dict_update": (lambda r: (_dict(r, keys="ab"), _n(r, 3)), (0, 1)),
+    "list_extend": (lambda r: (_list(r), _list(r, 2)), (0, 1)),
+    "items_as_value": (lambda r: (_dict(r),), (0,)),
+    "membership_in_dict": (lambda r: (_dict(r, keys="ab"),), (0,)),
+    "membership_in_array": (lambda r: (_n(r, 3), 0.5), (0,)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
@@ -144,6 +151,8 @@ VMAP_REFUSED = {
     "sorted_values_comprehension": (TypeError, "sort keys must be scalars"),
     "sorted_generator": (TypeError, "sort keys must be scalars"),
     "gen_any_all": (astjax.TransformError, "vmap cannot batch the call to any"),
+    # `v in x` may differ per example (rb.contains refuses arrays)
+    "membership_in_array": (astjax.AstjaxError, "cannot batch `x in container` on arrays"),
     # which elements are kept differs per example (rb.select refuses lists whose
     # lengths differ per lane; it used to zip them silently)
     "filter_positive": (ValueError, "length differs per example"),

@@ -188,6 +188,7 @@ SKIP = {
     "unsupported": "raises NotImplementedError by design",
     "unsupported_jvp": "raises NotImplementedError unless every tangent is None: no data",
     "not_none": "an `is not None` test on structure, never batched",
+    "contains": "`k in d`: membership in keys or a list (tests/test_frontend_containers.py)",
     "clamp_index": "lax.switch index: checked in test_vmap (batched index -> select)",
     "scan_length": "number of scan steps: a static fact of the per-example leading axis",
     "cum_axis": "an axis (int) computed from an axis: never batched",

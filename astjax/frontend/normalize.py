@@ -1358,8 +1358,15 @@ class Normalizer:
                 self.emit(Prim(tmp, "not_none", [left]))
                 self.emit(Prim(out, "not_", [Var(tmp)]))
             return
-        if name in ("Is", "IsNot", "In", "NotIn"):
-            # identity and membership tests: plain Python, never differentiated
+        if name in ("In", "NotIn"):
+            # membership: a fact about a container (its keys), never differentiated
+            result = self.tmp(out, "in") if name == "NotIn" else out
+            self.emit(Prim(result, "contains", [right, left]))
+            if name == "NotIn":
+                self.emit(Prim(out, "not_", [Var(result)]))
+            return
+        if name in ("Is", "IsNot"):
+            # identity tests: plain Python, never differentiated
             func = {"Is": operator.is_, "IsNot": operator.is_not,
                     "In": operator.contains, "NotIn": operator.contains}[name]
             args = [right, left] if name in ("In", "NotIn") else [left, right]
@@ -2284,6 +2291,9 @@ class Normalizer:
 
     def method_call(self, node, func, hint, target, discard):
         name = func.attr
+        handled = self._container_method(node, func, hint, target)
+        if handled is not None:
+            return handled
         if name == "append" and isinstance(func.value, gast.Name):
             lst = self.load_name(func.value.id, func.value)
             if not isinstance(lst, Var) or func.value.id not in self.scope.local_names:
@@ -2316,6 +2326,56 @@ class Normalizer:
         out = self._out(target, rhint, _short(prim.name))
         self.emit(Prim(out, prim.name, self.bind(prim, [receiver, *args], kwargs, node)))
         return Var(out)
+
+    def _container_method(self, node, func, hint, target):
+        """Dict and list methods whose values must keep their derivatives.
+
+        ``d.items()``/``keys()``/``values()`` as values, ``d.get(k, default)``,
+        ``d.update(...)`` and ``lst.extend(xs)`` become reads with ``getitem`` and
+        writes with ``d[k] = v``/``append``; a call left for run time would hand back
+        values with no derivative.  Returns None for any other method.
+        """
+        name = func.attr
+        if name in ("items", "keys", "values") and self._dict_view(node):
+            return self._materialize(node, hint)
+        if name == "get" and 1 <= len(node.args) <= 2 and not node.keywords:
+            d = self.expr(func.value, hint)
+            dh = _hint_of(d, hint)
+            key = self.expr(node.args[0], "key")
+            default = self.expr(node.args[1], dh) if len(node.args) > 1 else Const(None)
+            keys = self.tmp(dh, "keys")
+            self.emit(Prim(keys, "keys_list", [d]))
+            has = self.tmp(dh, "has")
+            self.emit(Prim(has, "contains", [Var(keys), key]))
+            out = self._out(target, dh, "get")
+            self.emit(If(Var(has), [Prim(out, "getitem", [d, Index((key,))], loc=self.loc)],
+                         [Copy(out, default, loc=self.loc)]))
+            return Var(out)
+        local = isinstance(func.value, gast.Name) and func.value.id in self.scope.local_names
+        if name == "update" and local and len(node.args) <= 1 and all(
+                k.arg is not None for k in node.keywords):
+            d = self.load_name(func.value.id, func.value)
+            if not isinstance(d, Var):
+                return None
+            if node.args:
+                self._fill_dict(d.name, node.args[0], d.name)
+            for kw in node.keywords:
+                self.emit(SetItem(d.name, Index((Const(kw.arg),)), self.expr(kw.value, d.name)))
+            return Const(None)
+        if name == "extend" and local and len(node.args) == 1 and not node.keywords:
+            lst = self.load_name(func.value.id, func.value)
+            if not isinstance(lst, Var):
+                return None
+            walk = self._walk(node.args[0])
+            n = walk.count()
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                item = self._pack(walk.item(idx))
+                self.emit(Prim(lst.name, "append", [lst, item]))
+            self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+            return Const(None)
+        return None
 
     def bind(self, prim, args, kwargs, node) -> list:
         """Match call operands to a primitive's parameters (NumPy's order and names)."""

@@ -571,3 +571,47 @@ def lax_cond_on_elements(x):
 def lax_fori_with_partial(x, a):
     body = functools.partial(lambda i, c, s: c * s + np.sin(c), s=a)
     return np.sum(lax.fori_loop(0, 3, body, x))
+
+
+# ------------------------------------------------------------ dict and list methods
+
+
+def dict_get(d):
+    return np.sum(d.get("a") * d.get("z", 2.0) + np.sin(d.get("b", 0.0)))
+
+
+def dict_update(d, x):
+    e = {}
+    e.update(d)
+    e.update(c=x * x)
+    return np.sum(e["a"] * e["c"] + e["b"])
+
+
+def list_extend(xs, ys):
+    zs = []
+    zs.extend(xs)
+    zs.extend(np.tanh(y) for y in ys)
+    return sum(np.sum(z * z) * (i + 1) for i, z in enumerate(zs))
+
+
+def items_as_value(d):
+    pairs = d.items()
+    acc = 0.0
+    for k, v in pairs:
+        acc = acc * 0.5 + np.sum(v * v)
+    return acc + np.sum(list(d.values())[0])
+
+
+def membership_in_dict(d):
+    acc = np.sum(d["a"])
+    if "b" in d:
+        acc = acc + np.sum(d["b"] ** 2)
+    if "z" not in d:
+        acc = acc * 2.0
+    return acc
+
+
+def membership_in_array(x, v):
+    if v in x:
+        return np.sum(x * 2.0)
+    return np.sum(np.sin(x))
