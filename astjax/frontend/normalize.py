@@ -539,7 +539,8 @@ class Normalizer:
         self.loc = self.location(st)
         test = self._protect_test(test, body + orelse)
         self._merge_functions(test, after_body, dict(funcs))
-        self.emit(If(test, body, orelse))
+        if body or orelse:  # branches that only bound functions leave nothing to run
+            self.emit(If(test, body, orelse))
         return j1 | j2
 
     def _merge_functions(self, test, if_true, if_false):
@@ -1498,8 +1499,9 @@ class Normalizer:
         return callable(obj) and not isinstance(obj, (type, types.ModuleType))
 
     def _holds_functions(self, obj, depth=0):
-        if depth > 4 or not isinstance(obj, (list, tuple, dict)):
-            return False
+        """A list/tuple/dict (nested, small) with a function among its entries."""
+        if depth > 4 or not isinstance(obj, (list, tuple, dict)) or len(obj) > 256:
+            return False  # a big container is data: looking through it would cost
         values = obj.values() if isinstance(obj, dict) else obj
         if isinstance(obj, dict) and not all(isinstance(k, (str, int)) for k in obj):
             return False
@@ -1612,8 +1614,12 @@ class Normalizer:
         return self.expr(node, hint)
 
     def _pinned(self, test, hint):
-        """A test operand copied to a fresh name, so later assignments cannot change it."""
-        if not isinstance(test, Var):
+        """A test operand copied to a fresh name, so later assignments cannot change it.
+
+        Temporaries the normalizer made are assigned once per execution of their
+        statement already; only a user's variable needs the copy.
+        """
+        if not isinstance(test, Var) or not self._is_user_variable(test.name):
             return test
         pin = self.tmp(hint, "pick")
         self.emit(Copy(pin, test))
@@ -1664,6 +1670,14 @@ class Normalizer:
                 hit = either
             cases.append((Var(hit), el))
         return FuncChoice(cases, None)
+
+    def _is_user_variable(self, name):
+        scope = self.scope
+        while scope is not None:
+            if any(isinstance(v, Var) and v.name == name for v in scope.rename.values()):
+                return True
+            scope = scope.parent
+        return False
 
     def call_element(self, el, args, kwargs, node, hint, target):
         """Call a static element on evaluated operands (inline it, or switch)."""
@@ -2053,7 +2067,7 @@ class Normalizer:
             for block in self._unrolled(elements, limits, run_one):
                 self.out.extend(block)
         else:
-            seqs, binder, count = self._iteration(it, gen.target)
+            _, binder, count = self._iteration(it, gen.target)
             idx = self.fresh("i")
             n = count(idx)
             body: list = []
@@ -2343,10 +2357,8 @@ class Normalizer:
             dh = _hint_of(d, hint)
             key = self.expr(node.args[0], "key")
             default = self.expr(node.args[1], dh) if len(node.args) > 1 else Const(None)
-            keys = self.tmp(dh, "keys")
-            self.emit(Prim(keys, "keys_list", [d]))
             has = self.tmp(dh, "has")
-            self.emit(Prim(has, "contains", [Var(keys), key]))
+            self.emit(Prim(has, "contains", [d, key]))
             out = self._out(target, dh, "get")
             self.emit(If(Var(has), [Prim(out, "getitem", [d, Index((key,))], loc=self.loc)],
                          [Copy(out, default, loc=self.loc)]))
