@@ -329,6 +329,11 @@ ERRORS = [
     ("zip_as_value", lambda r: (_list(r), _list(r)), "zip_value", "zip()"),
     ("map_of_run_time_value", lambda r: (_list(r),), "map_value", "map()"),
     ("unpack_mismatch", lambda r: (_list(r), _list(r)), "unpack", "cannot unpack 2 values"),
+    # a callee known only at run time: refused where it is called (it was a zero gradient)
+    ("functions_appended_at_run_time", lambda r: (_n(r, 3),), "appended",
+     "'f' holds a value computed at run time"),
+    ("function_from_data", lambda r: (_n(r, 3), [1.0]), "from_data",
+     "'g' holds a value computed at run time"),
 ]
 
 

@@ -2122,7 +2122,7 @@ class Normalizer:
                     return self.call_element(rest[0], args, kwargs, node, hint, target)
                 return self.inline_local(rest[0], node, hint, target)
             if kind == "local":
-                return self.external_call(node, rest[0], hint, target, func.id, discard)
+                self._refuse_run_time_callee(func, func.id)
             obj = rest[0]
         elif isinstance(func, gast.Lambda):
             return self.inline_local(LocalFunc(func, self.scope), node, hint, target)
@@ -2132,15 +2132,28 @@ class Normalizer:
             if isinstance(el, _STATIC_FUNCS):
                 args, kwargs = self.call_args(node, hint)
                 return self.call_element(el, args, kwargs, node, hint, target)
-            return self.external_call(node, el, hint, target, "call", discard)
+            self._refuse_run_time_callee(func, None)
         else:
             obj = self.static_value(func)
             if obj is None and isinstance(func, gast.Call):
                 obj = self.static_transform(func)
             if obj is None:
-                callee = self.expr(func, hint)
-                return self.external_call(node, callee, hint, target, "call", discard)
+                self._refuse_run_time_callee(func, None)
         return self.call_object(obj, node, hint, target, discard)
+
+    def _refuse_run_time_callee(self, func, name):
+        """A call of a function value computed at run time: refused where it is written.
+
+        Functions are bound when code is generated (inlined, or a primitive with its
+        rules); a callee known only at run time would be called with no derivative,
+        no batching rule and no shape rule, so its result would silently carry none.
+        """
+        what = f"{name}()" if name else "this call"
+        held = f"{name!r} holds" if name else "the callee is"
+        self.error(func, f"cannot differentiate through {what} or transform it: {held} a "
+                         "value computed at run time, not a function astjax can inline",
+                   "call the function directly, or hold functions in a list/dict literal "
+                   "(fs = [f, g]) and index or loop over it", cls=TransformError)
 
     def inline_jvp(self, node, hint, target):
         """``jvp(f, (x, ...), (t, ...))`` inside transformed code: inline f's jvp code."""

@@ -75,3 +75,15 @@ def unpack_mismatch(xs, ys):
     for a, b, c in zip(xs, ys):  # @unpack
         acc = acc + np.sum(a * b * c)
     return acc
+
+
+def functions_appended_at_run_time(x):
+    fs = []
+    fs.append(np.sin)
+    fs.append(square)
+    return np.sum(sum(f(x) for f in fs))  # @appended
+
+
+def function_from_data(x, table):
+    g = table[0]
+    return np.sum(g(x))  # @from_data
