@@ -117,6 +117,7 @@ CASES = {
     "items_as_value": (lambda r: (_dict(r),), (0,)),
     "membership_in_dict": (lambda r: (_dict(r, keys="ab"),), (0,)),
     "membership_in_array": (lambda r: (_n(r, 3), 0.5), (0,)),
+    "global_function_list_as_value": (lambda r: (_n(r, 3),), (0,)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),

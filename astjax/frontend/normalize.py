@@ -9,9 +9,18 @@ What happens here, in one pass over the AST:
   the user's variables (``outputs = jnp.dot(inputs, W) + b`` becomes
   ``outputs_dot = np.dot(inputs, W)`` and ``outputs = outputs_dot + b``);
 * everyday Python is desugared: ``a if c else b``, ``and``/``or``, chained
-  comparisons, comprehensions, augmented and tuple assignment, ``for`` over
-  sequences/zip/enumerate/reversed, ``break``/``continue``/early ``return`` (flags and
-  guards), ``lst.append``;
+  comparisons, comprehensions (list, generator, dict), augmented and tuple
+  assignment, ``break``/``continue``/early ``return`` (flags and guards),
+  ``lst.append``/``extend``, ``d.get``/``update``, ``dict(...)``;
+* iteration helpers compose without building lists (``_walk``): ``zip``,
+  ``enumerate``, ``reversed``, ``sorted`` (a permutation from ``rt.sort_order``, the
+  elements gathered with ``getitem``), ``map``, ``filter``, dict views.  Every element
+  is read from its container with ``getitem``, so no dependence is dropped;
+* functions are values bound when code is generated: ``f = np.sin``, lists, tuples
+  and dicts of functions (loops over them are unrolled), ``fs[0]``, partials made in
+  the function; a choice made at run time (``fs[i]``, ``f if c else g``, a name
+  bound differently in the branches of an ``if``) becomes a switch.  A call of a
+  value computed at run time is refused where it is written;
 * calls to user functions, nested ``def``s and lambdas are inlined, with their
   locals renamed apart;
 * anything unsupported raises ``TransformError`` at the user's line.
@@ -1188,6 +1197,13 @@ class Normalizer:
         if kind == "func":
             if isinstance(rest[0], ObjFunc):
                 return rest[0].operand
+            if isinstance(rest[0], StaticSeq) and rest[0].operand is not None:
+                return rest[0].operand  # a global list of functions, used as a value
+            if isinstance(rest[0], StaticSeq):
+                self.error(node, f"{name!r} is a list of functions: it can only be looped "
+                                 "over, indexed, or passed to a Python function here",
+                           "astjax inlines functions where they are called",
+                           cls=TransformError)
             self.error(node, f"function {name!r} can only be called here",
                        "astjax inlines local functions at their call sites")
         return self.object_operand(rest[0], name, rest[1])
@@ -1500,7 +1516,7 @@ class Normalizer:
 
     def _holds_functions(self, obj, depth=0):
         """A list/tuple/dict (nested, small) with a function among its entries."""
-        if depth > 4 or not isinstance(obj, (list, tuple, dict)) or len(obj) > 256:
+        if depth > 4 or type(obj) not in (list, tuple, dict) or len(obj) > 256:
             return False  # a big container is data: looking through it would cost
         values = obj.values() if isinstance(obj, dict) else obj
         if isinstance(obj, dict) and not all(isinstance(k, (str, int)) for k in obj):

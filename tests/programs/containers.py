@@ -615,3 +615,9 @@ def membership_in_array(x, v):
     if v in x:
         return np.sum(x * 2.0)
     return np.sum(np.sin(x))
+
+
+def global_function_list_as_value(x):
+    fs = FUNCS
+    n = len(fs)
+    return np.sum(fs[0](x)) * n + np.sum(x) * len(FUNCS)
