@@ -118,6 +118,8 @@ CASES = {
     "membership_in_dict": (lambda r: (_dict(r, keys="ab"),), (0,)),
     "membership_in_array": (lambda r: (_n(r, 3), 0.5), (0,)),
     "global_function_list_as_value": (lambda r: (_n(r, 3),), (0,)),
+    "list_pop_insert": (lambda r: (_list(r),), (0,)),
+    "dict_pop_setdefault": (lambda r: (_dict(r, keys="ab"), _n(r, 3)), (0, 1)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),

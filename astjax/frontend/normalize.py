@@ -2403,6 +2403,73 @@ class Normalizer:
             for kw in node.keywords:
                 self.emit(SetItem(d.name, Index((Const(kw.arg),)), self.expr(kw.value, d.name)))
             return Const(None)
+        if name == "pop" and local and not node.keywords and len(node.args) in (0, 2):
+            # lst.pop() (a list), d.pop(k, default) (a dict); d.pop(k) stays ambiguous
+            seq = self.load_name(func.value.id, func.value)
+            if not isinstance(seq, Var):
+                return None
+            out = self._out(target, seq.name, "popped")
+            if not node.args:
+                self.emit(Prim(out, "getitem", [seq, Index((Const(-1),))]))
+                self.emit(Prim(seq.name, "getitem",
+                               [seq, Index((SliceAtom(None, Const(-1), None),))]))
+                return Var(out)
+            key = self.expr(node.args[0], "key")
+            default = self.expr(node.args[1], seq.name)
+            has = self.tmp(seq.name, "has")
+            self.emit(Prim(has, "contains", [seq, key]))
+            self.emit(If(Var(has), [Prim(out, "getitem", [seq, Index((key,))], loc=self.loc)],
+                         [Copy(out, default, loc=self.loc)]))
+            rest = self.tmp(seq.name, "rest")
+            self.emit(Prim(rest, "make_dict", [Const(()), ()]))
+            keys = self.tmp(seq.name, "keys")
+            self.emit(Prim(keys, "keys_list", [seq]))
+            n = self.tmp(keys, "len")
+            self.emit(Prim(n, "len", [Var(keys)]))
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(keys), Index((Var(idx),))]))
+                other = self.tmp(k, "other")
+                ne = P.BY_OPERATOR["NotEq"]
+                self.emit(Prim(other, ne.name, self.bind(ne, [Var(k), key], {}, node)))
+                v = self.fresh("value")
+                self.emit(If(Var(other), [Prim(v, "getitem", [seq, Index((Var(k),))],
+                                               loc=self.loc),
+                                          SetItem(rest, Index((Var(k),)), Var(v),
+                                                  loc=self.loc)], []))
+            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
+            self.emit(Copy(seq.name, Var(rest)))
+            return Var(out)
+        if name == "setdefault" and local and len(node.args) == 2 and not node.keywords:
+            d = self.load_name(func.value.id, func.value)
+            if not isinstance(d, Var):
+                return None
+            key = self.expr(node.args[0], "key")
+            default = self.expr(node.args[1], d.name)
+            has = self.tmp(d.name, "has")
+            self.emit(Prim(has, "contains", [d, key]))
+            self.emit(If(Var(has), [], [SetItem(d.name, Index((key,)), default, loc=self.loc)]))
+            out = self._out(target, d.name, "value")
+            self.emit(Prim(out, "getitem", [d, Index((key,))]))
+            return Var(out)
+        if name == "insert" and local and len(node.args) == 2 and not node.keywords:
+            lst = self.load_name(func.value.id, func.value)
+            if not isinstance(lst, Var):
+                return None
+            at = self.expr(node.args[0], "at")
+            item = self.expr(node.args[1], lst.name)
+            head = self.tmp(lst.name, "head")
+            self.emit(Prim(head, "getitem", [lst, Index((SliceAtom(None, at, None),))]))
+            tail = self.tmp(lst.name, "tail")
+            self.emit(Prim(tail, "getitem", [lst, Index((SliceAtom(at, None, None),))]))
+            mid = self.tmp(lst.name, "new")
+            self.emit(Prim(mid, "make_list", [(item,)]))
+            add = P.BY_OPERATOR["Add"]
+            self.emit(Prim(head, add.name, self.bind(add, [Var(head), Var(mid)], {}, node)))
+            self.emit(Prim(lst.name, add.name, self.bind(add, [Var(head), Var(tail)], {}, node)))
+            return Const(None)
         if name == "extend" and local and len(node.args) == 1 and not node.keywords:
             lst = self.load_name(func.value.id, func.value)
             if not isinstance(lst, Var):

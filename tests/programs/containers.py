@@ -621,3 +621,19 @@ def global_function_list_as_value(x):
     fs = FUNCS
     n = len(fs)
     return np.sum(fs[0](x)) * n + np.sum(x) * len(FUNCS)
+
+
+def list_pop_insert(xs):
+    ys = list(xs)
+    last = ys.pop()
+    ys.insert(1, last * 2.0)
+    return sum(np.sum(y) * (i + 1) for i, y in enumerate(ys)) + len(ys)
+
+
+def dict_pop_setdefault(d, x):
+    e = dict(d)
+    a = e.pop("a", 0.0)
+    z = e.pop("z", x)
+    b = e.setdefault("b", 1.0)
+    c = e.setdefault("c", x * x)
+    return np.sum(a * b + z * c) + len(e)
