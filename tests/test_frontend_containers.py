@@ -120,6 +120,11 @@ CASES = {
     "global_function_list_as_value": (lambda r: (_n(r, 3),), (0,)),
     "list_pop_insert": (lambda r: (_list(r),), (0,)),
     "dict_pop_setdefault": (lambda r: (_dict(r, keys="ab"), _n(r, 3)), (0, 1)),
+    # sorting and reversing in place: assigned back, never left to a run-time effect
+    "list_sort_in_place": (lambda r: (_n(r, 3),), (0,)),
+    "list_sort_key_in_place": (lambda r: (_list(r),), (0,)),
+    "array_sort_in_place": (lambda r: (_n(r, 3),), (0,)),
+    "list_reverse_in_place": (lambda r: (_list(r), _n(r, 3)), (0, 1)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
@@ -153,6 +158,7 @@ VMAP_REFUSED = {
     "sorted_scalars": (TypeError, "sort keys must be scalars"),
     "sorted_values_comprehension": (TypeError, "sort keys must be scalars"),
     "sorted_generator": (TypeError, "sort keys must be scalars"),
+    "list_sort_key_in_place": (TypeError, "sort keys must be scalars"),
     "gen_any_all": (astjax.TransformError, "vmap cannot batch the call to any"),
     # `v in x` may differ per example (rb.contains refuses arrays)
     "membership_in_array": (astjax.AstjaxError, "cannot batch `x in container` on arrays"),
@@ -337,6 +343,11 @@ ERRORS = [
      "'f' holds a value computed at run time"),
     ("function_from_data", lambda r: (_n(r, 3), [1.0]), "from_data",
      "'g' holds a value computed at run time"),
+    # calls made for their effect on an array: the derivative would follow old values
+    ("list_clear", lambda r: (_list(r),), "clear", "ys.clear() is called for its effect"),
+    ("array_fill", lambda r: (_n(r, 3),), "fill", "y.fill() is called for its effect"),
+    ("numpy_shuffle", lambda r: (_n(r, 3),), "shuffle", "is called for its effect"),
+    ("numpy_copyto", lambda r: (_n(r, 3),), "copyto", "is called for its effect"),
 ]
 
 
@@ -360,5 +371,7 @@ def test_refused_with_a_located_error(name, build, mark, words, transform):
     assert Path(B.__file__).name in message and re.search(rf"\bline {lineno}\b", message), \
         message
     lines = message.splitlines()
-    quoted = [i for i, ln in enumerate(lines) if code in ln]
+    at = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("File ")][0]
+    quoted = [i for i, ln in enumerate(lines) if i > at and code in ln]
     assert quoted and re.fullmatch(r"\s*\^+\s*", lines[quoted[0] + 1]), message
+    assert "hint:" in message, message

@@ -733,9 +733,11 @@ class Normalizer:
         fn = self.static_value(it.func) if isinstance(it, gast.Call) else None
         if fn is zip:
             if it.keywords:
-                self.error(it, "zip() keyword arguments are not supported")
+                self.error(it, "zip() keyword arguments are not supported",
+                           "zip the sequences without strict=")
             if not it.args:
-                self.error(it, "zip() needs at least one sequence")
+                self.error(it, "zip() needs at least one sequence",
+                           "zip(xs, ys) walks xs and ys together")
             walks = [self._walk(a) for a in it.args]
 
             def count(_=None):
@@ -751,7 +753,8 @@ class Normalizer:
         if fn is enumerate:
             if not it.args or len(it.args) > 2 or it.keywords and (
                     len(it.keywords) > 1 or it.keywords[0].arg != "start" or len(it.args) > 1):
-                self.error(it, "enumerate() takes a sequence and an optional start")
+                self.error(it, "enumerate() takes a sequence and an optional start",
+                           "enumerate(xs) or enumerate(xs, 1)")
             base = self._walk(it.args[0])
             start_node = it.args[1] if len(it.args) > 1 else (
                 it.keywords[0].value if it.keywords else None)
@@ -770,7 +773,8 @@ class Normalizer:
             return _Walk(base.names, base.count, item)
         if fn is reversed:
             if len(it.args) != 1 or it.keywords:
-                self.error(it, "reversed() takes exactly one sequence")
+                self.error(it, "reversed() takes exactly one sequence",
+                           "reversed(xs)")
             base = self._walk(it.args[0])
             counted: list = []
 
@@ -872,7 +876,9 @@ class Normalizer:
                     isinstance(e, gast.Starred) for e in target.elts):
                 if len(target.elts) != len(item):
                     self.error(target, f"cannot unpack {len(item)} values into "
-                                       f"{len(target.elts)} names", cls=TransformError)
+                                       f"{len(target.elts)} names",
+                               "use as many names as the items have values",
+                               cls=TransformError)
                 for t, x in zip(target.elts, item):
                     self._bind_item(t, x)
                 return
@@ -942,6 +948,7 @@ class Normalizer:
         """``filter(pred, xs)``: the kept elements, appended under an ``if``."""
         if len(node.args) != 2 or node.keywords:
             self.error(node, "filter() takes a function (or None) and a sequence",
+                       "filter(f, xs), or a list comprehension with an if",
                        cls=TransformError)
         pred = node.args[0]
         f = None
@@ -974,7 +981,7 @@ class Normalizer:
         """
         if len(node.args) != 1:
             self.error(node, "sorted() takes exactly one positional argument",
-                       cls=TransformError)
+                       "sorted(xs, key=f, reverse=True)", cls=TransformError)
         key = reverse = None
         for kw in node.keywords:
             if kw.arg == "key":
@@ -983,7 +990,7 @@ class Normalizer:
                 reverse = kw.value
             else:
                 self.error(node, f"sorted() got an unexpected keyword {kw.arg!r}",
-                           cls=TransformError)
+                           "sorted() takes key= and reverse=", cls=TransformError)
         if key is not None and isinstance(key, gast.Constant) and key.value is None:
             key = None
         base = self._walk(node.args[0])
@@ -1600,7 +1607,8 @@ class Normalizer:
             return self.expr(node, hint)
         if isinstance(node, (gast.List, gast.Tuple)):
             if any(isinstance(e, gast.Starred) for e in node.elts):
-                self.error(node, "starred items in a list of functions are not supported")
+                self.error(node, "starred items in a list of functions are not supported",
+                           "list the functions one by one")
             return StaticSeq([self._static_element(e, hint) if self._denotes_function(e)
                               else self.expr(e, hint) for e in node.elts])
         if isinstance(node, gast.Dict):
@@ -1625,7 +1633,7 @@ class Normalizer:
             seq = self._static_element(node.value, hint)
             if not isinstance(seq, StaticSeq):
                 self.error(node, "only a list, tuple or dict of functions can be indexed here",
-                           cls=TransformError)
+                           "hold the functions in a list/dict literal", cls=TransformError)
             return self._static_index(seq, node, hint)
         return self.expr(node, hint)
 
@@ -1652,21 +1660,22 @@ class Normalizer:
             if seq.keys is None and all(b is None or isinstance(b, int) for b in bounds):
                 return StaticSeq(seq.items[slice(*bounds)])
             self.error(node, "a list of functions can be sliced with constant bounds only",
-                       cls=TransformError)
+                       "slice with numbers (fs[1:]), or index it", cls=TransformError)
         if isinstance(index, Const):
             k = index.value
             if seq.keys is not None:
                 if k not in seq.keys:
-                    self.error(node, f"key {k!r} is not in the dict of functions "
-                                     f"(keys: {', '.join(map(repr, seq.keys))})",
+                    self.error(node, f"key {k!r} is not in the dict of functions",
+                               f"its keys: {', '.join(map(repr, seq.keys))}",
                                cls=TransformError)
                 return seq.items[seq.keys.index(k)]
             if not isinstance(k, int) or not -n <= k < n:
                 self.error(node, f"index {k!r} is out of range for a list of {n} functions",
-                           cls=TransformError)
+                           f"use an index from {-n} to {n - 1}", cls=TransformError)
             return seq.items[k]
         if not isinstance(index, Var):
-            self.error(node, "unsupported index into a list of functions", cls=TransformError)
+            self.error(node, "unsupported index into a list of functions",
+                       "index with a number or an integer variable", cls=TransformError)
         if not all(isinstance(e, (LocalFunc, ObjFunc, FuncChoice)) for e in seq.items):
             self.error(node, "a run-time index can choose among functions only",
                        "index the list with a constant, or hold only functions in it",
@@ -1702,7 +1711,8 @@ class Normalizer:
         if isinstance(el, ObjFunc):
             obj = el.obj
             if P.lookup_callable(obj) is None and not (
-                    isinstance(obj, (functools.partial, types.MethodType)) or (
+                    isinstance(obj, functools.partial) or isinstance(
+                        obj, types.MethodType) and not _is_library(obj.__func__) or (
                         isinstance(obj, types.FunctionType) and not _is_library(obj)) or
                     getattr(obj, "_astjax_generated", None) is not None):
                 args = [self.plain(a, node) for a in args]
@@ -1796,7 +1806,7 @@ class Normalizer:
                     s = node.args[1] if len(node.args) > 1 else node.keywords[0].value
                     if not isinstance(s, gast.Constant) or not isinstance(s.value, int):
                         self.error(s, "enumerate() over functions needs a constant start",
-                                   cls=TransformError)
+                                   "write the start as a number", cls=TransformError)
                     start = s.value
                 els, limits = self._static_items(node.args[0])
                 return [[Const(start + k), e] for k, e in enumerate(els)], limits
@@ -1804,18 +1814,22 @@ class Normalizer:
                 els, limits = self._static_items(node.args[0])
                 if limits:
                     self.error(node, "reversed() of a zip holding functions is not supported",
+                               "reverse the list of functions itself: zip(fs[::-1], ...)",
                                cls=TransformError)
                 return list(reversed(els)), limits
             seq = self._static_element(node.func.value)
             if not isinstance(seq, StaticSeq) or seq.keys is None:
-                self.error(node, f"{node.func.attr}() needs a dict", cls=TransformError)
+                self.error(node, f"{node.func.attr}() needs a dict",
+                           "call it on a dict of functions", cls=TransformError)
             keys = [Const(k) for k in seq.keys]
             view = node.func.attr
             return ([list(p) for p in zip(keys, seq.items)] if view == "items" else
                     keys if view == "keys" else list(seq.items)), []
         seq = self._static_element(node)
         if not isinstance(seq, StaticSeq):
-            self.error(node, "expected a list, tuple or dict of functions", cls=TransformError)
+            self.error(node, "expected a list, tuple or dict of functions",
+                       "loop over a list of functions, or over a sequence of values",
+                       cls=TransformError)
         return ([Const(k) for k in seq.keys] if seq.keys is not None else list(seq.items)), []
 
     def _bind_static(self, target, el):
@@ -1827,7 +1841,9 @@ class Normalizer:
                 if len(target.elts) != len(el) or any(
                         isinstance(e, gast.Starred) for e in target.elts):
                     self.error(target, f"cannot unpack {len(el)} values into "
-                                       f"{len(target.elts)} names", cls=TransformError)
+                                       f"{len(target.elts)} names",
+                               "use as many names as the items have values",
+                               cls=TransformError)
                 for t, e in zip(target.elts, el):
                     self._bind_static(t, e)
                 return
@@ -1845,7 +1861,8 @@ class Normalizer:
                     el.keys is None:
                 self._bind_static(target, list(el.items))
                 return
-            self.error(target, "cannot unpack this function value", cls=TransformError)
+            self.error(target, "cannot unpack this function value",
+                       "assign it to one name", cls=TransformError)
         self.assign_operand(target, el)
 
     def _unrolled(self, elements, limits, run_one):
@@ -1946,7 +1963,7 @@ class Normalizer:
         """
         if len(node.args) > 1:
             self.error(node, "dict() takes at most one positional argument",
-                       cls=TransformError)
+                       "dict(mapping_or_pairs, key=value, ...)", cls=TransformError)
         if any(k.arg is None for k in node.keywords):
             self.error(node, "dict(**mapping) is not supported here",
                        "copy it with dict(mapping), then set further entries")
@@ -2313,7 +2330,8 @@ class Normalizer:
             out = self._out(target, hint, _short(name))
             self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
             return Var(out)
-        if isinstance(obj, functools.partial) or isinstance(obj, types.MethodType) or (
+        if isinstance(obj, functools.partial) or (isinstance(obj, types.MethodType) and not
+                                                  _is_library(obj.__func__)) or (
                 isinstance(obj, types.FunctionType) and not _is_library(obj)) or getattr(
                 obj, "_astjax_generated", None) is not None:
             return self.inline_callable(obj, node, hint, target)
@@ -2326,11 +2344,43 @@ class Normalizer:
         args = [self.plain(a, node) for a in args]
         kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
         if discard and target is None:
+            self._refuse_effect(node, callee, label)
             self.emit(External(None, callee, args, kwargs))
             return Const(None)
         out = self._out(target, hint, _short(label))
         self.emit(External(out, callee, args, kwargs))
         return Var(out)
+
+    def _refuse_effect(self, node, callee, label, method=None):
+        """A call made for its effect on an array (its result unused) is refused.
+
+        NumPy functions and methods called without using their result change an
+        argument in place (``np.random.shuffle(x)``, ``np.copyto(a, b)``, ``x.sort()``,
+        ``x.fill(0)``); the core form would not know, and the derivative would follow
+        the old values.  Calls of other libraries (print, logging) stay.
+        """
+        obj = None
+        if isinstance(callee, Var):
+            entry = self.env.entries.get(callee.name)
+            if entry is None:
+                obj = _RUN_TIME
+            elif entry[0] == "value":
+                obj = entry[1]
+            elif entry[0] == "global":
+                obj = entry[1].get(entry[2])
+        if method is not None and obj is _RUN_TIME:
+            self.error(node, f"{label}.{method}() is called for its effect on {label} (its "
+                             "result is not used): astjax cannot follow an in-place change",
+                       f"build the new value and assign it ({label} = ...)",
+                       cls=TransformError)
+        if obj is _RUN_TIME:
+            return
+        owner = obj if method is None else type(obj)
+        if (getattr(owner, "__module__", "") or "").split(".")[0] == "numpy":
+            what = f"{label}.{method}()" if method else f"{label}()"
+            self.error(node, f"{what} is called for its effect on its arguments (its result "
+                             "is not used): astjax cannot follow an in-place change",
+                       "compute a new array and assign it instead", cls=TransformError)
 
     def method_call(self, node, func, hint, target, discard):
         name = func.attr
@@ -2355,6 +2405,7 @@ class Normalizer:
             args = [self.plain(a, node) for a in args]
             kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
             if discard and target is None:
+                self._refuse_effect(node, receiver, rhint, method=name)
                 self.emit(External(None, receiver, args, kwargs, method=name))
                 return Const(None)
             out = self._out(target, rhint, _short(name))
@@ -2403,6 +2454,31 @@ class Normalizer:
             for kw in node.keywords:
                 self.emit(SetItem(d.name, Index((Const(kw.arg),)), self.expr(kw.value, d.name)))
             return Const(None)
+        if name in ("sort", "reverse") and local and not node.args:
+            seq = self.load_name(func.value.id, func.value)
+            if not isinstance(seq, Var):
+                return None
+            kws = {k.arg for k in node.keywords}
+            if name == "reverse" and not kws:
+                self.emit(Prim(seq.name, "getitem",
+                               [seq, Index((SliceAtom(None, None, Const(-1)),))]))
+                return Const(None)
+            if name == "sort" and kws <= {"key", "reverse"} and kws:
+                # a list sorted in place: sorted() of it, assigned back
+                call = gast.Call(func=gast.Name("sorted", gast.Load(), None, None),
+                                 args=[func.value], keywords=node.keywords)
+                gast.copy_location(call, node)
+                self.emit(Copy(seq.name, self._materialize(call, seq.name)))
+                return Const(None)
+            if name == "sort" and kws <= {"axis", "kind"}:
+                # an array (or a list of numbers) sorted in place: np.sort, assigned back
+                as_array = P.lookup_callable(np.asarray)
+                self.emit(Prim(seq.name, as_array.name, self.bind(as_array, [seq], {}, node)))
+                prim = P.lookup_callable(np.sort)
+                kwargs = {k.arg: self.expr(k.value, seq.name) for k in node.keywords}
+                self.emit(Prim(seq.name, prim.name, self.bind(prim, [seq], kwargs, node)))
+                return Const(None)
+            return None
         if name == "pop" and local and not node.keywords and len(node.args) in (0, 2):
             # lst.pop() (a list), d.pop(k, default) (a dict); d.pop(k) stays ambiguous
             seq = self.load_name(func.value.id, func.value)
@@ -2688,6 +2764,8 @@ class Normalizer:
             self.scope = saved
         return out
 
+
+_RUN_TIME = object()  # a callee or receiver known only at run time
 
 _CANONICAL_MODULES = {"numpy": "np", "astjax.runtime_array": "ra", "astjax.runtime": "rt",
                       "astjax.runtime_batch": "rb", "math": "math"}

@@ -637,3 +637,30 @@ def dict_pop_setdefault(d, x):
     b = e.setdefault("b", 1.0)
     c = e.setdefault("c", x * x)
     return np.sum(a * b + z * c) + len(e)
+
+
+# ------------------------------------------------- sorting and reversing in place
+
+
+def list_sort_in_place(x):
+    ys = [x[0], x[1] * 2.0, x[2] - 1.0]
+    ys.sort()
+    return ys[0] * 3.0 + ys[2]
+
+
+def list_sort_key_in_place(xs):
+    ys = list(xs)
+    ys.sort(key=lambda a: np.sum(a), reverse=True)
+    return np.sum(ys[0] * 2.0 + ys[-1])
+
+
+def array_sort_in_place(x):
+    y = x * 1.5
+    y.sort()
+    return y[0] * 3.0 + y[-1]
+
+
+def list_reverse_in_place(xs, w):
+    ys = list(xs)
+    ys.reverse()
+    return np.sum(ys[0] * w)

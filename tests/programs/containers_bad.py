@@ -87,3 +87,27 @@ def functions_appended_at_run_time(x):
 def function_from_data(x, table):
     g = table[0]
     return np.sum(g(x))  # @from_data
+
+
+def list_clear(xs):
+    ys = list(xs)
+    ys.clear()  # @clear
+    return len(ys) + np.sum(xs[0])
+
+
+def array_fill(x):
+    y = x * 2.0
+    y.fill(1.0)  # @fill
+    return np.sum(y * x)
+
+
+def numpy_shuffle(x):
+    y = x * 2.0
+    np.random.shuffle(y)  # @shuffle
+    return np.sum(y * x)
+
+
+def numpy_copyto(x):
+    y = np.zeros(3)
+    np.copyto(y, x)  # @copyto
+    return np.sum(y * x)
