@@ -125,6 +125,7 @@ CASES = {
     "list_sort_key_in_place": (lambda r: (_list(r),), (0,)),
     "array_sort_in_place": (lambda r: (_n(r, 3),), (0,)),
     "list_reverse_in_place": (lambda r: (_list(r), _n(r, 3)), (0, 1)),
+    "funcs_return_continue": (lambda r: (_n(r, 3) + 0.8,), (0,)),
     # dict(...) construction
     "dict_keywords": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),
     "dict_zip_literal": (lambda r: (_n(r, 3), _n(r, 3)), (0, 1)),

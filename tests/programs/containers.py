@@ -664,3 +664,15 @@ def list_reverse_in_place(xs, w):
     ys = list(xs)
     ys.reverse()
     return np.sum(ys[0] * w)
+
+
+def funcs_return_continue(x):
+    fs = [np.sin, square, np.tanh, np.cos]
+    acc = 0.0
+    for i, f in enumerate(fs):
+        if i == 1:
+            continue
+        acc = acc + f(x)
+        if np.sum(acc) > 2.5:
+            return np.sum(acc * x)
+    return np.sum(acc)
