@@ -26,6 +26,8 @@ register(Primitive("append", rt.append, "rt.append", ("lst", "item"), diff=("lst
 register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="structural"),
          callables=(builtins.list, builtins.tuple))
 register(Primitive("keys_list", rt.keys_list, "rt.keys_list", ("x",), kind="static"))
+register(Primitive("sort_order", rt.sort_order, "rt.sort_order", ("keys", "reverse"),
+                   defaults={"reverse": False}, kind="static"))
 register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff=("x",),
                    kind="structural"))
 register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,
@@ -113,6 +115,9 @@ register(Primitive("push", rt.push, "rt.push", ("tape", "value"), kind="tape"))
 register(Primitive("pop", rt.pop, "rt.pop", ("tape",), diff=("tape",), kind="tape"))
 register(Primitive("new_tape", rt.new_tape, "rt.new_tape", (), kind="tape"))
 register(Primitive("not_none", lambda x: x is not None, "rt.not_none", ("x",), kind="compare"))
+# ``item in container`` (membership in a dict's keys, a list): a fact, never a derivative
+register(Primitive("contains", lambda container, item: item in container, "rt.contains",
+                   ("container", "item"), kind="compare"))
 register(Primitive("getattr", getattr, "getattr", ("x", "name"), diff=("x",),
                    kind="structural"))
 register(Primitive("attr_cotangent", rt.attr_cotangent, "rt.attr_cotangent",
@@ -121,6 +126,7 @@ register(Primitive("attr_of", rt.attr_of, "rt.attr_of", ("x", "name"), kind="oth
 PRINTERS.update({
     "new_tape": lambda s: "[]",
     "not_none": lambda s: f"{format_operand(s.args[0])} is not None",
+    "contains": lambda s: f"{format_operand(s.args[1])} in {format_operand(s.args[0])}",
     "keys_list": lambda s: f"list({format_operand(s.args[0])})",
     "getattr": lambda s: f"{format_operand(s.args[0])}.{s.args[1].value}",
 })

@@ -142,6 +142,19 @@ def keys_list(x):
     return list(x)
 
 
+def sort_order(keys, reverse=False):
+    """The permutation ``sorted`` applies: positions of ``keys`` in sorted order.
+
+    Piecewise constant in the keys (like ``np.argsort``), so it carries no
+    derivative; the frontend gathers the elements with it (``sorted(...)``).
+    """
+    try:
+        return sorted(range(len(keys)), key=keys.__getitem__, reverse=reverse)
+    except ValueError as e:  # arrays compared: under vmap, keys that differ per example
+        raise TypeError("sorted(): the sort keys must be scalars; under vmap they must "
+                        "not differ per example (sort with np.sort/np.argsort instead)") from e
+
+
 def as_sequence(x):
     """What ``for v in x`` walks, made indexable: dicts give their keys, iterators a list."""
     if isinstance(x, (list, tuple, np.ndarray, range)):

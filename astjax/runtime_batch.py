@@ -153,6 +153,18 @@ def select(pred, on_true, on_false):
         on_false = _zeros_like_tree(on_true)
     elif on_true is None:
         on_true = _zeros_like_tree(on_false)
+    if isinstance(on_true, (list, tuple, dict)) and (
+            len(on_true) != len(on_false) or isinstance(on_true, dict) and
+            list(on_true) != list(on_false)):
+        # a list appended to (a dict filled) under an ``if``: fine when every lane
+        # takes the same branch, refused when the length would differ per example
+        if np.all(pred):
+            return on_true
+        if not np.any(pred):
+            return on_false
+        raise ValueError("vmap: a list or dict whose length differs per example cannot be "
+                         "batched (it grows under an if on a per-example value); use "
+                         "np.where with a mask instead")
     if isinstance(on_true, (list, tuple)):
         return _rebuild(on_true, [select(pred, a, b) for a, b in zip(on_true, on_false)])
     if isinstance(on_true, dict):
@@ -241,6 +253,17 @@ def example(x):
 def refuse(what, why="its output's size differs per example"):
     """Batching rule of a primitive that cannot be batched: a clear error."""
     raise ArgumentError(f"vmap cannot batch {what}: {why}")
+
+
+def contains(container, item):
+    """``item in container`` under vmap: membership in a dict's keys or a list of
+    Python values is the same for every example; with arrays it may not be."""
+    if isinstance(item, np.ndarray) or isinstance(container, np.ndarray) or (
+            isinstance(container, (list, tuple)) and any(
+                isinstance(c, np.ndarray) for c in container)):
+        refuse("`x in container` on arrays", "the answer may differ per example; "
+               "compare with np.any(container == x)")
+    return item in container
 
 
 def clamp_index(index, n):

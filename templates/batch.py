@@ -37,6 +37,10 @@ def len(obj):
     return rb.length(obj)
 
 
+def contains(container, item):
+    return rb.contains(container, item)
+
+
 def dtype(x):
     return ra.dtype_of(x)
 

@@ -182,10 +182,13 @@ SKIP = {
     # results that are not arrays
     "dtype": "returns a dtype (not an array); batched operands keep their dtype",
     "keys_list": "dict keys: static structure, never batched",
+    "sort_order": "sorted()'s permutation: keys that differ per example are refused at run "
+                  "time (tests/test_frontend_containers.py)",
     "format_string": "builds a Python string (assert/raise messages)",
     "unsupported": "raises NotImplementedError by design",
     "unsupported_jvp": "raises NotImplementedError unless every tangent is None: no data",
     "not_none": "an `is not None` test on structure, never batched",
+    "contains": "`k in d`: membership in keys or a list (tests/test_frontend_containers.py)",
     "clamp_index": "lax.switch index: checked in test_vmap (batched index -> select)",
     "scan_length": "number of scan steps: a static fact of the per-example leading axis",
     "cum_axis": "an axis (int) computed from an axis: never batched",

@@ -72,6 +72,9 @@ def handle_cond(norm, node, hint, target):
 def _branch_refs(norm, node):
     if isinstance(node, (gast.List, gast.Tuple)):
         return [norm.function_ref(e) for e in node.elts]
+    seq = norm._peek(node) if isinstance(node, (gast.Name, gast.Attribute)) else None
+    if seq is not None and type(seq).__name__ == "StaticSeq" and seq.keys is None:
+        return [("element", e) for e in seq.items]  # branches = [f, g]; lax.switch(i, branches)
     value = norm.static_value(node)
     if isinstance(value, (list, tuple)) and value and all(callable(v) for v in value):
         return [("object", v) for v in value]

@@ -9,9 +9,18 @@ What happens here, in one pass over the AST:
   the user's variables (``outputs = jnp.dot(inputs, W) + b`` becomes
   ``outputs_dot = np.dot(inputs, W)`` and ``outputs = outputs_dot + b``);
 * everyday Python is desugared: ``a if c else b``, ``and``/``or``, chained
-  comparisons, comprehensions, augmented and tuple assignment, ``for`` over
-  sequences/zip/enumerate/reversed, ``break``/``continue``/early ``return`` (flags and
-  guards), ``lst.append``;
+  comparisons, comprehensions (list, generator, dict), augmented and tuple
+  assignment, ``break``/``continue``/early ``return`` (flags and guards),
+  ``lst.append``/``extend``, ``d.get``/``update``, ``dict(...)``;
+* iteration helpers compose without building lists (``_walk``): ``zip``,
+  ``enumerate``, ``reversed``, ``sorted`` (a permutation from ``rt.sort_order``, the
+  elements gathered with ``getitem``), ``map``, ``filter``, dict views.  Every element
+  is read from its container with ``getitem``, so no dependence is dropped;
+* functions are values bound when code is generated: ``f = np.sin``, lists, tuples
+  and dicts of functions (loops over them are unrolled), ``fs[0]``, partials made in
+  the function; a choice made at run time (``fs[i]``, ``f if c else g``, a name
+  bound differently in the branches of an ``if``) becomes a switch.  A call of a
+  value computed at run time is refused where it is written;
 * calls to user functions, nested ``def``s and lambdas are inlined, with their
   locals renamed apart;
 * anything unsupported raises ``TransformError`` at the user's line.
@@ -124,6 +133,60 @@ class FuncArg:
 
 
 @dataclass
+class StaticSeq:
+    """A list, tuple or dict holding functions: known when code is generated.
+
+    ``fs = [np.sin, lambda t: t * t]`` binds ``fs`` to one of these; loops over it are
+    unrolled and ``fs[0](x)`` inlines the function, so no call of a function value is
+    left for run time (where its derivative would be lost).  Items are LocalFunc,
+    ObjFunc, StaticSeq or plain operands.
+    """
+
+    items: list
+    keys: tuple | None = None   # a dict's keys (its items are then the values)
+    operand: object = None      # the run-time value, for a container found in globals
+
+
+@dataclass
+class FuncChoice:
+    """A function chosen by a run-time value (``fs[i]``, ``f if c else g``).
+
+    ``cases``: (test operand, function); ``otherwise``: the function when no test
+    holds, or None for an IndexError.  A call becomes an ``if`` chain (a switch).
+    """
+
+    cases: list
+    otherwise: object = None
+
+
+@dataclass
+class _Lazy:
+    """Element ``k`` of a run-time walk zipped with a static container (read when bound)."""
+
+    walk: object
+    k: int
+
+
+@dataclass
+class Bound:
+    """``functools.partial(f, a, k=b)`` made in the function: f with operands bound."""
+
+    func: object
+    args: list
+    kwargs: dict
+
+
+@dataclass
+class _Mixed:
+    """A name that holds a function on some paths and something else on others."""
+
+    name: str
+
+
+_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, Bound, _Mixed)
+
+
+@dataclass
 class Scope:
     """One function being normalized (the outer one, or one being inlined)."""
 
@@ -211,6 +274,7 @@ class Normalizer:
         self.scope: Scope | None = None
         self.loops: list[LoopCtx] = []
         self.inline_stack: list = []
+        self.func_uses: list = []   # (scope, name, binding, node): reads of bound functions
 
     # ------------------------------------------------------------------ utilities
 
@@ -483,14 +547,42 @@ class Normalizer:
         test = self.condition(st.test)
         body: list = []
         orelse: list = []
+        funcs = self.scope.local_funcs
+        before = dict(funcs)
         with self.emitting(body):
             j1 = self.stmt_list(st.body)
+        after_body = dict(funcs)
+        funcs.clear()
+        funcs.update(before)
         with self.emitting(orelse):
             j2 = self.stmt_list(st.orelse)
         self.loc = self.location(st)
         test = self._protect_test(test, body + orelse)
-        self.emit(If(test, body, orelse))
+        self._merge_functions(test, after_body, dict(funcs))
+        if body or orelse:  # branches that only bound functions leave nothing to run
+            self.emit(If(test, body, orelse))
         return j1 | j2
+
+    def _merge_functions(self, test, if_true, if_false):
+        """Names bound to functions after an ``if``: a switch where the branches differ.
+
+        A name bound to a function on one path only holds something else on the
+        other (a value, or nothing): calling it afterwards is an error (``_Mixed``).
+        """
+        funcs = self.scope.local_funcs
+        pinned = None
+        for name in list(dict.fromkeys([*if_true, *if_false])):
+            a, b = if_true.get(name), if_false.get(name)
+            if a is b:
+                if a is not None:
+                    funcs[name] = a
+                continue
+            if a is None or b is None:
+                funcs[name] = _Mixed(name)
+                continue
+            if pinned is None:
+                pinned = self._pinned(test, name)
+            funcs[name] = FuncChoice([(pinned, a)], b)
 
     def _protect_test(self, test, blocks):
         """An ``if`` test must still hold its value after the branches run."""
@@ -539,7 +631,7 @@ class Normalizer:
         self.emit(Copy(ctx.cont, Const(True)))
         return {ctx.cont}
 
-    def _loop(self, st, head):
+    def _loop(self, st, head, mark=None, before=None):
         """Normalize a loop body; returns (body, exit_flags, jumps leaving the loop)."""
         if st.orelse:
             self.error(st, "'else' on a loop is not supported",
@@ -547,10 +639,13 @@ class Normalizer:
         ctx = LoopCtx()
         self.loops.append(ctx)
         body: list = []
+        mark = len(self.func_uses) if mark is None else mark
+        before = dict(self.scope.local_funcs) if before is None else before
         with self.emitting(body):
             head()
             jumps = self.stmt_list(st.body)
         self.loops.pop()
+        self._check_loop_functions(st, before, mark)
         if ctx.cont:
             body.insert(0, Copy(ctx.cont, Const(False), loc=self.location(st)))
         outer = jumps - {ctx.brk, ctx.cont}
@@ -560,17 +655,42 @@ class Normalizer:
             self.emit(Copy(ctx.brk, Const(False)))
         return body, exit_flags, outer
 
+    def _check_loop_functions(self, st, before, mark):
+        """A loop body must not rebind a function name it calls with the old binding.
+
+        Functions are bound when code is generated, once per loop body: a call that
+        saw the binding from before the loop would call the wrong function from the
+        second iteration on.  After the loop the name may hold either binding.
+        """
+        funcs = self.scope.local_funcs
+        changed = {n for n in set(before) | set(funcs) if before.get(n) is not funcs.get(n)}
+        for scope, name, binding, node in self.func_uses[mark:]:
+            if scope is self.scope and name in changed and binding is before.get(name):
+                self.error(node, f"{name!r} is bound to another function later in the loop "
+                                 f"around this line (line {st.lineno}): from the second "
+                                 "iteration on, this call would need that binding",
+                           "choose the function at the top of the loop body (e.g. "
+                           "f = g if i == 0 else h), or hold the functions in a list "
+                           "and index it", cls=TransformError)
+        for name in changed:
+            if before.get(name) is not None:
+                funcs[name] = _Mixed(name)  # zero or more trips: either binding
+
     def stmt_While(self, st):
         test_body: list = []
+        mark = len(self.func_uses)
+        before = dict(self.scope.local_funcs)
         with self.emitting(test_body):
             test = self.condition(st.test)
-        body, flags, outer = self._loop(st, lambda: None)
+        body, flags, outer = self._loop(st, lambda: None, mark, before)
         self.emit(While(test_body, test, body, flags))
         return outer
 
     def stmt_For(self, st):
         it = st.iter
         target = st.target
+        if self._static_iterable(it):
+            return self._for_unrolled(st)
         if isinstance(it, gast.Call) and self._is_builtin(it.func, range) and isinstance(
                 target, gast.Name) and not it.keywords:
             args = [self.expr(a, "start") for a in it.args]
@@ -605,130 +725,328 @@ class Normalizer:
         Returns (names of sequences, binder(index) emitting the target assignment,
         count() emitting and returning the trip count operand).
         """
+        walk = self._walk(it)
+
+        def bind(idx):
+            self._bind_item(target, walk.item(idx))
+
+        return walk.names, bind, walk.count
+
+    def _walk(self, it):
+        """How to walk an iterable by index: ``_Walk(names, count(), item(idx))``.
+
+        ``item`` returns one operand, or a (nested) list of operands for the tuples of
+        ``zip``, ``enumerate`` and ``d.items()`` (a tuple target unpacks them without
+        building a tuple).  Every element is read from a container with ``getitem``,
+        so each carries its derivative.  The helpers compose without building lists:
+        ``enumerate(sorted(d.items()))`` walks the dict's keys through a permutation.
+        """
         fn = self.static_value(it.func) if isinstance(it, gast.Call) else None
         if fn is zip:
-            seqs = [self._as_sequence(a, "seq") for a in it.args]
+            if it.keywords:
+                self.error(it, "zip() keyword arguments are not supported",
+                           "zip the sequences without strict=")
+            if not it.args:
+                self.error(it, "zip() needs at least one sequence",
+                           "zip(xs, ys) walks xs and ys together")
+            walks = [self._walk(a) for a in it.args]
 
-            def count(_):
-                lens = []
-                for s in seqs:
-                    n = self.tmp(s.name if isinstance(s, Var) else "seq", "len")
-                    self.emit(Prim(n, "len", [s]))
-                    lens.append(Var(n))
+            def count(_=None):
+                lens = [w.count() for w in walks]
                 if len(lens) == 1:
                     return lens[0]
                 n = self.fresh("n_steps")
                 self.emit(External(n, Var(self.env.value_ref(min, "min")), lens))
                 return Var(n)
 
-            def bind(idx):
-                items = []
-                for s in seqs:
-                    t = self.tmp(s.name if isinstance(s, Var) else "seq", "item")
-                    self.emit(Prim(t, "getitem", [s, Index((Var(idx),))]))
-                    items.append(Var(t))
-                self.assign_operand(target, Const(None), items=items)
-
-            return [s.name for s in seqs if isinstance(s, Var)], bind, count
+            return _Walk([n for w in walks for n in w.names], count,
+                         lambda idx: [w.item(idx) for w in walks])
         if fn is enumerate:
-            seq = self._as_sequence(it.args[0], "seq")
-            start = self.expr(it.args[1], "start") if len(it.args) > 1 else Const(0)
-            if not (isinstance(target, (gast.Tuple, gast.List)) and len(target.elts) == 2):
-                self.error(target, "unpack enumerate() into two names: for i, x in enumerate(xs)")
+            if not it.args or len(it.args) > 2 or it.keywords and (
+                    len(it.keywords) > 1 or it.keywords[0].arg != "start" or len(it.args) > 1):
+                self.error(it, "enumerate() takes a sequence and an optional start",
+                           "enumerate(xs) or enumerate(xs, 1)")
+            base = self._walk(it.args[0])
+            start_node = it.args[1] if len(it.args) > 1 else (
+                it.keywords[0].value if it.keywords else None)
+            start = self.expr(start_node, "start") if start_node is not None else Const(0)
 
-            def count(_):
-                n = self.tmp(seq.name if isinstance(seq, Var) else "seq", "len")
-                self.emit(Prim(n, "len", [seq]))
-                return Var(n)
-
-            def bind(idx):
-                i_target, x_target = target.elts
+            def item(idx):
                 if isinstance(start, Const) and start.value == 0:
-                    self.assign_operand(i_target, Var(idx))
+                    i = _name_op(idx)
                 else:
                     k = self.fresh("k")
-                    self.emit(Prim(k, "add", [Var(idx), start]))
-                    self.assign_operand(i_target, Var(k))
-                item = self.tmp(seq.name if isinstance(seq, Var) else "seq", "item")
-                self.emit(Prim(item, "getitem", [seq, Index((Var(idx),))]))
-                self.assign_operand(x_target, Var(item))
+                    add = P.BY_OPERATOR["Add"]
+                    self.emit(Prim(k, add.name, self.bind(add, [_name_op(idx), start], {}, it)))
+                    i = Var(k)
+                return [i, base.item(idx)]
 
-            return [seq.name] if isinstance(seq, Var) else [], bind, count
+            return _Walk(base.names, base.count, item)
         if fn is reversed:
-            seq = self._as_sequence(it.args[0], "seq")
-            name = seq.name if isinstance(seq, Var) else "seq"
-            n_var = self.tmp(name, "len")
+            if len(it.args) != 1 or it.keywords:
+                self.error(it, "reversed() takes exactly one sequence",
+                           "reversed(xs)")
+            base = self._walk(it.args[0])
+            counted: list = []
 
-            def count(_):
-                self.emit(Prim(n_var, "len", [seq]))
-                return Var(n_var)
+            def count(_=None):
+                counted.append(base.count())
+                return counted[-1]
 
-            def bind(idx):
+            def item(idx):
                 k = self.fresh("k_rev")
                 last = self.fresh("last")
                 sub = P.BY_OPERATOR["Sub"]
-                self.emit(Prim(last, sub.name, self.bind(sub, [Var(n_var), Const(1)], {}, it)))
-                self.emit(Prim(k, sub.name, self.bind(sub, [Var(last), Var(idx)], {}, it)))
-                item = self.tmp(name, "item")
-                self.emit(Prim(item, "getitem", [seq, Index((Var(k),))]))
-                self.assign_operand(target, Var(item))
+                self.emit(Prim(last, sub.name, self.bind(sub, [counted[-1], Const(1)], {}, it)))
+                self.emit(Prim(k, sub.name, self.bind(sub, [Var(last), _name_op(idx)], {}, it)))
+                return base.item(k)
 
-            return [name], bind, count
-        seq = self._as_sequence(it, "seq")
-        name = seq.name if isinstance(seq, Var) else "seq"
-        if not (isinstance(it, gast.Call) and isinstance(it.func, gast.Attribute)
-                and it.func.attr in ("items", "values")):
-            # dicts iterate over keys, iterators become lists; sequences stay as they are
-            items = self.tmp(name, "seq")
-            self.emit(Prim(items, "as_sequence", [seq]))
-            seq = Var(items)
+            return _Walk(base.names, count, item)
+        if fn is sorted:
+            return self._sorted_walk(it)
+        if fn is map:
+            if len(it.args) < 2 or it.keywords or not self._denotes_function(it.args[0]):
+                self.error(it, "map() needs a function astjax can inline and sequences",
+                           "use a list comprehension", cls=TransformError)
+            f = self._static_element(it.args[0], "mapped")
+            inner = self._walk(gast.Call(func=gast.Name("zip", gast.Load(), None, None),
+                                         args=it.args[1:], keywords=[])) \
+                if len(it.args) > 2 else self._walk(it.args[1])
 
-        def count(_):
+            def item(idx):
+                x = inner.item(idx)
+                parts = [self._pack(p) for p in x] if len(it.args) > 2 else [self._pack(x)]
+                return self.call_element(f, parts, {}, it, "mapped", None)
+
+            return _Walk(inner.names, inner.count, item)
+        if fn is filter:
+            seq = self._materialize(it, "kept")
+            name = seq.name
+
+            def count(_=None):
+                n = self.tmp(name, "len")
+                self.emit(Prim(n, "len", [seq]))
+                return Var(n)
+
+            def item(idx):
+                x = self.tmp(name, "item")
+                self.emit(Prim(x, "getitem", [seq, Index((_name_op(idx),))]))
+                return Var(x)
+
+            return _Walk([name], count, item, seq=seq)
+        view = self._dict_view(it)
+        if view is not None:
+            # d.items(): walk the keys and read d[k] (the key stays a plain key)
+            d = self.expr(it.func.value, "d")
+            keys = self.tmp(_hint_of(d, "d"), "keys")
+            self.emit(Prim(keys, "keys_list", [d]))
+
+            def count(_=None):
+                n = self.tmp(keys, "len")
+                self.emit(Prim(n, "len", [Var(keys)]))
+                return Var(n)
+
+            def item(idx):
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(keys), Index((_name_op(idx),))]))
+                if view == "keys":
+                    return Var(k)
+                v = self.tmp(_hint_of(d, "d"), "value")
+                self.emit(Prim(v, "getitem", [d, Index((Var(k),))]))
+                return Var(v) if view == "values" else [Var(k), Var(v)]
+
+            return _Walk([keys], count, item,
+                         sort_keys=Var(keys) if view in ("items", "keys") else None)
+        seq = self._as_sequence(it, "seq", indexable=True)
+        name = _hint_of(seq, "seq")
+
+        def count(_=None):
             n = self.tmp(name, "len")
             self.emit(Prim(n, "len", [seq]))
             return Var(n)
 
-        def bind(idx):
-            item = self.tmp(name, "item")
-            self.emit(Prim(item, "getitem", [seq, Index((Var(idx),))]))
-            self.assign_operand(target, Var(item))
+        def item(idx):
+            x = self.tmp(name, "item")
+            self.emit(Prim(x, "getitem", [seq, Index((_name_op(idx),))]))
+            return Var(x)
 
-        return [name], bind, count
+        return _Walk([name], count, item, seq=seq)
 
-    def _as_sequence(self, node, hint):
-        """An operand that can be indexed: dict views and iterators become lists."""
+    def _pack(self, item):
+        """A walked element as one operand (nested lists become tuples)."""
+        if not isinstance(item, list):
+            return item
+        pair = self.fresh("pair")
+        self.emit(Prim(pair, "make_tuple", [tuple(self._pack(x) for x in item)]))
+        return Var(pair)
+
+    def _bind_item(self, target, item):
+        """Assign a walked element (an operand or a nested list of them) to a target."""
+        if isinstance(item, list):
+            if isinstance(target, (gast.Tuple, gast.List)) and not any(
+                    isinstance(e, gast.Starred) for e in target.elts):
+                if len(target.elts) != len(item):
+                    self.error(target, f"cannot unpack {len(item)} values into "
+                                       f"{len(target.elts)} names",
+                               "use as many names as the items have values",
+                               cls=TransformError)
+                for t, x in zip(target.elts, item):
+                    self._bind_item(t, x)
+                return
+            item = self._pack(item)
+        self.assign_operand(target, item)
+
+    def _iter_helper(self, node):
+        """zip/enumerate/reversed/sorted when ``node`` calls one of them, else None."""
+        if isinstance(node, gast.Call):
+            fn = self.static_value(node.func)
+            if fn in (zip, enumerate, reversed, sorted, map, filter):
+                return fn
+        return None
+
+    def _dict_view(self, node):
+        """``d.items()``/``d.keys()``/``d.values()`` on a run-time dict: its method name."""
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
                 node.func.attr in ("items", "keys", "values") and not node.args and \
-                self.static_value(node.func.value) is None:
-            d = self.expr(node.func.value, hint)
-            keys = self.tmp(d.name if isinstance(d, Var) else hint, "keys")
-            self.emit(Prim(keys, "keys_list", [d]))
-            if node.func.attr == "keys":
-                return Var(keys)
-            # values/items: build a list of d[k] (differentiable through getitem)
-            out = self.tmp(d.name if isinstance(d, Var) else hint, node.func.attr)
-            self.emit(Prim(out, "make_list", [()]))
-            k = self.fresh("key")
+                not node.keywords and self.static_value(node.func.value) is None:
+            return node.func.attr
+        return None
+
+    def _as_sequence(self, node, hint, indexable=False):
+        """An operand that can be indexed: dict views and iterators become lists.
+
+        Every element of a built list is read from its container with ``getitem``, so
+        no dependence on a differentiated value is dropped.  ``indexable``: also turn
+        a dict into its keys and an iterator into a list (``rt.as_sequence``).
+        """
+        if self._dict_view(node) is not None:
+            return self._materialize(node, hint)
+        if self._iter_helper(node) is not None:
+            return self._materialize(node, hint)
+        if isinstance(node, gast.Call) and self.static_value(node.func) in (list, tuple) and \
+                len(node.args) == 1 and not node.keywords:
+            return self._as_sequence(node.args[0], hint, indexable=True)
+        if isinstance(node, gast.Call) and self.static_value(node.func) in (map, filter):
+            self.error(node, "map()/filter() are not supported here",
+                       "use a list comprehension")
+        seq = self.expr(node, hint)
+        if indexable and not isinstance(node, (gast.ListComp, gast.GeneratorExp, gast.List,
+                                                gast.Tuple)):
+            # dicts iterate over keys, iterators become lists; sequences stay as they are
+            items = self.tmp(_hint_of(seq, hint), "seq")
+            self.emit(Prim(items, "as_sequence", [seq]))
+            seq = Var(items)
+        return seq
+
+    def _materialize(self, node, hint):
+        """``zip``/``enumerate``/``reversed``/``sorted``/``d.items()`` as a run-time list."""
+        if self._iter_helper(node) is filter:
+            return self._filtered(node, hint)
+        walk = self._walk(node)
+        what = self._dict_view(node) or self.static_value(node.func).__name__
+        out = self.tmp(_hint_of(walk.names[0], hint) if walk.names else hint, what)
+        self.emit(Prim(out, "make_list", [()]))
+        n = walk.count()
+        idx = self.fresh("i")
+        body: list = []
+        with self.emitting(body):
+            item = self._pack(walk.item(idx))
+            self.emit(Prim(out, "append", [Var(out), item]))
+        self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+        return Var(out)
+
+    def _filtered(self, node, hint):
+        """``filter(pred, xs)``: the kept elements, appended under an ``if``."""
+        if len(node.args) != 2 or node.keywords:
+            self.error(node, "filter() takes a function (or None) and a sequence",
+                       "filter(f, xs), or a list comprehension with an if",
+                       cls=TransformError)
+        pred = node.args[0]
+        f = None
+        if not (isinstance(pred, gast.Constant) and pred.value is None):
+            if not self._denotes_function(pred):
+                self.error(pred, "filter() needs a function astjax can inline",
+                           "use a list comprehension with an if", cls=TransformError)
+            f = self._static_element(pred, "keep")
+        walk = self._walk(node.args[1])
+        out = self.tmp(walk.names[0] if walk.names else hint, "kept")
+        self.emit(Prim(out, "make_list", [()]))
+        n = walk.count()
+        idx = self.fresh("i")
+        body: list = []
+        with self.emitting(body):
+            x = self._pack(walk.item(idx))
+            keep = x if f is None else self.call_element(f, [x], {}, node, "keep", None)
+            self.emit(If(keep, [Prim(out, "append", [Var(out), x], loc=self.loc)], []))
+        self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+        return Var(out)
+
+    def _sorted_walk(self, node):
+        """``sorted(xs, key=..., reverse=...)`` walked through a permutation.
+
+        The order comes from ``rt.sort_order`` on the sort keys: piecewise constant,
+        like ``np.argsort``, so it carries no derivative; the elements are then read
+        through it with ``getitem``, so their derivatives flow.  ``sorted(d.items())``
+        orders by the dict's keys, which are unique, so the values (arrays) are never
+        compared.
+        """
+        if len(node.args) != 1:
+            self.error(node, "sorted() takes exactly one positional argument",
+                       "sorted(xs, key=f, reverse=True)", cls=TransformError)
+        key = reverse = None
+        for kw in node.keywords:
+            if kw.arg == "key":
+                key = kw.value
+            elif kw.arg == "reverse":
+                reverse = kw.value
+            else:
+                self.error(node, f"sorted() got an unexpected keyword {kw.arg!r}",
+                           "sorted() takes key= and reverse=", cls=TransformError)
+        if key is not None and isinstance(key, gast.Constant) and key.value is None:
+            key = None
+        base = self._walk(node.args[0])
+        name = base.names[0] if base.names else "seq"
+        n = base.count()
+        if key is None and base.sort_keys is not None:
+            keys = base.sort_keys
+        elif key is None and base.seq is not None:
+            keys = base.seq
+        else:
+            # the keys (or the elements themselves) gathered into a list
+            fref = self.arg_operand(key, "key") if key is not None else None
+            keys_name = self.tmp(name, "keys")
+            self.emit(Prim(keys_name, "make_list", [()]))
             idx = self.fresh("i")
-            n = self.fresh("n_keys")
-            self.emit(Prim(n, "len", [Var(keys)]))
             body: list = []
             with self.emitting(body):
-                self.emit(Prim(k, "getitem", [Var(keys), Index((Var(idx),))]))
-                v = self.fresh("value")
-                self.emit(Prim(v, "getitem", [d, Index((Var(k),))]))
-                item = Var(v)
-                if node.func.attr == "items":
-                    pair = self.fresh("pair")
-                    self.emit(Prim(pair, "make_tuple", [(Var(k), Var(v))]))
-                    item = Var(pair)
-                self.emit(Prim(out, "append", [Var(out), item]))
-            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
-            return Var(out)
-        if isinstance(node, gast.Call) and self.static_value(node.func) in (map, filter):
-            self.error(node, "map()/filter() are not supported in a for loop",
-                       "use a list comprehension")
-        return self.expr(node, hint)
+                x = self._pack(base.item(idx))
+                if fref is not None:
+                    x = self.call_function_ref(self._callable_ref(fref, key), [x], {}, key,
+                                               keys_name, None)
+                self.emit(Prim(keys_name, "append", [Var(keys_name), x]))
+            self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+            keys = Var(keys_name)
+        rev = self.expr(reverse, "reverse") if reverse is not None else Const(False)
+        order = self.tmp(name, "order")
+        self.emit(Prim(order, "sort_order", [keys, rev]))
+
+        def item(idx):
+            j = self.tmp(name, "pos")
+            self.emit(Prim(j, "getitem", [Var(order), Index((_name_op(idx),))]))
+            return base.item(j)
+
+        return _Walk(base.names, lambda _=None: n, item)
+
+    def _callable_ref(self, op, node):
+        """A function reference (for ``call_function_ref``) from a call argument."""
+        if isinstance(op, FuncArg):
+            if isinstance(op.func, ObjFunc):
+                return ("object", op.func.obj)
+            return ("local", op.func)
+        self.error(node, "expected a function that astjax can inline here (a lambda, a "
+                         "nested def, or a function defined in a file)",
+                   "pass the function itself, not a value computed at run time",
+                   cls=TransformError)
 
     # ---------------------------------------------------------------- assignment
 
@@ -736,6 +1054,30 @@ class Normalizer:
         if isinstance(target, gast.Name) and isinstance(value_node, gast.Lambda):
             self.store_name(target.id, target)
             self.scope.local_funcs[target.id] = LocalFunc(value_node, self.scope)
+            return
+        if isinstance(target, (gast.Name, gast.Tuple, gast.List)) and \
+                self._denotes_function(value_node):
+            # f = np.sin, fs = [np.sin, g], f = fs[0], f, g = g, f: bound now, not at run time
+            hint = target.id if isinstance(target, gast.Name) else "f"
+            if isinstance(target, gast.Name):
+                el = self._static_element(value_node, hint)
+                self._bind_static(target, el)
+                return
+            if isinstance(value_node, (gast.Tuple, gast.List)) and len(
+                    value_node.elts) == len(target.elts):
+                els = [self._static_element(e, hint) if self._denotes_function(e) else
+                       self.expr(e, "item") for e in value_node.elts]
+                safe = []
+                for e in els:  # a, b = b, a: read everything before binding
+                    if isinstance(e, Var):
+                        t = self.tmp(e.name, "old")
+                        self.emit(Copy(t, e))
+                        e = Var(t)
+                    safe.append(e)
+                for t, e in zip(target.elts, safe):
+                    self._bind_static(t, e)
+                return
+            self._bind_static(target, self._static_element(value_node, hint))
             return
         if isinstance(target, gast.Name):
             var = self.store_name(target.id, target)
@@ -846,6 +1188,7 @@ class Normalizer:
         scope = self.scope
         while scope is not None:
             if name in scope.local_funcs:
+                self.func_uses.append((scope, name, scope.local_funcs[name], node))
                 return ("func", scope.local_funcs[name])
             if name in scope.local_names:
                 op = scope.rename.get(name)
@@ -872,6 +1215,13 @@ class Normalizer:
         if kind == "func":
             if isinstance(rest[0], ObjFunc):
                 return rest[0].operand
+            if isinstance(rest[0], StaticSeq) and rest[0].operand is not None:
+                return rest[0].operand  # a global list of functions, used as a value
+            if isinstance(rest[0], StaticSeq):
+                self.error(node, f"{name!r} is a list of functions: it can only be looped "
+                                 "over, indexed, or passed to a Python function here",
+                           "astjax inlines functions where they are called",
+                           cls=TransformError)
             self.error(node, f"function {name!r} can only be called here",
                        "astjax inlines local functions at their call sites")
         return self.object_operand(rest[0], name, rest[1])
@@ -911,6 +1261,13 @@ class Normalizer:
                                      f"{node.attr!r}", cls=TransformError)
                 return getattr(base, node.attr)
             return None
+        if isinstance(node, gast.Call) and len(node.args) == 2 and not node.keywords and \
+                isinstance(node.args[1], gast.Constant) and isinstance(node.args[1].value, str) \
+                and self.static_value(node.func) is getattr:
+            # getattr(np, "sin"): a module path spelled as a call
+            base = self.static_value(node.args[0])
+            if isinstance(base, (types.ModuleType, type)) and hasattr(base, node.args[1].value):
+                return getattr(base, node.args[1].value)
         return None
 
     # -------------------------------------------------------------- expressions
@@ -1036,8 +1393,15 @@ class Normalizer:
                 self.emit(Prim(tmp, "not_none", [left]))
                 self.emit(Prim(out, "not_", [Var(tmp)]))
             return
-        if name in ("Is", "IsNot", "In", "NotIn"):
-            # identity and membership tests: plain Python, never differentiated
+        if name in ("In", "NotIn"):
+            # membership: a fact about a container (its keys), never differentiated
+            result = self.tmp(out, "in") if name == "NotIn" else out
+            self.emit(Prim(result, "contains", [right, left]))
+            if name == "NotIn":
+                self.emit(Prim(out, "not_", [Var(result)]))
+            return
+        if name in ("Is", "IsNot"):
+            # identity tests: plain Python, never differentiated
             func = {"Is": operator.is_, "IsNot": operator.is_not,
                     "In": operator.contains, "NotIn": operator.contains}[name]
             args = [right, left] if name in ("In", "NotIn") else [left, right]
@@ -1155,6 +1519,423 @@ class Normalizer:
         self.error(node, "a lambda can only be called or assigned to a name here",
                    "astjax inlines lambdas where they are called")
 
+    # ------------------------------------------------------- functions as values
+    #
+    # A function, or a container holding functions, is known when code is generated:
+    # it is bound at generation time (scope.local_funcs), loops over it are unrolled,
+    # calls inline it.  A choice made by a run-time value (``fs[i]``, ``f if c else
+    # g``, a name bound to different functions in the two branches of an ``if``)
+    # becomes a switch.  What cannot be resolved so is a located error: a call of a
+    # function value left for run time would lose its derivative.
+
+    @staticmethod
+    def _is_function_object(obj):
+        return callable(obj) and not isinstance(obj, (type, types.ModuleType))
+
+    def _holds_functions(self, obj, depth=0):
+        """A list/tuple/dict (nested, small) with a function among its entries."""
+        if depth > 4 or type(obj) not in (list, tuple, dict) or len(obj) > 256:
+            return False  # a big container is data: looking through it would cost
+        values = obj.values() if isinstance(obj, dict) else obj
+        if isinstance(obj, dict) and not all(isinstance(k, (str, int)) for k in obj):
+            return False
+        return any(self._is_function_object(v) or self._holds_functions(v, depth + 1)
+                   for v in values)
+
+    def _from_object(self, obj, hint, ref=None):
+        """A Python object as a static element: functions and containers of them."""
+        if self._is_function_object(obj):
+            return ObjFunc(obj, self.object_operand(obj, getattr(obj, "__name__", hint), ref))
+        if self._holds_functions(obj):
+            if isinstance(obj, dict):
+                return StaticSeq([self._from_object(v, hint) for v in obj.values()],
+                                 keys=tuple(obj), operand=self.object_operand(obj, hint, ref))
+            return StaticSeq([self._from_object(v, hint) for v in obj],
+                             operand=self.object_operand(obj, hint, ref))
+        return self.object_operand(obj, hint)
+
+    def _peek(self, node):
+        """The static element a name or attribute denotes, without emitting code."""
+        if isinstance(node, gast.Name):
+            try:
+                kind, *rest = self.lookup(node.id, node)
+            except TransformError:
+                return None
+            if kind == "func":
+                return rest[0]
+            if kind == "object" and (self._is_function_object(rest[0]) or
+                                     self._holds_functions(rest[0])):
+                return self._from_object(rest[0], node.id, rest[1])
+            return None
+        if isinstance(node, (gast.Attribute, gast.Call)):
+            try:
+                obj = self.static_value(node)
+            except TransformError:
+                return None
+            if obj is not None and (self._is_function_object(obj) or self._holds_functions(obj)):
+                return self._from_object(obj, getattr(node, "attr", "f"))
+        return None
+
+    def _denotes_function(self, node):
+        """Whether an expression denotes a function or a container holding functions."""
+        if isinstance(node, gast.Lambda):
+            return True
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            return self._peek(node) is not None
+        if isinstance(node, (gast.List, gast.Tuple)):
+            return any(self._denotes_function(e) for e in node.elts
+                       if not isinstance(e, gast.Starred))
+        if isinstance(node, gast.Dict):
+            return all(isinstance(k, gast.Constant) for k in node.keys) and any(
+                self._denotes_function(v) for v in node.values)
+        if isinstance(node, gast.Subscript):
+            return isinstance(self._peek(node.value), StaticSeq) or (
+                isinstance(node.value, gast.Subscript) and self._denotes_function(node.value))
+        if isinstance(node, gast.IfExp):
+            return self._denotes_function(node.body) and self._denotes_function(node.orelse)
+        if isinstance(node, gast.Call):
+            if self._is_partial(node):
+                return True
+            return self._peek(node) is not None
+        return False
+
+    def _is_partial(self, node):
+        """``functools.partial(f, ...)`` of a function astjax can inline."""
+        return isinstance(node, gast.Call) and node.args and not any(
+            isinstance(a, gast.Starred) for a in node.args) and all(
+            k.arg is not None for k in node.keywords) and \
+            self.static_value(node.func) is functools.partial and \
+            self._denotes_function(node.args[0])
+
+    def _static_element(self, node, hint="f"):
+        """Build the static element ``node`` denotes (see ``_denotes_function``)."""
+        if isinstance(node, gast.Lambda):
+            return LocalFunc(node, self.scope)
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            el = self._peek(node)
+            if el is not None:
+                return el
+            return self.expr(node, hint)
+        if isinstance(node, (gast.List, gast.Tuple)):
+            if any(isinstance(e, gast.Starred) for e in node.elts):
+                self.error(node, "starred items in a list of functions are not supported",
+                           "list the functions one by one")
+            return StaticSeq([self._static_element(e, hint) if self._denotes_function(e)
+                              else self.expr(e, hint) for e in node.elts])
+        if isinstance(node, gast.Dict):
+            return StaticSeq([self._static_element(v, hint) if self._denotes_function(v)
+                              else self.expr(v, hint) for v in node.values],
+                             keys=tuple(k.value for k in node.keys))
+        if isinstance(node, gast.IfExp):
+            test = self._pinned(self.condition(node.test), hint)
+            a = self._static_element(node.body, hint)
+            b = self._static_element(node.orelse, hint)
+            return FuncChoice([(test, a)], b)
+        if isinstance(node, gast.Call) and self._is_partial(node):
+            func = self._static_element(node.args[0], hint)
+            args = [self.arg_operand(a, hint) for a in node.args[1:]]
+            kwargs = {k.arg: self.arg_operand(k.value, k.arg) for k in node.keywords}
+            return Bound(func, args, kwargs)
+        if isinstance(node, gast.Call):
+            el = self._peek(node)
+            if el is not None:
+                return el
+        if isinstance(node, gast.Subscript):
+            seq = self._static_element(node.value, hint)
+            if not isinstance(seq, StaticSeq):
+                self.error(node, "only a list, tuple or dict of functions can be indexed here",
+                           "hold the functions in a list/dict literal", cls=TransformError)
+            return self._static_index(seq, node, hint)
+        return self.expr(node, hint)
+
+    def _pinned(self, test, hint):
+        """A test operand copied to a fresh name, so later assignments cannot change it.
+
+        Temporaries the normalizer made are assigned once per execution of their
+        statement already; only a user's variable needs the copy.
+        """
+        if not isinstance(test, Var) or not self._is_user_variable(test.name):
+            return test
+        pin = self.tmp(hint, "pick")
+        self.emit(Copy(pin, test))
+        return Var(pin)
+
+    def _static_index(self, seq, node, hint):
+        """``fs[k]`` (constant k: the element) or ``fs[i]`` (a switch on i)."""
+        sl = node.slice
+        index = self._index_item(sl, hint) if not isinstance(sl, gast.Tuple) else None
+        n = len(seq.items)
+        if isinstance(index, SliceAtom):
+            bounds = [b.value if isinstance(b, Const) else b for b in
+                      (index.start, index.stop, index.step)]
+            if seq.keys is None and all(b is None or isinstance(b, int) for b in bounds):
+                return StaticSeq(seq.items[slice(*bounds)])
+            self.error(node, "a list of functions can be sliced with constant bounds only",
+                       "slice with numbers (fs[1:]), or index it", cls=TransformError)
+        if isinstance(index, Const):
+            k = index.value
+            if seq.keys is not None:
+                if k not in seq.keys:
+                    self.error(node, f"key {k!r} is not in the dict of functions",
+                               f"its keys: {', '.join(map(repr, seq.keys))}",
+                               cls=TransformError)
+                return seq.items[seq.keys.index(k)]
+            if not isinstance(k, int) or not -n <= k < n:
+                self.error(node, f"index {k!r} is out of range for a list of {n} functions",
+                           f"use an index from {-n} to {n - 1}", cls=TransformError)
+            return seq.items[k]
+        if not isinstance(index, Var):
+            self.error(node, "unsupported index into a list of functions",
+                       "index with a number or an integer variable", cls=TransformError)
+        if not all(isinstance(e, (LocalFunc, ObjFunc, FuncChoice)) for e in seq.items):
+            self.error(node, "a run-time index can choose among functions only",
+                       "index the list with a constant, or hold only functions in it",
+                       cls=TransformError)
+        cases = []
+        eq = P.BY_OPERATOR["Eq"]
+        labels = seq.keys if seq.keys is not None else range(n)
+        for k, (label, el) in enumerate(zip(labels, seq.items)):
+            hit = self.tmp(hint, "is")
+            self.emit(Prim(hit, eq.name, self.bind(eq, [index, Const(label)], {}, node)))
+            if seq.keys is None:
+                hit_neg = self.tmp(hint, "is")
+                self.emit(Prim(hit_neg, eq.name, self.bind(eq, [index, Const(k - n)], {},
+                                                             node)))
+                either = self.tmp(hint, "is")
+                self.emit(Prim(either, "any_flag", [(Var(hit), Var(hit_neg))]))
+                hit = either
+            cases.append((Var(hit), el))
+        return FuncChoice(cases, None)
+
+    def _is_user_variable(self, name):
+        scope = self.scope
+        while scope is not None:
+            if any(isinstance(v, Var) and v.name == name for v in scope.rename.values()):
+                return True
+            scope = scope.parent
+        return False
+
+    def call_element(self, el, args, kwargs, node, hint, target):
+        """Call a static element on evaluated operands (inline it, or switch)."""
+        if isinstance(el, LocalFunc):
+            return self.call_function_ref(("local", el), args, kwargs, node, hint, target)
+        if isinstance(el, ObjFunc):
+            obj = el.obj
+            if P.lookup_callable(obj) is None and not (
+                    isinstance(obj, functools.partial) or isinstance(
+                        obj, types.MethodType) and not _is_library(obj.__func__) or (
+                        isinstance(obj, types.FunctionType) and not _is_library(obj)) or
+                    getattr(obj, "_astjax_generated", None) is not None):
+                args = [self.plain(a, node) for a in args]
+                kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
+                out = self._out(target, hint, _short(getattr(obj, "__name__", "call")))
+                self.emit(External(out, el.operand, args, kwargs))
+                return Var(out)
+            return self.call_function_ref(("object", obj), args, kwargs, node, hint, target)
+        if isinstance(el, FuncChoice):
+            out = self._out(target, hint, "out")
+            if el.otherwise is None:
+                err = self.tmp(hint, "error")
+                tail = [External(err, Var(self.env.value_ref(IndexError, "IndexError")),
+                                 [Const("index out of range for the list of functions")],
+                                 loc=self.loc), Raise(Var(err), loc=self.loc)]
+            else:
+                tail = []
+                with self.emitting(tail):
+                    self.call_element(el.otherwise, args, kwargs, node, hint, out)
+            for test, option in reversed(el.cases):
+                body: list = []
+                with self.emitting(body):
+                    self.call_element(option, args, kwargs, node, hint, out)
+                tail = [If(test, body, tail, loc=self.loc)]
+            for st in tail:
+                self.out.append(st)
+            return Var(out)
+        if isinstance(el, Bound):
+            return self.call_element(el.func, list(el.args) + list(args),
+                                     {**el.kwargs, **kwargs}, node, hint, target)
+        if isinstance(el, _Mixed):
+            self.error(node, f"{el.name!r} holds a function on some paths through the code "
+                             "before this call and not on others",
+                       "bind it to a function on every path (or, after a loop, again "
+                       "before the call)", cls=TransformError)
+        if isinstance(el, StaticSeq):
+            self.error(node, "a list of functions is not callable",
+                       "index it, or loop over it", cls=TransformError)
+        self.error(node, "this value is computed at run time and cannot be called in a "
+                         "transformed function",
+                   "call functions directly, or hold them in a list or dict",
+                   cls=TransformError)
+
+    # ----- loops over static containers: unrolled
+
+    def _static_iterable(self, node):
+        """Whether iterating ``node`` walks a container of functions (pure check)."""
+        if isinstance(node, gast.Call):
+            fn = self.static_value(node.func)
+            if fn in (zip, enumerate, reversed):
+                return any(self._static_iterable(a) for a in node.args)
+            if isinstance(node.func, gast.Attribute) and node.func.attr in (
+                    "items", "keys", "values") and not node.args:
+                return isinstance(self._peek(node.func.value), StaticSeq) or isinstance(
+                    node.func.value, (gast.Dict,)) and self._denotes_function(node.func.value)
+            return False
+        if isinstance(node, (gast.List, gast.Tuple, gast.Dict)):
+            return self._denotes_function(node)
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            return isinstance(self._peek(node), StaticSeq)
+        if isinstance(node, gast.Subscript):
+            return self._denotes_function(node)
+        return False
+
+    def _static_items(self, node):
+        """(elements, trip-count limits) of an unrolled iteration over ``node``.
+
+        Elements are static elements, operands, ``_Lazy`` reads of a run-time
+        sequence zipped in, or lists of those (zip, enumerate, items).  The limits are
+        lengths of zipped run-time sequences: iteration k runs while k < each.
+        """
+        if isinstance(node, gast.Call):
+            fn = self.static_value(node.func)
+            if fn is zip:
+                parts, limits = [], []
+                for a in node.args:
+                    if self._static_iterable(a):
+                        els, lim = self._static_items(a)
+                        parts.append(els)
+                        limits += lim
+                    else:
+                        walk = self._walk(a)
+                        limits.append(walk.count())
+                        parts.append(walk)
+                n = min(len(p) for p in parts if isinstance(p, list))
+                return [[p[k] if isinstance(p, list) else _Lazy(p, k) for p in parts]
+                        for k in range(n)], limits
+            if fn is enumerate:
+                start = 0
+                if len(node.args) > 1 or node.keywords:
+                    s = node.args[1] if len(node.args) > 1 else node.keywords[0].value
+                    if not isinstance(s, gast.Constant) or not isinstance(s.value, int):
+                        self.error(s, "enumerate() over functions needs a constant start",
+                                   "write the start as a number", cls=TransformError)
+                    start = s.value
+                els, limits = self._static_items(node.args[0])
+                return [[Const(start + k), e] for k, e in enumerate(els)], limits
+            if fn is reversed:
+                els, limits = self._static_items(node.args[0])
+                if limits:
+                    self.error(node, "reversed() of a zip holding functions is not supported",
+                               "reverse the list of functions itself: zip(fs[::-1], ...)",
+                               cls=TransformError)
+                return list(reversed(els)), limits
+            seq = self._static_element(node.func.value)
+            if not isinstance(seq, StaticSeq) or seq.keys is None:
+                self.error(node, f"{node.func.attr}() needs a dict",
+                           "call it on a dict of functions", cls=TransformError)
+            keys = [Const(k) for k in seq.keys]
+            view = node.func.attr
+            return ([list(p) for p in zip(keys, seq.items)] if view == "items" else
+                    keys if view == "keys" else list(seq.items)), []
+        seq = self._static_element(node)
+        if not isinstance(seq, StaticSeq):
+            self.error(node, "expected a list, tuple or dict of functions",
+                       "loop over a list of functions, or over a sequence of values",
+                       cls=TransformError)
+        return ([Const(k) for k in seq.keys] if seq.keys is not None else list(seq.items)), []
+
+    def _bind_static(self, target, el):
+        """Bind an unrolled loop's target to one element."""
+        if isinstance(el, _Lazy):
+            el = el.walk.item(Const(el.k))
+        if isinstance(el, list):
+            if isinstance(target, (gast.Tuple, gast.List)):
+                if len(target.elts) != len(el) or any(
+                        isinstance(e, gast.Starred) for e in target.elts):
+                    self.error(target, f"cannot unpack {len(el)} values into "
+                                       f"{len(target.elts)} names",
+                               "use as many names as the items have values",
+                               cls=TransformError)
+                for t, e in zip(target.elts, el):
+                    self._bind_static(t, e)
+                return
+            el = [e.walk.item(Const(e.k)) if isinstance(e, _Lazy) else e for e in el]
+            if any(isinstance(e, _STATIC_FUNCS) for e in el):
+                el = StaticSeq(el)
+            else:
+                el = self._pack(el)
+        if isinstance(el, _STATIC_FUNCS):
+            if isinstance(target, gast.Name):
+                self.store_name(target.id, target)
+                self.scope.local_funcs[target.id] = el
+                return
+            if isinstance(target, (gast.Tuple, gast.List)) and isinstance(el, StaticSeq) and \
+                    el.keys is None:
+                self._bind_static(target, list(el.items))
+                return
+            self.error(target, "cannot unpack this function value",
+                       "assign it to one name", cls=TransformError)
+        self.assign_operand(target, el)
+
+    def _unrolled(self, elements, limits, run_one):
+        """Emit ``run_one(k, element)`` for each element; returns the blocks.
+
+        Iteration k (after the first) runs under ``if`` guards built by the caller from
+        the exit flags; the limits of zipped run-time sequences guard every
+        iteration: ``k < len(seq)``.
+        """
+        blocks = []
+        for k, el in enumerate(elements):
+            block: list = []
+            with self.emitting(block):
+                run_one(k, el)
+            lt = P.BY_OPERATOR["Lt"]
+            for lim in reversed(limits):
+                t = self.fresh("in_range")
+                block = [Prim(t, lt.name, self.bind(lt, [Const(k), lim], {}, None), loc=self.loc),
+                         If(Var(t), block, [], loc=self.loc)]
+            blocks.append(block)
+        return blocks
+
+    def _for_unrolled(self, st):
+        """``for target in <container of functions>``: one copy of the body per element."""
+        if st.orelse:
+            self.error(st, "'else' on a loop is not supported",
+                       "use a flag variable set before 'break'")
+        elements, limits = self._static_items(st.iter)
+        ctx = LoopCtx()
+        self.loops.append(ctx)
+        jumps: set = set()
+
+        def run_one(k, el):
+            self._bind_static(st.target, el)
+            jumps.update(self.stmt_list(st.body))
+
+        try:
+            blocks = self._unrolled(elements, limits, run_one)
+        finally:
+            self.loops.pop()
+        self.loc = self.location(st)
+        if ctx.cont:
+            for b in blocks:
+                b.insert(0, Copy(ctx.cont, Const(False), loc=self.loc))
+        exit_flags = sorted(f for f in jumps - {ctx.cont} if f)
+        if ctx.brk:
+            self.emit(Copy(ctx.brk, Const(False)))
+        self._chain_blocks(blocks, exit_flags)
+        return jumps - {ctx.brk, ctx.cont}
+
+    def _chain_blocks(self, blocks, exit_flags):
+        """Emit unrolled iterations; each later one runs only while no exit flag is set."""
+        rest: list = []
+        for block in reversed(blocks):
+            if rest and exit_flags:
+                go = self.fresh("go_on")
+                rest = [Prim(go, "no_flags", [tuple(Var(f) for f in exit_flags)], loc=self.loc),
+                        If(Var(go), rest, [], loc=self.loc)]
+            rest = list(block) + rest
+        for st in rest:
+            self.out.append(st)
+
     # ------------------------------------------------------------ comprehensions
 
     def expr_ListComp(self, node, hint, target):
@@ -1171,8 +1952,134 @@ class Normalizer:
     expr_GeneratorExp = expr_ListComp
 
     def expr_DictComp(self, node, hint, target):
-        self.error(node, "dict comprehensions are not supported yet",
-                   "build a list of values and a dict literal, or loop with d[k] = v")
+        """``{k: v for ...}``: an empty dict filled with ``out[k] = v`` in the loop."""
+        out = self._out(target, hint, "dict")
+        self.emit(Prim(out, "make_dict", [Const(()), ()]))
+
+        def leaf():
+            k = self.expr(node.key, out)
+            v = self.expr(node.value, out)
+            self.emit(SetItem(out, Index((k,)), v))
+
+        self._comprehension(node.generators, leaf)
+        return Var(out)
+
+    def _dict_call(self, node, hint, target):
+        """``dict(...)``: keyword entries, ``zip(keys, values)``, pairs or a mapping.
+
+        Constant keys with literal values give one ``make_dict``; otherwise the dict is
+        filled entry by entry with ``out[k] = v``, each value read with ``getitem``
+        so its derivative flows.  An argument that may be a mapping or a sequence of
+        pairs is told apart at run time, as ``dict`` does.
+        """
+        if len(node.args) > 1:
+            self.error(node, "dict() takes at most one positional argument",
+                       "dict(mapping_or_pairs, key=value, ...)", cls=TransformError)
+        if any(k.arg is None for k in node.keywords):
+            self.error(node, "dict(**mapping) is not supported here",
+                       "copy it with dict(mapping), then set further entries")
+        out = self._out(target, hint, "dict")
+        keys: list = []
+        values: list = []
+        rest = None
+        if node.args:
+            pairs = self._static_pairs(node.args[0])
+            if pairs is None:
+                rest = node.args[0]
+            else:
+                for k, v in pairs:
+                    keys.append(k)
+                    values.append(self.expr(v, out))
+        for kw in node.keywords:
+            keys.append(kw.arg)
+            values.append(self.expr(kw.value, out))
+        if rest is None:
+            self.emit(Prim(out, "make_dict", [Const(tuple(keys)), tuple(values)]))
+            return Var(out)
+        fresh = self.tmp(out, "new") if out in {v.name for v in values
+                                                if isinstance(v, Var)} else out
+        self.emit(Prim(fresh, "make_dict", [Const(()), ()]))
+        self._fill_dict(fresh, rest, out)
+        for k, v in zip(keys, values):
+            self.emit(SetItem(fresh, Index((Const(k),)), v))
+        if fresh != out:
+            self.emit(Copy(out, Var(fresh)))
+        return Var(out)
+
+    def _static_pairs(self, node):
+        """[(key, value node)] for ``zip(KEYS, [v, ...])`` and ``[(KEY, v), ...]``."""
+        if isinstance(node, (gast.List, gast.Tuple)):
+            pairs = []
+            for e in node.elts:
+                if not (isinstance(e, gast.Tuple) and len(e.elts) == 2 and isinstance(
+                        e.elts[0], gast.Constant)):
+                    return None
+                pairs.append((e.elts[0].value, e.elts[1]))
+            return pairs
+        if isinstance(node, gast.Dict) and all(isinstance(k, gast.Constant) for k in node.keys):
+            return [(k.value, v) for k, v in zip(node.keys, node.values)]
+        if self._iter_helper(node) is zip and len(node.args) == 2 and not node.keywords:
+            kn, vn = node.args
+            if isinstance(kn, (gast.List, gast.Tuple)) and all(
+                    isinstance(e, gast.Constant) for e in kn.elts):
+                keys = [e.value for e in kn.elts]
+            else:
+                keys = self.static_value(kn)
+                if not (isinstance(keys, (list, tuple)) and all(
+                        isinstance(k, (str, int, bytes)) for k in keys)):
+                    return None
+            if isinstance(vn, (gast.List, gast.Tuple)) and not any(
+                    isinstance(e, gast.Starred) for e in vn.elts):
+                return list(zip(keys, vn.elts))
+        return None
+
+    def _fill_dict(self, out, node, hint):
+        """Emit ``out[k] = v`` for every entry of a mapping or a sequence of pairs."""
+        pairs_known = isinstance(node, (gast.List, gast.Tuple, gast.ListComp,
+                                        gast.GeneratorExp)) or self._iter_helper(node) or \
+            self._dict_view(node) == "items"
+        src = self._as_sequence(node, hint) if pairs_known else self.expr(node, hint)
+
+        def from_mapping():
+            keys = self.tmp(_hint_of(src, hint), "keys")
+            self.emit(Prim(keys, "keys_list", [src]))
+            n = self.tmp(keys, "len")
+            self.emit(Prim(n, "len", [Var(keys)]))
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(keys), Index((Var(idx),))]))
+                v = self.fresh("value")
+                self.emit(Prim(v, "getitem", [src, Index((Var(k),))]))
+                self.emit(SetItem(out, Index((Var(k),)), Var(v)))
+            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
+
+        def from_pairs():
+            seq = src
+            if not pairs_known:
+                seq_name = self.tmp(_hint_of(src, hint), "seq")
+                self.emit(Prim(seq_name, "as_sequence", [src]))
+                seq = Var(seq_name)
+            n = self.tmp(_hint_of(seq, hint), "len")
+            self.emit(Prim(n, "len", [seq]))
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                pair = self.fresh("pair")
+                self.emit(Prim(pair, "getitem", [seq, Index((Var(idx),))]))
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(pair), Index((Const(0),))]))
+                v = self.fresh("value")
+                self.emit(Prim(v, "getitem", [Var(pair), Index((Const(1),))]))
+                self.emit(SetItem(out, Index((Var(k),)), Var(v)))
+            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
+
+        if pairs_known:
+            from_pairs()
+        else:
+            # a mapping (a list of pairs given as a variable fails loudly at d[k])
+            from_mapping()
 
     def expr_SetComp(self, node, hint, target):
         self.error(node, "set comprehensions are not supported")
@@ -1192,30 +2099,31 @@ class Normalizer:
             saved[n] = (n in scope.local_names, scope.rename.get(n))
             scope.local_names.add(n)
             scope.rename[n] = Var(self.fresh(n))
+        saved_funcs = {n: scope.local_funcs.get(n) for n in names}
         it = gen.iter
-        seqs, binder, count = self._iteration(it, gen.target)
-        idx = self.fresh("i")
-        n = count(idx)
+        if self._static_iterable(it):
+            elements, limits = self._static_items(it)
 
-        def head():
-            binder(idx)
+            def run_one(k, el):
+                self._bind_static(gen.target, el)
+                self._comprehension_body(generators, leaf)
 
-        body: list = []
-        with self.emitting(body):
-            head()
-            cur = body
-            for cond in gen.ifs:
-                c = self.condition(cond)
-                inner: list = []
-                self.emit(If(c, inner, []))
-                self.out = inner
-                cur = inner
-            with self.emitting(cur):
-                if len(generators) > 1:
-                    self._comprehension(generators[1:], leaf)
-                else:
-                    leaf()
-        self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+            for block in self._unrolled(elements, limits, run_one):
+                self.out.extend(block)
+        else:
+            _, binder, count = self._iteration(it, gen.target)
+            idx = self.fresh("i")
+            n = count(idx)
+            body: list = []
+            with self.emitting(body):
+                binder(idx)
+                self._comprehension_body(generators, leaf)
+            self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+        for name, f in saved_funcs.items():
+            if f is None:
+                scope.local_funcs.pop(name, None)
+            else:
+                scope.local_funcs[name] = f
         for name, (was_local, op) in saved.items():
             if not was_local:
                 scope.local_names.discard(name)
@@ -1223,6 +2131,22 @@ class Normalizer:
                 scope.rename.pop(name, None)
             else:
                 scope.rename[name] = op
+
+    def _comprehension_body(self, generators, leaf):
+        """The filters, then the inner generators or the element, of one iteration."""
+        gen = generators[0]
+        cur = self.out
+        for cond in gen.ifs:
+            c = self.condition(cond)
+            inner: list = []
+            self.emit(If(c, inner, []))
+            cur = inner
+            self.out = inner  # restored by the caller's emitting()
+        with self.emitting(cur):
+            if len(generators) > 1:
+                self._comprehension(generators[1:], leaf)
+            else:
+                leaf()
 
     # --------------------------------------------------------------------- calls
 
@@ -1237,20 +2161,43 @@ class Normalizer:
             if kind == "func":
                 if isinstance(rest[0], ObjFunc):
                     return self.call_object(rest[0].obj, node, hint, target, discard)
+                if isinstance(rest[0], (StaticSeq, FuncChoice, Bound, _Mixed)):
+                    args, kwargs = self.call_args(node, hint)
+                    return self.call_element(rest[0], args, kwargs, node, hint, target)
                 return self.inline_local(rest[0], node, hint, target)
             if kind == "local":
-                return self.external_call(node, rest[0], hint, target, func.id, discard)
+                self._refuse_run_time_callee(func, func.id)
             obj = rest[0]
         elif isinstance(func, gast.Lambda):
             return self.inline_local(LocalFunc(func, self.scope), node, hint, target)
+        elif isinstance(func, (gast.Subscript, gast.IfExp)) and self._denotes_function(func) or \
+                isinstance(func, gast.Call) and self._is_partial(func):
+            el = self._static_element(func, hint)  # fs[0](x), fs[i](x), (f if c else g)(x)
+            if isinstance(el, _STATIC_FUNCS):
+                args, kwargs = self.call_args(node, hint)
+                return self.call_element(el, args, kwargs, node, hint, target)
+            self._refuse_run_time_callee(func, None)
         else:
             obj = self.static_value(func)
             if obj is None and isinstance(func, gast.Call):
                 obj = self.static_transform(func)
             if obj is None:
-                callee = self.expr(func, hint)
-                return self.external_call(node, callee, hint, target, "call", discard)
+                self._refuse_run_time_callee(func, None)
         return self.call_object(obj, node, hint, target, discard)
+
+    def _refuse_run_time_callee(self, func, name):
+        """A call of a function value computed at run time: refused where it is written.
+
+        Functions are bound when code is generated (inlined, or a primitive with its
+        rules); a callee known only at run time would be called with no derivative,
+        no batching rule and no shape rule, so its result would silently carry none.
+        """
+        what = f"{name}()" if name else "this call"
+        held = f"{name!r} holds" if name else "the callee is"
+        self.error(func, f"cannot differentiate through {what} or transform it: {held} a "
+                         "value computed at run time, not a function astjax can inline",
+                   "call the function directly, or hold functions in a list/dict literal "
+                   "(fs = [f, g]) and index or loop over it", cls=TransformError)
 
     def inline_jvp(self, node, hint, target):
         """``jvp(f, (x, ...), (t, ...))`` inside transformed code: inline f's jvp code."""
@@ -1343,6 +2290,13 @@ class Normalizer:
             kind, *rest = self.lookup(node.id, node)
             if kind == "func":
                 return FuncArg(rest[0])
+        if isinstance(node, (gast.List, gast.Tuple, gast.Dict, gast.Subscript, gast.IfExp)) \
+                and self._denotes_function(node) or isinstance(node, gast.Call) and \
+                self._is_partial(node) or isinstance(
+                    node, (gast.Name, gast.Attribute)) and isinstance(self._peek(node),
+                                                                      StaticSeq):
+            el = self._static_element(node, hint)  # a list of functions, fs[0]...
+            return FuncArg(el) if isinstance(el, _STATIC_FUNCS) else el
         if isinstance(node, (gast.Name, gast.Attribute)):
             obj = self.static_value(node)
             if callable(obj) and not isinstance(obj, type) and not isinstance(
@@ -1356,6 +2310,16 @@ class Normalizer:
         if isinstance(op, FuncArg):
             if isinstance(op.func, ObjFunc):
                 return op.func.operand
+            if isinstance(op.func, StaticSeq) and op.func.operand is not None:
+                return op.func.operand
+            if isinstance(op.func, _Mixed):
+                self.call_element(op.func, [], {}, node, "", None)  # the error
+            if isinstance(op.func, (StaticSeq, FuncChoice, Bound)):
+                self.error(node, "a list of functions, a function chosen at run time or a "
+                                 "partial can only be called, looped over, indexed, or "
+                                 "passed to a Python function here",
+                           "astjax inlines functions where they are called",
+                           cls=TransformError)
             self.error(node, "a lambda or nested function can only be called or passed to "
                              "another Python function here",
                        "astjax inlines functions where they are called", cls=TransformError)
@@ -1374,12 +2338,23 @@ class Normalizer:
             out = self._out(target, hint, "range")
             self.emit(Prim(out, "range", self._range_args(args, node)))
             return Var(out)
+        if obj is sorted:
+            return self._materialize(node, hint)
+        if obj is dict:
+            return self._dict_call(node, hint, target)
+        if obj in (list, tuple) and len(node.args) == 1 and not node.keywords and (
+                self._iter_helper(node.args[0]) or self._dict_view(node.args[0])):
+            return self._as_sequence(node.args[0], hint)
         if obj in (zip, enumerate, reversed, map, filter):
-            self.error(node, f"{obj.__name__}() is supported in a for loop header only",
+            self.error(node, f"{obj.__name__}() is supported in a for loop header, a "
+                             "comprehension, or given to list/tuple/dict/sorted only",
                        "loop over it with 'for ... in', or use a list comprehension")
         prim = P.lookup_callable(obj)
         if prim is not None:
             args, kwargs = self.call_args(node, hint)
+            if prim.name == "len" and len(args) == 1 and not kwargs and isinstance(
+                    args[0], FuncArg) and isinstance(args[0].func, StaticSeq):
+                return Const(len(args[0].func.items))  # a list of functions: static length
             if prim.name == "len" and len(args) == 1 and not kwargs and \
                     isinstance(args[0], tuple):
                 # a tuple of operands (a rule's ``*items``) has a static length: reading
@@ -1389,7 +2364,8 @@ class Normalizer:
             out = self._out(target, hint, _short(name))
             self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
             return Var(out)
-        if isinstance(obj, functools.partial) or isinstance(obj, types.MethodType) or (
+        if isinstance(obj, functools.partial) or (isinstance(obj, types.MethodType) and not
+                                                  _is_library(obj.__func__)) or (
                 isinstance(obj, types.FunctionType) and not _is_library(obj)) or getattr(
                 obj, "_astjax_generated", None) is not None:
             return self.inline_callable(obj, node, hint, target)
@@ -1402,14 +2378,49 @@ class Normalizer:
         args = [self.plain(a, node) for a in args]
         kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
         if discard and target is None:
+            self._refuse_effect(node, callee, label)
             self.emit(External(None, callee, args, kwargs))
             return Const(None)
         out = self._out(target, hint, _short(label))
         self.emit(External(out, callee, args, kwargs))
         return Var(out)
 
+    def _refuse_effect(self, node, callee, label, method=None):
+        """A call made for its effect on an array (its result unused) is refused.
+
+        NumPy functions and methods called without using their result change an
+        argument in place (``np.random.shuffle(x)``, ``np.copyto(a, b)``, ``x.sort()``,
+        ``x.fill(0)``); the core form would not know, and the derivative would follow
+        the old values.  Calls of other libraries (print, logging) stay.
+        """
+        obj = None
+        if isinstance(callee, Var):
+            entry = self.env.entries.get(callee.name)
+            if entry is None:
+                obj = _RUN_TIME
+            elif entry[0] == "value":
+                obj = entry[1]
+            elif entry[0] == "global":
+                obj = entry[1].get(entry[2])
+        if method is not None and obj is _RUN_TIME:
+            self.error(node, f"{label}.{method}() is called for its effect on {label} (its "
+                             "result is not used): astjax cannot follow an in-place change",
+                       f"build the new value and assign it ({label} = ...)",
+                       cls=TransformError)
+        if obj is _RUN_TIME:
+            return
+        owner = obj if method is None else type(obj)
+        if (getattr(owner, "__module__", "") or "").split(".")[0] == "numpy":
+            what = f"{label}.{method}()" if method else f"{label}()"
+            self.error(node, f"{what} is called for its effect on its arguments (its result "
+                             "is not used): astjax cannot follow an in-place change",
+                       "compute a new array and assign it instead", cls=TransformError)
+
     def method_call(self, node, func, hint, target, discard):
         name = func.attr
+        handled = self._container_method(node, func, hint, target)
+        if handled is not None:
+            return handled
         if name == "append" and isinstance(func.value, gast.Name):
             lst = self.load_name(func.value.id, func.value)
             if not isinstance(lst, Var) or func.value.id not in self.scope.local_names:
@@ -1428,6 +2439,7 @@ class Normalizer:
             args = [self.plain(a, node) for a in args]
             kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
             if discard and target is None:
+                self._refuse_effect(node, receiver, rhint, method=name)
                 self.emit(External(None, receiver, args, kwargs, method=name))
                 return Const(None)
             out = self._out(target, rhint, _short(name))
@@ -1442,6 +2454,146 @@ class Normalizer:
         out = self._out(target, rhint, _short(prim.name))
         self.emit(Prim(out, prim.name, self.bind(prim, [receiver, *args], kwargs, node)))
         return Var(out)
+
+    def _container_method(self, node, func, hint, target):
+        """Dict and list methods whose values must keep their derivatives.
+
+        ``d.items()``/``keys()``/``values()`` as values, ``d.get(k, default)``,
+        ``d.update(...)`` and ``lst.extend(xs)`` become reads with ``getitem`` and
+        writes with ``d[k] = v``/``append``; a call left for run time would hand back
+        values with no derivative.  Returns None for any other method.
+        """
+        name = func.attr
+        if name in ("items", "keys", "values") and self._dict_view(node):
+            return self._materialize(node, hint)
+        if name == "get" and 1 <= len(node.args) <= 2 and not node.keywords:
+            d = self.expr(func.value, hint)
+            dh = _hint_of(d, hint)
+            key = self.expr(node.args[0], "key")
+            default = self.expr(node.args[1], dh) if len(node.args) > 1 else Const(None)
+            has = self.tmp(dh, "has")
+            self.emit(Prim(has, "contains", [d, key]))
+            out = self._out(target, dh, "get")
+            self.emit(If(Var(has), [Prim(out, "getitem", [d, Index((key,))], loc=self.loc)],
+                         [Copy(out, default, loc=self.loc)]))
+            return Var(out)
+        local = isinstance(func.value, gast.Name) and func.value.id in self.scope.local_names
+        if name == "update" and local and len(node.args) <= 1 and all(
+                k.arg is not None for k in node.keywords):
+            d = self.load_name(func.value.id, func.value)
+            if not isinstance(d, Var):
+                return None
+            if node.args:
+                self._fill_dict(d.name, node.args[0], d.name)
+            for kw in node.keywords:
+                self.emit(SetItem(d.name, Index((Const(kw.arg),)), self.expr(kw.value, d.name)))
+            return Const(None)
+        if name in ("sort", "reverse") and local and not node.args:
+            seq = self.load_name(func.value.id, func.value)
+            if not isinstance(seq, Var):
+                return None
+            kws = {k.arg for k in node.keywords}
+            if name == "reverse" and not kws:
+                self.emit(Prim(seq.name, "getitem",
+                               [seq, Index((SliceAtom(None, None, Const(-1)),))]))
+                return Const(None)
+            if name == "sort" and kws <= {"key", "reverse"} and kws:
+                # a list sorted in place: sorted() of it, assigned back
+                call = gast.Call(func=gast.Name("sorted", gast.Load(), None, None),
+                                 args=[func.value], keywords=node.keywords)
+                gast.copy_location(call, node)
+                self.emit(Copy(seq.name, self._materialize(call, seq.name)))
+                return Const(None)
+            if name == "sort" and kws <= {"axis", "kind"}:
+                # an array (or a list of numbers) sorted in place: np.sort, assigned back
+                as_array = P.lookup_callable(np.asarray)
+                self.emit(Prim(seq.name, as_array.name, self.bind(as_array, [seq], {}, node)))
+                prim = P.lookup_callable(np.sort)
+                kwargs = {k.arg: self.expr(k.value, seq.name) for k in node.keywords}
+                self.emit(Prim(seq.name, prim.name, self.bind(prim, [seq], kwargs, node)))
+                return Const(None)
+            return None
+        if name == "pop" and local and not node.keywords and len(node.args) in (0, 2):
+            # lst.pop() (a list), d.pop(k, default) (a dict); d.pop(k) stays ambiguous
+            seq = self.load_name(func.value.id, func.value)
+            if not isinstance(seq, Var):
+                return None
+            out = self._out(target, seq.name, "popped")
+            if not node.args:
+                self.emit(Prim(out, "getitem", [seq, Index((Const(-1),))]))
+                self.emit(Prim(seq.name, "getitem",
+                               [seq, Index((SliceAtom(None, Const(-1), None),))]))
+                return Var(out)
+            key = self.expr(node.args[0], "key")
+            default = self.expr(node.args[1], seq.name)
+            has = self.tmp(seq.name, "has")
+            self.emit(Prim(has, "contains", [seq, key]))
+            self.emit(If(Var(has), [Prim(out, "getitem", [seq, Index((key,))], loc=self.loc)],
+                         [Copy(out, default, loc=self.loc)]))
+            rest = self.tmp(seq.name, "rest")
+            self.emit(Prim(rest, "make_dict", [Const(()), ()]))
+            keys = self.tmp(seq.name, "keys")
+            self.emit(Prim(keys, "keys_list", [seq]))
+            n = self.tmp(keys, "len")
+            self.emit(Prim(n, "len", [Var(keys)]))
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                k = self.fresh("key")
+                self.emit(Prim(k, "getitem", [Var(keys), Index((Var(idx),))]))
+                other = self.tmp(k, "other")
+                ne = P.BY_OPERATOR["NotEq"]
+                self.emit(Prim(other, ne.name, self.bind(ne, [Var(k), key], {}, node)))
+                v = self.fresh("value")
+                self.emit(If(Var(other), [Prim(v, "getitem", [seq, Index((Var(k),))],
+                                               loc=self.loc),
+                                          SetItem(rest, Index((Var(k),)), Var(v),
+                                                  loc=self.loc)], []))
+            self.emit(For(idx, Prim(None, "range", [Const(0), Var(n), Const(None)]), body))
+            self.emit(Copy(seq.name, Var(rest)))
+            return Var(out)
+        if name == "setdefault" and local and len(node.args) == 2 and not node.keywords:
+            d = self.load_name(func.value.id, func.value)
+            if not isinstance(d, Var):
+                return None
+            key = self.expr(node.args[0], "key")
+            default = self.expr(node.args[1], d.name)
+            has = self.tmp(d.name, "has")
+            self.emit(Prim(has, "contains", [d, key]))
+            self.emit(If(Var(has), [], [SetItem(d.name, Index((key,)), default, loc=self.loc)]))
+            out = self._out(target, d.name, "value")
+            self.emit(Prim(out, "getitem", [d, Index((key,))]))
+            return Var(out)
+        if name == "insert" and local and len(node.args) == 2 and not node.keywords:
+            lst = self.load_name(func.value.id, func.value)
+            if not isinstance(lst, Var):
+                return None
+            at = self.expr(node.args[0], "at")
+            item = self.expr(node.args[1], lst.name)
+            head = self.tmp(lst.name, "head")
+            self.emit(Prim(head, "getitem", [lst, Index((SliceAtom(None, at, None),))]))
+            tail = self.tmp(lst.name, "tail")
+            self.emit(Prim(tail, "getitem", [lst, Index((SliceAtom(at, None, None),))]))
+            mid = self.tmp(lst.name, "new")
+            self.emit(Prim(mid, "make_list", [(item,)]))
+            add = P.BY_OPERATOR["Add"]
+            self.emit(Prim(head, add.name, self.bind(add, [Var(head), Var(mid)], {}, node)))
+            self.emit(Prim(lst.name, add.name, self.bind(add, [Var(head), Var(tail)], {}, node)))
+            return Const(None)
+        if name == "extend" and local and len(node.args) == 1 and not node.keywords:
+            lst = self.load_name(func.value.id, func.value)
+            if not isinstance(lst, Var):
+                return None
+            walk = self._walk(node.args[0])
+            n = walk.count()
+            idx = self.fresh("i")
+            body: list = []
+            with self.emitting(body):
+                item = self._pack(walk.item(idx))
+                self.emit(Prim(lst.name, "append", [lst, item]))
+            self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
+            return Const(None)
+        return None
 
     def bind(self, prim, args, kwargs, node) -> list:
         """Match call operands to a primitive's parameters (NumPy's order and names)."""
@@ -1459,7 +2611,9 @@ class Normalizer:
         else:
             if len(pos) > len(params):
                 self.error(node, f"{prim.code}() takes at most {len(params)} positional "
-                                 f"arguments ({len(pos)} given)", cls=TransformError)
+                                 f"arguments ({len(pos)} given)",
+                           f"its parameters: {', '.join(p.lstrip('*') for p in params)}",
+                           cls=TransformError)
         for k, v in kwargs.items():
             if k not in params:
                 self.error(node, f"{prim.code}() got an unsupported keyword argument {k!r}",
@@ -1505,9 +2659,16 @@ class Normalizer:
             if kind == "func":
                 if isinstance(rest[0], ObjFunc):
                     return ("object", rest[0].obj)
-                return ("local", rest[0])
+                if isinstance(rest[0], LocalFunc):
+                    return ("local", rest[0])
+                return ("element", rest[0])  # a switch, a partial, a list (an error)
             if kind == "object" and callable(rest[0]):
                 return ("object", rest[0])
+        elif isinstance(node, (gast.Subscript, gast.IfExp, gast.Call)) and \
+                self._denotes_function(node):
+            el = self._static_element(node, "f")
+            if isinstance(el, _STATIC_FUNCS):
+                return ("element", el)
         else:
             obj = self.static_value(node)
             if obj is not None and callable(obj):
@@ -1520,6 +2681,8 @@ class Normalizer:
     def call_function_ref(self, ref, args, kwargs, node, hint, target):
         """Inline (or, for a primitive, emit) a call of ``ref`` on evaluated operands."""
         kind, value = ref
+        if kind == "element":
+            return self.call_element(value, args, kwargs, node, hint, target)
         generated = getattr(value, "_astjax_generated", None)
         if kind == "object" and generated is not None:
             value = generated()  # a transformed function: inline the code it runs
@@ -1636,6 +2799,8 @@ class Normalizer:
         return out
 
 
+_RUN_TIME = object()  # a callee or receiver known only at run time
+
 _CANONICAL_MODULES = {"numpy": "np", "astjax.runtime_array": "ra", "astjax.runtime": "rt",
                       "astjax.runtime_batch": "rb", "math": "math"}
 
@@ -1653,6 +2818,26 @@ def _fold(prim, left, right):
         if type(value) in (int, float, bool):
             return Const(value)
     return None
+
+
+@dataclass
+class _Walk:
+    """An iterable walked by index: the sequences' names, trip count, element."""
+
+    names: list
+    count: object   # () -> trip count operand (emits what it needs)
+    item: object    # (index name) -> operand, or a list of operands (zip, enumerate)
+    seq: object = None        # the list walked, when item(i) is seq[i]
+    sort_keys: object = None  # keys ordering the items like sorted() (a dict's keys)
+
+
+def _name_op(idx):
+    """An index given as a variable name or as an operand."""
+    return Var(idx) if isinstance(idx, str) else idx
+
+
+def _hint_of(op, default):
+    return op.name if isinstance(op, Var) else default
 
 
 def _short(name):
