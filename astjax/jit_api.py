@@ -99,6 +99,10 @@ def _fast_signature(args):
     return tuple(out) if _walk(args, out) else None
 
 
+def _is_function(value) -> bool:
+    return callable(value) and not isinstance(value, (np.ndarray, np.generic, type))
+
+
 def _positional_names(fun):
     from astjax.frontend.source import get_function_source, unwrap_callable
     func, pargs, _ = unwrap_callable(fun)
@@ -224,6 +228,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         for name in static_names:
             if name in kwargs:
                 static[name] = kwargs.pop(name)
+        for name in [k for k, v in kwargs.items() if _is_function(v)]:
+            static[name] = kwargs.pop(name)  # f(x, act=np.sin): inlined, keys the code
         for name, value in static.items():
             try:
                 hash(value)
@@ -255,6 +261,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
             static_kw = tuple([kwargs.get(n, _ABSENT) for n in static_names])
             call_kwargs = {k: v for k, v in kwargs.items() if k not in static_names}
         sig = _fast_signature(dynamic)
+        if sig is not None and call_kwargs and any(_is_function(v)
+                                                   for v in call_kwargs.values()):
+            sig = None  # functions passed by keyword are inlined: general() keys on them
         if sig is not None and (static_values or static_kw):
             try:
                 hash((static_values, static_kw))

@@ -51,6 +51,11 @@ def _candidates(fn, rng):
     return out
 
 
+# programs every transformation refuses today (a lambda handed to vmap inside
+# transformed code: issue 11); nothing to compare
+REFUSED = {"batched.gp_lambda_row"}
+
+
 def _corpus():
     rng = np.random.default_rng(7)
     cases = []
@@ -58,7 +63,7 @@ def _corpus():
         module = importlib.import_module(f"programs.{name}")
         for fname, fn in sorted(vars(module).items()):
             if inspect.isfunction(fn) and fn.__module__ == module.__name__ and \
-                    not fname.startswith("_"):
+                    not fname.startswith("_") and f"{name}.{fname}" not in REFUSED:
                 for args in _candidates(fn, rng):
                     cases.append(pytest.param(fn, args, id=f"{name}.{fname}"))
     return cases
@@ -118,9 +123,10 @@ def test_simplified_code_gives_identical_bits(fn, args):
     tangents = tuple(np.cos(np.arange(np.size(a))).reshape(np.shape(a)) for a in args)
     want = _try(lambda: astjax.jvp(fn, args, tangents))
     if want is not None:
-        gen = forward_api._get_forward(fn, tuple(range(len(args))), args)
+        values = api.bind_arguments(fn, args, {}, "jvp")  # defaults filled in
+        gen = forward_api._get_forward(fn, tuple(range(len(args))), values)
         funcs = simplified_functions(gen, lambda: astjax.jvp(fn, args, tangents))
-        _same_bits(want, _quiet(lambda: funcs["main"](*args, *tangents)))
+        _same_bits(want, _quiet(lambda: funcs["main"](*values, *tangents)))
         checked += 1
     # vjp: forward and backward sweeps
     got_vjp = _try(lambda: astjax.vjp(fn, *args))
@@ -130,9 +136,10 @@ def test_simplified_code_gives_identical_bits(fn, args):
                       value)
         want = _try(lambda: vjp_fn(ct))
         if want is not None:
-            gen = api._get_reverse(fn, "vjp", 0, False, args)[0]
+            values = api.bind_arguments(fn, args, {}, "vjp")  # as astjax.vjp binds
+            gen = api._get_reverse(fn, "vjp", tuple(range(len(args))), False, values)[0]
             funcs = simplified_functions(gen, lambda: astjax.vjp(fn, *args)[1](ct))
-            out2, res = _quiet(lambda: funcs["fwd"](*args))
+            out2, res = _quiet(lambda: api.call_bound(funcs["fwd"], values))
             _same_bits(value, out2)
             _same_bits(want, _quiet(lambda: funcs["bwd"](res, ct)))
             checked += 1
@@ -141,9 +148,10 @@ def test_simplified_code_gives_identical_bits(fn, args):
     vf = astjax.vmap(fn)
     want = _try(lambda: vf(*batch))
     if want is not None:
-        mask = batch_api._mask(0, batch)
-        gen = batch_api._get(fn, mask, batch)
-        moved = [np.moveaxis(b, 0, -1) for b in batch]
+        values, axes = batch_api._call_axes(fn, 0, batch, {})  # defaults: unbatched
+        mask = [a is not None for a in axes]
+        gen = batch_api._get(fn, mask, values)
+        moved = [np.moveaxis(b, 0, -1) if m else b for b, m in zip(values, mask)]
         funcs = simplified_functions(gen, lambda: vf(*batch))
         _same_bits(_quiet(lambda: gen.functions["main"](*moved, 2)),
                    _quiet(lambda: funcs["main"](*moved, 2)))

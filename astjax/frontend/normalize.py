@@ -125,6 +125,11 @@ class ObjFunc:
     operand: object
 
 
+def _is_function_value(value) -> bool:
+    """A callable that calls inline (a function), not an array or a class."""
+    return callable(value) and not isinstance(value, (np.ndarray, np.generic, type))
+
+
 @dataclass
 class FuncArg:
     """A call argument that is a function: inlined callees receive the function itself."""
@@ -348,6 +353,12 @@ class Normalizer:
             if i < len(remaining_pos):
                 p = remaining_pos[i]
                 scope.local_funcs[p] = ObjFunc(f, self.object_operand(f, p))
+        for p, v in fsrc.defaults.items():
+            # def f(x, act=np.tanh): a function default left unbound is inlined like a
+            # function passed in (callers that pass another one key the code on it)
+            if p not in scope.local_funcs and p not in pkwargs and \
+                    p not in params[:len(pargs)] and _is_function_value(v):
+                scope.local_funcs[p] = ObjFunc(v, self.object_operand(v, p))
         self._rename_locals(scope, node)
         self.scope = scope
         self.loc = self.location(node)
@@ -358,7 +369,7 @@ class Normalizer:
             for pname, value in bound.items():
                 if pname not in scope.rename:
                     self.error(node, f"partial binds unknown parameter {pname!r}")
-                if callable(value) and not isinstance(value, (np.ndarray, np.generic, type)):
+                if _is_function_value(value):
                     # partial(f, act=np.sin): calls of act inline np.sin
                     scope.local_funcs[pname] = ObjFunc(value, self.object_operand(value, pname))
                     continue
