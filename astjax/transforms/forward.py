@@ -18,8 +18,8 @@ from astjax import primitives as P
 from astjax.core import (Const, Copy, External, For, If, Prim, Return, SetItem, Var, While)
 from astjax.errors import DifferentiationError
 from astjax.transforms.rules import rule_template
-from astjax.transforms.reverse import (_CORE_CONSTANT, _diff_operands, _vars,
-                                       varied_variables)
+from astjax.transforms import activity
+from astjax.transforms.reverse import _diff_operands
 
 import astjax.core_prims  # noqa: F401
 
@@ -45,30 +45,14 @@ def jvp_template_for(prim_name: str):
 
 
 class Varied:
-    """Which variables depend on the inputs (forward activity), checked for unknown calls."""
+    """Which variables depend on the inputs (forward activity); construction checks that
+    no differentiated input reaches the returned value through a call without a rule
+    (``astjax/transforms/activity.py``)."""
 
     def __init__(self, fn: core.Function, wrt):
         stmts = list(core.walk(fn.body))
-        varied = varied_variables(stmts, wrt)
-        self.varied = varied
-        for s in stmts:
-            if isinstance(s, External) and s.target:
-                bad = (_vars(s.args) | _vars(s.kwargs.values())) & varied
-                if bad:
-                    callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
-                    raise DifferentiationError(
-                        f"cannot differentiate through {callee}(): astjax has no rule for it "
-                        f"(it receives {', '.join(sorted(bad))}, which depends on the "
-                        "differentiated input)", s.loc,
-                        "use NumPy functions astjax knows, or astjax.stop_gradient")
-            if isinstance(s, Prim) and s.target:
-                prim = P.REGISTRY[s.prim]
-                if not prim.diff and prim.kind not in P.CONSTANT_KINDS | _CORE_CONSTANT:
-                    bad = _vars(s.args) & varied
-                    if bad and s.prim not in ("push", "pop"):
-                        raise DifferentiationError(
-                            f"{prim.code}() has no derivative rule in astjax", s.loc,
-                            prim.reason or "wrap the value in astjax.stop_gradient")
+        outputs = [n for s in fn.body if isinstance(s, Return) for n in core.reads(s)]
+        self.varied = activity.check_no_silent_zero(stmts, wrt, outputs, fn.env)
 
 
 class ForwardAD:

@@ -23,6 +23,7 @@ from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
                          Var, While)
 from astjax.errors import DifferentiationError
+from astjax.transforms import activity
 from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
@@ -53,93 +54,25 @@ def _vars(ops):
     return {o.name for o in ops if isinstance(o, Var)}
 
 
-def varied_variables(stmts, wrt) -> set:
+def varied_variables(stmts, wrt, env=None) -> set:
     """Variables whose value may depend on the inputs ``wrt`` (both modes' activity)."""
-    varied = set(wrt)
-    changed = True
-    while changed:
-        changed = False
-        for s in stmts:
-            new = set()
-            if isinstance(s, Prim) and s.target:
-                if _vars(op for _, op in _diff_operands(s)) & varied:
-                    new.add(s.target)
-            elif isinstance(s, (Copy, SetItem)) and _vars([s.value]) & varied:
-                new.add(s.target)
-            if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[1]]) & varied:
-                new |= _vars([s.args[0]])  # a tape holding derivatives carries them
-            if new - varied:
-                varied |= new
-                changed = True
-    return varied
+    return activity.varied_variables(stmts, wrt, env)
 
 
 class Activity:
-    """Which variables carry derivatives (depend on inputs and reach the output)."""
+    """Which variables carry derivatives (depend on inputs and reach the output).
+
+    Construction checks the invariant of ``astjax/transforms/activity.py``: a
+    differentiated input that reaches the output through anything without a rule is
+    an error, never a silent zero.
+    """
 
     def __init__(self, fn: core.Function, wrt: list[str], output: str):
         stmts = list(core.walk(fn.body))
-        varied = varied_variables(stmts, wrt)
-        useful = {output}
-        changed = True
-        while changed:
-            changed = False
-            for s in stmts:
-                new = set()
-                if isinstance(s, Prim) and s.target in useful:
-                    new |= _vars(op for _, op in _diff_operands(s))
-                elif isinstance(s, Copy) and s.target in useful:
-                    new |= _vars([s.value])
-                elif isinstance(s, SetItem) and s.target in useful:
-                    new |= _vars([s.value])
-                elif isinstance(s, External) and s.target in useful:
-                    new |= _vars(s.args) | _vars(s.kwargs.values())
-                if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[0]]) & useful:
-                    new |= _vars([s.args[1]])
-                if new - useful:
-                    useful |= new
-                    changed = True
-        self.varied = varied
-        self.useful = useful
-        self.active = varied & useful
-        # What reaches the output through any operand, derivative rule or not: a
-        # differentiated value that gets there through a primitive without a rule must
-        # be an error, never a silent zero.
-        reaches = {output}
-        changed = True
-        while changed:
-            changed = False
-            for s in stmts:
-                if core.writes(s) and set(core.writes(s)) & reaches and not (
-                        isinstance(s, Prim) and P.REGISTRY[s.prim].kind in
-                        P.CONSTANT_KINDS | _CORE_CONSTANT):
-                    new = set(core.reads(s)) - reaches
-                    if new:
-                        reaches |= new
-                        changed = True
-        for s in stmts:
-            if isinstance(s, Prim) and s.target in reaches:
-                prim = P.REGISTRY[s.prim]
-                if not prim.diff and prim.kind not in P.CONSTANT_KINDS | _CORE_CONSTANT:
-                    bad = _vars(s.args) & varied
-                    if bad:
-                        raise DifferentiationError(
-                            f"{prim.code}() has no derivative rule in astjax (it receives "
-                            f"{', '.join(sorted(bad))}, which depends on the differentiated "
-                            "input)", s.loc, prim.reason or
-                            "wrap the value in astjax.stop_gradient if no derivative should "
-                            "flow through it")
-            if isinstance(s, External) and s.target in reaches:
-                bad = (_vars(s.args) | _vars(s.kwargs.values())) & varied
-                if bad:
-                    callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
-                    raise DifferentiationError(
-                        f"cannot differentiate through {callee}(): astjax has no rule for it "
-                        f"(it receives {', '.join(sorted(bad))}, which depends on the "
-                        "differentiated input)", s.loc,
-                        "use NumPy functions astjax knows (see astjax.primitives.REGISTRY), "
-                        "or wrap the value in astjax.stop_gradient if no derivative should "
-                        "flow through it")
+        graph = activity.Graph(stmts, fn.env)
+        self.varied = activity.check_no_silent_zero(stmts, wrt, [output], fn.env, graph)
+        self.useful = graph.backward({output}, {activity.DIFF})
+        self.active = self.varied & self.useful
 
 
 _CORE_CONSTANT = frozenset({"tape", "structural"})
