@@ -57,7 +57,10 @@ _META = {"acc_at": ("x",), "instantiate": ("x",), "list_cotangent": ("x",),
          "append_cotangents": ("lst",), "cot_at_vjp": ("g",)}
 _DIFF = {"acc_at": ("d", "g"), "instantiate": ("g",), "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
-         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",)}
+         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
+         # linear second-order pieces: rules for third and higher derivatives
+         "cot_at_vjp": ("ct",), "dict_from_values": ("values",), "save_at": ("x",),
+         "append_cotangents_vjp": ("ct",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
          "save_at": "tape", "restore_at": "tape"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",

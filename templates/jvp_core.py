@@ -142,3 +142,19 @@ def to_last(ans, x, axis, dx=None):
 
 def from_last(ans, x, axis, size, batched, dx=None):
     return rb.from_last(dx, axis, size, batched)
+
+
+def cot_at_vjp(ans, ct, g, index, dct=None):
+    return rt.cot_at_vjp(dct, g, index)
+
+
+def dict_from_values(ans, values, keys, dvalues=None):
+    return rt.dict_from_values(dvalues, keys)
+
+
+def append_cotangents_vjp(ans, ct, dct=None):
+    return rt.append_cotangents_vjp(dct)
+
+
+def save_at(ans, x, index, dx=None):
+    return rt.save_at(dx, index)

@@ -146,3 +146,24 @@ def to_last(g, ans, x, axis):
 
 def from_last(g, ans, x, axis, size, batched):
     return rb.from_last_vjp(g, axis, batched)
+
+
+# Third and higher derivatives: the second-order container pieces are linear in their
+# cotangent; each rule is the transpose of the piece.
+
+
+def cot_at_vjp(h, ans, ct, g, index):
+    return rt.cot_at(h, index)
+
+
+def dict_from_values(h, ans, values, keys):
+    return rt.dict_cotangents(h, keys)
+
+
+def append_cotangents_vjp(h, ans, ct):
+    return rt.append_cotangents(h, None)
+
+
+def save_at(g, ans, x, index):
+    # the saved part of an in-place update is x[index] (grad of code that updates in place)
+    return rt.cot_at_vjp(g, x, index)

@@ -37,9 +37,9 @@ DIFF, ZERO, REFUSE = "diff", "zero", "refuse"
 # primitives whose output is constant although they take any value: the derivative
 # is zero by design, not by omission
 _ZERO_BY_DESIGN = frozenset({"stop_gradient"})
-# primitives that carry values unchanged (tapes, records): every operand flows through
-_CARRY_KINDS = frozenset({"tape"})
-# carrying primitives that store their other operands into the first one
+# primitives that store their other operands into the first one; reverse mode mirrors
+# both (a tape of cotangents for push/pop, an in-place update for restore_at).  Other
+# tape primitives (save_at, pop) have rules; those without (replay...) refuse.
 _UPDATES_FIRST = frozenset({"push", "restore_at"})
 # methods that update their receiver (Python containers and ndarrays)
 _MUTATING_METHODS = frozenset({
@@ -101,15 +101,11 @@ def statement_edges(s, env=None):
     if isinstance(s, Prim):
         prim = P.REGISTRY[s.prim]
         bound = list(zip(prim.params, s.args)) + list(s.kwargs.items())
-        if prim.kind in _CARRY_KINDS:
-            if s.prim in _UPDATES_FIRST:   # push(tape, v), restore_at(x, index, old)
-                dests = _names(s.args[0]) + ([s.target] if s.target else [])
-                sources = bound[1:]
-            else:
-                dests, sources = ([s.target] if s.target else []), bound
-            for _, arg in sources:
+        if s.prim in _UPDATES_FIRST:   # push(tape, v), restore_at(x, index, old)
+            for pname, arg in bound[1:]:
+                kind = ZERO if pname == "index" else DIFF
                 for n in core.atom_vars(list(arg) if isinstance(arg, tuple) else [arg]):
-                    out.extend((n, d, DIFF) for d in dests if n != d)
+                    out.extend((n, d, kind) for d in _names(s.args[0]) if n != d)
             return out
         if not s.target:
             return out
@@ -238,3 +234,39 @@ def refusal(s, bad, env=None) -> DifferentiationError:
 
 __all__ = ["DIFF", "ZERO", "REFUSE", "Graph", "statement_edges", "varied_variables",
            "check_no_silent_zero", "constant_output", "describe_callee"]
+
+
+# ----------------------------------------------------- in-place updates of generated code
+
+class Restore(SetItem):
+    """``rt.restore_at(x, index, old)`` (a backward sweep undoing ``x[index] = v``),
+    read by a transformation of generated code as the in-place update it is.
+
+    Treating it as a call would hide that it overwrites ``x``: the outer reverse pass
+    would not save what it overwrites (its tape holds a reference to ``x``, which the
+    restoration then changes under it) and forward mode would leave ``x``'s tangent
+    unrestored -- wrong second derivatives of any function with ``y[i] = v``.  As a
+    ``SetItem`` every transformation handles it; ``emitted`` prints it back as the
+    call (which also deletes a dict key the update had added).
+    """
+
+
+def updates_as_setitems(stmts) -> list:
+    """Replace every ``rt.restore_at`` call in ``stmts`` (nested blocks too) by a
+    ``Restore`` statement; returns ``stmts`` (changed in place)."""
+    for i, s in enumerate(stmts):
+        for b in core.child_blocks(s):
+            updates_as_setitems(b)
+        if isinstance(s, Prim) and s.prim == "restore_at" and isinstance(s.args[0], Var):
+            index = s.args[1]
+            if not isinstance(index, core.Index):
+                index = core.Index((index,))
+            stmts[i] = Restore(s.args[0].name, index, s.args[2], loc=s.loc)
+    return stmts
+
+
+def emitted(s):
+    """The statement to print for ``s`` (a ``Restore`` goes back to the call)."""
+    if isinstance(s, Restore):
+        return Prim(None, "restore_at", [Var(s.target), s.index, s.value], loc=s.loc)
+    return s

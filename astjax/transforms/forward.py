@@ -60,6 +60,7 @@ class ForwardAD:
 
     def __init__(self, fn: core.Function, wrt: list[str], normalizer_factory):
         self.fn = fn
+        activity.updates_as_setitems(fn.body)
         self.varied = Varied(fn, wrt).varied
         self.names = fn.env.names
         self.make_normalizer = normalizer_factory
@@ -101,7 +102,8 @@ class ForwardAD:
                           s.exit_flags, loc=loc)]
         if isinstance(s, Return):
             return [s]
-        out = [s]
+        out = [activity.emitted(s)]
+        self.primal_ids.add(id(out[0]))
         if isinstance(s, Prim) and s.prim in ("push", "pop", "new_tape"):
             return out + self.tape_tangent(s)
         target = s.target if isinstance(s, (Prim, Copy, External, SetItem)) else None

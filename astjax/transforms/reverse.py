@@ -199,6 +199,7 @@ class ReverseAD:
         # every shape-only read is saved as a stand-in, not the array itself
         self.residuals = residuals
         self.output = output
+        activity.updates_as_setitems(fn.body)
         self.activity = Activity(fn, wrt, output)
         self.flags = insert_activity_flags(fn, self.activity, fn.env.names)
         self.counts = _assignment_counts(fn)
@@ -575,7 +576,7 @@ class ReverseAD:
                 saved = self.names.fresh(f"{s.target}_saved")
                 pre.append(Prim(saved, "save_at", [Var(s.target), s.index], loc=loc))
                 pre.append(Prim(None, "push", [Var(self.tape), Var(saved)], loc=loc))
-            return pre + [s]
+            return pre + [activity.emitted(s)]
         if not isinstance(s, For):
             for w in core.writes(s):
                 if w in self.restore:
