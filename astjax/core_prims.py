@@ -54,7 +54,7 @@ def _params(fn):
 # Runtime helpers that generated code calls.  Those differentiable in some argument
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
 _META = {"acc_at": ("x",), "instantiate": ("x",), "list_cotangent": ("x",),
-         "append_cotangents": ("lst",), "cot_at_vjp": ("g",)}
+         "append_cotangents": ("lst",), "cot_at_vjp": ("g",), "append_cotangents_vjp": ("like",)}
 _DIFF = {"acc_at": ("d", "g"), "instantiate": ("g",), "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
          "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
@@ -153,7 +153,7 @@ register(Primitive("tangent_set", rt.tangent_set, "rt.tangent_set",
                    ("t", "index", "v_dot", "like"), diff=("t", "v_dot"), kind="other",
                    meta=("like",)))
 register(Primitive("pop_tangent", rt.pop_tangent, "rt.pop_tangent", ("tape_dot", "like"),
-                   kind="tape"))
+                   diff=("tape_dot",), kind="tape", meta=("like",)))
 _PACK_DIFF = {"pack_tuple": ("items",), "pack_list": ("items",), "make_dict_from": ("values",),
               "append_tangent": ("lst_dot", "item_dot"), "list_tangent": ("x_dot",)}
 for _name, _diff in _PACK_DIFF.items():

@@ -264,11 +264,16 @@ def dict_from_values(values, keys):
     return {k: v for k, v in zip(keys, values) if v is not None}
 
 
-def append_cotangents_vjp(ct):
+def append_cotangents_vjp(ct, like=None):
+    """The list cotangent from (cotangent of the list before ``append``, of the item);
+    ``like`` (the list cotangent this came from) gives the length when the first is
+    None -- a short list would shift every entry."""
     if ct is None:
         return None
     head, last = ct
-    return list(head if head is not None else []) + [last]
+    if head is None:
+        head = [None] * (len(like) - 1 if like is not None else 0)
+    return list(head) + [last]
 
 
 def cot_at(g, index):

@@ -104,7 +104,7 @@ class ForwardAD:
             return [s]
         out = [activity.emitted(s)]
         self.primal_ids.add(id(out[0]))
-        if isinstance(s, Prim) and s.prim in ("push", "pop", "new_tape"):
+        if isinstance(s, Prim) and s.prim in ("push", "pop", "pop_tangent", "new_tape"):
             return out + self.tape_tangent(s)
         target = s.target if isinstance(s, (Prim, Copy, External, SetItem)) else None
         if target is None or target not in self.varied:
@@ -198,6 +198,10 @@ class ForwardAD:
         dot = self.dot(s.target)
         if result is None:
             return pre + stmts + [self.zero_tangent(s.target, loc)]
+        if dropped and s.prim in _ADDS and s.prim != "add":
+            # acc(d, g) with g's tangent zero: d may be None (zero) at run time while
+            # the sum is not; the sum still gets a real tangent
+            return pre + stmts + [Prim(dot, "instantiate", [result, Var(s.target)], loc=loc)]
         if dropped:
             return pre + stmts + [Prim(dot, "tangent_like", [result, Var(s.target)],
                                        loc=loc)]

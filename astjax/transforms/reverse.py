@@ -75,7 +75,9 @@ class Activity:
         self.active = self.varied & self.useful
 
 
-_CORE_CONSTANT = frozenset({"tape", "structural"})
+# a pop of a tangent tape (forward code with loops) is a pop: its cotangent goes back
+# on the mirror tape
+_TAPE_OPS = frozenset({"push", "pop", "pop_tangent"})
 # rules of these kinds may produce None (a zero entry of a container cotangent)
 _MAY_GIVE_NONE = frozenset({"structural", "index", "other", "tape"})
 
@@ -293,7 +295,7 @@ class ReverseAD:
         if isinstance(s, (For, While)):
             return self.loop_adjoint(s)
         out: list = []
-        if isinstance(s, Prim) and s.prim in ("push", "pop") and self.is_active(s.args[0]):
+        if isinstance(s, Prim) and s.prim in _TAPE_OPS and self.is_active(s.args[0]):
             out.extend(self.tape_adjoint(s))
         elif isinstance(s, Prim) and s.target in self.restore and s.target in core.atom_vars(
                 s.args):
