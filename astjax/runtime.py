@@ -244,8 +244,11 @@ _MISSING = object()
 
 
 def cot_at_vjp(ct, g, index):
-    """Cotangent of ``g`` for ``cot_at(g, index)``: ``ct`` placed at ``index``."""
-    if ct is None:
+    """Cotangent of ``g`` for ``cot_at(g, index)``: ``ct`` placed at ``index``.
+
+    ``g`` None (a symbolic zero: ``cot_at`` gave None whatever ``ct``) has no entries
+    to receive it."""
+    if ct is None or g is None:
         return None
     if isinstance(g, dict):
         return {index: ct}

@@ -18,7 +18,7 @@ from astjax import primitives as P
 from astjax.core import (Const, Copy, External, For, If, Prim, Return, SetItem, Var, While)
 from astjax.errors import DifferentiationError
 from astjax.transforms.rules import rule_template
-from astjax.transforms import activity
+from astjax.transforms import activity, aliasing
 from astjax.transforms.reverse import _diff_operands
 
 import astjax.core_prims  # noqa: F401
@@ -61,6 +61,7 @@ class ForwardAD:
     def __init__(self, fn: core.Function, wrt: list[str], normalizer_factory):
         self.fn = fn
         activity.updates_as_setitems(fn.body)
+        aliasing.check_updates(fn)
         self.varied = Varied(fn, wrt).varied
         self.names = fn.env.names
         self.make_normalizer = normalizer_factory

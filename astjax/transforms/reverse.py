@@ -23,7 +23,7 @@ from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
                          Var, While)
 from astjax.errors import DifferentiationError
-from astjax.transforms import activity
+from astjax.transforms import activity, aliasing
 from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
@@ -202,6 +202,7 @@ class ReverseAD:
         self.residuals = residuals
         self.output = output
         activity.updates_as_setitems(fn.body)
+        self.aliasing = aliasing.check_updates(fn)
         self.activity = Activity(fn, wrt, output)
         self.flags = insert_activity_flags(fn, self.activity, fn.env.names)
         self.counts = _assignment_counts(fn)
@@ -645,6 +646,10 @@ class ReverseAD:
         primal_vars = core.all_writes(body) | set(self.fn.params)
         self.restore = {v for v in reads & primal_vars
                         if self.reassigned(v) and v not in self.trip_vars}
+        # an update whose memory another name shares: restore it when the backward
+        # sweep reads any of them (``z = y`` read by a rule, then ``y[i] = v``)
+        self.restore |= {s.target for s in self.aliasing.updates()
+                         if self.aliasing.holders(s) & reads}
         # pass 2: the real thing (same names as the dry runs chose)
         self._start(seeded)
         backward = self.backward(body)
