@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from astjax import core
 from astjax import primitives as P
-from astjax.core import Copy, External, For, If, Prim, SetItem, Var, While
+from astjax.core import Const, Copy, External, For, If, Prim, SetItem, Var, While
 from astjax.errors import DifferentiationError
 from astjax.transforms.activity import Restore
 
@@ -227,10 +227,53 @@ def check_updates(fn: core.Function, aliasing: Aliasing | None = None) -> Aliasi
     return aliasing
 
 
+def _view_definition(s, name) -> bool:
+    """``name = y`` or ``name = <view of y>`` (a slice, ``.T``, ``reshape``...)."""
+    if isinstance(s, Copy):
+        return core.writes(s) == [name] and isinstance(s.value, Var)
+    if isinstance(s, Prim) and s.target == name:
+        prim = P.REGISTRY[s.prim]
+        return prim.kind in ("shape", "index") or s.prim in _MAY_VIEW
+    return False
+
+
+def detach(fn: core.Function, aliasing: Aliasing) -> set:
+    """Make every name that shares memory with an updated array its own copy, where it
+    is made: ``z = y`` becomes ``z = y`` then ``z = np.copy(z)``.
+
+    Only run after ``check_updates`` passed: then no name is read after an update of
+    memory it shares, so NumPy's results do not change; but the values that a
+    backward sweep, a vjp's residuals or linearize's record keep for later are no
+    longer changed under them by the update.  Returns the names detached."""
+    undone = {s.target for s in core.walk(fn.body) if isinstance(s, Restore)}
+    names = set()
+    for s in aliasing.updates():
+        if isinstance(s, Restore) or s.target in undone:
+            continue
+        group = (aliasing.holders(s) - aliasing.tapes) | {s.target}
+        if len(group) > 1:
+            names |= group
+
+    def rewrite(stmts):
+        out = []
+        for s in stmts:
+            for b in core.child_blocks(s):
+                b[:] = rewrite(b)
+            out.append(s)
+            for w in core.writes(s):
+                if w in names and _view_definition(s, w):
+                    out.append(Prim(w, "copy", [Var(w), Const("K"), Const(False)], loc=s.loc))
+        return out
+
+    if names:
+        fn.body[:] = rewrite(fn.body)
+    return names
+
+
 def _base(made, default):
     if isinstance(made, Copy):
         return core.format_operand(made.value)
     return default
 
 
-__all__ = ["Aliasing", "AliasError", "check_updates", "live_after"]
+__all__ = ["Aliasing", "AliasError", "check_updates", "detach", "live_after"]
