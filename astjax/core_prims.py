@@ -35,6 +35,7 @@ register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,
 # as the plain ones: a transformation of generated code sees functional code
 register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"),
          callables=(rt.acc_inplace, rt.acc_copy, rt.acc_reuse))
+register(Primitive("detach", rt.detach, "rt.detach", ("x",), diff=("x",), kind="structural"))
 register(Primitive("stop_gradient", rt.stop_gradient, "rt.stop_gradient", ("x",),
                    kind="structural"))
 register(Primitive("range", builtins.range, "range", ("start", "stop", "step"),

@@ -412,6 +412,18 @@ def save_at(x, index):
     return part.copy() if isinstance(part, np.ndarray) else part
 
 
+def detach(x):
+    """``x`` without shared memory: a copy of an array, a shallow copy of a list or
+    dict, anything else itself (transforms/aliasing.py breaks sharing with it)."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, list):
+        return list(x)
+    if isinstance(x, dict):
+        return dict(x)
+    return x
+
+
 def restore_at(x, index, old):
     """Undo ``x[index] = v`` with the value ``save_at`` gave (a new dict key is removed)."""
     if old is _MISSING:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from astjax import core
 from astjax import primitives as P
-from astjax.core import Const, Copy, External, For, If, Prim, SetItem, Var, While
+from astjax.core import Copy, External, For, If, Prim, SetItem, Var, While
 from astjax.errors import DifferentiationError
 from astjax.transforms.activity import Restore
 
@@ -239,7 +239,7 @@ def _view_definition(s, name) -> bool:
 
 def detach(fn: core.Function, aliasing: Aliasing) -> set:
     """Make every name that shares memory with an updated array its own copy, where it
-    is made: ``z = y`` becomes ``z = y`` then ``z = np.copy(z)``.
+    is made: ``z = y`` becomes ``z = y`` then ``z = rt.detach(z)``.
 
     Only run after ``check_updates`` passed: then no name is read after an update of
     memory it shares, so NumPy's results do not change; but the values that a
@@ -262,12 +262,38 @@ def detach(fn: core.Function, aliasing: Aliasing) -> set:
             out.append(s)
             for w in core.writes(s):
                 if w in names and _view_definition(s, w):
-                    out.append(Prim(w, "copy", [Var(w), Const("K"), Const(False)], loc=s.loc))
+                    out.append(Prim(w, "detach", [Var(w)], loc=s.loc))
         return out
 
+    names -= _value_free(fn)
     if names:
         fn.body[:] = rewrite(fn.body)
     return names
+
+
+# linear primitives whose rules never read their operands' values
+_LINEAR = frozenset({"add", "subtract", "negative", "positive", "acc"})
+
+
+def _value_free(fn) -> set:
+    """Names every read of which ignores the value (an operand of a sum, a shape-only
+    parameter): no rule keeps them, so sharing memory costs nothing there -- the
+    ``y_part`` of ``y[1:] += v`` needs no copy."""
+    used = set()
+    free = set()
+    for s in core.walk(fn.body):
+        names = set(core.reads(s))
+        if isinstance(s, Prim):
+            prim = P.REGISTRY[s.prim]
+            quiet = set()
+            for pname, arg in zip(prim.params, s.args):
+                if pname in prim.meta or s.prim in _LINEAR:
+                    quiet |= set(core.atom_vars(list(arg) if isinstance(arg, tuple) else [arg]))
+            free |= quiet
+            used |= names - quiet
+        else:
+            used |= names
+    return free - used
 
 
 def _base(made, default):
