@@ -413,14 +413,23 @@ def save_at(x, index):
 
 
 def detach(x):
-    """``x`` without shared memory: a copy of an array, a shallow copy of a list or
-    dict, anything else itself (transforms/aliasing.py breaks sharing with it)."""
+    """``x`` sharing no memory with anything: arrays copied, lists, tuples, dicts and
+    dataclasses rebuilt around copies, anything else itself.
+
+    transforms/aliasing.py uses it to break sharing with an updated array, and to
+    give a function that updates an argument in place its private copy (no
+    transformation changes the caller's arrays)."""
     if isinstance(x, np.ndarray):
         return x.copy()
     if isinstance(x, list):
-        return list(x)
+        return [detach(v) for v in x]
+    if isinstance(x, tuple):
+        return _rebuild_tuple(x, [detach(v) for v in x])
     if isinstance(x, dict):
-        return dict(x)
+        return {k: detach(v) for k, v in x.items()}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return _dataclass_like(x, {f.name: detach(getattr(x, f.name))
+                                   for f in dataclasses.fields(x)})
     return x
 
 

@@ -51,6 +51,7 @@ class Aliasing:
         self.sharing: dict = {}
         self.defs: dict = {}   # name -> a statement that last made it share memory
         self._containers: set = set()
+        self.ids_at: dict = {}   # update statement (by id) -> memory it may write
         state = {p: frozenset({("param", p)}) for p in fn.params}
         self._block(fn.body, state)
 
@@ -89,6 +90,7 @@ class Aliasing:
         state = dict(state)
         if isinstance(s, SetItem):
             target = state.get(s.target, frozenset({("outside", s.target)}))
+            self.ids_at[id(s)] = self.ids_at.get(id(s), frozenset()) | target
             self.sharing.setdefault(id(s), set()).update(
                 n for n, ids in state.items() if n != s.target and ids & target)
             if any(i in self._containers for i in target):
@@ -271,6 +273,33 @@ def detach(fn: core.Function, aliasing: Aliasing) -> set:
     return names
 
 
+def private_arguments(fn: core.Function) -> list:
+    """The mutation policy, one rule for every transformation: **no transformation
+    ever modifies the caller's arrays.**  A function that updates an argument in place
+    (``x[i] = v``, ``x *= 2``, ``params[0][...] = ...``) works on a private copy,
+    made on entry (``x = rt.detach(x)``), as JAX users expect of functions of arrays;
+    only ``jit(..., donate_argnums=...)`` lets a function consume an argument (jit
+    drops the copy of a donated one).  Plain calls keep Python's semantics: a user
+    function called from a transformed one still updates what it is given.
+
+    Returns the parameters that got a copy (statements marked ``_private``)."""
+    analysis = Aliasing(fn)
+    updated = set()
+    for s in analysis.updates():
+        if isinstance(s, Restore):
+            continue
+        target = analysis.ids_at.get(id(s), frozenset())
+        updated |= {i[1] for i in target if i[0] == "param"}
+    copies = []
+    for p in fn.params:
+        if p in updated:
+            st = Prim(p, "detach", [Var(p)], loc=fn.loc)
+            st._private = True
+            copies.append(st)
+    fn.body[:0] = copies
+    return [s.target for s in copies]
+
+
 # linear primitives whose rules never read their operands' values
 _LINEAR = frozenset({"add", "subtract", "negative", "positive", "acc"})
 
@@ -302,4 +331,5 @@ def _base(made, default):
     return default
 
 
-__all__ = ["Aliasing", "AliasError", "check_updates", "detach", "live_after"]
+__all__ = ["Aliasing", "AliasError", "check_updates", "detach", "live_after",
+           "private_arguments"]
