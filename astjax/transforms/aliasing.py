@@ -42,26 +42,72 @@ class AliasError(DifferentiationError):
 
 
 class Aliasing:
-    """Memory facts of one core function (see the module docstring)."""
+    """Memory facts of one core function (see the module docstring).
+
+    A piece of memory is a path: a base (a parameter, the statement that made an
+    array or container, an outside value) and the keys taken into it (``p["w"]``
+    is ``(p, ("w",))``; a slice or a computed index is the key ``"*"``).  Two paths
+    overlap when one continues the other; the items of lists, tuples and dicts built
+    here are tracked by key, so ``w = p["w"]`` and ``b = p["b"]`` do not alias."""
 
     def __init__(self, fn: core.Function):
         self.fn = fn
         self.tapes: set = set()
-        # per update statement (by id): names sharing the target's memory there
-        self.sharing: dict = {}
-        self.defs: dict = {}   # name -> a statement that last made it share memory
-        self._containers: set = set()
-        self.ids_at: dict = {}   # update statement (by id) -> memory it may write
-        state = {p: frozenset({("param", p)}) for p in fn.params}
-        self._block(fn.body, state)
+        self.defs: dict = {}       # name -> a statement that last made it share memory
+        self.contents: dict = {}   # container base -> {key: paths of its items}
+        for _ in range(4):         # item facts only grow: rerun until they settle
+            before = {b: dict(c) for b, c in self.contents.items()}
+            self.sharing: dict = {}    # update (by id) -> names sharing its memory there
+            self.ids_at: dict = {}     # update (by id) -> paths it may write
+            self.state_at: dict = {}   # update (by id) -> name -> paths, there
+            state = {p: frozenset({(("param", p), ())}) for p in fn.params}
+            self._block(fn.body, state)
+            if before == self.contents:
+                break
 
-    # ---------------------------------------------------------------- dataflow
+    # ---------------------------------------------------------------- paths
 
     def _ids(self, state, names):
         out = set()
         for n in names:
-            out |= state.get(n, frozenset({("outside", n)}))
+            out |= state.get(n, frozenset({(("outside", n), ())}))
         return out
+
+    def _items(self, base, key):
+        items = self.contents.get(base, {})
+        if key == "*":
+            return set().union(*items.values()) if items else set()
+        return set(items.get(key, ())) | set(items.get("*", ()))
+
+    def _element(self, ids, key):
+        out = set()
+        for base, keys in ids:
+            out.add((base, keys + (key,)))
+            if not keys:
+                out |= self._items(base, key)
+        return out
+
+    def _store(self, ids, key, value_ids):
+        for base, keys in ids:
+            if not keys and base in self.contents:
+                slot = self.contents[base]
+                slot[key] = frozenset(slot.get(key, frozenset()) | value_ids)
+
+    def reach(self, ids) -> set:
+        """The paths and everything held in the containers among them."""
+        out, todo = set(ids), list(ids)
+        while todo:
+            base, keys = todo.pop()
+            if keys or base not in self.contents:
+                continue
+            for item in set().union(*self.contents[base].values()) if self.contents[
+                    base] else ():
+                if item not in out:
+                    out.add(item)
+                    todo.append(item)
+        return out
+
+    # ---------------------------------------------------------------- dataflow
 
     def _block(self, stmts, state):
         for s in stmts:
@@ -77,7 +123,7 @@ class Aliasing:
             blocks = core.child_blocks(s)
             start = dict(state)
             if isinstance(s, For):
-                start[s.target] = frozenset({("site", id(s))})
+                start[s.target] = frozenset({(("site", id(s)), ())})
             for _ in range(50):
                 end = dict(start)
                 for b in blocks:
@@ -89,47 +135,72 @@ class Aliasing:
             return _join(state, start)
         state = dict(state)
         if isinstance(s, SetItem):
-            target = state.get(s.target, frozenset({("outside", s.target)}))
+            target = state.get(s.target, frozenset({(("outside", s.target), ())}))
             self.ids_at[id(s)] = self.ids_at.get(id(s), frozenset()) | target
+            self.state_at[id(s)] = _join(self.state_at.get(id(s), {}), state)
             self.sharing.setdefault(id(s), set()).update(
-                n for n, ids in state.items() if n != s.target and ids & target)
-            if any(i in self._containers for i in target):
-                # a list or dict element: the container now holds the value itself
-                state[s.target] = target | self._ids(state, core.atom_vars([s.value]))
+                n for n, ids in state.items()
+                if n != s.target and _overlap(self.reach(ids), target))
+            self._store(target, _key(s.index), frozenset(
+                self._ids(state, core.atom_vars([s.value]))))
             return state
         if isinstance(s, Copy):
             state[s.target] = frozenset(self._ids(state, core.atom_vars([s.value])))
             self.defs[s.target] = s
             return state
         if isinstance(s, Prim):
-            prim = P.REGISTRY[s.prim]
-            if s.prim in _TAPES and s.target:
-                self.tapes.add(s.target)
-            if s.prim in ("push", "pop", "pop_tangent") and s.args and isinstance(
-                    s.args[0], Var):
-                self.tapes.add(s.args[0].name)
-            if s.prim in ("push", "restore_at") and s.args and isinstance(s.args[0], Var):
-                holder = s.args[0].name
-                state[holder] = state.get(holder, frozenset()) | self._ids(
-                    state, core.atom_vars(s.args[1:]))
-            if not s.target:
-                return state
-            fresh = frozenset({("site", id(s))})
-            if prim.kind in _FRESH_KINDS and s.prim not in _MAY_VIEW:
-                state[s.target] = fresh
-            else:
-                if prim.kind == "structural" and s.prim.startswith(("make_", "append",
-                                                                    "to_list")):
-                    self._containers.add(("site", id(s)))
-                state[s.target] = fresh | self._ids(state, _sources(prim, s))
-                self.defs[s.target] = s
-            return state
+            return self._prim(s, state)
         if isinstance(s, External):
-            ids = self._ids(state, core.reads(s))
             if s.target:
-                state[s.target] = frozenset({("site", id(s))}) | ids
+                state[s.target] = frozenset({(("site", id(s)), ())}) | frozenset(
+                    self._ids(state, core.reads(s)))
                 self.defs[s.target] = s
             return state
+        return state
+
+    def _prim(self, s, state):
+        prim = P.REGISTRY[s.prim]
+        site = ("site", id(s))
+        if s.prim in _TAPES and s.target:
+            self.tapes.add(s.target)
+        if s.prim in ("push", "pop", "pop_tangent") and s.args and isinstance(s.args[0], Var):
+            self.tapes.add(s.args[0].name)
+        if s.prim in ("push", "restore_at", "append") and s.args and isinstance(
+                s.args[0], Var):
+            # the first operand now holds the others
+            holder = state.get(s.args[0].name, frozenset())
+            for base, keys in holder:
+                if not keys:
+                    self.contents.setdefault(base, {})
+            self._store(holder, "*", frozenset(self._ids(state, core.atom_vars(s.args[1:]))))
+            if s.prim != "append":
+                return state
+        if not s.target:
+            return state
+        if s.prim in ("make_list", "make_tuple", "make_dict"):
+            keys = (list(s.args[0].value) if s.prim == "make_dict" else
+                    list(range(len(s.args[0]))))
+            items = s.args[1] if s.prim == "make_dict" else s.args[0]
+            slot = self.contents.setdefault(site, {})
+            for k, item in zip(keys, items):
+                slot[k] = frozenset(slot.get(k, frozenset()) | self._ids(
+                    state, core.atom_vars([item])))
+            state[s.target] = frozenset({(site, ())})
+            return state
+        if s.prim in ("getitem", "pop", "tree_index", "save_at"):
+            key = _key(s.args[1]) if s.prim in ("getitem", "save_at") else "*"
+            state[s.target] = frozenset(self._element(self._ids(
+                state, core.atom_vars([s.args[0]])), key))
+            self.defs[s.target] = s
+            return state
+        if s.prim == "append":
+            return state
+        if prim.kind in _FRESH_KINDS and s.prim not in _MAY_VIEW:
+            state[s.target] = frozenset({(site, ())})
+            return state
+        state[s.target] = frozenset({(site, ())}) | frozenset(
+            self._ids(state, _sources(prim, s)))
+        self.defs[s.target] = s
         return state
 
     # ---------------------------------------------------------------- queries
@@ -140,6 +211,27 @@ class Aliasing:
     def holders(self, s: SetItem) -> set:
         """Names that may share the memory ``s`` updates (tapes included)."""
         return set(self.sharing.get(id(s), ()))
+
+
+def _key(index):
+    """The constant key of ``x[k]`` (an int or a string), else ``"*"``."""
+    if isinstance(index, core.Index):
+        if index.tuple_form or len(index.items) != 1:
+            return "*"
+        index = index.items[0]
+    if isinstance(index, core.Const) and isinstance(index.value, (int, str)) and not \
+            isinstance(index.value, bool):
+        return index.value
+    return "*"
+
+
+def _overlap(a, b) -> bool:
+    """Some path of ``a`` and some path of ``b`` reach common memory."""
+    for base, keys in a:
+        for base2, keys2 in b:
+            if base == base2 and all(k == k2 or "*" in (k, k2) for k, k2 in zip(keys, keys2)):
+                return True
+    return False
 
 
 def _sources(prim, s):
@@ -163,8 +255,22 @@ def _join(a, b):
 
 # ---------------------------------------------------------------------- liveness
 
+def _reads(s) -> set:
+    """(name, key) pairs a statement reads: ``p["b"]`` reads ``(p, "b")``, anything
+    else reads the whole name, ``(name, None)``."""
+    if isinstance(s, Prim) and s.prim == "getitem" and isinstance(s.args[0], Var) and \
+            _key(s.args[1]) != "*":
+        rest = core.atom_vars(s.args[1:]) + core.atom_vars(s.kwargs.values())
+        return {(s.args[0].name, _key(s.args[1]))} | {(n, None) for n in rest}
+    return {(n, None) for n in core.reads(s)}
+
+
+def _kill(live, names):
+    return {(n, k) for n, k in live if n not in names}
+
+
 def live_after(fn: core.Function) -> dict:
-    """{id(update statement): names read after it (before being rebound)}."""
+    """{id(update statement): (name, key) reads after it, before the name is rebound}."""
     result: dict = {}
 
     def block(stmts, live_out):
@@ -175,17 +281,17 @@ def live_after(fn: core.Function) -> dict:
 
     def stmt(s, live_out):
         if isinstance(s, If):
-            test = set(core.reads(s))
+            test = _reads(s)
             return test | block(s.body, live_out) | block(s.orelse, live_out)
         if isinstance(s, (For, While)):
-            header = set(core.reads(s))
+            header = _reads(s)
             live_in = set(live_out) | header
             for _ in range(50):
                 inner = set(live_in)
                 for b in reversed(core.child_blocks(s)):
                     inner = block(b, inner)
                 if isinstance(s, For):
-                    inner.discard(s.target)
+                    inner = _kill(inner, {s.target})
                 new = live_in | inner
                 if new == live_in:
                     break
@@ -193,27 +299,45 @@ def live_after(fn: core.Function) -> dict:
             return live_in
         if isinstance(s, SetItem):
             result.setdefault(id(s), set()).update(live_out)
-            return set(live_out) | set(core.reads(s))
-        live = set(live_out) - set(core.writes(s))
-        return live | set(core.reads(s))
+            return set(live_out) | _reads(s)
+        return _kill(live_out, set(core.writes(s))) | _reads(s)
 
     block(fn.body, set())
     return result
 
 
 def check_updates(fn: core.Function, aliasing: Aliasing | None = None) -> Aliasing:
-    """Refuse an in-place update whose memory another name still reads afterwards."""
+    """Refuse an in-place update whose memory another name still reads afterwards --
+    or honour NumPy's semantics where that name is the very same array (``z = y``,
+    a helper's parameter): ``z = y`` is repeated after the update, so every
+    transformation sees that ``z`` changed with ``y``."""
     aliasing = aliasing or Aliasing(fn)
     live = live_after(fn)
     # generated reverse code: an update the backward sweep undoes (``rt.restore_at``)
     # was checked in the user's program; the sweep's later reads see restored memory
     undone = {s.target for s in core.walk(fn.body) if isinstance(s, Restore)}
+    resync: dict = {}
     for s in aliasing.updates():
         if isinstance(s, Restore) or s.target in undone:
             continue
-        bad = sorted((aliasing.holders(s) - aliasing.tapes) & live.get(id(s), set()))
-        bad = [n for n in bad if not n.startswith("rt") and n not in fn.env.entries] \
-            if hasattr(fn.env, "entries") else bad
+        state = aliasing.state_at.get(id(s), {})
+        target = aliasing.ids_at.get(id(s), frozenset())
+        bad = []
+        forms: dict = {}
+        for n, k in live.get(id(s), set()):
+            forms.setdefault(n, set()).add(k)
+        for n in sorted((aliasing.holders(s) - aliasing.tapes) & set(forms)):
+            if n.startswith("rt") or n in getattr(fn.env, "entries", {}):
+                continue
+            paths = state.get(n, frozenset())
+            if None not in forms[n] and not any(
+                    _overlap(aliasing.reach(aliasing._element(paths, k)), target)
+                    for k in forms[n]):
+                continue   # read only at other keys: p["b"] after w = p["w"]; w[i] = v
+            if _same_object(paths, target):
+                resync.setdefault(id(s), []).append(n)
+                continue
+            bad.append(n)
         if bad:
             other = bad[0]
             made = aliasing.defs.get(other)
@@ -226,7 +350,25 @@ def check_updates(fn: core.Function, aliasing: Aliasing | None = None) -> Aliasi
                 "treat them as separate values", s.loc,
                 f"make the copy explicit where {other} is made ({other} = "
                 f"{_base(made, s.target)}.copy()), or update a copy")
+    if resync:
+        _insert_resync(fn.body, resync)
     return aliasing
+
+
+def _same_object(a, b) -> bool:
+    """Both certainly name one object: the same single path with no computed key."""
+    return len(a) == 1 and a == b and all(k != "*" for _, keys in a for k in keys)
+
+
+def _insert_resync(stmts, resync):
+    out = []
+    for s in stmts:
+        for b in core.child_blocks(s):
+            _insert_resync(b, resync)
+        out.append(s)
+        for n in resync.get(id(s), ()):
+            out.append(Copy(n, Var(s.target), loc=s.loc))
+    stmts[:] = out
 
 
 def _view_definition(s, name) -> bool:
@@ -289,7 +431,7 @@ def private_arguments(fn: core.Function) -> list:
         if isinstance(s, Restore):
             continue
         target = analysis.ids_at.get(id(s), frozenset())
-        updated |= {i[1] for i in target if i[0] == "param"}
+        updated |= {base[1] for base, _ in target if base[0] == "param"}
     copies = []
     for p in fn.params:
         if p in updated:

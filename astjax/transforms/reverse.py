@@ -336,6 +336,7 @@ class ReverseAD:
         # restore what the statement overwrote
         if isinstance(s, SetItem):
             if s.target in self.restore:
+                self.backward_reads.add(s.target)   # a vjp keeps it as a residual
                 old = self.names.fresh(f"{s.target}_old")
                 out.append(Prim(old, "pop", [Var(self.tape)], loc=loc))
                 out.append(Prim(None, "restore_at", [Var(s.target), s.index, Var(old)],
