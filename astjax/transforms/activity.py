@@ -29,7 +29,7 @@ import types
 
 from astjax import core
 from astjax import primitives as P
-from astjax.core import Const, Copy, External, For, Prim, SetItem, Var
+from astjax.core import Copy, External, For, Prim, SetItem, Var
 from astjax.errors import DifferentiationError
 
 DIFF, ZERO, REFUSE = "diff", "zero", "refuse"
