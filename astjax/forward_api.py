@@ -17,7 +17,9 @@ from astjax.api import (cached, _check_callable, _fun_name, _normalize_argnums,
 from astjax.core import Prim, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.forward import ForwardAD
-from astjax.tree_util import tree_flatten, tree_leaves, tree_structure, tree_unflatten
+from astjax.transforms.linearize import NotSplittable
+from astjax.tree_util import (tree_flatten, tree_leaves, tree_map, tree_structure,
+                               tree_unflatten)
 
 
 # ----------------------------------------------------------------- generation
@@ -134,11 +136,20 @@ def linearize(fun, *primals):
     """
     _check_callable(fun, "linearize")
     static = function_arguments(primals)
-    gen = cached(fun, ("linearize", static),
-                 lambda: _build_linearized(fun, len(primals), dict(static)))
-    gen.refresh()
-    out, residuals = gen.functions["primal"](*primals)
-    tangent = gen.functions["tangent"]
+    try:
+        gen = cached(fun, ("linearize", static),
+                     lambda: _build_linearized(fun, len(primals), dict(static)))
+    except NotSplittable:   # reverse-mode code (linearize of grad): jvp on every call
+        main = jvp_function(fun, tuple(range(len(primals))), tuple(primals))
+        out, residuals = main(*primals, *[tree_map(np.zeros_like, p) for p in primals])[0], ()
+        gen = None
+    if gen is not None:
+        gen.refresh()
+        out, residuals = gen.functions["primal"](*primals)
+        tangent = gen.functions["tangent"]
+    else:
+        def tangent(_, *tangents):
+            return main(*primals, *tangents)[1]
     structure = [tree_structure(p) for p in primals]
 
     def f_jvp(*tangents):

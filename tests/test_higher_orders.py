@@ -169,6 +169,9 @@ def test_orders_agree(case, tmp_dir):
     # forward mode, nested and mixed, against the third reverse derivative
     _close(m.j3(x), d3, "jvp(jvp(jvp))")
     _close(astjax.jvp(g2, (x,), (1.0,))[1], d3, "jvp(grad(grad))")
+    f_jvp = astjax.linearize(g2, x)[1]
+    _close(f_jvp(1.0), d3, "linearize(grad(grad))")
+    _close(f_jvp(-2.0), -2.0 * d3, "linearize(grad(grad)), called again")
     _close(astjax.grad(m.jvp_of_grad)(x), d3, "grad(jvp(grad))")
     _close(astjax.grad(astjax.grad(m.j1))(x), d3, "grad(grad(jvp))")
     if case in KNOWN_CRASHES:
