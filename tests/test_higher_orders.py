@@ -164,6 +164,8 @@ def test_orders_agree(case, tmp_dir):
     # forward mode, nested and mixed, against the third reverse derivative
     _close(m.j3(x), d3, "jvp(jvp(jvp))")
     _close(astjax.jvp(g2, (x,), (1.0,))[1], d3, "jvp(grad(grad))")
+    if case.startswith("prim_"):
+        return   # the compositions below: on the programs (they exercise the same rules)
     f_jvp = astjax.linearize(g2, x)[1]
     _close(f_jvp(1.0), d3, "linearize(grad(grad))")
     _close(f_jvp(-2.0), -2.0 * d3, "linearize(grad(grad)), called again")
