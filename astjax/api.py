@@ -22,6 +22,7 @@ from astjax.errors import (ArgumentError, DifferentiationError, Location, Source
                            TransformError)
 from astjax.frontend.names import NameGen
 from astjax.frontend.normalize import Normalizer
+from astjax.transforms.aliasing import private_arguments
 from astjax.transforms.inplace import own_accumulations
 from astjax.transforms.reverse import ReverseAD
 
@@ -223,6 +224,7 @@ def normalized(fun, static_functions=None):
     ``return <variable>`` so transformations can name its result."""
     names = NameGen()
     fn = Normalizer(names).function(fun, static_functions=static_functions)
+    private_arguments(fn)   # the mutation policy: never change the caller's arrays
     ret = fn.body[-1]
     assert isinstance(ret, Return)
     if not isinstance(ret.value, Var):

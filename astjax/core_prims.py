@@ -37,6 +37,7 @@ register(Primitive("as_sequence_cotangent", rt.as_sequence_cotangent,
 # as the plain ones: a transformation of generated code sees functional code
 register(Primitive("acc", rt.acc, "rt.acc", ("a", "b"), diff=("a", "b"), kind="structural"),
          callables=(rt.acc_inplace, rt.acc_copy, rt.acc_reuse))
+register(Primitive("detach", rt.detach, "rt.detach", ("x",), diff=("x",), kind="structural"))
 register(Primitive("stop_gradient", rt.stop_gradient, "rt.stop_gradient", ("x",),
                    kind="structural"))
 register(Primitive("range", builtins.range, "range", ("start", "stop", "step"),
@@ -56,10 +57,13 @@ def _params(fn):
 # Runtime helpers that generated code calls.  Those differentiable in some argument
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
 _META = {"acc_at": ("x",), "instantiate": ("x",), "list_cotangent": ("x",),
-         "append_cotangents": ("lst",), "cot_at_vjp": ("g",)}
+         "append_cotangents": ("lst",), "cot_at_vjp": ("g",), "append_cotangents_vjp": ("like",)}
 _DIFF = {"acc_at": ("d", "g"), "instantiate": ("g",), "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
-         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",)}
+         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
+         # linear second-order pieces: rules for third and higher derivatives
+         "cot_at_vjp": ("ct",), "dict_from_values": ("values",), "save_at": ("x",),
+         "append_cotangents_vjp": ("ct",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
          "save_at": "tape", "restore_at": "tape"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
@@ -156,7 +160,7 @@ register(Primitive("tangent_set", rt.tangent_set, "rt.tangent_set",
                    ("t", "index", "v_dot", "like"), diff=("t", "v_dot"), kind="other",
                    meta=("like",)))
 register(Primitive("pop_tangent", rt.pop_tangent, "rt.pop_tangent", ("tape_dot", "like"),
-                   kind="tape"))
+                   diff=("tape_dot",), kind="tape", meta=("like",)))
 _PACK_DIFF = {"pack_tuple": ("items",), "pack_list": ("items",), "make_dict_from": ("values",),
               "append_tangent": ("lst_dot", "item_dot"), "list_tangent": ("x_dot",)}
 for _name, _diff in _PACK_DIFF.items():

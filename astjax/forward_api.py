@@ -20,7 +20,9 @@ from astjax.api import (bind_arguments, cached, call_bound, _check_callable, _fu
 from astjax.core import Prim, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.forward import ForwardAD
-from astjax.tree_util import tree_flatten, tree_leaves, tree_structure, tree_unflatten
+from astjax.transforms.linearize import NotSplittable
+from astjax.tree_util import (tree_flatten, tree_leaves, tree_map, tree_structure,
+                               tree_unflatten)
 
 
 # ----------------------------------------------------------------- generation
@@ -147,11 +149,21 @@ def linearize(fun, *primals):
     _check_callable(fun, "linearize")
     values = bind_arguments(fun, primals, {}, "linearize")
     static = function_arguments(values)
-    gen = cached(fun, ("linearize", len(primals), static),
-                 lambda: _build_linearized(fun, len(primals), dict(static)))
-    gen.refresh()
-    out, residuals = gen.functions["primal"](*values)
-    tangent = gen.functions["tangent"]
+    try:
+        gen = cached(fun, ("linearize", len(primals), static),
+                     lambda: _build_linearized(fun, len(primals), dict(static)))
+    except NotSplittable:   # reverse-mode code (linearize of grad): jvp on every call
+        main = jvp_function(fun, tuple(range(len(primals))), tuple(values))
+        zeros = [tree_map(np.zeros_like, p) for p in primals]
+        out, residuals = main(*values, *zeros)[0], ()
+        gen = None
+    if gen is not None:
+        gen.refresh()
+        out, residuals = gen.functions["primal"](*values)
+        tangent = gen.functions["tangent"]
+    else:
+        def tangent(_, *tangents):
+            return main(*values, *tangents)[1]
     structure = [tree_structure(p) for p in primals]
 
     def f_jvp(*tangents):

@@ -144,6 +144,10 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
     # donated array arguments: their memory may hold results (buffers, fusion)
     donated_names = {fn.params[j] for j in donated
                      if j < len(fn.params) and type(dynamic[j]) is np.ndarray}
+    # the mutation policy (transforms/aliasing.py): a function updating an argument in
+    # place works on a copy, except of an argument donated to it, which it may consume
+    fn.body[:] = [s for s in fn.body
+                  if not (getattr(s, "_private", False) and s.target in donated_names)]
     fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes, donated=donated_names)
     fn.name = names.fresh(f"jit_{fname}")
     if not to_run:

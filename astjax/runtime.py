@@ -257,8 +257,11 @@ _MISSING = object()
 
 
 def cot_at_vjp(ct, g, index):
-    """Cotangent of ``g`` for ``cot_at(g, index)``: ``ct`` placed at ``index``."""
-    if ct is None:
+    """Cotangent of ``g`` for ``cot_at(g, index)``: ``ct`` placed at ``index``.
+
+    ``g`` None (a symbolic zero: ``cot_at`` gave None whatever ``ct``) has no entries
+    to receive it."""
+    if ct is None or g is None:
         return None
     if isinstance(g, dict):
         return {index: ct}
@@ -277,11 +280,16 @@ def dict_from_values(values, keys):
     return {k: v for k, v in zip(keys, values) if v is not None}
 
 
-def append_cotangents_vjp(ct):
+def append_cotangents_vjp(ct, like=None):
+    """The list cotangent from (cotangent of the list before ``append``, of the item);
+    ``like`` (the list cotangent this came from) gives the length when the first is
+    None -- a short list would shift every entry."""
     if ct is None:
         return None
     head, last = ct
-    return list(head if head is not None else []) + [last]
+    if head is None:
+        head = [None] * (len(like) - 1 if like is not None else 0)
+    return list(head) + [last]
 
 
 def cot_at(g, index):
@@ -415,6 +423,27 @@ def save_at(x, index):
         return x.get(index, _MISSING)
     part = x[index]
     return part.copy() if isinstance(part, np.ndarray) else part
+
+
+def detach(x):
+    """``x`` sharing no memory with anything: arrays copied, lists, tuples, dicts and
+    dataclasses rebuilt around copies, anything else itself.
+
+    transforms/aliasing.py uses it to break sharing with an updated array, and to
+    give a function that updates an argument in place its private copy (no
+    transformation changes the caller's arrays)."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, list):
+        return [detach(v) for v in x]
+    if isinstance(x, tuple):
+        return _rebuild_tuple(x, [detach(v) for v in x])
+    if isinstance(x, dict):
+        return {k: detach(v) for k, v in x.items()}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return _dataclass_like(x, {f.name: detach(getattr(x, f.name))
+                                   for f in dataclasses.fields(x)})
+    return x
 
 
 def restore_at(x, index, old):

@@ -1309,15 +1309,15 @@ def add_cot(t, x, y, which=0):
     return unbroadcast(t, x if which == 0 else y)
 
 
-def add_cot_vjp(g, t, x, y, which=0):
-    """add_cot is linear in its cotangent: its vjp puts g back where it came from."""
+def add_cot_vjp(s, t, x, y, which=0):
+    """add_cot is linear in its cotangent: its vjp puts s back where it came from."""
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
-        if g is None:
+        if s is None:
             return None
         n = len(x)
         pad = [None] * (len(y) if which == 0 else n)
-        return list(g) + pad if which == 0 else pad + list(g)
-    return broadcast_like(g, t)
+        return list(s) + pad if which == 0 else pad + list(s)
+    return broadcast_like(s, t)
 
 
 # ---------------------------------------------------------------------------

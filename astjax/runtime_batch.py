@@ -1434,11 +1434,11 @@ def add_cot(t, x, y, which):
     return unbroadcast(t, x if which == 0 else y)
 
 
-def add_cot_vjp(g, t, x, y, which):
+def add_cot_vjp(s, t, x, y, which):
     from astjax import runtime_array as ra
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
-        return ra.add_cot_vjp(g, t, x, y, which)
-    return broadcast_like(g, t)
+        return ra.add_cot_vjp(s, t, x, y, which)
+    return broadcast_like(s, t)
 
 
 def pick(x, y, which):

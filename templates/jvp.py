@@ -865,6 +865,10 @@ def add_cot(ans, t, x, y, which=0, dt=None):
     return ra.add_cot(dt, x, y, which)
 
 
+def add_cot_vjp(ans, s, t, x, y, which=0, ds=None):
+    return ra.add_cot_vjp(ds, t, x, y, which)
+
+
 # ------------------------------------------------------------------ forward-mode helpers
 
 

@@ -889,6 +889,11 @@ def add_cot(g, ans, t, x, y, which=0):
     return ra.add_cot_vjp(g, t, x, y, which)
 
 
+def add_cot_vjp(g, ans, s, t, x, y, which=0):
+    # linear in s: the transpose takes back the part add_cot_vjp spread out
+    return ra.add_cot(g, x, y, which)
+
+
 # ------------------------------------------------------------------ forward-mode helpers
 # (rules of the ra.* helpers that templates/jvp.py calls: reverse over forward)
 

@@ -80,7 +80,7 @@ def list_cotangent(ct, ans, g, x):
 
 
 def append_cotangents(ct, ans, g, lst):
-    return rt.append_cotangents_vjp(ct)
+    return rt.append_cotangents_vjp(ct, g)
 
 
 def as_sequence_cotangent(ct, ans, g, x):
@@ -150,3 +150,28 @@ def from_last(g, ans, x, axis, size, batched):
 
 def tree_moveaxis(g, ans, x, source, destination):
     return rt.tree_moveaxis(g, destination, source)
+
+
+# Third and higher derivatives: the second-order container pieces are linear in their
+# cotangent; each rule is the transpose of the piece.
+
+
+def cot_at_vjp(h, ans, ct, g, index):
+    return rt.cot_at(h, index)
+
+
+def dict_from_values(h, ans, values, keys):
+    return rt.dict_cotangents(h, keys)
+
+
+def append_cotangents_vjp(h, ans, ct, like):
+    return rt.append_cotangents(h, None)
+
+
+def save_at(g, ans, x, index):
+    # the saved part of an in-place update is x[index] (grad of code that updates in place)
+    return rt.cot_at_vjp(g, x, index)
+
+
+def detach(g, ans, x):
+    return g

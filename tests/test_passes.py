@@ -843,6 +843,11 @@ PROGRAMS = [
                               for i, (f, _) in enumerate(PROGRAMS)])
 def test_program_unchanged_by_optimization(index, grad, blocked, monkeypatch):
     f, args = PROGRAMS[index]
+    if grad and f.__name__ == "view_mutation":
+        # an update through a view read afterwards: grad refuses it (transforms/aliasing.py)
+        with pytest.raises(astjax.DifferentiationError, match="shares its memory"):
+            astjax.grad(f)(*args())
+        return
     if blocked:   # fused groups in blocks of one row on three threads (large arrays' path)
         monkeypatch.setattr(runtime_fusion, "MIN_WORK", 0)
         monkeypatch.setattr(runtime_fusion, "BLOCK_ELEMENTS", 1)

@@ -111,6 +111,7 @@ EXTRA = {
     "list_cotangent": (lambda r: (([_u(r, (4,)), None, _u(r, (4,))], _u(r, (3, 4))), {}),
                        ("g", "x")),
     "compact": (lambda r: ((_u(r, (3, 4)),), {}), ("y",)),
+    "detach": (lambda r: ((_u(r, (3, 4)),), {}), ("x",)),
     "make_tuple": (lambda r: ((_u(r), 2.0, _u(r, (2,))), {}), ("*items",)),
     "make_list": (lambda r: ((_u(r), _u(r, (2,))), {}), ("*items",)),
     "append": (lambda r: (([_u(r, (2,))], _u(r, (3,))), {}), ("lst", "item")),

@@ -68,6 +68,10 @@ def _lifted_params(prim):
     return {p for p in prim.params if p.lstrip("*") not in _NOT_DATA} | set(prim.diff)
 
 
+# a pop of a tangent tape (forward code of reverse code) is a pop
+_POPS = ("pop", "pop_tangent")
+
+
 class Batching:
     """Which variables are batched, and the batched version of a core function body."""
 
@@ -80,7 +84,7 @@ class Batching:
         self.undefined_ok: set[str] = set()   # merged by select: pre-set to None
         self.loop_targets = {st.target for st in core.walk(fn.body) if isinstance(st, For)}
         self.pop_tapes = {st.args[0].name for st in core.walk(fn.body)
-                          if isinstance(st, Prim) and st.prim == "pop" and
+                          if isinstance(st, Prim) and st.prim in _POPS and
                           st.target in self.pop_only and isinstance(st.args[0], Var)
                           and st.args[0].name in self.lane_tapes}
         self.masks: list = []   # lanes running the code being transformed (innermost last)
@@ -113,9 +117,9 @@ class Batching:
         # a variable only ever popped (second-order code pops saved cotangents into
         # fresh names) is batched when its tape carries batched values
         popped = {s.target for s in core.walk(self.fn.body)
-                  if isinstance(s, Prim) and s.prim == "pop" and s.target}
+                  if isinstance(s, Prim) and s.prim in _POPS and s.target}
         others = {w for s in core.walk(self.fn.body) if not (isinstance(s, Prim) and
-                                                             s.prim == "pop")
+                                                             s.prim in _POPS)
                   for w in core.writes(s)}
         self.pop_only = popped - others
         self.lane_tapes: set = set()
@@ -129,7 +133,7 @@ class Batching:
                             s.args[0].name not in self.lane_tapes:
                         self.lane_tapes.add(s.args[0].name)
                         changed = True
-                elif isinstance(s, Prim) and s.prim == "pop":
+                elif isinstance(s, Prim) and s.prim in _POPS:
                     # a restore: batched exactly when the variable's other values are
                     if s.target in self.pop_only and _vars_of(s.args[0]) & self.lane_tapes:
                         new.add(s.target)
@@ -246,7 +250,7 @@ class Batching:
 
     def prim(self, s: Prim) -> list:
         loc = s.loc
-        if s.prim in ("push", "pop") and isinstance(s.args[0], Var) and \
+        if s.prim in ("push",) + _POPS and isinstance(s.args[0], Var) and \
                 s.args[0].name in self.pop_tapes:
             return self.tape_op(s)
         if not (set(core.reads(s)) & self.batched):

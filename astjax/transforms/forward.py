@@ -18,8 +18,8 @@ from astjax import primitives as P
 from astjax.core import (Const, Copy, External, For, If, Prim, Return, SetItem, Var, While)
 from astjax.errors import DifferentiationError
 from astjax.transforms.rules import rule_template
-from astjax.transforms.reverse import (_CORE_CONSTANT, _diff_operands, _vars,
-                                       varied_variables)
+from astjax.transforms import activity, aliasing
+from astjax.transforms.reverse import _diff_operands
 
 import astjax.core_prims  # noqa: F401
 
@@ -45,30 +45,14 @@ def jvp_template_for(prim_name: str):
 
 
 class Varied:
-    """Which variables depend on the inputs (forward activity), checked for unknown calls."""
+    """Which variables depend on the inputs (forward activity); construction checks that
+    no differentiated input reaches the returned value through a call without a rule
+    (``astjax/transforms/activity.py``)."""
 
     def __init__(self, fn: core.Function, wrt):
         stmts = list(core.walk(fn.body))
-        varied = varied_variables(stmts, wrt)
-        self.varied = varied
-        for s in stmts:
-            if isinstance(s, External) and s.target:
-                bad = (_vars(s.args) | _vars(s.kwargs.values())) & varied
-                if bad:
-                    callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
-                    raise DifferentiationError(
-                        f"cannot differentiate through {callee}(): astjax has no rule for it "
-                        f"(it receives {', '.join(sorted(bad))}, which depends on the "
-                        "differentiated input)", s.loc,
-                        "use NumPy functions astjax knows, or astjax.stop_gradient")
-            if isinstance(s, Prim) and s.target:
-                prim = P.REGISTRY[s.prim]
-                if not prim.diff and prim.kind not in P.CONSTANT_KINDS | _CORE_CONSTANT:
-                    bad = _vars(s.args) & varied
-                    if bad and s.prim not in ("push", "pop"):
-                        raise DifferentiationError(
-                            f"{prim.code}() has no derivative rule in astjax", s.loc,
-                            prim.reason or "wrap the value in astjax.stop_gradient")
+        outputs = [n for s in fn.body if isinstance(s, Return) for n in core.reads(s)]
+        self.varied = activity.check_no_silent_zero(stmts, wrt, outputs, fn.env)
 
 
 class ForwardAD:
@@ -76,6 +60,8 @@ class ForwardAD:
 
     def __init__(self, fn: core.Function, wrt: list[str], normalizer_factory):
         self.fn = fn
+        activity.updates_as_setitems(fn.body)
+        aliasing.detach(fn, aliasing.check_updates(fn))
         self.varied = Varied(fn, wrt).varied
         self.names = fn.env.names
         self.make_normalizer = normalizer_factory
@@ -117,8 +103,9 @@ class ForwardAD:
                           s.exit_flags, loc=loc)]
         if isinstance(s, Return):
             return [s]
-        out = [s]
-        if isinstance(s, Prim) and s.prim in ("push", "pop", "new_tape"):
+        out = [activity.emitted(s)]
+        self.primal_ids.add(id(out[0]))
+        if isinstance(s, Prim) and s.prim in ("push", "pop", "pop_tangent", "new_tape"):
             return out + self.tape_tangent(s)
         target = s.target if isinstance(s, (Prim, Copy, External, SetItem)) else None
         if target is None or target not in self.varied:
@@ -212,6 +199,10 @@ class ForwardAD:
         dot = self.dot(s.target)
         if result is None:
             return pre + stmts + [self.zero_tangent(s.target, loc)]
+        if dropped and s.prim in _ADDS and s.prim != "add":
+            # acc(d, g) with g's tangent zero: d may be None (zero) at run time while
+            # the sum is not; the sum still gets a real tangent
+            return pre + stmts + [Prim(dot, "instantiate", [result, Var(s.target)], loc=loc)]
         if dropped:
             return pre + stmts + [Prim(dot, "tangent_like", [result, Var(s.target)],
                                        loc=loc)]

@@ -13,6 +13,16 @@ from astjax import core
 from astjax.core import For, If, Prim, SetItem, Var, While
 
 
+class NotSplittable(Exception):
+    """The code keeps values on tapes (it is reverse-mode code: linearize of grad):
+    which pushes and pops belong to the primal part and which to the tangent part
+    cannot be told statement by statement, so the caller recomputes the primal
+    part on every call instead (``forward_api.linearize``) -- slower, never wrong."""
+
+
+_TAPE_PRIMS = frozenset({"push", "pop", "pop_tangent", "new_tape", "replay", "replay_start"})
+
+
 def _control_reads(s) -> set[str]:
     if isinstance(s, If):
         return set(core.reads(s))
@@ -38,8 +48,11 @@ def split(body, tangent_ids, params, names, final_reads, tangent_params=()):
 
     ``final_reads``: primal names the tangent function reads after the body (the output).
     Statements of the rules that read no tangent (``cos(x)`` in the rule of ``sin``) are
-    primal work too: they run once, in the primal part.
+    primal work too: they run once, in the primal part.  Code with tapes raises
+    ``NotSplittable``.
     """
+    if any(isinstance(s, Prim) and s.prim in _TAPE_PRIMS for s in core.walk(body)):
+        raise NotSplittable()
     carrying = set(tangent_params)
     for s in core.walk(body):
         if id(s) in tangent_ids and (set(core.reads(s)) & carrying or not core.writes(s)):

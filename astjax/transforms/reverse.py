@@ -23,6 +23,7 @@ from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
                          Var, While)
 from astjax.errors import DifferentiationError
+from astjax.transforms import activity, aliasing
 from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
@@ -53,96 +54,30 @@ def _vars(ops):
     return {o.name for o in ops if isinstance(o, Var)}
 
 
-def varied_variables(stmts, wrt) -> set:
+def varied_variables(stmts, wrt, env=None) -> set:
     """Variables whose value may depend on the inputs ``wrt`` (both modes' activity)."""
-    varied = set(wrt)
-    changed = True
-    while changed:
-        changed = False
-        for s in stmts:
-            new = set()
-            if isinstance(s, Prim) and s.target:
-                if _vars(op for _, op in _diff_operands(s)) & varied:
-                    new.add(s.target)
-            elif isinstance(s, (Copy, SetItem)) and _vars([s.value]) & varied:
-                new.add(s.target)
-            if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[1]]) & varied:
-                new |= _vars([s.args[0]])  # a tape holding derivatives carries them
-            if new - varied:
-                varied |= new
-                changed = True
-    return varied
+    return activity.varied_variables(stmts, wrt, env)
 
 
 class Activity:
-    """Which variables carry derivatives (depend on inputs and reach the output)."""
+    """Which variables carry derivatives (depend on inputs and reach the output).
+
+    Construction checks the invariant of ``astjax/transforms/activity.py``: a
+    differentiated input that reaches the output through anything without a rule is
+    an error, never a silent zero.
+    """
 
     def __init__(self, fn: core.Function, wrt: list[str], output: str):
         stmts = list(core.walk(fn.body))
-        varied = varied_variables(stmts, wrt)
-        useful = {output}
-        changed = True
-        while changed:
-            changed = False
-            for s in stmts:
-                new = set()
-                if isinstance(s, Prim) and s.target in useful:
-                    new |= _vars(op for _, op in _diff_operands(s))
-                elif isinstance(s, Copy) and s.target in useful:
-                    new |= _vars([s.value])
-                elif isinstance(s, SetItem) and s.target in useful:
-                    new |= _vars([s.value])
-                elif isinstance(s, External) and s.target in useful:
-                    new |= _vars(s.args) | _vars(s.kwargs.values())
-                if isinstance(s, Prim) and s.prim == "push" and _vars([s.args[0]]) & useful:
-                    new |= _vars([s.args[1]])
-                if new - useful:
-                    useful |= new
-                    changed = True
-        self.varied = varied
-        self.useful = useful
-        self.active = varied & useful
-        # What reaches the output through any operand, derivative rule or not: a
-        # differentiated value that gets there through a primitive without a rule must
-        # be an error, never a silent zero.
-        reaches = {output}
-        changed = True
-        while changed:
-            changed = False
-            for s in stmts:
-                if core.writes(s) and set(core.writes(s)) & reaches and not (
-                        isinstance(s, Prim) and P.REGISTRY[s.prim].kind in
-                        P.CONSTANT_KINDS | _CORE_CONSTANT):
-                    new = set(core.reads(s)) - reaches
-                    if new:
-                        reaches |= new
-                        changed = True
-        for s in stmts:
-            if isinstance(s, Prim) and s.target in reaches:
-                prim = P.REGISTRY[s.prim]
-                if not prim.diff and prim.kind not in P.CONSTANT_KINDS | _CORE_CONSTANT:
-                    bad = _vars(s.args) & varied
-                    if bad:
-                        raise DifferentiationError(
-                            f"{prim.code}() has no derivative rule in astjax (it receives "
-                            f"{', '.join(sorted(bad))}, which depends on the differentiated "
-                            "input)", s.loc, prim.reason or
-                            "wrap the value in astjax.stop_gradient if no derivative should "
-                            "flow through it")
-            if isinstance(s, External) and s.target in reaches:
-                bad = (_vars(s.args) | _vars(s.kwargs.values())) & varied
-                if bad:
-                    callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
-                    raise DifferentiationError(
-                        f"cannot differentiate through {callee}(): astjax has no rule for it "
-                        f"(it receives {', '.join(sorted(bad))}, which depends on the "
-                        "differentiated input)", s.loc,
-                        "use NumPy functions astjax knows (see astjax.primitives.REGISTRY), "
-                        "or wrap the value in astjax.stop_gradient if no derivative should "
-                        "flow through it")
+        graph = activity.Graph(stmts, fn.env)
+        self.varied = activity.check_no_silent_zero(stmts, wrt, [output], fn.env, graph)
+        self.useful = graph.backward({output}, {activity.DIFF})
+        self.active = self.varied & self.useful
 
 
-_CORE_CONSTANT = frozenset({"tape", "structural"})
+# a pop of a tangent tape (forward code with loops) is a pop: its cotangent goes back
+# on the mirror tape
+_TAPE_OPS = frozenset({"push", "pop", "pop_tangent"})
 # rules of these kinds may produce None (a zero entry of a container cotangent)
 _MAY_GIVE_NONE = frozenset({"structural", "index", "other", "tape"})
 
@@ -266,6 +201,9 @@ class ReverseAD:
         # every shape-only read is saved as a stand-in, not the array itself
         self.residuals = residuals
         self.output = output
+        activity.updates_as_setitems(fn.body)
+        aliasing.detach(fn, aliasing.check_updates(fn))
+        self.aliasing = aliasing.Aliasing(fn)   # what still shares memory
         self.activity = Activity(fn, wrt, output)
         self.flags = insert_activity_flags(fn, self.activity, fn.env.names)
         self.counts = _assignment_counts(fn)
@@ -397,7 +335,7 @@ class ReverseAD:
         if isinstance(s, (For, While)):
             return self.loop_adjoint(s)
         out: list = []
-        if isinstance(s, Prim) and s.prim in ("push", "pop") and self.is_active(s.args[0]):
+        if isinstance(s, Prim) and s.prim in _TAPE_OPS and self.is_active(s.args[0]):
             out.extend(self.tape_adjoint(s))
         elif isinstance(s, Prim) and s.target in self.restore and s.target in core.atom_vars(
                 s.args):
@@ -436,6 +374,7 @@ class ReverseAD:
         # restore what the statement overwrote
         if isinstance(s, SetItem):
             if s.target in self.restore:
+                self.backward_reads.add(s.target)   # a vjp keeps it as a residual
                 old = self.names.fresh(f"{s.target}_old")
                 out.append(Prim(old, "pop", [Var(self.tape)], loc=loc))
                 out.append(Prim(None, "restore_at", [Var(s.target), s.index, Var(old)],
@@ -681,7 +620,7 @@ class ReverseAD:
                 saved = self.names.fresh(f"{s.target}_saved")
                 pre.append(Prim(saved, "save_at", [Var(s.target), s.index], loc=loc))
                 pre.append(Prim(None, "push", [Var(self.tape), Var(saved)], loc=loc))
-            return pre + [s]
+            return pre + [activity.emitted(s)]
         if not isinstance(s, For):
             for w in core.writes(s):
                 if w in self.restore:
@@ -748,6 +687,10 @@ class ReverseAD:
         primal_vars = core.all_writes(body) | set(self.fn.params)
         self.restore = {v for v in reads & primal_vars
                         if self.reassigned(v) and v not in self.trip_vars}
+        # an update whose memory another name shares: restore it when the backward
+        # sweep reads any of them (``z = y`` read by a rule, then ``y[i] = v``)
+        self.restore |= {s.target for s in self.aliasing.updates()
+                         if self.aliasing.holders(s) & reads}
         # pass 2: the real thing (same names as the dry runs chose)
         self._start(seeded)
         backward = self.backward(body)
