@@ -390,8 +390,9 @@ register(Primitive("tensordot", np.tensordot, "np.tensordot", ("a", "b", "axes")
                    diff=("a", "b"), kind="linalg",
                    sample=lambda r: ((_u(r, (3, 4, 5)), _u(r, (4, 5, 2))), {})),
          callables=_names(np.linalg, "tensordot"))
-register(Primitive("einsum", np.einsum, "np.einsum",
-                   ("subscripts", "*operands", "out", "optimize"),
+# "*operands" is the whole argument sequence: a subscripts string then arrays, or the
+# interleaved (array, sublist, ...) form; rules read it through ra.einsum_canon.
+register(Primitive("einsum", np.einsum, "np.einsum", ("*operands", "out", "optimize"),
                    {"out": None, "optimize": False}, diff=("*operands",), kind="linalg",
                    sample=lambda r: (("ij,jk->ik", _u(r), _u(r, (4, 2))), {})))
 register(Primitive("kron", np.kron, "np.kron", ("a", "b"), diff=("a", "b"), kind="linalg",

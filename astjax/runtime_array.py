@@ -478,6 +478,12 @@ def _pad_pairs(pad_width, ndim):
     return tuple(pairs)
 
 
+def pad_widths(pad_width, ndim):
+    """``pad_width`` in any of np.pad's spellings (``3``, ``(3,)``, ``(1, 2)``,
+    ``((1, 2),)``, one pair per axis) as an (ndim, 2) integer array, as np.pad reads it."""
+    return np.broadcast_to(np.asarray(pad_width, dtype=np.intp), (ndim, 2))
+
+
 def _pad_zeros(array, pairs):
     """``np.pad(array, pairs)`` (zeros around) without np.pad's Python overhead: the
     same values, dtype and memory order."""
@@ -526,9 +532,7 @@ def pad_vjp(t, array, pad_width, mode="constant"):
             return inner if inner.dtype == dtype else inner.astype(dtype)
     if mode == "constant":
         # the padding is constant: the cotangent is the interior of t (a view, copied)
-        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
-                                 if np.ndim(pad_width) else np.full((1, 2), pad_width),
-                                 (len(shape), 2))
+        widths = pad_widths(pad_width, len(shape))
         t = np.broadcast_to(t, tuple(n + int(a) + int(b) for n, (a, b) in zip(shape, widths)))
         inner = t[tuple(slice(int(a), int(a) + n) for n, (a, _) in zip(shape, widths))]
         return np.array(inner, dtype=_float_dtype(array, inner.dtype))
@@ -661,9 +665,10 @@ def _join_axis(shapes, axis, how):
 def concat_vjp(t, arrays, axis=0, how="concatenate"):
     """Cotangents of the pieces joined by concatenate/stack/vstack/hstack/dstack/
     column_stack: cut ``t`` back into pieces shaped (and typed) like ``arrays``."""
+    whole = arrays if isinstance(arrays, np.ndarray) else None
     arrays = list(arrays)
     if t is None:
-        return [None] * len(arrays)
+        return None if whole is not None else [None] * len(arrays)
     t = np.asarray(t)
     shapes = [_promoted_shape(x, how) for x in arrays]
     if how == "stack":
@@ -678,7 +683,11 @@ def concat_vjp(t, arrays, axis=0, how="concatenate"):
             sizes = [s[ax] for s in shapes]
         cuts = np.cumsum(sizes)[:-1]
         pieces = np.split(t, cuts, axis=ax)
-    return [_fit_dtype(np.reshape(p, np.shape(x)), x) for p, x in zip(pieces, arrays)]
+    cots = [_fit_dtype(np.reshape(p, np.shape(x)), x) for p, x in zip(pieces, arrays)]
+    if whole is not None:
+        # one array joined along its first axis (np.vstack(x)): an array cotangent
+        return _fit_dtype(np.reshape(np.stack(cots), whole.shape), whole)
+    return cots
 
 
 def concat_cots(ts, arrays, axis=0, how="concatenate"):
@@ -686,6 +695,9 @@ def concat_cots(ts, arrays, axis=0, how="concatenate"):
 
     The adjoint of ``concat_vjp``; also the vjp of split/hsplit/vsplit/dsplit, with
     the split's output pieces as ``arrays``."""
+    if isinstance(arrays, np.ndarray):
+        # one array joined along its first axis: ``ts`` is its whole (co)tangent
+        ts = [None] * len(arrays) if ts is None else list(np.broadcast_to(ts, arrays.shape))
     arrays = list(arrays)
     ts = list(ts) if isinstance(ts, (list, tuple)) else [ts]
     pieces = []
@@ -1110,10 +1122,44 @@ def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
 # ---------------------------------------------------------------------------
 
 
+_EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist(sub):
+    """An einsum sublist ([0, 1], [Ellipsis, 0]) as subscript letters ("ab", "...a")."""
+    return "".join("..." if s is Ellipsis else _EINSUM_LETTERS[int(s)] for s in sub)
+
+
+def einsum_canon(operands):
+    """The string form of a whole ``np.einsum`` argument sequence: (subscripts, the
+    array operands, their positions in ``operands``).  Both calling forms,
+    ``einsum("ij,jk", a, b)`` and ``einsum(a, [0, 1], b, [1, 2], [0, 2])``, give the
+    same plan, so every rule has one code path."""
+    operands = list(operands)
+    if isinstance(operands[0], str):
+        return operands[0], operands[1:], list(range(1, len(operands)))
+    n = len(operands) // 2
+    spec = ",".join(_sublist(operands[2 * k + 1]) for k in range(n))
+    if len(operands) % 2:
+        spec += "->" + _sublist(operands[-1])
+    return spec, operands[0:2 * n:2], list(range(0, 2 * n, 2))
+
+
+def _gather(ts, pos):
+    """The entries of a per-argument list at the array positions (None: all zero)."""
+    if ts is None or isinstance(ts, np.ndarray):
+        return ts
+    return [ts[p] if p < len(ts) else None for p in pos]
+
+
+def _scatter(cots, pos, n):
+    out = [None] * n
+    for p, c in zip(pos, cots):
+        out[p] = c
+    return out
+
+
 def _einsum_parse(subscripts, operands):
-    if not isinstance(subscripts, str):
-        raise UnsupportedDerivativeError("the derivative of np.einsum in the interleaved "
-                                  "(operand, sublist, ...) form")
     spec = subscripts.replace(" ", "")
     if "->" in spec:
         ins, out = spec.split("->")
@@ -1207,6 +1253,9 @@ def einsum_vjp(t, subscripts, operands, optimize=False):
     operand (a diagonal) gets an identity factor, a letter summed only inside it a
     ones factor, and broadcast ellipsis dimensions are summed back.
     """
+    if subscripts is None:
+        spec, arrays, pos = einsum_canon(operands)
+        return _scatter(einsum_vjp(t, spec, arrays, optimize), pos, len(operands))
     operands = list(operands)
     if t is None:
         return [None] * len(operands)
@@ -1244,11 +1293,18 @@ def _einsum_vjp_second(s, t, subscripts, operands, optimize):
 
 def einsum_vjp_t(s, t, subscripts, operands, optimize=False):
     """Second order: the vjp of ``einsum_vjp`` w.r.t. its cotangent argument ``t``."""
+    if subscripts is None:
+        spec, arrays, pos = einsum_canon(operands)
+        return einsum_vjp_t(_gather(s, pos), t, spec, arrays, optimize)
     return _einsum_vjp_second(s, t, subscripts, operands, optimize)[0]
 
 
 def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
     """Second order: the vjp of ``einsum_vjp`` w.r.t. the operands (a list)."""
+    if subscripts is None:
+        spec, arrays, pos = einsum_canon(operands)
+        return _scatter(einsum_vjp_ops(_gather(s, pos), t, spec, arrays, optimize), pos,
+                        len(operands))
     return _einsum_vjp_second(s, t, subscripts, operands, optimize)[1]
 
 
@@ -1528,6 +1584,9 @@ def einsum_jvp(subscripts, operands, tangents, optimize=False):
     """Tangent of ``np.einsum(subscripts, *operands)``: einsum is linear in each operand,
     so one einsum per operand with a tangent, that operand replaced by its tangent
     (``tangents`` has one entry per operand; None entries are zeros)."""
+    if subscripts is None:
+        spec, arrays, pos = einsum_canon(operands)
+        return einsum_jvp(spec, arrays, _gather(tangents, pos), optimize)
     operands = list(operands)
     return _einsum_linear(subscripts, operands, _tangent_list(tangents, len(operands)),
                           optimize)
@@ -1537,6 +1596,10 @@ def einsum_jvp2(subscripts, operands, tangents, tangents2, optimize=False):
     """Second-order term of einsum: the sum over pairs k != j of einsums with operand
     k replaced by ``tangents[k]`` and operand j by ``tangents2[j]`` (the tangent of
     ``einsum_jvp`` when the operands move along ``tangents2``)."""
+    if subscripts is None:
+        spec, arrays, pos = einsum_canon(operands)
+        return einsum_jvp2(spec, arrays, _gather(tangents, pos), _gather(tangents2, pos),
+                           optimize)
     operands = list(operands)
     ts = _tangent_list(tangents, len(operands))
     us = _tangent_list(tangents2, len(operands))
@@ -1557,6 +1620,10 @@ def einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize=False):
     """Tangent of ``einsum_vjp(t, subscripts, operands)`` when ``t`` moves along ``dt`` and
     the operands along ``doperands`` (either may be None): a list, one entry per
     operand, each the tangent of that operand's cotangent einsum."""
+    if subscripts is None:
+        spec, arrays, pos = einsum_canon(operands)
+        return _scatter(einsum_vjp_jvp(t, dt, spec, arrays, _gather(doperands, pos), optimize),
+                        pos, len(operands))
     operands = list(operands)
     dops = _tangent_list(doperands, len(operands))
     base_t = None if _zero_tangent(t) else t

@@ -557,10 +557,11 @@ def _letters(n, start=0):
 
 
 def einsum(subscripts, operands, optimize=False):
-    """Per-example einsum (the explicit ``"ij,jk->ik"`` form; others example by example)."""
-    if not isinstance(subscripts, str):
-        refuse("np.einsum in the (operand, sublist) form", "write the subscripts as a string")
+    """Per-example einsum (subscripts None: ``operands`` is the whole argument sequence,
+    in either calling form)."""
     from astjax import runtime_array as ra
+    if subscripts is None:
+        subscripts, operands, _ = ra.einsum_canon(operands)
     ins, out = ra._einsum_parse(subscripts, operands)
     return _batched_einsum(ins, out, operands, optimize or None)
 
@@ -887,8 +888,8 @@ def diag(v, k):
 
 def pad_width(width, x):
     nd = _nd(x)
-    w = np.broadcast_to(np.asarray(width, dtype=np.intp).reshape(-1, 2)
-                        if np.ndim(width) else np.full((1, 2), width), (nd, 2))
+    from astjax import runtime_array as ra
+    w = ra.pad_widths(width, nd)
     return [tuple(int(v) for v in row) for row in w] + [(0, 0)]
 
 
@@ -1718,9 +1719,9 @@ def einsum_vjp(t, subscripts, operands, optimize):
     operands = list(operands)
     if t is None:
         return [None] * len(operands)
-    if not isinstance(subscripts, str):
-        return per_lane(lambda t_, ops: ra.einsum_vjp(t_, subscripts, ops, optimize),
-                        (0, 1), t, operands)
+    if subscripts is None:
+        spec, arrays, pos = ra.einsum_canon(operands)
+        return ra._scatter(einsum_vjp(t, spec, arrays, optimize), pos, len(operands))
     examples = [example(_as_batched(o)) for o in operands]
     cots = []
     for k, x in enumerate(operands):
@@ -1741,6 +1742,9 @@ def einsum_vjp(t, subscripts, operands, optimize):
 def einsum_jvp(subscripts, operands, tangents, optimize):
     """Tangent of an einsum per example: one einsum per operand with a tangent."""
     from astjax import runtime_array as ra
+    if subscripts is None:
+        subscripts, arrays, pos = ra.einsum_canon(operands)
+        operands, tangents = arrays, ra._gather(tangents, pos)
     operands = list(operands)
     ts = ra._tangent_list(tangents, len(operands))
     total = None

@@ -221,8 +221,8 @@ def tensordot(a, b, axes=2):
     return rb.tensordot(a, b, axes)
 
 
-def einsum(subscripts, *operands, out=None, optimize=False):
-    return rb.einsum(subscripts, operands, optimize)
+def einsum(*operands, out=None, optimize=False):
+    return rb.einsum(None, operands, optimize)
 
 
 def kron(a, b):

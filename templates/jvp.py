@@ -62,12 +62,15 @@ def fmod(ans, x, y, out=None, dx=None, dy=None):
 
 
 def power(ans, x, y, out=None, dx=None, dy=None):
-    # d/dy is x ** y * log(x) where x > 0 and 0 elsewhere, as in the vjp
-    return dx * y * x ** (y - 1) + dy * ans * np.log(np.where(x > 0, x, 1.0))
+    # d/dy is x ** y * log(x) where x > 0 and 0 elsewhere, as in the vjp; d/dx is 0
+    # where y == 0 (the base there is replaced by 1: no 0 ** -1, at any order)
+    slope = y * np.power(np.where(y == 0, 1.0, x), y - 1)
+    return dx * slope + dy * ans * np.log(np.where(x > 0, x, 1.0))
 
 
 def float_power(ans, x, y, out=None, dx=None, dy=None):
-    return dx * y * np.float_power(x, y - 1) + dy * ans * np.log(np.where(x > 0, x, 1.0))
+    slope = y * np.float_power(np.where(y == 0, 1.0, x), y - 1)
+    return dx * slope + dy * ans * np.log(np.where(x > 0, x, 1.0))
 
 
 def matmul(ans, x, y, out=None, dx=None, dy=None):
@@ -420,8 +423,10 @@ def kron(ans, a, b, da=None, db=None):
     return np.kron(da, b) + np.kron(a, db)
 
 
-def einsum(ans, subscripts, *operands, out=None, optimize=False, doperands=None):
-    return ra.einsum_jvp(subscripts, operands, doperands, optimize)
+def einsum(ans, *operands, out=None, optimize=False, doperands=None):
+    # both calling forms: the subscripts string or the sublists are operands too
+    # (never differentiated), the helpers read the whole sequence
+    return ra.einsum_jvp(None, operands, doperands, optimize)
 
 
 def matrix_transpose(ans, x, dx=None):

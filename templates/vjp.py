@@ -53,14 +53,16 @@ def fmod(g, ans, x, y, out=None):
 
 def power(g, ans, x, y, out=None):
     # d/dy is x ** y * log(x) where x > 0 and 0 elsewhere (no nan from 0 ** y; for
-    # x < 0, where x ** y is real only at integer y, JAX would give nan)
-    gx = ra.unbroadcast(g * y * x ** (y - 1), x)
+    # x < 0, where x ** y is real only at integer y, JAX would give nan).  d/dx is 0
+    # where y == 0, like JAX's integer_pow: the base is replaced by 1 there, so no
+    # 0.0 ** -1 (Python raises ZeroDivisionError, NumPy gives inf) at any order
+    gx = ra.unbroadcast(g * y * np.power(np.where(y == 0, 1.0, x), y - 1), x)
     gy = ra.unbroadcast(g * ans * np.log(np.where(x > 0, x, 1.0)), y)
     return gx, gy
 
 
 def float_power(g, ans, x, y, out=None):
-    gx = ra.unbroadcast(g * y * np.float_power(x, y - 1), x)
+    gx = ra.unbroadcast(g * y * np.float_power(np.where(y == 0, 1.0, x), y - 1), x)
     gy = ra.unbroadcast(g * ans * np.log(np.where(x > 0, x, 1.0)), y)
     return gx, gy
 
@@ -444,8 +446,10 @@ def kron(g, ans, a, b):
             ra.unbroadcast(np.reshape(gb, np.shape(b)), b))
 
 
-def einsum(g, ans, subscripts, *operands, out=None, optimize=False):
-    return ra.einsum_vjp(g, subscripts, operands)
+def einsum(g, ans, *operands, out=None, optimize=False):
+    # both calling forms ("ij,jk", a, b) and (a, [0, 1], b, [1, 2]): the subscripts
+    # string or the sublists get None cotangents
+    return ra.einsum_vjp(g, None, operands)
 
 
 def matrix_transpose(g, ans, x):

@@ -318,7 +318,11 @@ def _program(name, prim, args, kwargs, data, tmp_path):
 
     for i, v in enumerate(args):
         p = _param_of(prim, i)
-        parts.append(operand(v, p in data))
+        # a variadic parameter may mix arrays with static entries (np.einsum's
+        # subscripts string or sublists): those stay literals
+        static = isinstance(v, str) or (isinstance(v, list) and v and all(
+            isinstance(e, int) or e is Ellipsis for e in v))
+        parts.append(operand(v, p in data and not static))
     for k, v in kwargs.items():
         parts.append(f"{k}={operand(v, k in data)}")
     source = ("import numpy as np\n\nCALLEE = None\n\n\n"
