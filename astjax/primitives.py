@@ -540,10 +540,6 @@ for _name, _params, _defaults in (
         ("empty_like", ("prototype", "dtype", "order", "subok", "shape"),
          {"dtype": None, "order": "K", "subok": True, "shape": None}),
         ("arange", ("start", "stop", "step", "dtype"), {"stop": None, "step": 1, "dtype": None}),
-        ("linspace", ("start", "stop", "num", "endpoint", "retstep", "dtype", "axis"),
-         {"num": 50, "endpoint": True, "retstep": False, "dtype": None, "axis": 0}),
-        ("logspace", ("start", "stop", "num", "endpoint", "base", "dtype", "axis"),
-         {"num": 50, "endpoint": True, "base": 10.0, "dtype": None, "axis": 0}),
         ("eye", ("N", "M", "k", "dtype", "order"),
          {"M": None, "k": 0, "dtype": float, "order": "C"}),
         ("identity", ("n", "dtype"), {"dtype": None}),
@@ -554,6 +550,18 @@ for _name, _params, _defaults in (
     _np_name = _name[3:] if _name.startswith("np_") else _name
     register(Primitive(_name, getattr(np, _np_name), f"np.{_np_name}", _params, _defaults,
                        kind="creation", reason=_ND + "builds a constant array"))
+# Differentiable in their endpoints (and the base): sample k of linspace is
+# start * (1 - w_k) + stop * w_k, with w_k = k / (num - 1) (k / num without endpoint).
+register(Primitive("linspace", np.linspace, "np.linspace",
+                   ("start", "stop", "num", "endpoint", "retstep", "dtype", "axis"),
+                   {"num": 50, "endpoint": True, "retstep": False, "dtype": None, "axis": 0},
+                   diff=("start", "stop"), kind="creation",
+                   sample=lambda r: ((_u(r, (2,)), 1.5), {"num": 5, "axis": -1})))
+register(Primitive("logspace", np.logspace, "np.logspace",
+                   ("start", "stop", "num", "endpoint", "base", "dtype", "axis"),
+                   {"num": 50, "endpoint": True, "base": 10.0, "dtype": None, "axis": 0},
+                   diff=("start", "stop", "base"), kind="creation",
+                   sample=lambda r: ((_u(r, (2,)) * 0.5, 0.7), {"num": 4, "base": 3.0})))
 register(Primitive("full", np.full, "np.full", ("shape", "fill_value", "dtype", "order"),
                    {"dtype": None, "order": "C"}, diff=("fill_value",), kind="creation",
                    sample=lambda r: (((3, 4), 1.5), {})))
@@ -587,6 +595,11 @@ register(Primitive("py_int", ra.py_int, "ra.py_int", ("x", "base"), {"base": 10}
 register(Primitive("py_round", ra.py_round, "ra.py_round", ("number", "ndigits"),
                    {"ndigits": None}, diff=("number",), kind="elementwise",
                    sample=lambda r: ((1.2345,), {"ndigits": 2})))
+
+# np.r_[...] / np.c_[...]: the frontend writes ra.index_concat("r" or "c", *items).
+register(Primitive("index_concat", ra.index_concat, "ra.index_concat", ("which", "*items"),
+                   diff=("*items",), kind="shape",
+                   sample=lambda r: (("r", _u(r, (3,)), 1.5, _u(r, (2,))), {})))
 
 # ---------------------------------------------------------------------------
 # Static facts
@@ -796,3 +809,15 @@ _helper("einsum_jvp2", ("subscripts", "operands", "tangents", "tangents2", "opti
 _helper("einsum_vjp_jvp", ("t", "dt", "subscripts", "operands", "doperands", "optimize"),
         {"optimize": False}, reason="third derivatives of np.einsum are not implemented")
 _helper("unsupported_jvp", ("what", "*tangents"), reason=_ND + "raises NotImplementedError")
+
+# The NumPy surface: helpers of np.r_/np.c_, linspace, eigh.
+_helper("index_concat_vjp", ("t", "which", "items"), diff=("t",),
+        sample=lambda r: ((_u(r, (4, 3)), "c", [_u(r, (4,)), _u(r, (4, 2))]), {}))
+_helper("index_concat_jvp", ("ts", "which", "items"), diff=("ts",),
+        sample=lambda r: (([None, _u(r, (2, 3)), None, _u(r, (1, 3))],
+                           "r", ["0,2", _u(r, (2, 3)), np.arange(3), _u(r, (1, 3))]), {}))
+_helper("linspace_weights", ("ans", "num", "endpoint", "retstep", "axis"),
+        {"endpoint": True, "retstep": False, "axis": 0}, kind="creation",
+        reason=_ND + "builds a constant array")
+_helper("uplo_t", ("x", "UPLO"), {"UPLO": "L"}, diff=("x",),
+        sample=lambda r: ((_u(r, (2, 3, 3)), "U"), {}))

@@ -1644,3 +1644,116 @@ def unsupported_jvp(what, *tangents):
         if any(not _zero_tangent(ti) for ti in items):
             raise UnsupportedDerivativeError(f"astjax does not implement {what}")
     return None
+
+
+# ---------------------------------------------------------------------------
+# np.r_ / np.c_ (the frontend turns ``np.r_[a, b]`` into ``index_concat("r", a, b)``)
+# ---------------------------------------------------------------------------
+
+
+def index_concat(which, *items):
+    """``np.r_[items]`` (which "r") or ``np.c_[items]`` ("c")."""
+    return (np.c_ if which == "c" else np.r_)[tuple(items)]
+
+
+def index_concat_list(which, items):
+    return index_concat(which, *items)
+
+
+def _index_concat_plan(which, items):
+    """Where each element of the result comes from: the same concatenation of index
+    arrays (a float item's elements numbered from its offset, anything else -1), and
+    per item its (offset, shape), None for items that carry no derivative.  Every
+    directive, slice and shape rule of np.r_/np.c_ then applies unchanged."""
+    stand, places, off = [], [], 0
+    for it in items:
+        if isinstance(it, str):
+            stand.append(it)
+            places.append(None)
+        elif _is_float(it) and not isinstance(it, slice):
+            shape = np.shape(it)
+            size = int(np.prod(shape))
+            if isinstance(it, np.ndarray):
+                stand.append(np.arange(off, off + size, dtype=np.intp).reshape(shape))
+            else:
+                stand.append(np.intp(off))
+            places.append((off, shape))
+            off += size
+        else:
+            stand.append(np.full(np.shape(index_concat("r", it)) if isinstance(it, slice)
+                                 else np.shape(it), -1, dtype=np.intp))
+            places.append(None)
+    return index_concat(which, *stand), places, off
+
+
+def index_concat_vjp(t, which, items):
+    """Cotangents of the items of ``np.r_``/``np.c_`` (a list; None for strings, slices
+    and integer items): the elements of ``t`` gathered back to where they came from."""
+    items = list(items)
+    if t is None:
+        return [None] * len(items)
+    idx, places, total = _index_concat_plan(which, items)
+    flat_i = idx.ravel()
+    flat_t = np.broadcast_to(t, idx.shape).ravel()
+    keep = flat_i >= 0
+    acc = np.zeros(total, dtype=_float_dtype(t, np.float64))
+    np.add.at(acc, flat_i[keep], flat_t[keep])
+    cots = []
+    for it, place in zip(items, places):
+        if place is None:
+            cots.append(None)
+            continue
+        off, shape = place
+        c = np.reshape(acc[off:off + int(np.prod(shape))], shape)
+        cots.append(_fit_dtype(c, it) if isinstance(it, np.ndarray) else c.astype(np.float64))
+    return cots
+
+
+def index_concat_jvp(ts, which, items):
+    """Tangent of ``np.r_``/``np.c_``: the items' tangents (None: zeros) placed where the
+    items' elements went; zeros where constants (slices, integers) went."""
+    items = list(items)
+    ts = [None] * len(items) if ts is None else list(ts)
+    if all(_zero_tangent(t) for t in ts):
+        return None
+    idx, places, total = _index_concat_plan(which, items)
+    dtype = np.result_type(index_concat(which, *items))   # the result's own dtype
+    flat = np.zeros(total + 1, dtype=dtype)   # the last slot: zero, for the -1s
+    for t, place in zip(ts, places):
+        if place is not None and not _zero_tangent(t):
+            off, shape = place
+            flat[off:off + int(np.prod(shape))] = np.ravel(np.broadcast_to(t, shape))
+    return flat[np.where(idx >= 0, idx, total)]
+
+
+# ---------------------------------------------------------------------------
+# np.linspace / np.logspace in their endpoints
+# ---------------------------------------------------------------------------
+
+
+def linspace_weights(ans, num, endpoint=True, retstep=False, axis=0):
+    """How far along each sample of ``np.linspace(start, stop, num, endpoint, axis=axis)``
+    lies, as a constant shaped to broadcast against the samples: sample k is
+    ``start * (1 - w_k) + stop * w_k``."""
+    if retstep:
+        raise UnsupportedDerivativeError("the derivative of np.linspace with retstep=True "
+                                         "(compute the step as (stop - start) / (num - 1))")
+    num = operator.index(num)
+    div = (num - 1) if endpoint else num
+    w = np.arange(num, dtype=np.float64) / div if div > 0 else np.zeros(num)
+    nd = np.ndim(ans)
+    shape = [1] * nd
+    if nd:
+        shape[operator.index(axis) % nd] = num
+    dtype = _float_dtype(ans, np.float64)
+    return np.reshape(w, shape).astype(dtype)
+
+
+def uplo_t(x, UPLO="L"):
+    """``x`` for UPLO="L", its matrix transpose for "U": ``eigh(a, "U")`` is
+    ``eigh(uplo_t(a, "U"), "L")`` (the upper triangle read as the lower one)."""
+    if x is None:
+        return None
+    if str(UPLO).upper() == "U":
+        return np.swapaxes(x, -1, -2)
+    return x

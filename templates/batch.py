@@ -881,3 +881,26 @@ def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):
 
 def unsupported_jvp(what, *tangents):
     return ra.unsupported_jvp(what, *tangents)
+
+
+# ------------------------------------------------------------------ the NumPy surface
+
+def index_concat(which, *items):
+    return rb.per_lane(ra.index_concat_list, (1,), which, items)
+
+
+def index_concat_vjp(t, which, items):
+    return rb.per_lane(ra.index_concat_vjp, (0, 2), t, which, items)
+
+
+def index_concat_jvp(ts, which, items):
+    return rb.per_lane(ra.index_concat_jvp, (0, 2), ts, which, items)
+
+
+def linspace_weights(ans, num, endpoint=True, retstep=False, axis=0):
+    # a constant: the same for every example (a batch axis of one)
+    return np.expand_dims(ra.linspace_weights(rb.example(ans), num, endpoint, retstep, axis), -1)
+
+
+def uplo_t(x, UPLO="L"):
+    return rb.linalg(ra.uplo_t, x, UPLO=UPLO)

@@ -465,18 +465,23 @@ def cholesky(ans, a, upper=False, da=None):
 
 def eigh(ans, a, UPLO="L", da=None):
     # dw = diag(V^T S V), dV = V (F * (V^T S V)), F = 1/(w_j - w_i) off the diagonal,
-    # S the symmetric part of da
+    # S the tangent of the symmetric matrix NumPy decomposes: the triangle it reads
+    # (UPLO), mirrored
     w = ra.getitem(ans, 0)
     v = ra.getitem(ans, 1)
     e = ra.eye_last(w)
     f = 1.0 / (e + np.expand_dims(w, -2) - np.expand_dims(w, -1)) - e
-    m = np.matmul(np.swapaxes(v, -1, -2), np.matmul((da + np.swapaxes(da, -1, -2)) * 0.5, v))
+    dl = ra.uplo_t(da, UPLO)
+    s = np.tril(dl) + np.swapaxes(np.tril(dl, -1), -1, -2)
+    m = np.matmul(np.swapaxes(v, -1, -2), np.matmul(s, v))
     return ra.tangent_like((np.diagonal(m, 0, -2, -1), np.matmul(v, f * m)), ans)
 
 
 def eigvalsh(ans, a, UPLO="L", da=None):
     v = ra.getitem(np.linalg.eigh(a, UPLO), 1)
-    return np.sum(v * np.matmul((da + np.swapaxes(da, -1, -2)) * 0.5, v), axis=-2)
+    dl = ra.uplo_t(da, UPLO)
+    s = np.tril(dl) + np.swapaxes(np.tril(dl, -1), -1, -2)
+    return np.sum(v * np.matmul(s, v), axis=-2)
 
 
 # ------------------------------------------------------------------ shapes
@@ -633,6 +638,10 @@ def diff(ans, a, n=1, axis=-1, prepend=None, append=None, da=None):
 
 
 # ------------------------------------------------------------------ indexing
+
+
+def index_concat(ans, which, *items, ditems=None):
+    return ra.index_concat_jvp(ditems, which, items)
 
 
 def getitem(ans, x, index, dx=None):
@@ -905,3 +914,32 @@ def einsum_jvp(ans, subscripts, operands, tangents, optimize=False, doperands=No
                dtangents=None):
     return (ra.einsum_jvp(subscripts, operands, dtangents, optimize)
             + ra.einsum_jvp2(subscripts, operands, tangents, doperands, optimize))
+
+
+# ------------------------------------------------------------------ the NumPy surface
+
+
+def linspace(ans, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0,
+             dstart=None, dstop=None):
+    # linear in the endpoints together (the step of retstep=True too)
+    return ra.tangent_like(np.linspace(dstart, dstop, num, endpoint, retstep, None, axis), ans)
+
+
+def logspace(ans, start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0,
+             dstart=None, dstop=None, dbase=None):
+    be = np.expand_dims(base, axis)
+    dl = np.linspace(dstart, dstop, num, endpoint, False, None, axis)
+    lin = np.linspace(start, stop, num, endpoint, False, None, axis)
+    return ra.tangent_like(ans * (np.log(be) * dl + lin * np.expand_dims(dbase, axis) / be), ans)
+
+
+def index_concat_vjp(ans, t, which, items, dt=None):
+    return ra.index_concat_vjp(dt, which, items)
+
+
+def index_concat_jvp(ans, ts, which, items, dts=None):
+    return ra.index_concat_jvp(dts, which, items)
+
+
+def uplo_t(ans, x, UPLO="L", dx=None):
+    return ra.uplo_t(dx, UPLO)

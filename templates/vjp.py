@@ -489,7 +489,10 @@ def cholesky(g, ans, a, upper=False):
 
 
 def eigh(g, ans, a, UPLO="L"):
-    # JAX's rule (symmetrized input): V (diag(gw) + F * (V^T gV)) V^T, F = 1/(w_j - w_i)
+    # JAX's rule for the symmetric matrix NumPy decomposes, V (diag(gw) + F * (V^T gV))
+    # V^T with F = 1/(w_j - w_i), then back to ``a``: NumPy reads one triangle only
+    # (UPLO="L": the lower one, mirrored), so the strict lower part gets both halves
+    # and the upper part none -- the derivative of what NumPy computes, on any input
     w = ra.getitem(ans, 0)
     v = ra.getitem(ans, 1)
     e = ra.eye_last(w)
@@ -499,12 +502,14 @@ def eigh(g, ans, a, UPLO="L"):
     gv = ra.cot_or_zeros(ra.getitem(g, 1), v)
     mid = np.expand_dims(gw, -2) * e + f * np.matmul(vt, gv)
     s = np.matmul(v, np.matmul(mid, vt))
-    return (s + np.swapaxes(s, -1, -2)) * 0.5
+    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO)
 
 
 def eigvalsh(g, ans, a, UPLO="L"):
+    # as eigh: the triangle NumPy reads gets the whole cotangent
     v = ra.getitem(np.linalg.eigh(a, UPLO), 1)
-    return np.matmul(v * np.expand_dims(g, -2), np.swapaxes(v, -1, -2))
+    s = np.matmul(v * np.expand_dims(g, -2), np.swapaxes(v, -1, -2))
+    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO)
 
 
 # ------------------------------------------------------------------ shapes
@@ -661,6 +666,10 @@ def diff(g, ans, a, n=1, axis=-1, prepend=None, append=None):
 # ------------------------------------------------------------------ indexing
 
 
+def index_concat(g, ans, which, *items):
+    return ra.index_concat_vjp(g, which, items)
+
+
 def getitem(g, ans, x, index):
     return ra.getitem_vjp(g, x, index)
 
@@ -674,6 +683,23 @@ def item(g, ans, a, *args):
 
 
 # ------------------------------------------------------------------ creation, conversion
+
+
+def linspace(g, ans, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    # sample k is start * (1 - w_k) + stop * w_k
+    w = ra.linspace_weights(ans, num, endpoint, retstep, axis)
+    return (ra.unbroadcast(np.sum(g * (1.0 - w), axis=axis), start),
+            ra.unbroadcast(np.sum(g * w, axis=axis), stop))
+
+
+def logspace(g, ans, start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    # ans = be ** lin, lin the linspace of the endpoints, be the base expanded at axis
+    w = ra.linspace_weights(ans, num, endpoint, False, axis)
+    gl = g * ans * np.expand_dims(np.log(base), axis)
+    lin = np.linspace(start, stop, num, endpoint, False, None, axis)
+    return (ra.unbroadcast(np.sum(gl * (1.0 - w), axis=axis), start),
+            ra.unbroadcast(np.sum(gl * w, axis=axis), stop),
+            ra.unbroadcast(np.sum(g * ans * lin, axis=axis) / base, base))
 
 
 def full(g, ans, shape, fill_value, dtype=None, order="C"):
@@ -930,3 +956,18 @@ def einsum_jvp(g, ans, subscripts, operands, tangents, optimize=False):
     # the operands' part moves every other operand along its tangent
     return (ra.einsum_vjp_jvp(g, None, subscripts, operands, tangents, optimize),
             ra.einsum_vjp(g, subscripts, operands, optimize))
+
+
+# ------------------------------------------------------------------ the NumPy surface helpers
+
+
+def index_concat_vjp(g, ans, t, which, items):
+    return ra.index_concat_jvp(g, which, items)
+
+
+def index_concat_jvp(g, ans, ts, which, items):
+    return ra.index_concat_vjp(g, which, items)
+
+
+def uplo_t(g, ans, x, UPLO="L"):
+    return ra.uplo_t(g, UPLO)

@@ -128,6 +128,7 @@ EXTRA = {
                                 [None, _u(r, (4, 2))]), {}),
                     ("operands", "tangents", "tangents2")),
     "norm_hvp": (lambda r: ((_u(r), _u(r), _u(r)), {"axis": 1}), ("s", "t", "x")),
+    "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("g", "t", "x", "y")),
 }

@@ -37,7 +37,7 @@ TEMPLATES = {n: f for n, f in vars(V).items()
 # Second-order pieces whose own rules raise (third derivatives are not implemented).
 RAISES = {"norm_vjp_t", "norm_vjp_x", "einsum_vjp_t", "einsum_vjp_ops", "log_or_one", "or_one"}
 # Rules that follow JAX in symmetrizing: check them along symmetric directions.
-SYMMETRIC = {"cholesky", "eigh", "eigvalsh"}
+SYMMETRIC = {"cholesky"}  # eigh/eigvalsh: the derivative of the triangle NumPy reads
 
 
 # ---------------------------------------------------------------------------- pytrees
