@@ -418,6 +418,36 @@ register(Primitive("eigh", np.linalg.eigh, "np.linalg.eigh", ("a", "UPLO"), {"UP
 register(Primitive("eigvalsh", np.linalg.eigvalsh, "np.linalg.eigvalsh", ("a", "UPLO"),
                    {"UPLO": "L"}, diff=("a",), kind="linalg", sample=lambda r: ((_sym(r),), {})))
 
+
+
+def _real_eig(rng, n=3):
+    """A matrix with real, well separated eigenvalues (S diag(1..n) S^-1)."""
+    s = np.eye(n) + 0.3 * rng.standard_normal((n, n))
+    return s @ np.diag(np.arange(1.0, n + 1)) @ np.linalg.inv(s)
+
+
+# Decompositions returning tuples: rules in every mode (templates/*.py); the forms
+# without a unique derivative are refused when the rule runs (ra.qr_parts, ra.eig_real).
+register(Primitive("svd", np.linalg.svd, "np.linalg.svd",
+                   ("a", "full_matrices", "compute_uv", "hermitian"),
+                   {"full_matrices": True, "compute_uv": True, "hermitian": False},
+                   diff=("a",), kind="linalg",
+                   sample=lambda r: ((_u(r, (4, 3)),), {"full_matrices": False})))
+register(Primitive("svdvals", np.linalg.svdvals, "np.linalg.svdvals", ("x",), diff=("x",),
+                   kind="linalg", sample=lambda r: ((_u(r, (2, 3, 4)),), {})))
+register(Primitive("qr", np.linalg.qr, "np.linalg.qr", ("a", "mode"), {"mode": "reduced"},
+                   diff=("a",), kind="linalg", sample=lambda r: ((_u(r, (4, 3)),), {})))
+register(Primitive("eig", np.linalg.eig, "np.linalg.eig", ("a",), diff=("a",), kind="linalg",
+                   sample=lambda r: ((_real_eig(r),), {})))
+register(Primitive("eigvals", np.linalg.eigvals, "np.linalg.eigvals", ("a",), diff=("a",),
+                   kind="linalg", sample=lambda r: ((_real_eig(r),), {})))
+register(Primitive("pinv", np.linalg.pinv, "np.linalg.pinv", ("a", "rcond", "hermitian", "rtol"),
+                   {"rcond": None, "hermitian": False, "rtol": None}, diff=("a",),
+                   kind="linalg", sample=lambda r: ((_u(r, (3, 4)),), {})))
+register(Primitive("cross", np.cross, "np.cross", ("a", "b", "axisa", "axisb", "axisc", "axis"),
+                   {"axisa": -1, "axisb": -1, "axisc": -1, "axis": None}, diff=("a", "b"),
+                   kind="linalg", sample=lambda r: ((_u(r, (4, 3)), _u(r, (3,))), {})))
+
 # ---------------------------------------------------------------------------
 # Shapes, joining, splitting, gathering
 # ---------------------------------------------------------------------------
@@ -821,3 +851,18 @@ _helper("linspace_weights", ("ans", "num", "endpoint", "retstep", "axis"),
         reason=_ND + "builds a constant array")
 _helper("uplo_t", ("x", "UPLO"), {"UPLO": "L"}, diff=("x",),
         sample=lambda r: ((_u(r, (2, 3, 3)), "U"), {}))
+_helper("svd_parts", ("t", "compute_uv"), {"compute_uv": True}, diff=("t",),
+        sample=lambda r: (((_u(r, (3, 3)), None, _u(r, (3, 2))), True), {}))
+_helper("svd_pack", ("ts", "compute_uv"), {"compute_uv": True}, diff=("ts",),
+        sample=lambda r: (((None, _u(r, (3,)), None), False), {}))
+_helper("qr_parts", ("t", "a", "mode"), {"mode": "reduced"}, diff=("t",),
+        sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 2)), "r"), {}), meta=("a",))
+_helper("qr_pack", ("ts", "a", "mode"), {"mode": "reduced"}, diff=("ts",),
+        sample=lambda r: (((_u(r, (3, 2)), None), _u(r, (3, 2))), {}), meta=("a",))
+_helper("eig_real", ("wv", "w"), {"w": None}, diff=("wv",),
+        sample=lambda r: (((_u(r, (3,)), _u(r, (3, 3))),), {}))
+for _name, _params, _defaults in (
+        ("svd_index", ("s", "which"), {}),
+        ("cross_axes", ("a", "b", "axisa", "axisb", "axisc", "axis", "which"),
+         {"axisa": -1, "axisb": -1, "axisc": -1, "axis": None, "which": 0})):
+    _helper(_name, _params, _defaults, kind="static", reason=_ND + "a static fact about shapes")

@@ -1757,3 +1757,94 @@ def uplo_t(x, UPLO="L"):
     if str(UPLO).upper() == "U":
         return np.swapaxes(x, -1, -2)
     return x
+
+
+# ---------------------------------------------------------------------------
+# Decompositions: svd, qr, eig (rules in templates/*.py; these pick parts and slices)
+# ---------------------------------------------------------------------------
+
+
+def svd_parts(t, compute_uv=True):
+    """A (co)tangent of ``np.linalg.svd``'s result as three parts (U, S, Vh), None
+    for absent ones: with ``compute_uv=False`` the result is S alone."""
+    if t is None:
+        return (None, None, None)
+    if not compute_uv:
+        return (None, t, None)
+    return tuple(t)
+
+
+def svd_pack(ts, compute_uv=True):
+    """The adjoint of ``svd_parts``: three parts back to the form of svd's result."""
+    if ts is None:
+        return None
+    if not compute_uv:
+        return ts[1]
+    return tuple(ts)
+
+
+def svd_index(s, which):
+    """Index of the leading k = len(s) columns of U (which 0), the columns after them
+    (1), the leading k rows of Vh (2), the rows after them (3).  The rows and columns
+    after k exist only with full_matrices=True for a non-square matrix."""
+    k = np.shape(s)[-1]
+    head, tail = slice(0, k), slice(k, None)
+    return ((Ellipsis, slice(None), head), (Ellipsis, slice(None), tail),
+            (Ellipsis, head, slice(None)), (Ellipsis, tail, slice(None)))[which]
+
+
+def _qr_check(a, mode):
+    m, n = np.shape(a)[-2:]
+    if mode not in ("reduced", "complete", "r") or m < n or (mode == "complete" and m != n):
+        raise UnsupportedDerivativeError(
+            f"the derivative of np.linalg.qr(mode={mode!r}) of a {m}x{n} matrix (it exists "
+            "for mode 'reduced' or 'r' with rows >= columns, as in JAX; for a wide "
+            "matrix, differentiate the QR of its transpose)")
+
+
+def qr_parts(t, a, mode="reduced"):
+    """A (co)tangent of ``np.linalg.qr``'s result as (Q, R) parts (mode "r": R alone).
+    The derivative exists for the modes that return a unique result: "reduced" and
+    "r" with at least as many rows as columns, "complete" for square matrices (as JAX)."""
+    _qr_check(a, mode)
+    if t is None:
+        return (None, None)
+    if mode == "r":
+        return (None, t)
+    return tuple(t)
+
+
+def qr_pack(ts, a, mode="reduced"):
+    """The adjoint of ``qr_parts``."""
+    _qr_check(a, mode)
+    if ts is None:
+        return None
+    if mode == "r":
+        return ts[1]
+    return tuple(ts)
+
+
+def eig_real(wv, w=None):
+    """``np.linalg.eig``'s result when every eigenvalue is real (NumPy then returns
+    real arrays); complex eigenvalues have no real derivative: refused.  ``w``: the
+    eigenvalues np.linalg.eigvals gave, which must come in the same order."""
+    if np.iscomplexobj(wv[0]) or np.iscomplexobj(w):
+        raise UnsupportedDerivativeError(
+            "the derivative of np.linalg.eig/eigvals with complex eigenvalues (astjax "
+            "differentiates real-valued functions; for a symmetric matrix use np.linalg.eigh)")
+    if w is not None and not np.allclose(w, wv[0], rtol=1e-8, atol=0.0):
+        raise UnsupportedDerivativeError("the derivative of np.linalg.eigvals: LAPACK ordered "
+                                         "the eigenvalues differently; use np.linalg.eig")
+    return wv
+
+
+def cross_axes(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, which=0):
+    """One axis for the cross products in np.cross's vjp: the cotangent of ``a`` is
+    cross(b, g) laid along a's axis (axisa, axisb, axisc: which 0, 1, 2), of ``b``
+    cross(g, a) (which 3, 4, 5).  3-vectors only (NumPy 2 deprecates 2-vectors)."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    if np.shape(a)[axisa] != 3 or np.shape(b)[axisb] != 3:
+        raise UnsupportedDerivativeError("the derivative of np.cross of 2-vectors (deprecated "
+                                         "in NumPy 2: pad them with a zero third component)")
+    return (axisb, axisc, axisa, axisc, axisa, axisb)[which]

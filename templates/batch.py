@@ -904,3 +904,62 @@ def linspace_weights(ans, num, endpoint=True, retstep=False, axis=0):
 
 def uplo_t(x, UPLO="L"):
     return rb.linalg(ra.uplo_t, x, UPLO=UPLO)
+
+
+# ------------------------------------------------------------------ decompositions
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    return rb.linalg(np.linalg.svd, a, full_matrices=full_matrices, compute_uv=compute_uv,
+                     hermitian=hermitian)
+
+
+def svdvals(x):
+    return rb.linalg(np.linalg.svdvals, x)
+
+
+def qr(a, mode="reduced"):
+    return rb.linalg(np.linalg.qr, a, mode=mode)
+
+
+def eig(a):
+    return rb.linalg(np.linalg.eig, a)
+
+
+def eigvals(a):
+    return rb.linalg(np.linalg.eigvals, a)
+
+
+def pinv(a, rcond=None, hermitian=False, rtol=None):
+    return rb.linalg(np.linalg.pinv, a, rcond=rcond, hermitian=hermitian, rtol=rtol)
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    return rb.per_lane(np.cross, (0, 1), a, b, axisa, axisb, axisc, axis)
+
+
+def svd_parts(t, compute_uv=True):
+    return ra.svd_parts(t, compute_uv)
+
+
+def svd_pack(ts, compute_uv=True):
+    return ra.svd_pack(ts, compute_uv)
+
+
+def svd_index(s, which):
+    return ra.svd_index(rb.example(s), which)
+
+
+def qr_parts(t, a, mode="reduced"):
+    return ra.qr_parts(t, rb.example(a), mode)
+
+
+def qr_pack(ts, a, mode="reduced"):
+    return ra.qr_pack(ts, rb.example(a), mode)
+
+
+def eig_real(wv, w=None):
+    return ra.eig_real(wv, w)
+
+
+def cross_axes(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, which=0):
+    return ra.cross_axes(rb.example(a), rb.example(b), axisa, axisb, axisc, axis, which)

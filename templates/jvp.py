@@ -943,3 +943,118 @@ def index_concat_jvp(ans, ts, which, items, dts=None):
 
 def uplo_t(ans, x, UPLO="L", dx=None):
     return ra.uplo_t(dx, UPLO)
+
+
+# ------------------------------------------------------------------ decompositions
+
+
+def svd(ans, a, full_matrices=True, compute_uv=True, hermitian=False, da=None):
+    # JAX's rule (real): dS = U^T dA V, ds = diag(dS), F_ij = 1/(s_j^2 - s_i^2),
+    #   dU = U (F o (dS s + s dS^T)) + (I - U U^T) dA V / s
+    #   dV = V (F o (s dS + dS^T s)) + (I - V V^T) dA^T U / s
+    # full_matrices=True, non-square: the extra columns Q of U (rows P of Vh) move by
+    # the smallest rotation keeping [U Q] orthogonal: dQ = -U dU^T Q, dP = -P dV Vh
+    usv = np.linalg.svd(a, full_matrices, True, hermitian)
+    s = ra.getitem(usv, 1)
+    uf = ra.getitem(usv, 0)
+    vhf = ra.getitem(usv, 2)
+    u = ra.getitem(uf, ra.svd_index(s, 0))
+    q = ra.getitem(uf, ra.svd_index(s, 1))
+    vh = ra.getitem(vhf, ra.svd_index(s, 2))
+    p = ra.getitem(vhf, ra.svd_index(s, 3))
+    v = np.swapaxes(vh, -1, -2)
+    e = ra.eye_last(s)
+    s2 = s * s
+    f = 1.0 / (e + np.expand_dims(s2, -2) - np.expand_dims(s2, -1)) - e
+    sinv = np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s))
+    dav = np.matmul(da, v)
+    dm = np.matmul(np.swapaxes(u, -1, -2), dav)
+    dss = dm * np.expand_dims(s, -2)
+    sds = np.expand_dims(s, -1) * dm
+    du = (np.matmul(u, f * (dss + np.swapaxes(dss, -1, -2)))
+          + (dav - np.matmul(u, dm)) * np.expand_dims(sinv, -2))
+    datu = np.matmul(np.swapaxes(da, -1, -2), u)
+    dv = (np.matmul(v, f * (sds + np.swapaxes(sds, -1, -2)))
+          + (datu - np.matmul(v, np.matmul(vh, datu))) * np.expand_dims(sinv, -2))
+    dq = -np.matmul(u, np.matmul(np.swapaxes(du, -1, -2), q))
+    dp = -np.matmul(np.matmul(p, dv), vh)
+    duf = ra.getitem_vjp(du, uf, ra.svd_index(s, 0)) + ra.getitem_vjp(dq, uf, ra.svd_index(s, 1))
+    dvhf = (ra.getitem_vjp(np.swapaxes(dv, -1, -2), vhf, ra.svd_index(s, 2))
+            + ra.getitem_vjp(dp, vhf, ra.svd_index(s, 3)))
+    return ra.tangent_like(ra.svd_pack((duf, np.diagonal(dm, 0, -2, -1), dvhf), compute_uv),
+                           ans)
+
+
+def svdvals(ans, x, dx=None):
+    usv = np.linalg.svd(x, False)
+    u = ra.getitem(usv, 0)
+    v = np.swapaxes(ra.getitem(usv, 2), -1, -2)
+    return np.sum(u * np.matmul(dx, v), axis=-2)
+
+
+def qr(ans, a, mode="reduced", da=None):
+    # JAX's rule (rows >= columns): X = dA R^-1, do = tril(Q^T X, -1) - its transpose,
+    # dQ = Q (do - Q^T X) + X, dR = (Q^T X - do) R
+    qrr = np.linalg.qr(a)
+    q = ra.getitem(qrr, 0)
+    r = ra.getitem(qrr, 1)
+    x = np.swapaxes(np.linalg.solve(np.swapaxes(r, -1, -2), np.swapaxes(da, -1, -2)), -1, -2)
+    qtx = np.matmul(np.swapaxes(q, -1, -2), x)
+    low = np.tril(qtx, -1)
+    do = low - np.swapaxes(low, -1, -2)
+    dq = np.matmul(q, do - qtx) + x
+    dr = np.matmul(qtx - do, r)
+    return ra.tangent_like(ra.qr_pack((dq, dr), a, mode), ans)
+
+
+def eig(ans, a, da=None):
+    # real eigenvalues: M = V^-1 dA V, dw = diag(M), dV = V (F o M) without the
+    # components along each (unit) eigenvector, F = 1/(w_j - w_i)
+    wv = ra.eig_real(ans)
+    w = ra.getitem(wv, 0)
+    v = ra.getitem(wv, 1)
+    e = ra.eye_last(w)
+    f = 1.0 / (e + np.expand_dims(w, -2) - np.expand_dims(w, -1)) - e
+    m = np.linalg.solve(v, np.matmul(da, v))
+    dv = np.matmul(v, f * m)
+    dv = dv - v * np.sum(v * dv, axis=-2, keepdims=True)
+    return ra.tangent_like((np.diagonal(m, 0, -2, -1), dv), ans)
+
+
+def eigvals(ans, a, da=None):
+    v = ra.getitem(ra.eig_real(np.linalg.eig(a), ans), 1)
+    return np.diagonal(np.linalg.solve(v, np.matmul(da, v)), 0, -2, -1)
+
+
+def pinv(ans, a, rcond=None, hermitian=False, rtol=None, da=None):
+    # dP = -P dA P + (I - P A) dA^T P^T P + P P^T dA^T (I - A P) (constant rank)
+    pt = np.swapaxes(ans, -1, -2)
+    dat = np.swapaxes(da, -1, -2)
+    x = np.matmul(dat, np.matmul(pt, ans))
+    y = np.matmul(np.matmul(ans, pt), dat)
+    return (-np.matmul(ans, np.matmul(da, ans)) + x - np.matmul(ans, np.matmul(a, x))
+            + y - np.matmul(np.matmul(y, a), ans))
+
+
+def cross(ans, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, da=None, db=None):
+    return np.cross(da, b, axisa, axisb, axisc, axis) + np.cross(a, db, axisa, axisb, axisc, axis)
+
+
+def svd_parts(ans, t, compute_uv=True, dt=None):
+    return ra.svd_parts(dt, compute_uv)
+
+
+def svd_pack(ans, ts, compute_uv=True, dts=None):
+    return ra.svd_pack(dts, compute_uv)
+
+
+def qr_parts(ans, t, a, mode="reduced", dt=None):
+    return ra.qr_parts(dt, a, mode)
+
+
+def qr_pack(ans, ts, a, mode="reduced", dts=None):
+    return ra.qr_pack(dts, a, mode)
+
+
+def eig_real(ans, wv, w=None, dwv=None):
+    return dwv

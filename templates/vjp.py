@@ -971,3 +971,129 @@ def index_concat_jvp(g, ans, ts, which, items):
 
 def uplo_t(g, ans, x, UPLO="L"):
     return ra.uplo_t(g, UPLO)
+
+
+# ------------------------------------------------------------------ decompositions
+
+
+def svd(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
+    # real A = U diag(s) Vh, U and Vh recomputed (JAX's jvp rule, transposed):
+    #   gA = U (F o (U^T gU - gU^T U) s + diag(gs) + s F o (Vh gV - gV^T V)) Vh
+    #        + (I - U U^T) gU s^-1 Vh + U s^-1 (gVh - gV^T V Vh),  F_ij = 1/(s_j^2 - s_i^2)
+    # (1/s read as 0 where s == 0, as JAX).  full_matrices=True, non-square: the
+    # columns Q of U after the first k (rows P of Vh) move by the smallest rotation
+    # keeping [U Q] orthogonal, dQ = -U dU^T Q; their cotangent lands on U
+    usv = np.linalg.svd(a, full_matrices, True, hermitian)
+    s = ra.getitem(usv, 1)
+    uf = ra.getitem(usv, 0)
+    vhf = ra.getitem(usv, 2)
+    u = ra.getitem(uf, ra.svd_index(s, 0))
+    q = ra.getitem(uf, ra.svd_index(s, 1))
+    vh = ra.getitem(vhf, ra.svd_index(s, 2))
+    p = ra.getitem(vhf, ra.svd_index(s, 3))
+    parts = ra.svd_parts(g, compute_uv)
+    guf = ra.cot_or_zeros(ra.getitem(parts, 0), uf)
+    gs = ra.cot_or_zeros(ra.getitem(parts, 1), s)
+    gvhf = ra.cot_or_zeros(ra.getitem(parts, 2), vhf)
+    gq = ra.getitem(guf, ra.svd_index(s, 1))
+    gp = ra.getitem(gvhf, ra.svd_index(s, 3))
+    gu = ra.getitem(guf, ra.svd_index(s, 0)) - np.matmul(q, np.matmul(np.swapaxes(gq, -1, -2), u))
+    gvh = ra.getitem(gvhf, ra.svd_index(s, 2)) - np.matmul(vh, np.matmul(np.swapaxes(gp, -1, -2),
+                                                                          p))
+    gv = np.swapaxes(gvh, -1, -2)
+    e = ra.eye_last(s)
+    s2 = s * s
+    f = 1.0 / (e + np.expand_dims(s2, -2) - np.expand_dims(s2, -1)) - e
+    utgu = np.matmul(np.swapaxes(u, -1, -2), gu)
+    vtgv = np.matmul(vh, gv)
+    sinv = np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s))
+    mid = (f * (utgu - np.swapaxes(utgu, -1, -2)) * np.expand_dims(s, -2)
+           + np.expand_dims(gs, -2) * e
+           + np.expand_dims(s, -1) * (f * (vtgv - np.swapaxes(vtgv, -1, -2))))
+    ga_u = np.matmul((gu - np.matmul(u, utgu)) * np.expand_dims(sinv, -2), vh)
+    ga_v = np.matmul(u, np.expand_dims(sinv, -1) * (gvh - np.matmul(np.swapaxes(vtgv, -1, -2),
+                                                                    vh)))
+    return np.matmul(u, np.matmul(mid, vh)) + ga_u + ga_v
+
+
+def svdvals(g, ans, x):
+    usv = np.linalg.svd(x, False)
+    return np.matmul(ra.getitem(usv, 0) * np.expand_dims(g, -2), ra.getitem(usv, 2))
+
+
+def qr(g, ans, a, mode="reduced"):
+    # rows >= columns: gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q, copyltu(M)
+    # the lower triangle of M mirrored (ra.qr_parts refuses the other cases)
+    qrr = np.linalg.qr(a)
+    q = ra.getitem(qrr, 0)
+    r = ra.getitem(qrr, 1)
+    parts = ra.qr_parts(g, a, mode)
+    gq = ra.cot_or_zeros(ra.getitem(parts, 0), q)
+    gr = ra.cot_or_zeros(ra.getitem(parts, 1), r)
+    m = np.matmul(r, np.swapaxes(gr, -1, -2)) - np.matmul(np.swapaxes(gq, -1, -2), q)
+    b = gq + np.matmul(q, np.tril(m) + np.swapaxes(np.tril(m, -1), -1, -2))
+    return np.swapaxes(np.linalg.solve(r, np.swapaxes(b, -1, -2)), -1, -2)
+
+
+def eig(g, ans, a):
+    # real eigenvalues: gA = V^-T (diag(gw) + F o (V^T gV')) V^T, F = 1/(w_j - w_i), gV'
+    # without the components along each (unit) eigenvector
+    wv = ra.eig_real(ans)
+    w = ra.getitem(wv, 0)
+    v = ra.getitem(wv, 1)
+    gw = ra.cot_or_zeros(ra.getitem(g, 0), w)
+    gv = ra.cot_or_zeros(ra.getitem(g, 1), v)
+    gvn = gv - v * np.sum(v * gv, axis=-2, keepdims=True)
+    e = ra.eye_last(w)
+    f = 1.0 / (e + np.expand_dims(w, -2) - np.expand_dims(w, -1)) - e
+    vt = np.swapaxes(v, -1, -2)
+    mid = np.expand_dims(gw, -2) * e + f * np.matmul(vt, gvn)
+    return np.linalg.solve(vt, np.matmul(mid, vt))
+
+
+def eigvals(g, ans, a):
+    vt = np.swapaxes(ra.getitem(ra.eig_real(np.linalg.eig(a), ans), 1), -1, -2)
+    return np.linalg.solve(vt, np.expand_dims(g, -1) * vt)
+
+
+def pinv(g, ans, a, rcond=None, hermitian=False, rtol=None):
+    # transpose of dP = -P dA P + (I - P A) dA^T P^T P + P P^T dA^T (I - A P) (constant rank)
+    pt = np.swapaxes(ans, -1, -2)
+    gt = np.swapaxes(g, -1, -2)
+    t1 = -np.matmul(pt, np.matmul(g, pt))
+    t2 = np.matmul(np.matmul(pt, ans), gt)
+    t2 = t2 - np.matmul(np.matmul(t2, ans), a)
+    t3 = np.matmul(gt, np.matmul(ans, pt))
+    t3 = t3 - np.matmul(a, np.matmul(ans, t3))
+    return t1 + t2 + t3
+
+
+def cross(g, ans, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    # <g, a x b> = <b x g, a> = <g x a, b>, each laid along its operand's axis
+    ga = np.cross(b, g, ra.cross_axes(a, b, axisa, axisb, axisc, axis, 0),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 1),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 2))
+    gb = np.cross(g, a, ra.cross_axes(a, b, axisa, axisb, axisc, axis, 3),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 4),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 5))
+    return ra.unbroadcast(ga, a), ra.unbroadcast(gb, b)
+
+
+def svd_parts(g, ans, t, compute_uv=True):
+    return ra.svd_pack(g, compute_uv)
+
+
+def svd_pack(g, ans, ts, compute_uv=True):
+    return ra.svd_parts(g, compute_uv)
+
+
+def qr_parts(g, ans, t, a, mode="reduced"):
+    return ra.qr_pack(g, a, mode)
+
+
+def qr_pack(g, ans, ts, a, mode="reduced"):
+    return ra.qr_parts(g, a, mode)
+
+
+def eig_real(g, ans, wv, w=None):
+    return g
