@@ -555,6 +555,51 @@ register(Primitive("setitem", ra.setitem, "ra.setitem", ("x", "index", "v"), dif
 register(Primitive("item", ra.item, "ra.item", ("a", "*args"), diff=("a",), kind="index",
                    method="item", sample=lambda r: ((_u(r), 5), {})))
 
+# More of the NumPy surface (Autograd's and jax.numpy's lists).
+BY_CALLABLE.setdefault(id(np.row_stack), REGISTRY["vstack"])  # deprecated alias of vstack
+register(Primitive("rollaxis", np.rollaxis, "np.rollaxis", ("a", "axis", "start"), {"start": 0},
+                   diff=("a",), kind="shape", sample=lambda r: ((_u(r, (2, 3, 4)), 2), {})))
+register(Primitive("partition", np.partition, "np.partition",
+                   ("a", "kth", "axis", "kind", "order"),
+                   {"axis": -1, "kind": "introselect", "order": None}, diff=("a",), kind="index",
+                   sample=lambda r: ((_u(r), 2), {"axis": 1})))
+register(Primitive("argpartition", np.argpartition, "np.argpartition",
+                   ("a", "kth", "axis", "kind", "order"),
+                   {"axis": -1, "kind": "introselect", "order": None}, kind="index",
+                   method="argpartition", reason=_ND + "integer index result"))
+register(Primitive("np_append", np.append, "np.append", ("arr", "values", "axis"), {"axis": None},
+                   diff=("arr", "values"), kind="shape",
+                   sample=lambda r: ((_u(r), _u(r, (2, 4))), {"axis": 0})))
+for _name in ("fftshift", "ifftshift"):
+    register(Primitive(_name, getattr(np.fft, _name), f"np.fft.{_name}", ("x", "axes"),
+                       {"axes": None}, diff=("x",), kind="shape",
+                       sample=lambda r: ((_u(r, (3, 5)),), {"axes": -1})))
+# Piecewise constant for real input (0 or pi): a zero derivative, as jnp.angle.
+register(Primitive("angle", np.angle, "np.angle", ("z", "deg"), {"deg": False}, diff=("z",),
+                   kind="elementwise", sample=lambda r: ((_u(r),), {})))
+register(Primitive("real_if_close", np.real_if_close, "np.real_if_close", ("a", "tol"),
+                   {"tol": 100}, diff=("a",), kind="elementwise",
+                   sample=lambda r: ((_u(r),), {})))
+# nan, posinf, neginf replace non-finite entries: the derivative flows to them there.
+register(Primitive("nan_to_num", np.nan_to_num, "np.nan_to_num",
+                   ("x", "copy", "nan", "posinf", "neginf"),
+                   {"copy": True, "nan": 0.0, "posinf": None, "neginf": None},
+                   diff=("x", "nan", "posinf", "neginf"), kind="elementwise",
+                   sample=lambda r: ((np.where(_u(r) > 1.0, np.nan, _u(r)),), {"nan": 0.5})))
+register(Primitive("divmod", np.divmod, "np.divmod", ("x", "y"), diff=("x", "y"),
+                   kind="elementwise",
+                   sample=lambda r: ((_u(r) * 3, _pos(r, (4,))), {})), callables=(divmod,))
+register(Primitive("modf", np.modf, "np.modf", ("x",), diff=("x",), kind="elementwise",
+                   sample=lambda r: ((_u(r) * 3,), {})))
+register(Primitive("np_select", np.select, "np.select", ("condlist", "choicelist", "default"),
+                   {"default": 0}, diff=("choicelist", "default"), kind="elementwise",
+                   sample=lambda r: (([_u(r) > 0.5, _u(r, (4,)) > 0], [_u(r), _u(r, (4,))],
+                                      _u(r, (3, 1))), {})))
+# np.gradient: linear in f; its spacing arguments are refused when differentiated.
+register(Primitive("gradient", np.gradient, "np.gradient", ("f", "*varargs", "axis", "edge_order"),
+                   {"axis": None, "edge_order": 1}, diff=("f", "*varargs"), kind="shape",
+                   sample=lambda r: ((_u(r, (4, 5)),), {"edge_order": 2})))
+
 # ---------------------------------------------------------------------------
 # Creation and conversion
 # ---------------------------------------------------------------------------
@@ -866,3 +911,26 @@ for _name, _params, _defaults in (
         ("cross_axes", ("a", "b", "axisa", "axisb", "axisc", "axis", "which"),
          {"axisa": -1, "axisb": -1, "axisc": -1, "axis": None, "which": 0})):
     _helper(_name, _params, _defaults, kind="static", reason=_ND + "a static fact about shapes")
+_helper("select_tangent", ("ts", "td", "condlist", "choicelist", "default"), diff=("ts", "td"),
+        sample=lambda r: (([_u(r), None], _u(r, (3, 1)), [_u(r) > 0.5, _u(r, (4,)) > 0],
+                           [_u(r), _u(r, (4,))], _u(r, (3, 1))), {}))
+_helper("select_cot", ("t", "condlist", "choicelist", "default", "which"), {"which": 0},
+        diff=("t",), sample=lambda r: ((_u(r), [_u(r) > 0.5, _u(r, (4,)) > 0],
+                                        [_u(r), _u(r, (4,))], _u(r, (3, 1)), 0), {}))
+_helper("select_cot_t", ("h", "condlist", "choicelist", "default", "which"), {"which": 0},
+        diff=("h",), sample=lambda r: (([_u(r), _u(r, (4,))], [_u(r) > 0.5, _u(r, (4,)) > 0],
+                                        [_u(r), _u(r, (4,))], _u(r, (3, 1)), 0), {}))
+_helper("gradient_vjp", ("t", "f", "varargs", "axis", "edge_order"),
+        {"axis": None, "edge_order": 1}, diff=("t",),
+        sample=lambda r: (([_u(r, (4, 5)), _u(r, (4, 5))], _u(r, (4, 5)),
+                           (2.0, np.array([0.0, 0.5, 1.5, 1.7, 3.0]))), {"edge_order": 2}),
+        meta=("f",))
+_helper("gradient_list", ("t", "f", "varargs", "axis", "edge_order"),
+        {"axis": None, "edge_order": 1}, diff=("t",),
+        sample=lambda r: ((_u(r, (4, 5)), _u(r, (4, 5)), (0.5,)), {"axis": 1}), meta=("f",))
+_helper("refuse_cotangent", ("what", "xs"), kind="other",
+        reason=_ND + "raises UnsupportedDerivativeError for a differentiated argument")
+_helper("rollaxis_perm", ("a", "axis", "start"), {"start": 0}, kind="static",
+        reason=_ND + "a static fact about shapes")
+_helper("refuse_tangents", ("t", "ts"), diff=("t",),
+        sample=lambda r: ((_u(r), [None, None]), {}))

@@ -1848,3 +1848,150 @@ def cross_axes(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, which=0):
         raise UnsupportedDerivativeError("the derivative of np.cross of 2-vectors (deprecated "
                                          "in NumPy 2: pad them with a zero third component)")
     return (axisb, axisc, axisa, axisc, axisa, axisb)[which]
+
+
+# ---------------------------------------------------------------------------
+# np.select
+# ---------------------------------------------------------------------------
+
+
+def _select_taken(condlist):
+    """Per choice, where np.select takes it (the first true condition), and where
+    it takes the default (no condition true)."""
+    taken, seen = [], None
+    for c in condlist:
+        c = np.asarray(c, dtype=bool)
+        taken.append(c if seen is None else c & ~seen)
+        seen = c if seen is None else seen | c
+    return taken, (~seen if seen is not None else np.True_)
+
+
+def select_tangent(ts, td, condlist, choicelist, default):
+    """Tangent of ``np.select(condlist, choicelist, default)``: the choices' tangents
+    ``ts`` (None entries: zero) and the default's ``td`` selected the same way."""
+    ts = [None] * len(choicelist) if ts is None else list(ts)
+    if all(_zero_tangent(t) for t in ts) and _zero_tangent(td):
+        return None
+    ans = np.select(condlist, choicelist, default)
+    zero = np.zeros((), dtype=_float_dtype(ans, np.float64))
+    out = np.select(condlist, [zero if _zero_tangent(t) else t for t in ts],
+                    zero if _zero_tangent(td) else td)
+    return np.broadcast_to(out, np.shape(ans)).astype(zero.dtype)
+
+
+def select_cot(t, condlist, choicelist, default, which=0):
+    """Cotangents of np.select's choices (which 0: a list) or default (which 1) for the
+    result's cotangent ``t``."""
+    g = t
+    if g is None:
+        return [None] * len(choicelist) if which == 0 else None
+    taken, rest = _select_taken(condlist)
+    if which == 1:
+        return unbroadcast(np.where(rest, g, 0.0), default) if _is_float(default) else None
+    return [unbroadcast(np.where(m, g, 0.0), c) if _is_float(c) else None
+            for m, c in zip(taken, choicelist)]
+
+
+def select_cot_t(h, condlist, choicelist, default, which=0):
+    """The adjoint of ``select_cot``: choices' (which 0) or default's (1) cotangents
+    selected back into the result's shape."""
+    if which == 1:
+        return select_tangent(None, h, condlist, choicelist, default)
+    return select_tangent(h, None, condlist, choicelist, default)
+
+
+# ---------------------------------------------------------------------------
+# np.gradient
+# ---------------------------------------------------------------------------
+
+
+def _gradient_axes(f, varargs, axis):
+    nd = np.ndim(f)
+    axes = list(range(nd)) if axis is None else [
+        operator.index(a) % nd for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+    if len(varargs) == 0:
+        spacing = [()] * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        spacing = [(varargs[0],)] * len(axes)
+    else:
+        spacing = [(v,) for v in varargs]
+    return axes, spacing
+
+
+def _gradient_transpose(h, n, spacing, edge_order, dtype):
+    """D^T h along the last axis, D the (banded) operator np.gradient applies along an
+    axis of length n: its bands are read off np.gradient of five combs (each row of D
+    has its non-zeros within two places of the diagonal), so every spacing and edge
+    order NumPy supports is covered exactly."""
+    idx = np.arange(n)
+    outs = [np.gradient((idx % 5 == r).astype(dtype), *spacing, edge_order=edge_order)
+            for r in range(5)]
+    res = np.zeros(np.shape(h), dtype=dtype)
+    for d in range(-2, 3):
+        i0, i1 = builtins.max(0, -d), builtins.min(n, n - d)
+        if i1 <= i0:
+            continue
+        rows = np.arange(i0, i1)
+        coef = np.array([outs[(i + d) % 5][i] for i in rows], dtype=dtype)
+        res[..., i0 + d:i1 + d] += coef * h[..., i0:i1]
+    return res
+
+
+def gradient_vjp(t, f, varargs=(), axis=None, edge_order=1):
+    """Cotangent of ``np.gradient(f, *varargs, axis=axis, edge_order=edge_order)`` for
+    ``f``: the sum over the differentiated axes of D_k^T t_k (``t``: an array for one
+    axis, a tuple or list for several; None entries are zeros)."""
+    axes, spacing = _gradient_axes(f, varargs, axis)
+    ts = [t] if len(axes) == 1 else ([None] * len(axes) if t is None else list(t))
+    dtype = _float_dtype(f, np.float64)
+    total = None
+    for ax, sp, tk in zip(axes, spacing, ts):
+        if tk is None:
+            continue
+        h = np.moveaxis(np.broadcast_to(tk, np.shape(f)), ax, -1)
+        part = np.moveaxis(_gradient_transpose(h, np.shape(f)[ax], sp, edge_order, dtype),
+                           -1, ax)
+        total = part if total is None else total + part
+    return total
+
+
+def gradient_list(t, f, varargs=(), axis=None, edge_order=1):
+    """``np.gradient(t, *varargs, ...)`` (linear in ``t``; None: zero): the tangent of
+    np.gradient, and the adjoint of ``gradient_vjp``."""
+    if t is None:
+        return None
+    return np.gradient(np.broadcast_to(t, np.shape(f)).astype(_float_dtype(f, np.float64)),
+                       *varargs, axis=axis, edge_order=edge_order)
+
+
+def refuse_cotangent(what, xs):
+    """The cotangent of arguments astjax does not differentiate (np.gradient's spacing):
+    reverse mode only computes it when one of them is differentiated, and then this
+    raises; integer arguments get None."""
+    if any(_is_float(x) for x in xs):
+        raise UnsupportedDerivativeError(what)
+    return [None] * len(xs)
+
+
+def rollaxis_perm(a, axis, start=0):
+    """The permutation np.rollaxis(a, axis, start) applies (np.transpose's axes)."""
+    n = np.ndim(a)
+    axis = operator.index(axis) % n
+    start = operator.index(start)
+    start = start + n if start < 0 else start
+    perm = list(range(n))
+    if axis < start:
+        start -= 1
+    if axis != start:
+        perm.remove(axis)
+        perm.insert(start, axis)
+    return tuple(perm)
+
+
+def refuse_tangents(t, ts):
+    """``t``, when every tangent in ``ts`` is zero (np.gradient's spacing arguments,
+    which astjax does not differentiate); raises otherwise."""
+    if ts is not None and any(not _zero_tangent(x) for x in ts):
+        raise UnsupportedDerivativeError("the derivative of np.gradient in its spacing "
+                                         "arguments")
+    return t

@@ -963,3 +963,74 @@ def eig_real(wv, w=None):
 
 def cross_axes(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, which=0):
     return ra.cross_axes(rb.example(a), rb.example(b), axisa, axisb, axisc, axis, which)
+
+
+# ------------------------------------------------------------------ more of the NumPy surface
+
+def rollaxis(a, axis, start=0):
+    return np.transpose(a, rb.permutation(ra.rollaxis_perm(rb.example(a), axis, start), a))
+
+
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    return rb.per_lane(np.partition, (0,), a, kth, axis, kind, order)
+
+
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    return rb.per_lane(np.argpartition, (0,), a, kth, axis, kind, order)
+
+
+def np_append(arr, values, axis=None):
+    return rb.concatenate((arr, values), axis)
+
+
+def fftshift(x, axes=None):
+    return np.fft.fftshift(x, rb.axis(axes, x))
+
+
+def ifftshift(x, axes=None):
+    return np.fft.ifftshift(x, rb.axis(axes, x))
+
+
+def np_select(condlist, choicelist, default=0):
+    return np.select(condlist, choicelist, default)
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    return rb.per_lane(ra.gradient_list, (0, 1, 2), f, f, varargs, axis, edge_order)
+
+
+def select_tangent(ts, td, condlist, choicelist, default):
+    return rb.per_lane(ra.select_tangent, (0, 1, 2, 3, 4), ts, td, condlist, choicelist,
+                       default)
+
+
+def select_cot(t, condlist, choicelist, default, which=0):
+    return rb.per_lane(ra.select_cot, (0, 1, 2, 3), t, condlist, choicelist, default, which)
+
+
+def select_cot_t(h, condlist, choicelist, default, which=0):
+    return rb.per_lane(ra.select_cot_t, (0, 1, 2, 3), h, condlist, choicelist, default, which)
+
+
+def gradient_vjp(t, f, varargs, axis=None, edge_order=1):
+    return rb.per_lane(ra.gradient_vjp, (0, 1, 2), t, f, varargs, axis, edge_order)
+
+
+def gradient_list(t, f, varargs, axis=None, edge_order=1):
+    return rb.per_lane(ra.gradient_list, (0, 1, 2), t, f, varargs, axis, edge_order)
+
+
+def refuse_cotangent(what, xs):
+    return ra.refuse_cotangent(what, xs)
+
+
+def rollaxis_perm(a, axis, start=0):
+    return ra.rollaxis_perm(rb.example(a), axis, start)
+
+
+def refuse_tangents(t, ts):
+    return ra.refuse_tangents(t, ts)
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    return rb.per_lane(np.nan_to_num, (0, 2, 3, 4), x, copy, nan, posinf, neginf)

@@ -1097,3 +1097,92 @@ def qr_pack(g, ans, ts, a, mode="reduced"):
 
 def eig_real(g, ans, wv, w=None):
     return g
+
+
+# ------------------------------------------------------------------ more of the NumPy surface
+
+
+def rollaxis(g, ans, a, axis, start=0):
+    return np.transpose(g, ra.inverse_perm(ra.rollaxis_perm(a, axis, start), np.ndim(a)))
+
+
+def partition(g, ans, a, kth, axis=-1, kind="introselect", order=None):
+    return ra.take_along_axis_vjp(g, a, np.argpartition(a, kth, axis=axis), axis)
+
+
+def np_append(g, ans, arr, values, axis=None):
+    cots = ra.concat_vjp(g, (arr, values), axis, "concatenate")
+    return ra.getitem(cots, 0), ra.getitem(cots, 1)
+
+
+def fftshift(g, ans, x, axes=None):
+    return np.fft.ifftshift(g, axes)
+
+
+def ifftshift(g, ans, x, axes=None):
+    return np.fft.fftshift(g, axes)
+
+
+def angle(g, ans, z, deg=False):
+    # 0 or pi for real input: piecewise constant (jnp.angle too)
+    return None
+
+
+def real_if_close(g, ans, a, tol=100):
+    return g
+
+
+def nan_to_num(g, ans, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    # finite entries pass through; the others are replaced by nan, posinf or neginf
+    return (np.where(np.isfinite(x), g, 0.0),
+            ra.unbroadcast(np.where(np.isnan(x), g, 0.0), nan),
+            ra.unbroadcast(np.where(np.logical_and(np.isinf(x), x > 0), g, 0.0), posinf),
+            ra.unbroadcast(np.where(np.logical_and(np.isinf(x), x < 0), g, 0.0), neginf))
+
+
+def divmod(g, ans, x, y):
+    # (x // y, x % y): the quotient is piecewise constant, the remainder x - q y
+    q = ra.getitem(ans, 0)
+    gr = ra.cot_or_zeros(ra.getitem(g, 1), ra.getitem(ans, 1))
+    return ra.unbroadcast(gr, x), ra.unbroadcast(-gr * q, y)
+
+
+def modf(g, ans, x):
+    # (fractional part, integral part): slopes 1 and 0
+    return ra.cot_or_zeros(ra.getitem(g, 0), ra.getitem(ans, 0))
+
+
+def np_select(g, ans, condlist, choicelist, default=0):
+    return (ra.select_cot(g, condlist, choicelist, default, 0),
+            ra.select_cot(g, condlist, choicelist, default, 1))
+
+
+def gradient(g, ans, f, *varargs, axis=None, edge_order=1):
+    return (ra.gradient_vjp(g, f, varargs, axis, edge_order),
+            ra.refuse_cotangent("the derivative of np.gradient in its spacing arguments",
+                                varargs))
+
+
+def select_tangent(g, ans, ts, td, condlist, choicelist, default):
+    return (ra.select_cot(g, condlist, choicelist, default, 0),
+            ra.select_cot(g, condlist, choicelist, default, 1))
+
+
+def select_cot(g, ans, t, condlist, choicelist, default, which=0):
+    return ra.select_cot_t(g, condlist, choicelist, default, which)
+
+
+def select_cot_t(g, ans, h, condlist, choicelist, default, which=0):
+    return ra.select_cot(g, condlist, choicelist, default, which)
+
+
+def gradient_vjp(g, ans, t, f, varargs, axis=None, edge_order=1):
+    return ra.gradient_list(g, f, varargs, axis, edge_order)
+
+
+def gradient_list(g, ans, t, f, varargs, axis=None, edge_order=1):
+    return ra.gradient_vjp(g, f, varargs, axis, edge_order)
+
+
+def refuse_tangents(g, ans, t, ts):
+    return g
