@@ -849,8 +849,9 @@ _helper("dot_grad_b", ("t", "a", "b"), diff=("t", "a"),
 _helper("add_cot", ("t", "x", "y", "which"), {"which": 0}, diff=("t",),
         sample=lambda r: ((_u(r, (3, 4)), _u(r, (3, 4)), _u(r, (4,))), {"which": 1}),
         meta=("x", "y"))
-_helper("add_cot_vjp", ("g", "t", "x", "y", "which"), {"which": 0},
-        reason="third derivatives of add are not implemented", meta=("x", "y"))
+_helper("add_cot_vjp", ("s", "t", "x", "y", "which"), {"which": 0}, diff=("s",),
+        sample=lambda r: ((_u(r, (4,)), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
+        meta=("t", "x", "y"))
 
 # Forward-mode helpers (templates/jvp.py); their own rules make forward code
 # differentiable again.  The second-order pieces at the end are not differentiable:

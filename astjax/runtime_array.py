@@ -977,7 +977,11 @@ def sum_cots(ts, x):
     for ti in ts:
         if ti is not None:
             total = ti if total is None else total + ti
-    return unbroadcast(total, x) if total is not None else None
+    if total is None:
+        return None
+    # one term may be smaller than the sum it was part of: broadcast it up first
+    return unbroadcast(np.broadcast_to(total, np.broadcast_shapes(np.shape(total),
+                                                                  np.shape(x))), x)
 
 
 def _chosen(ans, args):
@@ -1366,7 +1370,8 @@ def add_cot(t, x, y, which=0):
 
 
 def add_cot_vjp(g, t, x, y, which=0):
-    """add_cot is linear in its cotangent: its vjp puts g back where it came from."""
+    """add_cot is linear in its cotangent: its vjp puts g back where it came from
+    (and add_cot is the vjp of this one: every order stays within the pair)."""
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
         if g is None:
             return None
@@ -1613,6 +1618,12 @@ def einsum_jvp2(subscripts, operands, tangents, tangents2, optimize=False):
                               optimize)
         if term is not None:
             total = term if total is None else total + term
+    if total is None and not all(_zero_tangent(t) for t in ts) and \
+            not all(_zero_tangent(u) for u in us):
+        # both tangents move only the same operand (einsum is linear in it): a zero
+        # the caller expects as a value
+        out = np.einsum(subscripts, *operands, optimize=_opt(len(operands), optimize))
+        return np.zeros(np.shape(out), dtype=_float_dtype(out, np.float64))
     return total
 
 
@@ -1750,11 +1761,12 @@ def linspace_weights(ans, num, endpoint=True, retstep=False, axis=0):
 
 
 def uplo_t(x, UPLO="L"):
-    """``x`` for UPLO="L", its matrix transpose for "U": ``eigh(a, "U")`` is
-    ``eigh(uplo_t(a, "U"), "L")`` (the upper triangle read as the lower one)."""
+    """``x`` for UPLO="L", its matrix transpose for "U" (or True: cholesky's ``upper``):
+    ``eigh(a, "U")`` is ``eigh(uplo_t(a, "U"), "L")`` (the upper triangle read as the
+    lower one)."""
     if x is None:
         return None
-    if str(UPLO).upper() == "U":
+    if UPLO is True or UPLO is np.True_ or (isinstance(UPLO, str) and UPLO.upper() == "U"):
         return np.swapaxes(x, -1, -2)
     return x
 

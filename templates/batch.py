@@ -819,8 +819,8 @@ def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
     return rb.per_lane(ra.einsum_vjp_ops, (0, 1, 3), s, t, subscripts, operands, optimize)
 
 
-def add_cot_vjp(g, t, x, y, which=0):
-    return rb.add_cot_vjp(g, t, x, y, which)
+def add_cot_vjp(s, t, x, y, which=0):
+    return rb.add_cot_vjp(s, t, x, y, which)
 
 
 def log_or_one(base):

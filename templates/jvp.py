@@ -456,8 +456,10 @@ def solve(ans, a, b, da=None, db=None):
 
 def cholesky(ans, a, upper=False, da=None):
     # dL = L phi(L^-1 sym(da) L^-T), phi = lower triangle with half diagonal
+    # S: the tangent of the symmetric matrix NumPy factors (the triangle it reads)
     l = ra.chol_lower(ans, upper)
-    s = (da + np.swapaxes(da, -1, -2)) * 0.5
+    dl = ra.uplo_t(da, upper)
+    s = np.tril(dl) + np.swapaxes(np.tril(dl, -1), -1, -2)
     m = np.linalg.solve(l, np.swapaxes(np.linalg.solve(l, s), -1, -2))
     p = np.tril(m) - 0.5 * m * ra.eye_last(m)
     return ra.chol_lower(np.matmul(l, p), upper)
@@ -1138,3 +1140,7 @@ def gradient_list(ans, t, f, varargs, axis=None, edge_order=1, dt=None):
 
 def refuse_tangents(ans, t, ts, dt=None):
     return ra.refuse_tangents(dt, ts)
+
+
+def add_cot_vjp(ans, s, t, x, y, which=0, ds=None):
+    return ra.add_cot_vjp(ds, t, x, y, which)

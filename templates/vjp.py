@@ -485,7 +485,10 @@ def cholesky(g, ans, a, upper=False):
     p = np.matmul(lt, np.tril(ra.chol_lower(g, upper)))
     p = np.tril(p) - 0.5 * p * ra.eye_last(p)
     s = np.swapaxes(np.linalg.solve(lt, np.swapaxes(np.linalg.solve(lt, p), -1, -2)), -1, -2)
-    return (s + np.swapaxes(s, -1, -2)) * 0.5
+    s = (s + np.swapaxes(s, -1, -2)) * 0.5
+    # NumPy reads one triangle (the lower one; the upper with upper=True): it gets the
+    # whole cotangent, the other none -- the derivative of what NumPy computes
+    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), upper)
 
 
 def eigh(g, ans, a, UPLO="L"):
@@ -908,15 +911,20 @@ def einsum_vjp_ops(g, ans, s, t, subscripts, operands, optimize=False):
 
 
 def log_or_one(g, ans, base):
-    return ra.unsupported("second derivatives of math.log in its base")
+    # only differentiated when there is a base: d log(base) = 1 / base
+    return ra.unbroadcast(g / ra.or_one(base), base)
 
 
 def or_one(g, ans, base):
-    return ra.unsupported("second derivatives of math.log in its base")
+    return ra.unbroadcast(g, base)
 
 
 def add_cot(g, ans, t, x, y, which=0):
     return ra.add_cot_vjp(g, t, x, y, which)
+
+
+def add_cot_vjp(g, ans, s, t, x, y, which=0):
+    return ra.add_cot(g, x, y, which)
 
 
 # ------------------------------------------------------------------ forward-mode helpers

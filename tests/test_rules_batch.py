@@ -135,7 +135,7 @@ EXTRA = {
     "rollaxis_perm": (lambda r: ((_u(r, (2, 3, 4)), -1), {"start": 1}), ("a",)),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
-                    ("g", "t", "x", "y")),
+                    ("s", "t", "x", "y")),
 }
 
 _INTS = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert"}
