@@ -935,3 +935,5 @@ _helper("rollaxis_perm", ("a", "axis", "start"), {"start": 0}, kind="static",
         reason=_ND + "a static fact about shapes")
 _helper("refuse_tangents", ("t", "ts"), diff=("t",),
         sample=lambda r: ((_u(r), [None, None]), {}))
+_helper("qr_input", ("a", "mode"), {"mode": "reduced"}, diff=("a",),
+        sample=lambda r: ((_u(r, (4, 3)),), {}))

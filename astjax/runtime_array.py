@@ -1131,6 +1131,10 @@ _EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 def _sublist(sub):
     """An einsum sublist ([0, 1], [Ellipsis, 0]) as subscript letters ("ab", "...a")."""
+    if isinstance(sub, np.ndarray):   # a sublist vmap lifted to an array
+        sub = np.ravel(sub).tolist()
+    # (entries vmap lifted to arrays of one element are read back)
+    sub = [np.ravel(s)[0] if isinstance(s, np.ndarray) else s for s in sub]
     return "".join("..." if s is Ellipsis else _EINSUM_LETTERS[int(s)] for s in sub)
 
 
@@ -1814,6 +1818,12 @@ def _qr_check(a, mode):
             "matrix, differentiate the QR of its transpose)")
 
 
+def qr_input(a, mode="reduced"):
+    """``a``, once the derivative of ``np.linalg.qr(a, mode)`` is known to exist."""
+    _qr_check(a, mode)
+    return a
+
+
 def qr_parts(t, a, mode="reduced"):
     """A (co)tangent of ``np.linalg.qr``'s result as (Q, R) parts (mode "r": R alone).
     The derivative exists for the modes that return a unique result: "reduced" and
@@ -2002,8 +2012,10 @@ def rollaxis_perm(a, axis, start=0):
 
 def refuse_tangents(t, ts):
     """``t``, when every tangent in ``ts`` is zero (np.gradient's spacing arguments,
-    which astjax does not differentiate); raises otherwise."""
-    if ts is not None and any(not _zero_tangent(x) for x in ts):
+    which astjax does not differentiate; forward mode may pass concrete zeros for
+    constants); raises otherwise."""
+    if ts is not None and any(not _zero_tangent(x) and np.any(np.asarray(x) != 0)
+                              for x in ts):
         raise UnsupportedDerivativeError("the derivative of np.gradient in its spacing "
                                          "arguments")
     return t

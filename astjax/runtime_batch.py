@@ -1567,6 +1567,11 @@ def diff_vjp_adj(s, a, n, axis, prepend, append):
 
 def concat_vjp(t, arrays, axis, how):
     from astjax import runtime_array as ra
+    if isinstance(arrays, np.ndarray) and arrays.ndim > 1:
+        # one array joined along its first axis (np.vstack(x)): an array cotangent
+        if t is None:
+            return None
+        return np.stack(concat_vjp(t, list(arrays), axis, how), axis=0)
     arrays = list(arrays)
     if t is None:
         return [None] * len(arrays)
@@ -1590,6 +1595,9 @@ def concat_vjp(t, arrays, axis, how):
 
 def concat_cots(ts, arrays, axis, how):
     from astjax import runtime_array as ra
+    if isinstance(arrays, np.ndarray) and arrays.ndim > 1:
+        # one array joined along its first axis: ``ts`` is its whole (co)tangent
+        ts = [None] * len(arrays) if ts is None else list(_as_batched(ts))
     arrays = list(arrays)
     ts = list(ts) if isinstance(ts, (list, tuple)) else [ts]
     pieces = []

@@ -1034,3 +1034,7 @@ def refuse_tangents(t, ts):
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return rb.per_lane(np.nan_to_num, (0, 2, 3, 4), x, copy, nan, posinf, neginf)
+
+
+def qr_input(a, mode="reduced"):
+    return rb.linalg(ra.qr_input, a, mode=mode)
