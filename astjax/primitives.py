@@ -599,6 +599,24 @@ register(Primitive("np_select", np.select, "np.select", ("condlist", "choicelist
 register(Primitive("gradient", np.gradient, "np.gradient", ("f", "*varargs", "axis", "edge_order"),
                    {"axis": None, "edge_order": 1}, diff=("f", "*varargs"), kind="shape",
                    sample=lambda r: ((_u(r, (4, 5)),), {"edge_order": 2})))
+register(Primitive("ptp", np.ptp, "np.ptp", ("a", "axis", "out", "keepdims"),
+                   {"axis": None, "out": None, "keepdims": False}, diff=("a",), kind="reduction",
+                   sample=lambda r: ((_u(r),), {"axis": 1})))
+register(Primitive("median", np.median, "np.median",
+                   ("a", "axis", "out", "overwrite_input", "keepdims"),
+                   {"axis": None, "out": None, "overwrite_input": False, "keepdims": False},
+                   diff=("a",), kind="reduction", sample=lambda r: ((_u(r),), {"axis": 0})))
+# copysign: |x| with y's sign (JAX: slope sign(x) * copysign(1, y), 0 at x == 0; none
+# in y); heaviside: 0 / x2 / 1 (slope 1 in x2 where x1 == 0).
+_binary("copysign", np.copysign, _bc)
+_binary("heaviside", np.heaviside, _bc)
+for _name in ("convolve", "correlate"):
+    register(Primitive(_name, getattr(np, _name), f"np.{_name}", ("a", "v", "mode"),
+                       {"mode": "full" if _name == "convolve" else "valid"}, diff=("a", "v"),
+                       kind="linalg", sample=lambda r: ((_u(r, (5,)), _u(r, (3,))),
+                                                        {"mode": "same"})))
+register(Primitive("polyval", np.polyval, "np.polyval", ("p", "x"), diff=("p", "x"),
+                   kind="elementwise", sample=lambda r: ((_u(r, (4,)), _u(r, (2, 3))), {})))
 
 # ---------------------------------------------------------------------------
 # Creation and conversion
@@ -937,3 +955,11 @@ _helper("refuse_tangents", ("t", "ts"), diff=("t",),
         sample=lambda r: ((_u(r), [None, None]), {}))
 _helper("qr_input", ("a", "mode"), {"mode": "reduced"}, diff=("a",),
         sample=lambda r: ((_u(r, (4, 3)),), {}))
+_helper("conv_full_cot", ("t", "a", "v", "mode"), {"mode": "full"}, diff=("t",),
+        sample=lambda r: ((_u(r, (4,)), _u(r, (4,)), _u(r, (3,)), "same"), {}), meta=("a", "v"))
+_helper("conv_full_cut", ("t", "a", "v", "mode"), {"mode": "full"}, diff=("t",),
+        sample=lambda r: ((_u(r, (6,)), _u(r, (4,)), _u(r, (3,)), "valid"), {}),
+        meta=("a", "v"))
+_helper("median_weights", ("a", "axis", "keepdims"), {"axis": None, "keepdims": False},
+        kind="compare", reason=_ND + "a piecewise-constant mask")
+_helper("poly_powers", ("p",), kind="creation", reason=_ND + "builds a constant array")

@@ -2019,3 +2019,69 @@ def refuse_tangents(t, ts):
         raise UnsupportedDerivativeError("the derivative of np.gradient in its spacing "
                                          "arguments")
     return t
+
+
+# ---------------------------------------------------------------------------
+# np.convolve / np.correlate, np.median, np.polyval
+# ---------------------------------------------------------------------------
+
+
+def _conv_window(a, v, mode):
+    """(offset, length) of np.convolve(a, v, mode) inside the full convolution."""
+    n, m = np.size(a), np.size(v)
+    lo, hi = builtins.min(n, m), builtins.max(n, m)
+    if mode == "full":
+        return 0, n + m - 1
+    if mode == "same":
+        return (lo - 1) // 2, hi
+    if mode == "valid":
+        return lo - 1, hi - lo + 1
+    raise ValueError(f"np.convolve: unknown mode {mode!r}")
+
+
+def conv_full_cot(t, a, v, mode="full"):
+    """A (co)tangent of np.convolve(a, v, mode) placed inside the full convolution's
+    length (zeros outside the window the mode keeps)."""
+    if t is None:
+        return None
+    off, length = _conv_window(a, v, mode)
+    out = np.zeros(np.size(a) + np.size(v) - 1, dtype=_float_dtype(t, np.float64))
+    out[off:off + length] = t
+    return out
+
+
+def conv_full_cut(t, a, v, mode="full"):
+    """The adjoint of ``conv_full_cot``: the window of the full length the mode keeps."""
+    if t is None:
+        return None
+    off, length = _conv_window(a, v, mode)
+    return np.asarray(t)[off:off + length]
+
+
+def median_weights(a, axis=None, keepdims=False):
+    """Where np.median takes its value from: 1 at the middle element of each sorted
+    slice (1/2 at each of the two middle ones for an even count), 0 elsewhere (a
+    piecewise-constant mask, like jnp.median's gather)."""
+    a = np.asarray(a)
+    if axis is None:
+        flat = a.reshape(-1)
+        return median_weights(flat, 0).reshape(a.shape)
+    axes = _axes(axis, a.ndim)
+    moved = np.moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))
+    lead = moved.shape[:a.ndim - len(axes)]
+    flat = moved.reshape(lead + (-1,))
+    n = flat.shape[-1]
+    order = np.argsort(flat, axis=-1, kind="stable")
+    w = np.zeros(flat.shape, dtype=_float_dtype(a, np.float64))
+    lo, hi = (n - 1) // 2, n // 2
+    share = w.dtype.type(1.0 if lo == hi else 0.5)
+    for k in {lo, hi}:
+        np.put_along_axis(w, order[..., k:k + 1], share, axis=-1)
+    w = w.reshape(moved.shape)
+    return np.moveaxis(w, tuple(range(a.ndim - len(axes), a.ndim)), axes)
+
+
+def poly_powers(p):
+    """The exponents of np.polyval's terms, highest first: n-1, ..., 1, 0 (a constant)."""
+    n = np.shape(p)[-1]
+    return np.arange(n - 1, -1, -1).astype(_float_dtype(p, np.float64))

@@ -1038,3 +1038,39 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 def qr_input(a, mode="reduced"):
     return rb.linalg(ra.qr_input, a, mode=mode)
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    return np.ptp(a, axis=rb.axis(axis, a), keepdims=keepdims)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return np.median(a, axis=rb.axis(axis, a), keepdims=keepdims)
+
+
+def convolve(a, v, mode="full"):
+    return rb.per_lane(np.convolve, (0, 1), a, v, mode)
+
+
+def correlate(a, v, mode="valid"):
+    return rb.per_lane(np.correlate, (0, 1), a, v, mode)
+
+
+def polyval(p, x):
+    return rb.per_lane(np.polyval, (0, 1), p, x)
+
+
+def conv_full_cot(t, a, v, mode="full"):
+    return rb.per_lane(ra.conv_full_cot, (0, 1, 2), t, a, v, mode)
+
+
+def conv_full_cut(t, a, v, mode="full"):
+    return rb.per_lane(ra.conv_full_cut, (0, 1, 2), t, a, v, mode)
+
+
+def median_weights(a, axis=None, keepdims=False):
+    return rb.per_lane(ra.median_weights, (0,), a, axis, keepdims)
+
+
+def poly_powers(p):
+    return np.expand_dims(ra.poly_powers(rb.example(p)), -1)

@@ -1148,3 +1148,45 @@ def add_cot_vjp(ans, s, t, x, y, which=0, ds=None):
 
 def qr_input(ans, a, mode="reduced", da=None):
     return da
+
+
+def ptp(ans, a, axis=None, out=None, keepdims=False, da=None):
+    hi = np.max(a, axis=axis, keepdims=keepdims)
+    lo = np.min(a, axis=axis, keepdims=keepdims)
+    w = ra.extremum_weights(a, hi, axis, keepdims) - ra.extremum_weights(a, lo, axis, keepdims)
+    return np.sum(da * w, axis=axis, keepdims=keepdims)
+
+
+def median(ans, a, axis=None, out=None, overwrite_input=False, keepdims=False, da=None):
+    return np.sum(da * ra.median_weights(a, axis, keepdims), axis=axis, keepdims=keepdims)
+
+
+def copysign(ans, x, y, out=None, dx=None, dy=None):
+    return dx * np.sign(x) * np.copysign(1.0, y)
+
+
+def heaviside(ans, x, y, out=None, dx=None, dy=None):
+    return np.where(x == 0, dy, 0.0)
+
+
+def convolve(ans, a, v, mode="full", da=None, dv=None):
+    return np.convolve(da, v, mode) + np.convolve(a, dv, mode)
+
+
+def correlate(ans, a, v, mode="valid", da=None, dv=None):
+    return np.correlate(da, v, mode) + np.correlate(a, dv, mode)
+
+
+def polyval(ans, p, x, dp=None, dx=None):
+    k = ra.poly_powers(p)
+    xe = np.expand_dims(x, -1)
+    slope = np.sum(p * k * np.power(np.where(k == 0, 1.0, xe), k - 1), axis=-1)
+    return np.polyval(dp, x) + dx * slope
+
+
+def conv_full_cot(ans, t, a, v, mode="full", dt=None):
+    return ra.conv_full_cot(dt, a, v, mode)
+
+
+def conv_full_cut(ans, t, a, v, mode="full", dt=None):
+    return ra.conv_full_cut(dt, a, v, mode)

@@ -1198,3 +1198,56 @@ def refuse_tangents(g, ans, t, ts):
 
 def qr_input(g, ans, a, mode="reduced"):
     return g
+
+
+def ptp(g, ans, a, axis=None, out=None, keepdims=False):
+    hi = np.max(a, axis=axis, keepdims=keepdims)
+    lo = np.min(a, axis=axis, keepdims=keepdims)
+    w = ra.extremum_weights(a, hi, axis, keepdims) - ra.extremum_weights(a, lo, axis, keepdims)
+    return ra.unreduce(g, a, axis, keepdims) * w
+
+
+def median(g, ans, a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    # the middle element (or the two middle ones, half each) of each sorted slice
+    return ra.unreduce(g, a, axis, keepdims) * ra.median_weights(a, axis, keepdims)
+
+
+def copysign(g, ans, x, y, out=None):
+    return ra.unbroadcast(g * np.sign(x) * np.copysign(1.0, y), x), None
+
+
+def heaviside(g, ans, x, y, out=None):
+    return None, ra.unbroadcast(np.where(x == 0, g, 0.0), y)
+
+
+def convolve(g, ans, a, v, mode="full"):
+    # the full-length cotangent (zeros outside the mode's window) correlated with the
+    # other operand
+    gf = ra.conv_full_cot(g, a, v, mode)
+    return (np.reshape(np.convolve(gf, np.flip(v), "valid"), np.shape(a)),
+            np.reshape(np.convolve(gf, np.flip(a), "valid"), np.shape(v)))
+
+
+def correlate(g, ans, a, v, mode="valid"):
+    # correlate(a, v) is convolve(a, flip(v)) in every mode
+    gf = ra.conv_full_cot(g, a, v, mode)
+    return (np.reshape(np.convolve(gf, v, "valid"), np.shape(a)),
+            np.reshape(np.flip(np.convolve(gf, np.flip(a), "valid")), np.shape(v)))
+
+
+def polyval(g, ans, p, x):
+    # y = sum_i p_i x ** k_i, k the powers n-1 .. 0; the slope's constant term has no
+    # x ** -1 (the base is 1 there, as in power's rule)
+    k = ra.poly_powers(p)
+    xe = np.expand_dims(x, -1)
+    slope = np.sum(p * k * np.power(np.where(k == 0, 1.0, xe), k - 1), axis=-1)
+    return (ra.unbroadcast(np.expand_dims(g, -1) * np.power(xe, k), p),
+            ra.unbroadcast(g * slope, x))
+
+
+def conv_full_cot(g, ans, t, a, v, mode="full"):
+    return ra.conv_full_cut(g, a, v, mode)
+
+
+def conv_full_cut(g, ans, t, a, v, mode="full"):
+    return ra.conv_full_cot(g, a, v, mode)

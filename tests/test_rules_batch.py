@@ -133,6 +133,8 @@ EXTRA = {
     "svd_index": (lambda r: ((_u(r, (3,)), 3), {}), ("s",)),
     "argpartition": (lambda r: ((_u(r),), {"kth": 1, "axis": 0}), ("a",)),
     "rollaxis_perm": (lambda r: ((_u(r, (2, 3, 4)), -1), {"start": 1}), ("a",)),
+    "median_weights": (lambda r: ((_u(r, (3, 4)),), {"axis": 1}), ("a",)),
+    "poly_powers": (lambda r: ((_u(r, (4,)),), {}), ("p",)),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("s", "t", "x", "y")),
