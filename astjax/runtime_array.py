@@ -683,7 +683,9 @@ def concat_vjp(t, arrays, axis=0, how="concatenate"):
             sizes = [s[ax] for s in shapes]
         cuts = np.cumsum(sizes)[:-1]
         pieces = np.split(t, cuts, axis=ax)
-    cots = [_fit_dtype(np.reshape(p, np.shape(x)), x) for p, x in zip(pieces, arrays)]
+    # a piece given as a (nested) list gets a list cotangent
+    cots = [asarray_vjp(p, x) if isinstance(x, (list, tuple)) else
+            _fit_dtype(np.reshape(p, np.shape(x)), x) for p, x in zip(pieces, arrays)]
     if whole is not None:
         # one array joined along its first axis (np.vstack(x)): an array cotangent
         return _fit_dtype(np.reshape(np.stack(cots), whole.shape), whole)

@@ -415,6 +415,10 @@ def _u(rng, shape=(3, 4)):
     return rng.standard_normal(shape)
 
 
+def _pos(rng, shape=(3, 4)):
+    return rng.uniform(0.5, 2.0, shape)
+
+
 def _zeros_at(x, *flat):
     x = x.copy()
     x.flat[list(flat)] = 0.0
@@ -545,6 +549,72 @@ EXTRA = [
     ("setitem", lambda r: ((_u(r, (5,)), [1, 3], _u(r, (2,))), {})),
     ("setitem", lambda r: (([_u(r), 1.0], 1, 3.0), {})),
     ("setitem", lambda r: (({"w": _u(r), "b": 1.0}, "w", _u(r, (4,))), {})),
+    # the NumPy surface of issue 10: every calling form that needs its own code path
+    ("einsum", lambda r: ((_u(r), [0, 1], _u(r, (4, 2)), [1, 2]), {})),
+    ("einsum", lambda r: ((_u(r), [0, 1], [1]), {})),
+    ("einsum", lambda r: ((_u(r), [Ellipsis, 0], _u(r, (2, 3, 4)), [Ellipsis, 0],
+                           [Ellipsis]), {})),
+    ("einsum", lambda r: ((_u(r, (3, 3)), [0, 0], [0]), {})),
+    ("svd", lambda r: ((_u(r, (3, 5)),), {"full_matrices": False})),
+    ("svd", lambda r: ((_u(r, (2, 4, 3)),), {"compute_uv": False})),
+    ("svd", lambda r: ((_u(r, (3, 3)),), {})),
+    ("svdvals", lambda r: ((_u(r, (5, 2)),), {})),
+    ("qr", lambda r: ((_u(r, (2, 4, 3)),), {"mode": "r"})),
+    ("qr", lambda r: ((_u(r, (3, 3)),), {"mode": "complete"})),
+    ("eigh", lambda r: ((_u(r, (3, 3)) + 3 * np.eye(3),), {"UPLO": "U"})),
+    ("eigh", lambda r: ((_u(r, (2, 3, 3)),), {})),
+    ("eigvalsh", lambda r: ((_u(r, (3, 3)),), {"UPLO": "U"})),
+    ("cholesky", lambda r: ((_u(r, (3, 3)) * 0.3 + 3 * np.eye(3),), {})),
+    ("eig", lambda r: ((np.stack([np.eye(3) * np.arange(1.0, 4.0) + 0.2 * _u(r, (3, 3))
+                                  for _ in range(2)]),), {})),
+    ("eigvals", lambda r: ((np.diag([1.0, 2.0, 4.0]) + 0.2 * _u(r, (3, 3)),), {})),
+    ("pinv", lambda r: ((_u(r, (2, 4, 3)),), {})),
+    ("cross", lambda r: ((_u(r, (3, 2)), _u(r, (2, 3))), {"axisa": 0})),
+    ("cross", lambda r: ((_u(r, (3, 4)), _u(r, (3, 4))), {"axis": 0})),
+    ("linspace", lambda r: ((_u(r, (2, 1)), _u(r, (3,))), {"num": 4, "endpoint": False,
+                                                           "axis": 1})),
+    ("linspace", lambda r: ((0.5, _u(r, ())), {"num": 1})),
+    ("logspace", lambda r: ((_u(r, (2,)) * 0.3, 0.5), {"num": 3, "base": _pos(r, (2,)),
+                                                       "axis": -1})),
+    # (integer spacings: a float spacing is a differentiated argument, refused)
+    ("gradient", lambda r: ((_u(r, (6,)), 2), {})),
+    ("gradient", lambda r: ((_u(r, (4, 5)), np.array([0, 1, 3, 4, 7])),
+                            {"axis": 1, "edge_order": 2})),
+    ("gradient", lambda r: ((_u(r, (3, 4, 5)), 3, 2), {"axis": (0, 2)})),
+    ("index_concat", lambda r: (("c", _u(r, (3,)), _u(r, (3, 2))), {})),
+    ("index_concat", lambda r: (("r", _u(r, (3,)), slice(0, 3), 2.5, _u(r, (2,))), {})),
+    ("index_concat", lambda r: (("r", _u(r, (2, 3)), _u(r, (1, 3))), {})),
+    ("index_concat", lambda r: (("1,2,0", _u(r, (2,)), _u(r, (2,))), {})),
+    ("np_append", lambda r: ((_u(r), [1.5, 2.5]), {})),
+    ("partition", lambda r: ((_u(r, (7,)), [1, 4]), {})),
+    ("partition", lambda r: ((_u(r),), {"kth": 0, "axis": None})),
+    ("fftshift", lambda r: ((_u(r, (3, 4)),), {})),
+    ("ifftshift", lambda r: ((_u(r, (3, 5)),), {"axes": (0, 1)})),
+    ("np_select", lambda r: (([_u(r, (4,)) > 0], [_u(r)]), {})),
+    ("nan_to_num", lambda r: ((np.array([1.0, np.nan, np.inf, -np.inf, -2.0]),),
+                              {"nan": 0.5, "posinf": 2.0, "neginf": -3.0})),
+    ("convolve", lambda r: ((_u(r, (3,)), _u(r, (5,))), {})),
+    ("convolve", lambda r: ((_u(r, (6,)), _u(r, (4,))), {"mode": "valid"})),
+    ("correlate", lambda r: ((_u(r, (4,)), _u(r, (4,))), {"mode": "full"})),
+    ("correlate", lambda r: ((_u(r, (3,)), _u(r, (6,))), {"mode": "same"})),
+    ("median", lambda r: ((_u(r, (4, 6)),), {"axis": 1, "keepdims": True})),
+    ("median", lambda r: ((_u(r, (3, 5)),), {})),
+    ("ptp", lambda r: ((_u(r, (3, 5)),), {})),
+    ("polyval", lambda r: ((_u(r, (3,)), 0.7), {})),
+    ("rollaxis", lambda r: ((_u(r, (2, 3, 4)), -1, 1), {})),
+    ("divmod", lambda r: ((_u(r) * 3, 0.7), {})),
+    ("vstack", lambda r: ((_u(r, (3, 4)),), {})),
+    ("hstack", lambda r: ((_u(r, (3, 4)),), {})),
+    ("column_stack", lambda r: ((_u(r, (2, 3)),), {})),
+    ("dstack", lambda r: ((_u(r, (2, 3, 4)),), {})),
+    ("concatenate", lambda r: ((_u(r, (3, 4, 2)),), {"axis": 1})),
+    ("stack", lambda r: ((_u(r, (3, 4)),), {"axis": 1})),
+    ("kron", lambda r: ((1.5, _u(r)), {})),
+    ("kron", lambda r: ((_u(r, (2,)), -0.5), {})),
+    ("power", lambda r: ((np.array([0.0, 1.0, 2.0]), 0), {})),
+    ("pad", lambda r: ((_u(r), (3,)), {})),
+    ("pad", lambda r: ((_u(r), ((1, 2),)), {"mode": "edge"})),
+    ("pad", lambda r: ((_u(r), (1, 2)), {"mode": "reflect"})),
 ]
 
 
