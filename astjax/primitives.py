@@ -615,6 +615,9 @@ for _name in ("convolve", "correlate"):
                        {"mode": "full" if _name == "convolve" else "valid"}, diff=("a", "v"),
                        kind="linalg", sample=lambda r: ((_u(r, (5,)), _u(r, (3,))),
                                                         {"mode": "same"})))
+register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
+                   ("a", "n"), diff=("a",), kind="linalg",
+                   sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
 register(Primitive("polyval", np.polyval, "np.polyval", ("p", "x"), diff=("p", "x"),
                    kind="elementwise", sample=lambda r: ((_u(r, (4,)), _u(r, (2, 3))), {})))
 
@@ -963,3 +966,6 @@ _helper("conv_full_cut", ("t", "a", "v", "mode"), {"mode": "full"}, diff=("t",),
 _helper("median_weights", ("a", "axis", "keepdims"), {"axis": None, "keepdims": False},
         kind="compare", reason=_ND + "a piecewise-constant mask")
 _helper("poly_powers", ("p",), kind="creation", reason=_ND + "builds a constant array")
+_helper("power_block", ("x", "t", "n"), diff=("x", "t"),
+        sample=lambda r: ((_u(r, (3, 3)), _u(r, (3, 3)), 2), {}))
+_helper("power_block_index", ("x", "which"), {"which": 2}, kind="static", reason=_ND + "a static fact about shapes")

@@ -2087,3 +2087,32 @@ def poly_powers(p):
     """The exponents of np.polyval's terms, highest first: n-1, ..., 1, 0 (a constant)."""
     n = np.shape(p)[-1]
     return np.arange(n - 1, -1, -1).astype(_float_dtype(p, np.float64))
+
+
+# ---------------------------------------------------------------------------
+# np.linalg.matrix_power, np.cov
+# ---------------------------------------------------------------------------
+
+
+def power_block(x, t, n):
+    """[[x, t], [0, x]]: its n-th power holds sum_k x^k t x^(n-1-k) (the derivative of
+    x^n along t) in its upper right block, so matrix_power's rules are matrix_power
+    again, to any order.  Linear in ``t``; x enters twice on the diagonal."""
+    if operator.index(n) < 0:
+        raise UnsupportedDerivativeError("the derivative of np.linalg.matrix_power with a "
+                                         "negative power (write matrix_power(inv(a), -n))")
+    if _zero_tangent(x) and _zero_tangent(t):
+        return None                   # (as a tangent: both parts zero)
+    x = np.zeros_like(np.asarray(t)) if _zero_tangent(x) else np.asarray(x)
+    t = np.zeros_like(x) if _zero_tangent(t) else np.broadcast_to(t, x.shape)
+    top = np.concatenate((x, t), axis=-1)
+    bottom = np.concatenate((np.zeros_like(x), x), axis=-1)
+    return np.concatenate((top, bottom), axis=-2)
+
+
+def power_block_index(x, which=2):
+    """Index of a block of ``power_block(x, ...)``: the upper left (which 0), lower
+    right (1) or upper right (2) one."""
+    m = np.shape(x)[-1]
+    head, tail = slice(0, m), slice(m, None)
+    return (Ellipsis,) + ((head, head), (tail, tail), (head, tail))[which]

@@ -1074,3 +1074,15 @@ def median_weights(a, axis=None, keepdims=False):
 
 def poly_powers(p):
     return np.expand_dims(ra.poly_powers(rb.example(p)), -1)
+
+
+def matrix_power(a, n):
+    return rb.linalg(np.linalg.matrix_power, a, n=n)
+
+
+def power_block(x, t, n):
+    return rb.per_lane(ra.power_block, (0, 1), x, t, n)
+
+
+def power_block_index(x, which=2):
+    return ra.power_block_index(rb.example(x), which)

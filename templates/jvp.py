@@ -1190,3 +1190,13 @@ def conv_full_cot(ans, t, a, v, mode="full", dt=None):
 
 def conv_full_cut(ans, t, a, v, mode="full", dt=None):
     return ra.conv_full_cut(dt, a, v, mode)
+
+
+def matrix_power(ans, a, n, da=None):
+    # sum_k a^k da a^(n-1-k): the upper right block of [[a, da], [0, a]]^n
+    p = np.linalg.matrix_power(ra.power_block(a, da, n), n)
+    return ra.getitem(p, ra.power_block_index(a))
+
+
+def power_block(ans, x, t, n, dx=None, dt=None):
+    return ra.power_block(dx, dt, n)

@@ -1251,3 +1251,15 @@ def conv_full_cot(g, ans, t, a, v, mode="full"):
 
 def conv_full_cut(g, ans, t, a, v, mode="full"):
     return ra.conv_full_cot(g, a, v, mode)
+
+
+def matrix_power(g, ans, a, n):
+    # sum_k (a^T)^k g (a^T)^(n-1-k): the upper right block of [[a^T, g], [0, a^T]]^n
+    p = np.linalg.matrix_power(ra.power_block(np.swapaxes(a, -1, -2), g, n), n)
+    return ra.getitem(p, ra.power_block_index(a))
+
+
+def power_block(g, ans, x, t, n):
+    # the adjoint of placing x on both diagonal blocks and t in the upper right one
+    return (ra.getitem(g, ra.power_block_index(x, 0)) + ra.getitem(g, ra.power_block_index(x, 1)),
+            ra.getitem(g, ra.power_block_index(x, 2)))

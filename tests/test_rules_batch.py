@@ -135,6 +135,7 @@ EXTRA = {
     "rollaxis_perm": (lambda r: ((_u(r, (2, 3, 4)), -1), {"start": 1}), ("a",)),
     "median_weights": (lambda r: ((_u(r, (3, 4)),), {"axis": 1}), ("a",)),
     "poly_powers": (lambda r: ((_u(r, (4,)),), {}), ("p",)),
+    "power_block_index": (lambda r: ((_u(r, (2, 3, 3)), 1), {}), ("x",)),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("s", "t", "x", "y")),
