@@ -734,6 +734,14 @@ register(Primitive("math_log", ra.math_log, "ra.math_log", ("x", "base"), {"base
 # ---------------------------------------------------------------------------
 
 
+def _einsum_multi_sample(rng):
+    """np.einsum's cotangent plan: second-order terms with identity and ones factors."""
+    ops = ("iij,jk->ik", _u(rng, (3, 3, 4)), _u(rng, (4, 2)))
+    plan = ra.einsum_plan(ops)
+    return (ra.einsum_plans_t(plan, ops), (_u(rng, (3, 2)), ops)), {}
+
+
+
 def _helper(name, params, defaults=None, diff=(), kind="other", sample=None, reason="",
             meta=()):
     register(Primitive(name, getattr(ra, name), f"ra.{name}", params, defaults or {}, diff=diff,
@@ -969,3 +977,11 @@ _helper("poly_powers", ("p",), kind="creation", reason=_ND + "builds a constant 
 _helper("power_block", ("x", "t", "n"), diff=("x", "t"),
         sample=lambda r: ((_u(r, (3, 3)), _u(r, (3, 3)), 2), {}))
 _helper("power_block_index", ("x", "which"), {"which": 2}, kind="static", reason=_ND + "a static fact about shapes")
+_helper("einsum_multi", ("plan", "groups"), diff=("groups",), kind="linalg",
+        sample=lambda r: _einsum_multi_sample(r))
+for _name, _params in (("einsum_plan", ("operands",)), ("einsum_plans_t", ("plan", "groups")),
+                       ("einsum_plans_j", ("plan", "groups"))):
+    _helper(_name, _params, {"groups": None} if "groups" in _params else {}, kind="static",
+            reason=_ND + "a static plan of einsums")
+_helper("group2", ("a", "b"), diff=("a", "b"), kind="structural",
+        sample=lambda r: ((_u(r), [_u(r, (2,)), None]), {}))

@@ -2116,3 +2116,227 @@ def power_block_index(x, which=2):
     m = np.shape(x)[-1]
     head, tail = slice(0, m), slice(m, None)
     return (Ellipsis,) + ((head, head), (tail, tail), (head, tail))[which]
+
+
+# ---------------------------------------------------------------------------
+# einsum to every order: sums of einsums over a flat list of operands
+# ---------------------------------------------------------------------------
+# ``einsum_multi(plan, groups)`` evaluates a tree of sums of einsums over the arrays
+# of ``groups`` (nested lists/tuples, flattened in order as ``plan.skeleton`` says).
+# Every term is an einsum with explicit letters (no ellipsis, no broadcasting) of some
+# of those arrays and constant factors (identities for diagonals, ones for letters
+# summed inside one operand).  Its tangent and its cotangents are again such trees
+# (``einsum_plans_j``, ``einsum_plans_t``), over the layouts (groups, tangents) and
+# (cotangents, groups): so np.einsum's rules, and theirs, stay in this one primitive.
+
+_LEAF = "leaf"
+
+
+class EinsumTerm(tuple):
+    """(spec, idx, consts, sizes): einsum(spec, *flat[idx], *consts); sizes: letter ->
+    dimension size of every letter in spec."""
+    __slots__ = ()
+
+
+class EinsumPlan:
+    """(tree, skeleton): tree of tuples of EinsumTerms (None: a zero result; lists:
+    several results); skeleton: how ``groups`` flattens (_LEAF: one entry).  Not a
+    tuple: generated code passes it around as one static value (vmap leaves it be)."""
+    __slots__ = ("tree", "skeleton")
+
+    def __init__(self, parts):
+        self.tree, self.skeleton = parts
+
+    def __iter__(self):
+        return iter((self.tree, self.skeleton))
+
+    def __repr__(self):
+        return f"EinsumPlan({self.tree!r})"
+
+
+def _flatten_like(x, skel, out):
+    if skel == _LEAF:
+        out.append(x)
+        return
+    for i, s in enumerate(skel):
+        _flatten_like(None if x is None else x[i], s, out)
+
+
+def _skeleton_of(x):
+    if isinstance(x, (list, tuple)) and not (isinstance(x, tuple) and hasattr(x, "_fields")):
+        return tuple(_skeleton_of(v) for v in x)
+    return _LEAF
+
+
+def _tree_skeleton(tree):
+    """The skeleton of the result a plan tree gives."""
+    if isinstance(tree, list):
+        return tuple(_tree_skeleton(t) for t in tree)
+    return _LEAF
+
+
+def _explicit_spec(spec, arrays):
+    """``spec`` with every ellipsis spelled out in letters; a dimension of 1 broadcast
+    against a longer one gets a letter of its own (summed: it has size 1)."""
+    ins, out = _einsum_parse(spec, arrays)
+    used = set(_letters(spec.replace(",", "").replace("->", "")))
+    fresh = (c for c in _EINSUM_LETTERS if c not in used)
+    ells = [np.ndim(a) - len(_letters(s)) if "..." in s else 0 for s, a in zip(ins, arrays)]
+    rank = builtins.max(ells + [0])
+    ell = [next(fresh) for _ in range(rank)]
+    bsize = [1] * rank
+    for s, a, e in zip(ins, arrays, ells):
+        if "..." in s:
+            p = len(s.split("...")[0])
+            for j, d in enumerate(np.shape(a)[p:p + e]):
+                bsize[rank - e + j] = builtins.max(bsize[rank - e + j], d)
+    new_ins = []
+    for s, a, e in zip(ins, arrays, ells):
+        if "..." not in s:
+            new_ins.append(s)
+            continue
+        pre, post = s.split("...")
+        dims = np.shape(a)[len(pre):len(pre) + e]
+        mid = "".join(ell[rank - e + j] if d == bsize[rank - e + j] else next(fresh)
+                      for j, d in enumerate(dims))
+        new_ins.append(pre + mid + post)
+    new_out = out.replace("...", "".join(ell))
+    sizes = {}
+    for s, a in zip(new_ins, arrays):
+        for c, d in zip(s, np.shape(a)):
+            sizes[c] = d
+    return ",".join(new_ins) + "->" + new_out, sizes
+
+
+def einsum_plan(operands):
+    """The plan of ``np.einsum(*operands)`` (either calling form) over groups
+    ``operands``: one term."""
+    spec, arrays, pos = einsum_canon(operands)
+    explicit, sizes = _explicit_spec(spec, arrays)
+    dtype = np.result_type(*[np.asarray(a).dtype for a in arrays])
+    term = EinsumTerm((explicit, tuple(pos), (), (sizes, dtype)))
+    return EinsumPlan(((term,), tuple(_LEAF for _ in operands)))
+
+
+def group2(a, b):
+    """``(a, b)``: the groups of einsum_multi's rules (their layouts pair two trees)."""
+    return (a, b)
+
+
+def _split_spec(spec):
+    ins, out = spec.split("->")
+    return ins.split(","), out
+
+
+def _cot_term(term, p, g_index, shift):
+    """The term giving the cotangent of input ``p`` of ``term`` from the cotangent of
+    its result (flat index ``g_index``); the other inputs' indices moved by ``shift``."""
+    spec, idx, consts, (sizes, dtype) = term
+    ins, out = _split_spec(spec)
+    target = ins[p]
+    used = set(spec) - set(",->")
+    fresh = (c for c in _EINSUM_LETTERS if c not in used)
+    sizes = dict(sizes)
+    new_out, seen, extra_specs, extra = "", set(), [], []
+    for c in target:
+        if c in seen:
+            d = next(fresh)
+            sizes[d] = sizes[c]
+            new_out += d
+            extra_specs.append(c + d)
+            extra.append(np.eye(sizes[c], dtype=dtype))
+        else:
+            seen.add(c)
+            new_out += c
+    others = [ins[j] for j in range(len(ins)) if j != p]
+    present = set(out) | set("".join(others)) | set("".join(extra_specs))
+    for c in sorted(seen - present):
+        extra_specs.append(c)
+        extra.append(np.ones(sizes[c], dtype=dtype))
+    n_arr = len(idx)
+    arr_specs = [ins[j] for j in range(n_arr) if j != p]
+    const_specs = ins[n_arr:]
+    new_spec = ",".join([out] + arr_specs + const_specs + extra_specs) + "->" + new_out
+    new_idx = (g_index,) + tuple(idx[j] + shift for j in range(n_arr) if j != p)
+    return EinsumTerm((new_spec, new_idx, tuple(consts) + tuple(extra), (sizes, dtype)))
+
+
+def einsum_plans_t(plan, groups=None):
+    """The plan of the cotangents of ``einsum_multi(plan, groups)`` for every entry of
+    ``groups``, over the layout (cotangent of the result, groups)."""
+    tree, skel = plan
+    out_skel = _tree_skeleton(tree)
+    leaves = []
+    _flatten_like(tree, out_skel, leaves)
+    n_g = len(leaves)
+    count = []
+    _flatten_like(None, skel, count)
+    per_op = [[] for _ in count]
+    for o, terms in enumerate(leaves):
+        for term in terms or ():
+            for p, i in enumerate(term[1]):
+                per_op[i].append(_cot_term(term, p, o, n_g))
+
+    def build(s, it):
+        if s == _LEAF:
+            terms = next(it)
+            return tuple(terms) if terms else None
+        return [build(c, it) for c in s]
+
+    return EinsumPlan((build(skel, iter(per_op)), (out_skel, skel)))
+
+
+def einsum_plans_j(plan, groups=None):
+    """The plan of the tangent of ``einsum_multi(plan, groups)``, over the layout
+    (groups, their tangents): each term once per array it reads, that array moved."""
+    tree, skel = plan
+    count = []
+    _flatten_like(None, skel, count)
+    n = len(count)
+
+    def build(t):
+        if isinstance(t, list):
+            return [build(c) for c in t]
+        if t is None:
+            return None
+        terms = []
+        for term in t:
+            spec, idx, consts, meta = term
+            for p in range(len(idx)):
+                moved = idx[:p] + (idx[p] + n,) + idx[p + 1:]
+                terms.append(EinsumTerm((spec, moved, consts, meta)))
+        return tuple(terms) if terms else None
+
+    return EinsumPlan((build(tree), (skel, skel)))
+
+
+def einsum_multi(plan, groups):
+    """Evaluate a plan: for each result, the sum of its terms (a term reading a zero,
+    None, entry drops out; None when every term drops)."""
+    tree, skel = plan
+    flat = []
+    _flatten_like(groups, skel, flat)
+
+    def run(t):
+        if isinstance(t, list):
+            return [run(c) for c in t]
+        if t is None:
+            return None
+        total = None
+        for spec, idx, consts, _ in t:
+            ops = [flat[i] for i in idx]
+            if any(_zero_tangent(o) for o in ops):
+                continue
+            n = len(ops) + len(consts)
+            dt = np.result_type(*ops)
+            if consts and dt.kind == "f":   # identity/ones factors follow the operands
+                consts = [c.astype(dt, copy=False) for c in consts]
+            val = np.einsum(spec, *ops, *consts, optimize="greedy" if n > 2 else False)
+            total = val if total is None else total + val
+        if total is None:
+            # every term read a zero: a zero of the result's shape (callers use it)
+            spec, _, _, (sizes, dtype) = t[0]
+            total = np.zeros(tuple(sizes[c] for c in spec.split("->")[1]), dtype=dtype)
+        return total
+
+    return run(tree)

@@ -1856,3 +1856,50 @@ def check_scalar_output(value, fname):
     from astjax.runtime import check_scalar_output as check
     check(np.asarray(value)[..., 0] if np.ndim(value) else value, fname)
     return value
+
+
+def einsum_multi(plan, groups):
+    """Per-example sums of einsums (runtime_array.einsum_multi): one more letter, the
+    batch, on every batched operand and on the result."""
+    from astjax import runtime_array as ra
+    tree, skel = plan
+    flat = []
+    ra._flatten_like(groups, skel, flat)
+
+    def run(t):
+        if isinstance(t, list):
+            return [run(c) for c in t]
+        if t is None:
+            return None
+        total = None
+        for spec, idx, consts, _ in t:
+            ops = [flat[i] for i in idx]
+            if any(ra._zero_tangent(o) for o in ops):
+                continue
+            ins, out = spec.split("->")
+            ins = ins.split(",")
+            z = next(c for c in ra._EINSUM_LETTERS if c not in spec)
+            new_ins, new_ops, batched = [], [], False
+            for s_, o in zip(ins, ops):
+                o = _as_batched(o)
+                if o.shape[-1] == 1:
+                    new_ins.append(s_)
+                    new_ops.append(o[..., 0])
+                else:
+                    new_ins.append(s_ + z)
+                    new_ops.append(o)
+                    batched = True
+            new_ins += ins[len(ops):]
+            dt = np.result_type(*new_ops)
+            if consts and dt.kind == "f":
+                consts = [c.astype(dt, copy=False) for c in consts]
+            val = np.einsum(",".join(new_ins) + "->" + out + (z if batched else ""),
+                            *new_ops, *consts, optimize="greedy")
+            val = val if batched else val[..., None]
+            total = val if total is None else total + val
+        if total is None:
+            spec, _, _, (sizes, dtype) = t[0]
+            total = np.zeros(tuple(sizes[c] for c in spec.split("->")[1]) + (1,), dtype=dtype)
+        return total
+
+    return run(tree)

@@ -1086,3 +1086,23 @@ def power_block(x, t, n):
 
 def power_block_index(x, which=2):
     return ra.power_block_index(rb.example(x), which)
+
+
+def einsum_multi(plan, groups):
+    return rb.einsum_multi(plan, groups)
+
+
+def einsum_plan(operands):
+    return ra.einsum_plan(rb.example(operands))
+
+
+def einsum_plans_t(plan, groups=None):
+    return ra.einsum_plans_t(plan, groups)
+
+
+def einsum_plans_j(plan, groups=None):
+    return ra.einsum_plans_j(plan, groups)
+
+
+def group2(a, b):
+    return ra.group2(a, b)

@@ -425,8 +425,9 @@ def kron(ans, a, b, da=None, db=None):
 
 def einsum(ans, *operands, out=None, optimize=False, doperands=None):
     # both calling forms: the subscripts string or the sublists are operands too
-    # (never differentiated), the helpers read the whole sequence
-    return ra.einsum_jvp(None, operands, doperands, optimize)
+    # (never differentiated); one einsum per operand with a tangent (ra.einsum_multi)
+    plan = ra.einsum_plan(operands)
+    return ra.einsum_multi(ra.einsum_plans_j(plan, operands), ra.group2(operands, doperands))
 
 
 def matrix_transpose(ans, x, dx=None):
@@ -1200,3 +1201,11 @@ def matrix_power(ans, a, n, da=None):
 
 def power_block(ans, x, t, n, dx=None, dt=None):
     return ra.power_block(dx, dt, n)
+
+
+def einsum_multi(ans, plan, groups, dgroups=None):
+    return ra.einsum_multi(ra.einsum_plans_j(plan, groups), ra.group2(groups, dgroups))
+
+
+def group2(ans, a, b, da=None, db=None):
+    return ra.group2(da, db)

@@ -448,8 +448,10 @@ def kron(g, ans, a, b):
 
 def einsum(g, ans, *operands, out=None, optimize=False):
     # both calling forms ("ij,jk", a, b) and (a, [0, 1], b, [1, 2]): the subscripts
-    # string or the sublists get None cotangents
-    return ra.einsum_vjp(g, None, operands)
+    # string or the sublists get None cotangents.  The cotangents are sums of einsums
+    # (ra.einsum_multi), whose own rules are einsum_multi again: every order
+    plan = ra.einsum_plan(operands)
+    return ra.einsum_multi(ra.einsum_plans_t(plan, operands), ra.group2(g, operands))
 
 
 def matrix_transpose(g, ans, x):
@@ -1263,3 +1265,11 @@ def power_block(g, ans, x, t, n):
     # the adjoint of placing x on both diagonal blocks and t in the upper right one
     return (ra.getitem(g, ra.power_block_index(x, 0)) + ra.getitem(g, ra.power_block_index(x, 1)),
             ra.getitem(g, ra.power_block_index(x, 2)))
+
+
+def einsum_multi(g, ans, plan, groups):
+    return ra.einsum_multi(ra.einsum_plans_t(plan, groups), ra.group2(g, groups))
+
+
+def group2(g, ans, a, b):
+    return ra.getitem(g, 0), ra.getitem(g, 1)

@@ -33,7 +33,6 @@ from astjax.errors import DifferentiationError
 
 # name -> why its third derivative is refused (loud, never a silent zero)
 REFUSED_THIRD = {
-    "einsum": "third derivatives of np.einsum are not implemented",
     "einsum_vjp": "third derivatives of np.einsum are not implemented",
     "einsum_vjp_t": "third derivatives of np.einsum are not implemented",
     "einsum_vjp_ops": "third derivatives of np.einsum are not implemented",

@@ -194,6 +194,9 @@ SKIP = {
     "format_string": "builds a Python string (assert/raise messages)",
     "unsupported": "raises NotImplementedError by design",
     "refuse_cotangent": "raises for float arguments by design; None otherwise (no data)",
+    **{n: "einsum plans are static objects, not arguments vmap takes; vmap of np.einsum's "
+          "rules is checked in test_surface and test_registry_orders"
+       for n in ("einsum_multi", "einsum_plan", "einsum_plans_t", "einsum_plans_j")},
     "unsupported_jvp": "raises NotImplementedError unless every tangent is None: no data",
     "not_none": "an `is not None` test on structure, never batched",
     "clamp_index": "lax.switch index: checked in test_vmap (batched index -> select)",
