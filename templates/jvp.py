@@ -1087,7 +1087,7 @@ def ifftshift(ans, x, axes=None, dx=None):
 
 
 def angle(ans, z, deg=False, dz=None):
-    return None
+    return ra.tangent_like(dz * np.where(z == 0, np.nan, 0.0), ans)
 
 
 def real_if_close(ans, a, tol=100, da=None):
@@ -1163,7 +1163,7 @@ def median(ans, a, axis=None, out=None, overwrite_input=False, keepdims=False, d
 
 
 def copysign(ans, x, y, out=None, dx=None, dy=None):
-    return dx * np.sign(x) * np.copysign(1.0, y)
+    return np.where(x >= 0, dx, -dx) * np.copysign(1.0, y)
 
 
 def heaviside(ans, x, y, out=None, dx=None, dy=None):

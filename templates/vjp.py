@@ -505,7 +505,9 @@ def eigh(g, ans, a, UPLO="L"):
     vt = np.swapaxes(v, -1, -2)
     gw = ra.cot_or_zeros(ra.getitem(g, 0), w)
     gv = ra.cot_or_zeros(ra.getitem(g, 1), v)
-    mid = np.expand_dims(gw, -2) * e + f * np.matmul(vt, gv)
+    vtgv = np.matmul(vt, gv)
+    # (F is infinite for repeated eigenvalues: 0 where V gets no cotangent, not nan)
+    mid = np.expand_dims(gw, -2) * e + np.where(vtgv == 0, 0.0, f * vtgv)
     s = np.matmul(v, np.matmul(mid, vt))
     return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO)
 
@@ -1017,9 +1019,13 @@ def svd(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
     utgu = np.matmul(np.swapaxes(u, -1, -2), gu)
     vtgv = np.matmul(vh, gv)
     sinv = np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s))
-    mid = (f * (utgu - np.swapaxes(utgu, -1, -2)) * np.expand_dims(s, -2)
+    # (F is infinite for equal singular values: where U and V get no cotangent the
+    # product is 0, not nan -- svd(x, compute_uv=False) of the identity, as JAX)
+    ku = utgu - np.swapaxes(utgu, -1, -2)
+    kv = vtgv - np.swapaxes(vtgv, -1, -2)
+    mid = (np.where(ku == 0, 0.0, f * ku) * np.expand_dims(s, -2)
            + np.expand_dims(gs, -2) * e
-           + np.expand_dims(s, -1) * (f * (vtgv - np.swapaxes(vtgv, -1, -2))))
+           + np.expand_dims(s, -1) * np.where(kv == 0, 0.0, f * kv))
     ga_u = np.matmul((gu - np.matmul(u, utgu)) * np.expand_dims(sinv, -2), vh)
     ga_v = np.matmul(u, np.expand_dims(sinv, -1) * (gvh - np.matmul(np.swapaxes(vtgv, -1, -2),
                                                                     vh)))
@@ -1134,8 +1140,8 @@ def ifftshift(g, ans, x, axes=None):
 
 
 def angle(g, ans, z, deg=False):
-    # 0 or pi for real input: piecewise constant (jnp.angle too)
-    return None
+    # 0 or pi for real input: piecewise constant; at 0 (the jump) nan, as jnp.angle
+    return ra.cast_like(g * np.where(z == 0, np.nan, 0.0), z)
 
 
 def real_if_close(g, ans, a, tol=100):
@@ -1215,7 +1221,8 @@ def median(g, ans, a, axis=None, out=None, overwrite_input=False, keepdims=False
 
 
 def copysign(g, ans, x, y, out=None):
-    return ra.unbroadcast(g * np.sign(x) * np.copysign(1.0, y), x), None
+    # |x| with y's sign; the slope of |x| at 0 is +1, as in JAX's abs
+    return ra.unbroadcast(np.where(x >= 0, g, -g) * np.copysign(1.0, y), x), None
 
 
 def heaviside(g, ans, x, y, out=None):

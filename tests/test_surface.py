@@ -298,3 +298,23 @@ def test_r_with_a_computed_slice_is_a_located_error():
     with pytest.raises(AstjaxError) as info:
         astjax.grad(r_computed_slice)(_v3())
     assert "test_surface.py" in str(info.value) and "slice" in str(info.value)
+
+
+# ---------------------------------------------------------------- kinks: JAX's choices
+
+
+def test_kinks_follow_jax():
+    """Values JAX gives at points where NumPy's function has no derivative (checked
+    against JAX 0.10 when these rules were written; JAX is not a test dependency)."""
+    g = astjax.grad(lambda x: np.sum(np.copysign(x, -1.0)))(np.array([0.0, 2.0]))
+    np.testing.assert_array_equal(g, [-1.0, -1.0])          # |x|'s slope at 0 is +1
+    g = astjax.grad(lambda x: np.sum(np.angle(x)))(np.array([-1.0, 0.0, 2.0]))
+    assert g[0] == 0 and np.isnan(g[1]) and g[2] == 0       # the jump of angle: nan
+    g = astjax.grad(lambda x: np.sum(np.linalg.svd(x, compute_uv=False)))(np.eye(3))
+    np.testing.assert_allclose(g, np.eye(3))                # equal singular values
+    g = astjax.grad(lambda x: np.sum(np.linalg.eigh(x)[0] ** 2))(np.eye(3))
+    np.testing.assert_allclose(g, 2 * np.eye(3))            # repeated eigenvalues
+    g = astjax.grad(lambda x: np.median(x))(np.array([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_allclose(g, [0, 0.5, 0.5, 0])         # the two middle ones
+    g = astjax.grad(lambda x: np.ptp(x))(np.array([2.0, 2.0, 1.0]))
+    np.testing.assert_allclose(g, [0.5, 0.5, -1.0])         # ties share
