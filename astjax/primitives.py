@@ -139,6 +139,12 @@ def _with_zero(rng, shape=(3, 4)):
     return x
 
 
+def _with_nan(rng, shape=(3, 4)):
+    x = rng.standard_normal(shape)
+    x.flat[[2, 7]] = np.nan
+    return x
+
+
 def _s(*args, **kwargs):
     """A sample that ignores the rng (for fixed arguments)."""
     return lambda r: (args, kwargs)
@@ -615,6 +621,15 @@ for _name in ("convolve", "correlate"):
                        {"mode": "full" if _name == "convolve" else "valid"}, diff=("a", "v"),
                        kind="linalg", sample=lambda r: ((_u(r, (5,)), _u(r, (3,))),
                                                         {"mode": "same"})))
+# NaN-ignoring reductions: NaN entries get a zero cotangent.
+register(Primitive("nanvar", np.nanvar, "np.nanvar", _VAR, _VARD, diff=("a",), kind="reduction",
+                   sample=lambda r: ((_with_nan(r),), {"axis": 1, "ddof": 1})))
+register(Primitive("nanstd", np.nanstd, "np.nanstd", _VAR, _VARD, diff=("a",), kind="reduction",
+                   sample=lambda r: ((_with_nan(r),), {"axis": 0, "keepdims": True})))
+register(Primitive("nanprod", np.nanprod, "np.nanprod", _RED, _RED_D, diff=("a",),
+                   kind="reduction", sample=lambda r: ((_with_nan(r),), {"axis": 1})))
+register(Primitive("nancumsum", np.nancumsum, "np.nancumsum", _CUM, _CUMD, diff=("a",),
+                   kind="reduction", sample=lambda r: ((_with_nan(r),), {"axis": 1})))
 register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
                    ("a", "n"), diff=("a",), kind="linalg",
                    sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))

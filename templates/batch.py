@@ -1106,3 +1106,19 @@ def einsum_plans_j(plan, groups=None):
 
 def group2(a, b):
     return ra.group2(a, b)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    return np.nanvar(a, axis=rb.axis(axis, a), dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    return np.nanstd(a, axis=rb.axis(axis, a), dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
+    return np.nanprod(a, axis=rb.axis(axis, a), dtype=dtype, keepdims=keepdims)
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    return rb.cumulative(np.nancumsum, a, axis, dtype)

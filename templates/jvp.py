@@ -1209,3 +1209,25 @@ def einsum_multi(ans, plan, groups, dgroups=None):
 
 def group2(ans, a, b, da=None, db=None):
     return ra.group2(da, db)
+
+
+def nanvar(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
+    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=keepdims)
+    return ra.tangent_like(np.sum(d * da, axis=axis, keepdims=keepdims) * 2.0 / (n - ddof), ans)
+
+
+def nanstd(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
+    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=keepdims)
+    return ra.tangent_like(np.sum(d * da, axis=axis, keepdims=keepdims) / (ans * (n - ddof)), ans)
+
+
+def nanprod(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
+    a1 = np.where(np.isnan(a), 1.0, a)
+    others = ra.unfold_axes(ra.prod_others_last(ra.fold_axes(a1, axis)), a1, axis)
+    return np.sum(np.where(np.isnan(a), 0.0, da) * others, axis=axis, keepdims=keepdims)
+
+
+def nancumsum(ans, a, axis=None, dtype=None, out=None, da=None):
+    return np.cumsum(np.where(np.isnan(a), 0.0, da), axis=axis)

@@ -1280,3 +1280,28 @@ def einsum_multi(g, ans, plan, groups):
 
 def group2(g, ans, a, b):
     return ra.getitem(g, 0), ra.getitem(g, 1)
+
+
+def nanvar(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=True)
+    return ra.cast_like(ra.unreduce(g, a, axis, keepdims) * d * 2.0 / (n - ddof), a)
+
+
+def nanstd(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=True)
+    return ra.cast_like(ra.unreduce(g / ans, a, axis, keepdims) * d / (n - ddof), a)
+
+
+def nanprod(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    # NaNs count as ones (exact with zeros, no division, as prod)
+    a1 = np.where(np.isnan(a), 1.0, a)
+    others = ra.unfold_axes(ra.prod_others_last(ra.fold_axes(a1, axis)), a1, axis)
+    return np.where(np.isnan(a), 0.0, ra.unreduce(g, a, axis, keepdims) * others)
+
+
+def nancumsum(g, ans, a, axis=None, dtype=None, out=None):
+    ax = ra.cum_axis(axis)
+    rev = np.flip(np.cumsum(np.flip(g, ax), ax), ax)
+    return np.where(np.isnan(a), 0.0, ra.unbroadcast(np.reshape(rev, np.shape(a)), a))
