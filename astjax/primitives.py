@@ -630,6 +630,18 @@ register(Primitive("nanprod", np.nanprod, "np.nanprod", _RED, _RED_D, diff=("a",
                    kind="reduction", sample=lambda r: ((_with_nan(r),), {"axis": 1})))
 register(Primitive("nancumsum", np.nancumsum, "np.nancumsum", _CUM, _CUMD, diff=("a",),
                    kind="reduction", sample=lambda r: ((_with_nan(r),), {"axis": 1})))
+# np.quantile/np.percentile (method "linear"): interpolation weights of the two sorted
+# elements; q (the level) is not differentiated: refused when it is.
+_Q = ("a", "q", "axis", "out", "overwrite_input", "method", "keepdims", "weights")
+_QD = {"axis": None, "out": None, "overwrite_input": False, "method": "linear",
+       "keepdims": False, "weights": None}
+# (samples with integer levels: a float level is a differentiated argument, refused;
+# tests/test_surface.py checks float levels end to end)
+register(Primitive("quantile", np.quantile, "np.quantile", _Q, _QD, diff=("a", "q"),
+                   kind="reduction",
+                   sample=lambda r: ((_u(r, (3, 5)), np.array([0, 1])), {"axis": 1})))
+register(Primitive("percentile", np.percentile, "np.percentile", _Q, _QD, diff=("a", "q"),
+                   kind="reduction", sample=lambda r: ((_u(r, (3, 5)), 30), {"axis": 0})))
 register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
                    ("a", "n"), diff=("a",), kind="linalg",
                    sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
@@ -1000,3 +1012,15 @@ for _name, _params in (("einsum_plan", ("operands",)), ("einsum_plans_t", ("plan
             reason=_ND + "a static plan of einsums")
 _helper("group2", ("a", "b"), diff=("a", "b"), kind="structural",
         sample=lambda r: ((_u(r), [_u(r, (2,)), None]), {}))
+_helper("quantile_vjp", ("t", "a", "q", "axis", "keepdims", "method"),
+        {"axis": None, "keepdims": False, "method": "linear"}, diff=("t",),
+        sample=lambda r: ((_u(r, (2, 3)), _u(r, (3, 5)), np.array([0.2, 0.7]), 1), {}),
+        meta=("a",))
+_helper("quantile_jvp", ("t", "a", "q", "axis", "keepdims", "method"),
+        {"axis": None, "keepdims": False, "method": "linear"}, diff=("t",),
+        sample=lambda r: ((_u(r, (3, 5)), _u(r, (3, 5)), 0.4), {"keepdims": True}),
+        meta=("a",))
+_helper("refuse_value", ("what", "x"), kind="other",
+        reason=_ND + "raises UnsupportedDerivativeError for a differentiated argument")
+_helper("refuse_tangent", ("t", "what"), kind="other",
+        reason=_ND + "raises UnsupportedDerivativeError for a non-zero tangent")

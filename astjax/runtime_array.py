@@ -2340,3 +2340,83 @@ def einsum_multi(plan, groups):
         return total
 
     return run(tree)
+
+
+# ---------------------------------------------------------------------------
+# np.quantile / np.percentile (method "linear")
+# ---------------------------------------------------------------------------
+
+
+def quantile_weights(a, q, axis=None, keepdims=False, method="linear"):
+    """Where np.quantile(a, q, axis, method="linear") takes its value from: per q, the
+    weights (1 - f, f) of the two sorted elements it interpolates between (ties: the
+    stable sort's order).  Shape q.shape + a.shape, axes of a not reduced kept."""
+    if method != "linear":
+        raise UnsupportedDerivativeError(f"the derivative of np.quantile with method={method!r} "
+                                         "(method='linear' is differentiated)")
+    a = np.asarray(a)
+    qs = np.asarray(q, dtype=np.float64)
+    axes = tuple(range(a.ndim)) if axis is None else _axes(axis, a.ndim)
+    rest = tuple(i for i in range(a.ndim) if i not in axes)
+    moved = np.transpose(a, rest + axes)
+    lead = moved.shape[:len(rest)]
+    flat = moved.reshape(lead + (-1,))
+    n = flat.shape[-1]
+    order = np.argsort(flat, axis=-1, kind="stable")
+    dtype = _float_dtype(a, np.float64)
+    w = np.zeros(qs.shape + flat.shape, dtype=dtype)
+    for k in np.ndindex(qs.shape):
+        h = (n - 1) * qs[k]
+        lo = int(np.floor(h))
+        hi = builtins.min(lo + 1, n - 1)
+        f = h - lo
+        wk = np.zeros(flat.shape, dtype=dtype)
+        np.put_along_axis(wk, order[..., lo:lo + 1], dtype.type(1.0 - f), axis=-1)
+        if hi != lo:
+            np.put_along_axis(wk, order[..., hi:hi + 1], dtype.type(f), axis=-1)
+        w[k] = wk
+    w = w.reshape(qs.shape + moved.shape)
+    perm = np.argsort(rest + axes)
+    return np.transpose(w, tuple(range(qs.ndim)) + tuple(int(p) + qs.ndim for p in perm))
+
+
+def quantile_vjp(t, a, q, axis=None, keepdims=False, method="linear"):
+    """Cotangent of np.quantile(a, q, ...) for ``a`` (linear in ``t``; the weights are
+    piecewise constant in ``a``; ``q`` is not differentiated)."""
+    if t is None:
+        return None
+    w = quantile_weights(a, q, axis, keepdims, method)
+    nq = np.ndim(q)
+    axes = tuple(range(np.ndim(a))) if axis is None else _axes(axis, np.ndim(a))
+    t = np.asarray(t)
+    if not keepdims:
+        t = np.expand_dims(t, tuple(nq + ax for ax in axes))
+    t = np.reshape(t, np.shape(t)[:nq] + tuple(1 if i in axes else d
+                                             for i, d in enumerate(np.shape(a))))
+    return _fit_dtype(np.sum(t * w, axis=tuple(range(nq))), a)
+
+
+def quantile_jvp(t, a, q, axis=None, keepdims=False, method="linear"):
+    """Tangent of np.quantile(a, q, ...) along ``t`` (the adjoint of quantile_vjp)."""
+    if t is None:
+        return None
+    w = quantile_weights(a, q, axis, keepdims, method)
+    nq = np.ndim(q)
+    axes = tuple(range(np.ndim(a))) if axis is None else _axes(axis, np.ndim(a))
+    out = np.sum(np.broadcast_to(t, np.shape(a)) * w, axis=tuple(nq + ax for ax in axes),
+                 keepdims=keepdims)
+    return _fit_dtype(out, a)
+
+
+def refuse_value(what, x):
+    """The cotangent of an argument astjax does not differentiate (np.quantile's q):
+    reverse mode only computes it when the argument is differentiated: raises then."""
+    if _is_float(x):
+        raise UnsupportedDerivativeError(what)
+    return None
+
+
+def refuse_tangent(t, what):
+    """``None`` for a zero tangent; raises for a non-zero one (np.quantile's q)."""
+    if not _zero_tangent(t) and np.any(np.asarray(t) != 0):
+        raise UnsupportedDerivativeError(what)

@@ -1122,3 +1122,29 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
 
 def nancumsum(a, axis=None, dtype=None, out=None):
     return rb.cumulative(np.nancumsum, a, axis, dtype)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, weights=None):
+    return rb.per_lane(np.quantile, (0, 1), a, q, axis, None, False, method, keepdims)
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, weights=None):
+    return rb.per_lane(np.percentile, (0, 1), a, q, axis, None, False, method, keepdims)
+
+
+def quantile_vjp(t, a, q, axis=None, keepdims=False, method="linear"):
+    return rb.per_lane(ra.quantile_vjp, (0, 1, 2), t, a, q, axis, keepdims, method)
+
+
+def quantile_jvp(t, a, q, axis=None, keepdims=False, method="linear"):
+    return rb.per_lane(ra.quantile_jvp, (0, 1, 2), t, a, q, axis, keepdims, method)
+
+
+def refuse_value(what, x):
+    return ra.refuse_value(what, x)
+
+
+def refuse_tangent(t, what):
+    return ra.refuse_tangent(t, what)

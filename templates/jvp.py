@@ -1231,3 +1231,24 @@ def nanprod(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
 
 def nancumsum(ans, a, axis=None, dtype=None, out=None, da=None):
     return np.cumsum(np.where(np.isnan(a), 0.0, da), axis=axis)
+
+
+def quantile(ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, weights=None, da=None, dq=None):
+    # a differentiated q is refused (ra.refuse_tangent raises then)
+    return (ra.quantile_jvp(da, a, q, axis, keepdims, method)
+            + ra.refuse_tangent(dq, "the derivative of np.quantile in q"))
+
+
+def percentile(ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, weights=None, da=None, dq=None):
+    return (ra.quantile_jvp(da, a, q / 100.0, axis, keepdims, method)
+            + ra.refuse_tangent(dq, "the derivative of np.percentile in q"))
+
+
+def quantile_vjp(ans, t, a, q, axis=None, keepdims=False, method="linear", dt=None):
+    return ra.quantile_vjp(dt, a, q, axis, keepdims, method)
+
+
+def quantile_jvp(ans, t, a, q, axis=None, keepdims=False, method="linear", dt=None):
+    return ra.quantile_jvp(dt, a, q, axis, keepdims, method)

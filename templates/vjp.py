@@ -1305,3 +1305,23 @@ def nancumsum(g, ans, a, axis=None, dtype=None, out=None):
     ax = ra.cum_axis(axis)
     rev = np.flip(np.cumsum(np.flip(g, ax), ax), ax)
     return np.where(np.isnan(a), 0.0, ra.unbroadcast(np.reshape(rev, np.shape(a)), a))
+
+
+def quantile(g, ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, weights=None):
+    return (ra.quantile_vjp(g, a, q, axis, keepdims, method),
+            ra.refuse_value("the derivative of np.quantile in q", q))
+
+
+def percentile(g, ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, weights=None):
+    return (ra.quantile_vjp(g, a, q / 100.0, axis, keepdims, method),
+            ra.refuse_value("the derivative of np.percentile in q", q))
+
+
+def quantile_vjp(g, ans, t, a, q, axis=None, keepdims=False, method="linear"):
+    return ra.quantile_jvp(g, a, q, axis, keepdims, method)
+
+
+def quantile_jvp(g, ans, t, a, q, axis=None, keepdims=False, method="linear"):
+    return ra.quantile_vjp(g, a, q, axis, keepdims, method)

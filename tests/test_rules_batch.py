@@ -136,6 +136,8 @@ EXTRA = {
     "median_weights": (lambda r: ((_u(r, (3, 4)),), {"axis": 1}), ("a",)),
     "poly_powers": (lambda r: ((_u(r, (4,)),), {}), ("p",)),
     "power_block_index": (lambda r: ((_u(r, (2, 3, 3)), 1), {}), ("x",)),
+    "quantile": (lambda r: ((_u(r, (3, 5)), np.array([0.2, 0.9])), {"axis": 1}), ("a",)),
+    "percentile": (lambda r: ((_u(r, (3, 5)), 35.0), {}), ("a",)),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("s", "t", "x", "y")),
@@ -194,6 +196,8 @@ SKIP = {
     "format_string": "builds a Python string (assert/raise messages)",
     "unsupported": "raises NotImplementedError by design",
     "refuse_cotangent": "raises for float arguments by design; None otherwise (no data)",
+    "refuse_value": "raises for a float argument by design; None otherwise (no data)",
+    "refuse_tangent": "raises for a non-zero tangent by design; None otherwise (no data)",
     **{n: "einsum plans are static objects, not arguments vmap takes; vmap of np.einsum's "
           "rules is checked in test_surface and test_registry_orders"
        for n in ("einsum_multi", "einsum_plan", "einsum_plans_t", "einsum_plans_j")},

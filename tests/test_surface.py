@@ -192,6 +192,22 @@ def pad_short(x):
         + np.sum(np.pad(x, (1, 2), "reflect") ** 2) + np.sum(np.pad(x, 2) ** 3)
 
 
+def quantiles(x):
+    return np.sum(np.quantile(x, [0.1, 0.5, 0.85], axis=1) * W33) + np.percentile(x, 37.5) \
+        + np.sum(np.quantile(x, 0.3, axis=0, keepdims=True) ** 2)
+
+
+def nan_reductions(x):
+    y = np.where(x > 1.2, np.nan, x)
+    return np.sum(np.nanvar(y, axis=0) + np.nanstd(y, axis=1, ddof=1)) + np.nanprod(y * 0.5) \
+        + np.sum(np.nancumsum(y, axis=1) * W33)
+
+
+def matrix_powers(x):
+    return np.sum(np.linalg.matrix_power(x * 0.5, 4) * W33) + np.sum(
+        np.linalg.matrix_power(x, 1) ** 2) + np.sum(np.linalg.matrix_power(x, 0))
+
+
 PROGRAMS = [
     (r_builder, _v3), (r_directive, _v3), (c_builder, _v3), (linspace_ends, _v3),
     (linspace_open, _v3), (logspace_ends, _v3), (einsum_string, _x33),
@@ -201,7 +217,8 @@ PROGRAMS = [
     (cholesky_triangle, _x33), (svd_default, _x53), (svd_reduced, _x53), (svd_values, _x53),
     (qr_forms, _x53), (eig_real, _x33), (pinv_cross, _x53), (divmod_modf, _x33),
     (gradient_nd, _x33), (shifts_and_friends, _x33), (nan_to_num_angle, _x33),
-    (kron_python_float, _x33), (power_zero, _x33), (pad_short, _x33),
+    (kron_python_float, _x33), (power_zero, _x33), (pad_short, _x33), (quantiles, _x33),
+    (nan_reductions, _x33), (matrix_powers, _x33),
 ]
 IDS = [f.__name__ for f, _ in PROGRAMS]
 
@@ -283,9 +300,20 @@ def r_computed_slice(x):
     return np.sum(np.r_[x, 0:n])
 
 
+def quantile_level(q):
+    return np.quantile(np.arange(5.0), q)
+
+
+def matrix_power_negative(x):
+    return np.sum(np.linalg.matrix_power(x + 3 * np.eye(3), -2))
+
+
 @pytest.mark.parametrize("fun, arg", [(qr_wide, _x53), (eig_complex, _x33),
-                                      (gradient_spacing, lambda: 0.5)],
-                         ids=["qr-wide", "eig-complex", "gradient-spacing"])
+                                      (gradient_spacing, lambda: 0.5),
+                                      (quantile_level, lambda: 0.3),
+                                      (matrix_power_negative, _x33)],
+                         ids=["qr-wide", "eig-complex", "gradient-spacing", "quantile-level",
+                              "matrix-power-negative"])
 def test_derivatives_without_a_unique_value_are_refused_in_every_mode(fun, arg):
     x = arg()
     with pytest.raises(AstjaxError, match="derivative"):
