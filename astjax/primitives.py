@@ -853,9 +853,6 @@ _helper("py_max_pick", ("ts", "chosen", "args"), diff=("ts",),
 _helper("norm_vjp", ("t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False}, diff=("t", "x"),
         sample=lambda r: ((_u(r, (3,)), _u(r)), {"axis": 1}))
-_helper("einsum_vjp", ("t", "subscripts", "operands", "optimize"), {"optimize": False},
-        diff=("t", "operands"),
-        sample=lambda r: ((_u(r, (3, 2)), "ij,jk->ik", [_u(r), _u(r, (4, 2))]), {}))
 # Second-order pieces: their own rules raise NotImplementedError for the parts a
 # third derivative would need (loud, never a silent zero).
 _helper("norm_vjp_t", ("s", "x", "ord", "axis", "keepdims"),
@@ -864,14 +861,6 @@ _helper("norm_vjp_t", ("s", "x", "ord", "axis", "keepdims"),
 _helper("norm_vjp_x", ("s", "t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False}, diff=("s", "t", "x"),
         sample=lambda r: ((_u(r), _u(r, (3,)), _u(r)), {"axis": 1}))
-_helper("einsum_vjp_t", ("s", "t", "subscripts", "operands", "optimize"),
-        {"optimize": False}, diff=("s", "t", "operands"),
-        sample=lambda r: (([_u(r), None], _u(r, (3, 2)), "ij,jk->ik", [_u(r), _u(r, (4, 2))]),
-                          {}))
-_helper("einsum_vjp_ops", ("s", "t", "subscripts", "operands", "optimize"),
-        {"optimize": False}, diff=("s", "t", "operands"),
-        sample=lambda r: (([_u(r), None], _u(r, (3, 2)), "ij,jk->ik", [_u(r), _u(r, (4, 2))]),
-                          {}))
 _helper("log_or_one", ("base",), diff=("base",), sample=lambda r: ((3.0,), {}))
 _helper("or_one", ("base",), diff=("base",), sample=lambda r: ((3.0,), {}))
 _helper("unsupported", ("what",), reason=_ND + "raises NotImplementedError")
@@ -929,17 +918,9 @@ _helper("pad_jvp", ("t", "pad_width", "mode"), {"mode": "constant"}, diff=("t",)
 _helper("norm_jvp", ("t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False}, diff=("t", "x"),
         sample=lambda r: ((_u(r), _u(r)), {"axis": 1}))
-_helper("einsum_jvp", ("subscripts", "operands", "tangents", "optimize"), {"optimize": False},
-        diff=("operands", "tangents"),
-        sample=lambda r: (("ij,jk,k->i", [_u(r), _u(r, (4, 2)), _u(r, (2,))],
-                           [_u(r), None, _u(r, (2,))]), {}))
 _helper("norm_hvp", ("s", "t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False},
         reason="third derivatives of np.linalg.norm are not implemented")
-_helper("einsum_jvp2", ("subscripts", "operands", "tangents", "tangents2", "optimize"),
-        {"optimize": False}, reason="third derivatives of np.einsum are not implemented")
-_helper("einsum_vjp_jvp", ("t", "dt", "subscripts", "operands", "doperands", "optimize"),
-        {"optimize": False}, reason="third derivatives of np.einsum are not implemented")
 _helper("unsupported_jvp", ("what", "*tangents"), reason=_ND + "raises NotImplementedError")
 
 # The NumPy surface: helpers of np.r_/np.c_, linspace, eigh.
@@ -1003,7 +984,8 @@ _helper("median_weights", ("a", "axis", "keepdims"), {"axis": None, "keepdims": 
 _helper("poly_powers", ("p",), kind="creation", reason=_ND + "builds a constant array")
 _helper("power_block", ("x", "t", "n"), diff=("x", "t"),
         sample=lambda r: ((_u(r, (3, 3)), _u(r, (3, 3)), 2), {}))
-_helper("power_block_index", ("x", "which"), {"which": 2}, kind="static", reason=_ND + "a static fact about shapes")
+_helper("power_block_index", ("x", "which"), {"which": 2}, kind="static",
+        reason=_ND + "a static fact about shapes")
 _helper("einsum_multi", ("plan", "groups"), diff=("groups",), kind="linalg",
         sample=lambda r: _einsum_multi_sample(r))
 for _name, _params in (("einsum_plan", ("operands",)), ("einsum_plans_t", ("plan", "groups")),

@@ -1720,54 +1720,6 @@ def norm_vjp_t(s, x, ord, axis, keepdims):
     return np.sum(_as_batched(s) * grad, axis=axes, keepdims=keepdims)
 
 
-def einsum_vjp(t, subscripts, operands, optimize):
-    """Cotangents of every operand of an einsum, per example: each one einsum of ``t``
-    with the other operands (ra's plan, with a batch letter)."""
-    from astjax import runtime_array as ra
-    operands = list(operands)
-    if t is None:
-        return [None] * len(operands)
-    if subscripts is None:
-        spec, arrays, pos = ra.einsum_canon(operands)
-        return ra._scatter(einsum_vjp(t, spec, arrays, optimize), pos, len(operands))
-    examples = [example(_as_batched(o)) for o in operands]
-    cots = []
-    for k, x in enumerate(operands):
-        full_, _, extra, (spec, ell) = ra._einsum_term(subscripts, examples, k)
-        ins, out = full_.split("->")
-        ins = ins.split(",")
-        ops = [operands[j] for j in range(len(operands)) if j != k]
-        c = _batched_einsum(ins, out, [t, *ops, *[e[..., None] for e in extra]])
-        if "..." in spec:
-            p = len(spec.split("...")[0])
-            more = _nd(c) - np.ndim(examples[k])
-            if more:
-                c = np.sum(c, axis=tuple(range(p, p + more)))
-        cots.append(unbroadcast(c, _as_batched(x) if not isinstance(x, float) else x))
-    return cots
-
-
-def einsum_jvp(subscripts, operands, tangents, optimize):
-    """Tangent of an einsum per example: one einsum per operand with a tangent."""
-    from astjax import runtime_array as ra
-    if subscripts is None:
-        subscripts, arrays, pos = ra.einsum_canon(operands)
-        operands, tangents = arrays, ra._gather(tangents, pos)
-    operands = list(operands)
-    ts = ra._tangent_list(tangents, len(operands))
-    total = None
-    for k, tk in enumerate(ts):
-        if ra._zero_tangent(tk):
-            continue
-        ops = list(operands)
-        ops[k] = tk
-        if any(o is None for o in ops):
-            continue
-        term = einsum(subscripts, ops)
-        total = term if total is None else total + term
-    return total
-
-
 def tangent_like(t, like):
     """ra.tangent_like per example: ``t`` fitted to the shape and dtype of ``like``."""
     if t is None or like is None:

@@ -807,18 +807,6 @@ def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
     return rb.per_lane(ra.norm_vjp_x, (0, 1, 2), s, t, x, ord, axis, keepdims)
 
 
-def einsum_vjp(t, subscripts, operands, optimize=False):
-    return rb.einsum_vjp(t, subscripts, operands, optimize)
-
-
-def einsum_vjp_t(s, t, subscripts, operands, optimize=False):
-    return rb.per_lane(ra.einsum_vjp_t, (0, 1, 3), s, t, subscripts, operands, optimize)
-
-
-def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
-    return rb.per_lane(ra.einsum_vjp_ops, (0, 1, 3), s, t, subscripts, operands, optimize)
-
-
 def add_cot_vjp(s, t, x, y, which=0):
     return rb.add_cot_vjp(s, t, x, y, which)
 
@@ -859,20 +847,6 @@ def pad_jvp(t, pad_width, mode="constant"):
 
 def norm_jvp(t, x, ord=None, axis=None, keepdims=False):
     return rb.norm_jvp(t, x, ord, axis, keepdims)
-
-
-def einsum_jvp(subscripts, operands, tangents, optimize=False):
-    return rb.einsum_jvp(subscripts, operands, tangents, optimize)
-
-
-def einsum_jvp2(subscripts, operands, tangents, tangents2, optimize=False):
-    return rb.per_lane(ra.einsum_jvp2, (1, 2, 3), subscripts, operands, tangents, tangents2,
-                       optimize)
-
-
-def einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize=False):
-    return rb.per_lane(ra.einsum_vjp_jvp, (0, 1, 3, 4), t, dt, subscripts, operands, doperands,
-                       optimize)
 
 
 def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):

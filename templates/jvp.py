@@ -846,10 +846,6 @@ def norm_vjp(ans, t, x, ord=None, axis=None, keepdims=False, dt=None, dx=None):
     return ra.norm_vjp(dt, x, ord, axis, keepdims) + ra.norm_vjp_x(dx, t, x, ord, axis, keepdims)
 
 
-def einsum_vjp(ans, t, subscripts, operands, optimize=False, dt=None, doperands=None):
-    return ra.einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize)
-
-
 def norm_vjp_t(ans, s, x, ord=None, axis=None, keepdims=False, ds=None, dx=None):
     return ra.norm_vjp_t(ds, x, ord, axis, keepdims) + ra.norm_hvp(s, dx, x, ord, axis, keepdims)
 
@@ -858,16 +854,6 @@ def norm_vjp_x(ans, s, t, x, ord=None, axis=None, keepdims=False, ds=None, dt=No
     return (ra.norm_vjp_x(ds, t, x, ord, axis, keepdims)
             + ra.norm_vjp_x(s, dt, x, ord, axis, keepdims)
             + ra.unsupported_jvp("third derivatives of np.linalg.norm", dx))
-
-
-def einsum_vjp_t(ans, s, t, subscripts, operands, optimize=False, ds=None, dt=None,
-                 doperands=None):
-    return ra.unsupported_jvp("third derivatives of np.einsum", ds, dt, doperands)
-
-
-def einsum_vjp_ops(ans, s, t, subscripts, operands, optimize=False, ds=None, dt=None,
-                   doperands=None):
-    return ra.unsupported_jvp("third derivatives of np.einsum", ds, dt, doperands)
 
 
 def log_or_one(ans, base, dbase=None):
@@ -911,12 +897,6 @@ def pad_jvp(ans, t, pad_width, mode="constant", dt=None):
 
 def norm_jvp(ans, t, x, ord=None, axis=None, keepdims=False, dt=None, dx=None):
     return ra.norm_jvp(dt, x, ord, axis, keepdims) + ra.norm_hvp(t, dx, x, ord, axis, keepdims)
-
-
-def einsum_jvp(ans, subscripts, operands, tangents, optimize=False, doperands=None,
-               dtangents=None):
-    return (ra.einsum_jvp(subscripts, operands, dtangents, optimize)
-            + ra.einsum_jvp2(subscripts, operands, tangents, doperands, optimize))
 
 
 # ------------------------------------------------------------------ the NumPy surface

@@ -887,11 +887,6 @@ def norm_vjp(g, ans, t, x, ord=None, axis=None, keepdims=False):
     return ra.norm_vjp_t(g, x, ord, axis, keepdims), ra.norm_vjp_x(g, t, x, ord, axis, keepdims)
 
 
-def einsum_vjp(g, ans, t, subscripts, operands, optimize=False):
-    return (ra.einsum_vjp_t(g, t, subscripts, operands, optimize),
-            ra.einsum_vjp_ops(g, t, subscripts, operands, optimize))
-
-
 def norm_vjp_t(g, ans, s, x, ord=None, axis=None, keepdims=False):
     return ra.norm_vjp(g, x, ord, axis, keepdims), ra.unsupported("third derivatives of norm")
 
@@ -900,18 +895,6 @@ def norm_vjp_x(g, ans, s, t, x, ord=None, axis=None, keepdims=False):
     return (ra.norm_vjp_x(g, t, x, ord, axis, keepdims),
             ra.unsupported("third derivatives of norm"),
             ra.unsupported("third derivatives of norm"))
-
-
-def einsum_vjp_t(g, ans, s, t, subscripts, operands, optimize=False):
-    return (ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"))
-
-
-def einsum_vjp_ops(g, ans, s, t, subscripts, operands, optimize=False):
-    return (ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"))
 
 
 def log_or_one(g, ans, base):
@@ -962,12 +945,6 @@ def pad_jvp(g, ans, t, pad_width, mode="constant"):
 def norm_jvp(g, ans, t, x, ord=None, axis=None, keepdims=False):
     # bilinear in (t, gradient of the norm): the x part is a Hessian-vector product
     return ra.norm_vjp(g, x, ord, axis, keepdims), ra.norm_vjp_x(t, g, x, ord, axis, keepdims)
-
-
-def einsum_jvp(g, ans, subscripts, operands, tangents, optimize=False):
-    # the operands' part moves every other operand along its tangent
-    return (ra.einsum_vjp_jvp(g, None, subscripts, operands, tangents, optimize),
-            ra.einsum_vjp(g, subscripts, operands, optimize))
 
 
 # ------------------------------------------------------------------ the NumPy surface helpers

@@ -28,15 +28,10 @@ import pytest
 from conftest import load_source_module
 from test_rules_vjp import DIFF, TABLE, _is_float_leaf
 
-import astjax
 from astjax.errors import DifferentiationError
 
 # name -> why its third derivative is refused (loud, never a silent zero)
 REFUSED_THIRD = {
-    "einsum_vjp": "third derivatives of np.einsum are not implemented",
-    "einsum_vjp_t": "third derivatives of np.einsum are not implemented",
-    "einsum_vjp_ops": "third derivatives of np.einsum are not implemented",
-    "einsum_jvp": "third derivatives of np.einsum are not implemented",
     "norm": "third derivatives of np.linalg.norm are not implemented",
 }
 # name -> reason the sweep does not apply (no float operand to move, ...)
