@@ -642,6 +642,11 @@ register(Primitive("quantile", np.quantile, "np.quantile", _Q, _QD, diff=("a", "
                    sample=lambda r: ((_u(r, (3, 5)), np.array([0, 1])), {"axis": 1})))
 register(Primitive("percentile", np.percentile, "np.percentile", _Q, _QD, diff=("a", "q"),
                    kind="reduction", sample=lambda r: ((_u(r, (3, 5)), 30), {"axis": 0})))
+register(Primitive("average", np.average, "np.average",
+                   ("a", "axis", "weights", "returned", "keepdims"),
+                   {"axis": None, "weights": None, "returned": False, "keepdims": False},
+                   diff=("a", "weights"), kind="reduction",
+                   sample=lambda r: ((_u(r),), {"axis": 1, "weights": _pos(r, (4,))})))
 register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
                    ("a", "n"), diff=("a",), kind="linalg",
                    sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
@@ -1006,3 +1011,10 @@ _helper("refuse_value", ("what", "x"), kind="other",
         reason=_ND + "raises UnsupportedDerivativeError for a differentiated argument")
 _helper("refuse_tangent", ("t", "what"), kind="other",
         reason=_ND + "raises UnsupportedDerivativeError for a non-zero tangent")
+_helper("average_weights", ("weights", "a", "axis", "returned"),
+        {"axis": None, "returned": False}, diff=("weights",),
+        sample=lambda r: ((_pos(r, (4,)), _u(r), 1), {}), meta=("a",))
+_helper("average_weights_lin", ("t", "weights", "a", "axis"), {"axis": None}, diff=("t",),
+        sample=lambda r: ((_u(r, (4,)), _pos(r, (4,)), _u(r), 1), {}), meta=("a",))
+_helper("average_weights_t", ("t", "weights", "a", "axis"), {"axis": None}, diff=("t",),
+        sample=lambda r: ((_u(r), _pos(r, (3, 1)), _u(r)), {}), meta=("a",))

@@ -2192,3 +2192,55 @@ def refuse_tangent(t, what):
     """``None`` for a zero tangent; raises for a non-zero one (np.quantile's q)."""
     if not _zero_tangent(t) and np.any(np.asarray(t) != 0):
         raise UnsupportedDerivativeError(what)
+
+
+# ---------------------------------------------------------------------------
+# np.average
+# ---------------------------------------------------------------------------
+
+
+def _average_spread(weights, a, axis):
+    """``weights`` as np.average reads them: shaped like ``a``, or 1-D along ``axis``."""
+    w = np.asarray(weights)
+    if w.shape != np.shape(a) and w.ndim == 1 and axis is not None and \
+            not isinstance(axis, (tuple, list)):
+        shape = [1] * np.ndim(a)
+        shape[operator.index(axis) % np.ndim(a)] = w.shape[0]
+        w = w.reshape(shape)
+    return np.broadcast_to(w, np.shape(a))
+
+
+def average_weights(weights, a, axis=None, returned=False):
+    """The weights of np.average spread over ``a`` (ones without weights)."""
+    if returned:
+        raise UnsupportedDerivativeError("the derivative of np.average with returned=True "
+                                         "(compute the sum of the weights separately)")
+    if weights is None:
+        return np.ones(np.shape(a), dtype=_float_dtype(a, np.float64))
+    return _average_spread(weights, a, axis)
+
+
+def average_weights_lin(t, weights, a, axis=None):
+    """``average_weights`` as a linear map of the weights: a tangent of the weights
+    spread over ``a`` (None: zero)."""
+    if _zero_tangent(t) or weights is None:
+        return None
+    return _average_spread(t, a, axis)
+
+
+def average_weights_t(t, weights, a, axis=None):
+    """The adjoint of ``average_weights_lin``: a cotangent shaped like ``a`` summed
+    back to the weights' shape."""
+    if t is None or weights is None:
+        return None
+    w = np.asarray(weights)
+    if w.shape != np.shape(a) and w.ndim == 1 and axis is not None and \
+            not isinstance(axis, (tuple, list)):
+        ax = operator.index(axis) % np.ndim(a)
+        t = np.sum(t, axis=tuple(i for i in range(np.ndim(a)) if i != ax))
+    return unbroadcast(t, weights)
+
+
+def average_lane(a, axis=None, weights=None, returned=False, keepdims=False):
+    """np.average with every argument positional (keepdims is keyword-only in NumPy)."""
+    return np.average(a, axis, weights, returned, keepdims=keepdims)

@@ -1122,3 +1122,19 @@ def refuse_value(what, x):
 
 def refuse_tangent(t, what):
     return ra.refuse_tangent(t, what)
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    return rb.per_lane(ra.average_lane, (0, 2), a, axis, weights, returned, keepdims)
+
+
+def average_weights(weights, a, axis=None, returned=False):
+    return rb.per_lane(ra.average_weights, (0, 1), weights, a, axis, returned)
+
+
+def average_weights_lin(t, weights, a, axis=None):
+    return rb.per_lane(ra.average_weights_lin, (0, 1, 2), t, weights, a, axis)
+
+
+def average_weights_t(t, weights, a, axis=None):
+    return rb.per_lane(ra.average_weights_t, (0, 1, 2), t, weights, a, axis)

@@ -1232,3 +1232,24 @@ def quantile_vjp(ans, t, a, q, axis=None, keepdims=False, method="linear", dt=No
 
 def quantile_jvp(ans, t, a, q, axis=None, keepdims=False, method="linear", dt=None):
     return ra.quantile_jvp(dt, a, q, axis, keepdims, method)
+
+
+def average(ans, a, axis=None, weights=None, returned=False, keepdims=False, da=None,
+            dweights=None):
+    w = ra.average_weights(weights, a, axis, returned)
+    sw = np.sum(w, axis=axis, keepdims=True)
+    avg = np.sum(a * w, axis=axis, keepdims=True) / sw
+    dw = ra.average_weights_lin(dweights, weights, a, axis)
+    return np.sum((da * w + (a - avg) * dw) / sw, axis=axis, keepdims=keepdims)
+
+
+def average_weights(ans, weights, a, axis=None, returned=False, dweights=None):
+    return ra.average_weights_lin(dweights, weights, a, axis)
+
+
+def average_weights_lin(ans, t, weights, a, axis=None, dt=None):
+    return ra.average_weights_lin(dt, weights, a, axis)
+
+
+def average_weights_t(ans, t, weights, a, axis=None, dt=None):
+    return ra.average_weights_t(dt, weights, a, axis)

@@ -1302,3 +1302,24 @@ def quantile_vjp(g, ans, t, a, q, axis=None, keepdims=False, method="linear"):
 
 def quantile_jvp(g, ans, t, a, q, axis=None, keepdims=False, method="linear"):
     return ra.quantile_vjp(g, a, q, axis, keepdims, method)
+
+
+def average(g, ans, a, axis=None, weights=None, returned=False, keepdims=False):
+    # sum(a w) / sum(w): the cotangent of a is g w / sum(w), of w g (a - average) / sum(w)
+    w = ra.average_weights(weights, a, axis, returned)
+    sw = np.sum(w, axis=axis, keepdims=True)
+    avg = np.sum(a * w, axis=axis, keepdims=True) / sw
+    gk = ra.unreduce(g, a, axis, keepdims) / sw
+    return gk * w, ra.average_weights_t(gk * (a - avg), weights, a, axis)
+
+
+def average_weights(g, ans, weights, a, axis=None, returned=False):
+    return ra.average_weights_t(g, weights, a, axis)
+
+
+def average_weights_lin(g, ans, t, weights, a, axis=None):
+    return ra.average_weights_t(g, weights, a, axis)
+
+
+def average_weights_t(g, ans, t, weights, a, axis=None):
+    return ra.average_weights_lin(g, weights, a, axis)

@@ -208,6 +208,12 @@ def matrix_powers(x):
         np.linalg.matrix_power(x, 1) ** 2) + np.sum(np.linalg.matrix_power(x, 0))
 
 
+def averages(x):
+    w = np.abs(x[0]) + 0.5
+    return np.sum(np.average(x, axis=1, weights=w) ** 2) + np.average(x) + np.sum(
+        np.average(x, axis=0, weights=x * x + 1.0) * W33[0])
+
+
 PROGRAMS = [
     (r_builder, _v3), (r_directive, _v3), (c_builder, _v3), (linspace_ends, _v3),
     (linspace_open, _v3), (logspace_ends, _v3), (einsum_string, _x33),
@@ -218,7 +224,7 @@ PROGRAMS = [
     (qr_forms, _x53), (eig_real, _x33), (pinv_cross, _x53), (divmod_modf, _x33),
     (gradient_nd, _x33), (shifts_and_friends, _x33), (nan_to_num_angle, _x33),
     (kron_python_float, _x33), (power_zero, _x33), (pad_short, _x33), (quantiles, _x33),
-    (nan_reductions, _x33), (matrix_powers, _x33),
+    (nan_reductions, _x33), (matrix_powers, _x33), (averages, _x33),
 ]
 IDS = [f.__name__ for f, _ in PROGRAMS]
 
