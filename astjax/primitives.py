@@ -647,6 +647,25 @@ register(Primitive("average", np.average, "np.average",
                    {"axis": None, "weights": None, "returned": False, "keepdims": False},
                    diff=("a", "weights"), kind="reduction",
                    sample=lambda r: ((_u(r),), {"axis": 1, "weights": _pos(r, (4,))})))
+# NumPy 2's array-API spellings in numpy.linalg (keyword-only options; matrices and
+# vectors along the last axes).
+register(Primitive("linalg_trace", np.linalg.trace, "np.linalg.trace", ("x", "offset", "dtype"),
+                   {"offset": 0, "dtype": None}, diff=("x",), kind="reduction",
+                   sample=lambda r: ((_u(r, (2, 3, 4)),), {"offset": 1})))
+register(Primitive("linalg_diagonal", np.linalg.diagonal, "np.linalg.diagonal", ("x", "offset"),
+                   {"offset": 0}, diff=("x",), kind="shape",
+                   sample=lambda r: ((_u(r, (2, 4, 3)),), {"offset": -1})))
+register(Primitive("linalg_cross", np.linalg.cross, "np.linalg.cross", ("x1", "x2", "axis"),
+                   {"axis": -1}, diff=("x1", "x2"), kind="linalg",
+                   sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 1))), {"axis": 0})))
+register(Primitive("matrix_norm", np.linalg.matrix_norm, "np.linalg.matrix_norm",
+                   ("x", "keepdims", "ord"), {"keepdims": False, "ord": "fro"}, diff=("x",),
+                   kind="reduction", sample=lambda r: ((_u(r, (2, 3, 4)),), {})))
+register(Primitive("cumulative_sum", np.cumulative_sum, "np.cumulative_sum",
+                   ("x", "axis", "dtype", "out", "include_initial"),
+                   {"axis": None, "dtype": None, "out": None, "include_initial": False},
+                   diff=("x",), kind="reduction",
+                   sample=lambda r: ((_u(r),), {"axis": 1, "include_initial": True})))
 register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
                    ("a", "n"), diff=("a",), kind="linalg",
                    sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
@@ -1018,3 +1037,6 @@ _helper("average_weights_lin", ("t", "weights", "a", "axis"), {"axis": None}, di
         sample=lambda r: ((_u(r, (4,)), _pos(r, (4,)), _u(r), 1), {}), meta=("a",))
 _helper("average_weights_t", ("t", "weights", "a", "axis"), {"axis": None}, diff=("t",),
         sample=lambda r: ((_u(r), _pos(r, (3, 1)), _u(r)), {}), meta=("a",))
+_helper("cumulative_index", ("x", "axis", "include_initial"),
+        {"axis": None, "include_initial": False}, kind="static",
+        reason=_ND + "a static fact about shapes")

@@ -2244,3 +2244,15 @@ def average_weights_t(t, weights, a, axis=None):
 def average_lane(a, axis=None, weights=None, returned=False, keepdims=False):
     """np.average with every argument positional (keepdims is keyword-only in NumPy)."""
     return np.average(a, axis, weights, returned, keepdims=keepdims)
+
+
+def cumulative_index(x, axis=None, include_initial=False):
+    """Index of a reversed running sum giving np.cumulative_sum's cotangent: everything,
+    or (include_initial) all but the first entry along the axis."""
+    ax = 0 if axis is None else operator.index(axis) % builtins.max(np.ndim(x), 1)
+    return (slice(None),) * ax + (slice(1 if include_initial else 0, None),)
+
+
+def cumulative_sum_lane(x, axis=None, dtype=None, out=None, include_initial=False):
+    """np.cumulative_sum with every argument positional (its options are keyword-only)."""
+    return np.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)

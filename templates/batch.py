@@ -1138,3 +1138,27 @@ def average_weights_lin(t, weights, a, axis=None):
 
 def average_weights_t(t, weights, a, axis=None):
     return rb.per_lane(ra.average_weights_t, (0, 1, 2), t, weights, a, axis)
+
+
+def linalg_trace(x, offset=0, dtype=None):
+    return np.trace(x, offset, rb.axis(-2, x), rb.axis(-1, x), dtype=dtype)
+
+
+def linalg_diagonal(x, offset=0):
+    return np.moveaxis(np.diagonal(x, offset, rb.axis(-2, x), rb.axis(-1, x)), -1, -2)
+
+
+def linalg_cross(x1, x2, axis=-1):
+    return rb.per_lane(np.cross, (0, 1), x1, x2, axis, axis, axis)
+
+
+def matrix_norm(x, keepdims=False, ord="fro"):
+    return rb.norm(x, ord, (-2, -1), keepdims)
+
+
+def cumulative_sum(x, axis=None, dtype=None, out=None, include_initial=False):
+    return rb.per_lane(ra.cumulative_sum_lane, (0,), x, axis, dtype, None, include_initial)
+
+
+def cumulative_index(x, axis=None, include_initial=False):
+    return ra.cumulative_index(rb.example(x), axis, include_initial)

@@ -1253,3 +1253,23 @@ def average_weights_lin(ans, t, weights, a, axis=None, dt=None):
 
 def average_weights_t(ans, t, weights, a, axis=None, dt=None):
     return ra.average_weights_t(dt, weights, a, axis)
+
+
+def linalg_trace(ans, x, offset=0, dtype=None, dx=None):
+    return np.trace(dx, offset, -2, -1)
+
+
+def linalg_diagonal(ans, x, offset=0, dx=None):
+    return np.diagonal(dx, offset, -2, -1)
+
+
+def linalg_cross(ans, x1, x2, axis=-1, dx1=None, dx2=None):
+    return np.cross(dx1, x2, axis, axis, axis) + np.cross(x1, dx2, axis, axis, axis)
+
+
+def matrix_norm(ans, x, keepdims=False, ord="fro", dx=None):
+    return ra.norm_jvp(dx, x, ord, (-2, -1), keepdims)
+
+
+def cumulative_sum(ans, x, axis=None, dtype=None, out=None, include_initial=False, dx=None):
+    return ra.tangent_like(np.cumulative_sum(dx, axis=axis, include_initial=include_initial), ans)

@@ -1323,3 +1323,27 @@ def average_weights_lin(g, ans, t, weights, a, axis=None):
 
 def average_weights_t(g, ans, t, weights, a, axis=None):
     return ra.average_weights_lin(g, weights, a, axis)
+
+
+def linalg_trace(g, ans, x, offset=0, dtype=None):
+    return ra.diagonal_vjp(np.expand_dims(g, -1), x, offset, -2, -1)
+
+
+def linalg_diagonal(g, ans, x, offset=0):
+    return ra.diagonal_vjp(g, x, offset, -2, -1)
+
+
+def linalg_cross(g, ans, x1, x2, axis=-1):
+    return (ra.unbroadcast(np.cross(x2, g, axis, axis, axis), x1),
+            ra.unbroadcast(np.cross(g, x1, axis, axis, axis), x2))
+
+
+def matrix_norm(g, ans, x, keepdims=False, ord="fro"):
+    return ra.norm_vjp(g, x, ord, (-2, -1), keepdims)
+
+
+def cumulative_sum(g, ans, x, axis=None, dtype=None, out=None, include_initial=False):
+    # a reversed running sum of g (without its first entry when the initial 0 is there)
+    ax = ra.cum_axis(axis)
+    rev = np.flip(np.cumsum(np.flip(g, ax), ax), ax)
+    return ra.cast_like(ra.getitem(rev, ra.cumulative_index(x, axis, include_initial)), x)

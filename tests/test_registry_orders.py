@@ -33,6 +33,7 @@ from astjax.errors import DifferentiationError
 # name -> why its third derivative is refused (loud, never a silent zero)
 REFUSED_THIRD = {
     "norm": "third derivatives of np.linalg.norm are not implemented",
+    "matrix_norm": "third derivatives of np.linalg.norm are not implemented",
 }
 # name -> reason the sweep does not apply (no float operand to move, ...)
 NOT_APPLICABLE = {}

@@ -132,6 +132,7 @@ EXTRA = {
     "power_block_index": (lambda r: ((_u(r, (2, 3, 3)), 1), {}), ("x",)),
     "quantile": (lambda r: ((_u(r, (3, 5)), np.array([0.2, 0.9])), {"axis": 1}), ("a",)),
     "percentile": (lambda r: ((_u(r, (3, 5)), 35.0), {}), ("a",)),
+    "cumulative_index": (lambda r: ((_u(r, (3, 4)), 1, True), {}), ("x",)),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("s", "t", "x", "y")),
