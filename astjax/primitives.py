@@ -666,6 +666,13 @@ register(Primitive("cumulative_sum", np.cumulative_sum, "np.cumulative_sum",
                    {"axis": None, "dtype": None, "out": None, "include_initial": False},
                    diff=("x",), kind="reduction",
                    sample=lambda r: ((_u(r),), {"axis": 1, "include_initial": True})))
+register(Primitive("multi_dot", np.linalg.multi_dot, "np.linalg.multi_dot", ("arrays", "out"),
+                   {"out": None}, diff=("arrays",), kind="linalg",
+                   sample=lambda r: (([_u(r, (3,)), _u(r, (3, 4)), _u(r, (4, 2))],), {})))
+register(Primitive("ediff1d", np.ediff1d, "np.ediff1d", ("ary", "to_end", "to_begin"),
+                   {"to_end": None, "to_begin": None}, diff=("ary", "to_end", "to_begin"),
+                   kind="shape",
+                   sample=lambda r: ((_u(r, (2, 3)),), {"to_end": _u(r, (2,)), "to_begin": 1.5})))
 register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
                    ("a", "n"), diff=("a",), kind="linalg",
                    sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
@@ -1040,3 +1047,11 @@ _helper("average_weights_t", ("t", "weights", "a", "axis"), {"axis": None}, diff
 _helper("cumulative_index", ("x", "axis", "include_initial"),
         {"axis": None, "include_initial": False}, kind="static",
         reason=_ND + "a static fact about shapes")
+_helper("multi_dot_plan", ("arrays",), kind="static", reason=_ND + "a static plan of einsums")
+_helper("ediff1d_index", ("ary", "to_end", "to_begin", "which"),
+        {"to_end": None, "to_begin": None, "which": 0}, kind="static",
+        reason=_ND + "a static fact about shapes")
+_helper("tangent_where", ("t", "x"), diff=("t",), sample=lambda r: ((_u(r, (3,)), _u(r, (3,))), {}))
+_helper("ediff1d_lin", ("t", "t_end", "t_begin", "ary", "to_end", "to_begin"),
+        {"to_end": None, "to_begin": None}, diff=("t", "t_end", "t_begin"),
+        sample=lambda r: ((_u(r, (4,)), None, _u(r, (2,)), _u(r, (4,)), None, _u(r, (2,))), {}))

@@ -2256,3 +2256,59 @@ def cumulative_index(x, axis=None, include_initial=False):
 def cumulative_sum_lane(x, axis=None, dtype=None, out=None, include_initial=False):
     """np.cumulative_sum with every argument positional (its options are keyword-only)."""
     return np.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+# ---------------------------------------------------------------------------
+# np.linalg.multi_dot (an einsum chain), np.ediff1d
+# ---------------------------------------------------------------------------
+
+
+def multi_dot_plan(arrays):
+    """np.linalg.multi_dot(arrays) as one einsum chain "ab,bc,cd->ad" (a 1-D first or
+    last array drops its outer letter), so its rules are einsum_multi's."""
+    arrays = list(arrays)
+    n = len(arrays)
+    letters = _EINSUM_LETTERS[:n + 1]
+    specs = [letters[i:i + 2] for i in range(n)]
+    first_vec, last_vec = np.ndim(arrays[0]) == 1, np.ndim(arrays[-1]) == 1
+    if first_vec:
+        specs[0] = specs[0][1:]
+    if last_vec:
+        specs[-1] = specs[-1][:-1]
+    out = ("" if first_vec else letters[0]) + ("" if last_vec else letters[n])
+    sizes = {}
+    for s, a in zip(specs, arrays):
+        for c, d in zip(s, np.shape(a)):
+            sizes[c] = d
+    dtype = np.result_type(*[np.asarray(a).dtype for a in arrays])
+    term = EinsumTerm((",".join(specs) + "->" + out, tuple(range(n)), (), (sizes, dtype)))
+    return EinsumPlan(((term,), tuple(_LEAF for _ in arrays)))
+
+
+def ediff1d_index(ary, to_end=None, to_begin=None, which=0):
+    """Index of np.ediff1d's result taken by to_begin (which 0), the differences (1),
+    or to_end (2)."""
+    nb = 0 if to_begin is None else int(np.size(to_begin))
+    nd = builtins.max(int(np.size(ary)) - 1, 0)
+    return (slice(0, nb), slice(nb, nb + nd), slice(nb + nd, None))[which]
+
+
+def tangent_where(t, x):
+    """A tangent for an optional argument ``x``: None when ``x`` is absent (None), zeros
+    shaped like ``x`` for a zero tangent, else ``t``."""
+    if x is None:
+        return None
+    if _zero_tangent(t):
+        return _zeros(x)
+    if isinstance(t, (list, tuple)):   # a list argument's tangents (None: zero)
+        return pack_cots(t, np.zeros(np.shape(x)))
+    return t
+
+
+def ediff1d_lin(t, t_end, t_begin, ary, to_end=None, to_begin=None):
+    """np.ediff1d of tangents (None: zero; an absent to_end/to_begin stays absent):
+    np.ediff1d is linear in all three."""
+    if _zero_tangent(t) and _zero_tangent(t_end) and _zero_tangent(t_begin):
+        return None
+    return np.ediff1d(_zeros(ary) if _zero_tangent(t) else t, tangent_where(t_end, to_end),
+                      tangent_where(t_begin, to_begin))

@@ -1162,3 +1162,28 @@ def cumulative_sum(x, axis=None, dtype=None, out=None, include_initial=False):
 
 def cumulative_index(x, axis=None, include_initial=False):
     return ra.cumulative_index(rb.example(x), axis, include_initial)
+
+
+def multi_dot(arrays, out=None):
+    return rb.einsum_multi(ra.multi_dot_plan(rb.example(arrays)), arrays)
+
+
+def multi_dot_plan(arrays):
+    return ra.multi_dot_plan(rb.example(arrays))
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    return rb.per_lane(np.ediff1d, (0, 1, 2), ary, to_end, to_begin)
+
+
+def ediff1d_index(ary, to_end=None, to_begin=None, which=0):
+    return ra.ediff1d_index(rb.example(ary), rb.example(to_end), rb.example(to_begin), which)
+
+
+def tangent_where(t, x):
+    return ra.tangent_where(t, x)
+
+
+def ediff1d_lin(t, t_end, t_begin, ary, to_end=None, to_begin=None):
+    return rb.per_lane(ra.ediff1d_lin, (0, 1, 2, 3, 4, 5), t, t_end, t_begin, ary, to_end,
+                       to_begin)

@@ -1273,3 +1273,22 @@ def matrix_norm(ans, x, keepdims=False, ord="fro", dx=None):
 
 def cumulative_sum(ans, x, axis=None, dtype=None, out=None, include_initial=False, dx=None):
     return ra.tangent_like(np.cumulative_sum(dx, axis=axis, include_initial=include_initial), ans)
+
+
+def multi_dot(ans, arrays, out=None, darrays=None):
+    plan = ra.multi_dot_plan(arrays)
+    return ra.einsum_multi(ra.einsum_plans_j(plan, arrays), ra.group2(arrays, darrays))
+
+
+def ediff1d(ans, ary, to_end=None, to_begin=None, dary=None, dto_end=None, dto_begin=None):
+    # linear in all three (an absent to_end/to_begin stays absent in the tangent)
+    return ra.ediff1d_lin(dary, dto_end, dto_begin, ary, to_end, to_begin)
+
+
+def tangent_where(ans, t, x, dt=None):
+    return ra.tangent_where(dt, x)
+
+
+def ediff1d_lin(ans, t, t_end, t_begin, ary, to_end=None, to_begin=None, dt=None, dt_end=None,
+                dt_begin=None):
+    return ra.ediff1d_lin(dt, dt_end, dt_begin, ary, to_end, to_begin)

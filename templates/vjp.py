@@ -1347,3 +1347,28 @@ def cumulative_sum(g, ans, x, axis=None, dtype=None, out=None, include_initial=F
     ax = ra.cum_axis(axis)
     rev = np.flip(np.cumsum(np.flip(g, ax), ax), ax)
     return ra.cast_like(ra.getitem(rev, ra.cumulative_index(x, axis, include_initial)), x)
+
+
+def multi_dot(g, ans, arrays, out=None):
+    # one einsum chain: its cotangents are einsum_multi's (any order)
+    plan = ra.multi_dot_plan(arrays)
+    return ra.einsum_multi(ra.einsum_plans_t(plan, arrays), ra.group2(g, arrays))
+
+
+def ediff1d(g, ans, ary, to_end=None, to_begin=None):
+    # [to_begin, differences of the flattened ary, to_end]
+    gd = ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 1))
+    ga = np.reshape(ra.diff_vjp(gd, np.ravel(ary)), np.shape(ary))
+    return (ga, ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 2)), to_end),
+            ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 0)), to_begin))
+
+
+def tangent_where(g, ans, t, x):
+    return ra.tangent_where(g, x)
+
+
+def ediff1d_lin(g, ans, t, t_end, t_begin, ary, to_end=None, to_begin=None):
+    gd = ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 1))
+    ga = np.reshape(ra.diff_vjp(gd, np.ravel(ary)), np.shape(ary))
+    return (ga, ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 2)), to_end),
+            ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 0)), to_begin))

@@ -133,6 +133,9 @@ EXTRA = {
     "quantile": (lambda r: ((_u(r, (3, 5)), np.array([0.2, 0.9])), {"axis": 1}), ("a",)),
     "percentile": (lambda r: ((_u(r, (3, 5)), 35.0), {}), ("a",)),
     "cumulative_index": (lambda r: ((_u(r, (3, 4)), 1, True), {}), ("x",)),
+    "ediff1d_index": (lambda r: ((_u(r, (2, 3)), _u(r, (2,)), 1.5, 2), {}), ("ary",)),
+    "ediff1d_lin": (lambda r: ((_u(r, (4,)), _u(r, (1,)), _u(r, (2,)), _u(r, (4,)), _u(r, (1,)),
+                               _u(r, (2,))), {}), ("t", "t_end", "t_begin")),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("s", "t", "x", "y")),
@@ -195,7 +198,8 @@ SKIP = {
     "refuse_tangent": "raises for a non-zero tangent by design; None otherwise (no data)",
     **{n: "einsum plans are static objects, not arguments vmap takes; vmap of np.einsum's "
           "rules is checked in test_surface and test_registry_orders"
-       for n in ("einsum_multi", "einsum_plan", "einsum_plans_t", "einsum_plans_j")},
+       for n in ("einsum_multi", "einsum_plan", "einsum_plans_t", "einsum_plans_j",
+                 "multi_dot_plan")},
     "unsupported_jvp": "raises NotImplementedError unless every tangent is None: no data",
     "not_none": "an `is not None` test on structure, never batched",
     "clamp_index": "lax.switch index: checked in test_vmap (batched index -> select)",

@@ -214,6 +214,11 @@ def averages(x):
         np.average(x, axis=0, weights=x * x + 1.0) * W33[0])
 
 
+def chains_and_differences(x):
+    return np.sum(np.linalg.multi_dot([x, x * 0.5, W33, x[0]]) ** 2) + np.sum(
+        np.ediff1d(x, to_begin=x[0, 0], to_end=[1.0, x[1, 1]]) ** 2)
+
+
 PROGRAMS = [
     (r_builder, _v3), (r_directive, _v3), (c_builder, _v3), (linspace_ends, _v3),
     (linspace_open, _v3), (logspace_ends, _v3), (einsum_string, _x33),
@@ -225,6 +230,7 @@ PROGRAMS = [
     (gradient_nd, _x33), (shifts_and_friends, _x33), (nan_to_num_angle, _x33),
     (kron_python_float, _x33), (power_zero, _x33), (pad_short, _x33), (quantiles, _x33),
     (nan_reductions, _x33), (matrix_powers, _x33), (averages, _x33),
+    (chains_and_differences, _x33),
 ]
 IDS = [f.__name__ for f, _ in PROGRAMS]
 
