@@ -673,6 +673,12 @@ register(Primitive("ediff1d", np.ediff1d, "np.ediff1d", ("ary", "to_end", "to_be
                    {"to_end": None, "to_begin": None}, diff=("ary", "to_end", "to_begin"),
                    kind="shape",
                    sample=lambda r: ((_u(r, (2, 3)),), {"to_end": _u(r, (2,)), "to_begin": 1.5})))
+# np.cov: differentiated in m; y and the weights are refused (ra.cov_scale).
+register(Primitive("cov", np.cov, "np.cov",
+                   ("m", "y", "rowvar", "bias", "ddof", "fweights", "aweights", "dtype"),
+                   {"y": None, "rowvar": True, "bias": False, "ddof": None, "fweights": None,
+                    "aweights": None, "dtype": None}, diff=("m",), kind="reduction",
+                   sample=lambda r: ((_u(r, (3, 5)),), {})))
 register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
                    ("a", "n"), diff=("a",), kind="linalg",
                    sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
@@ -1055,3 +1061,11 @@ _helper("tangent_where", ("t", "x"), diff=("t",), sample=lambda r: ((_u(r, (3,))
 _helper("ediff1d_lin", ("t", "t_end", "t_begin", "ary", "to_end", "to_begin"),
         {"to_end": None, "to_begin": None}, diff=("t", "t_end", "t_begin"),
         sample=lambda r: ((_u(r, (4,)), None, _u(r, (2,)), _u(r, (4,)), None, _u(r, (2,))), {}))
+_helper("cov_rows", ("m", "rowvar"), {"rowvar": True}, diff=("m",),
+        sample=lambda r: ((_u(r, (5, 3)), False), {}))
+_helper("cov_rows_t", ("t", "m", "rowvar"), {"rowvar": True}, diff=("t",),
+        sample=lambda r: ((_u(r, (3, 5)), _u(r, (5, 3)), False), {}), meta=("m",))
+_helper("cov_scale", ("x", "y", "bias", "ddof", "fweights", "aweights"),
+        {"y": None, "bias": False, "ddof": None, "fweights": None, "aweights": None},
+        kind="static", reason=_ND + "a static fact about shapes")
+_helper("reduced_shape_of", ("xc",), kind="static", reason=_ND + "a static fact about shapes")

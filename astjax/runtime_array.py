@@ -2312,3 +2312,44 @@ def ediff1d_lin(t, t_end, t_begin, ary, to_end=None, to_begin=None):
         return None
     return np.ediff1d(_zeros(ary) if _zero_tangent(t) else t, tangent_where(t_end, to_end),
                       tangent_where(t_begin, to_begin))
+
+
+# ---------------------------------------------------------------------------
+# np.cov (no y, no weights)
+# ---------------------------------------------------------------------------
+
+
+def cov_rows(m, rowvar=True):
+    """The observations np.cov works on: one variable per row (None: zero)."""
+    if m is None:
+        return None
+    x = np.atleast_2d(m)
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    return x
+
+
+def cov_rows_t(t, m, rowvar=True):
+    """The adjoint of ``cov_rows``: rows back to ``m``'s layout."""
+    if t is None:
+        return None
+    t = np.asarray(t)
+    if not rowvar and np.atleast_2d(m).shape[0] != 1:
+        t = t.T
+    return _fit_dtype(np.reshape(t, np.shape(m)), m)
+
+
+def cov_scale(x, y=None, bias=False, ddof=None, fweights=None, aweights=None):
+    """1 / (N - ddof) of np.cov; its derivative is implemented without y and weights."""
+    if y is not None or fweights is not None or aweights is not None:
+        raise UnsupportedDerivativeError("the derivative of np.cov with y, fweights or "
+                                         "aweights (stack the variables into m)")
+    n = np.shape(x)[-1]
+    d = (0 if bias else 1) if ddof is None else ddof
+    return 1.0 / (n - d)
+
+
+def reduced_shape_of(xc):
+    """The (k, k) shape of np.cov's result for k variables (np.cov squeezes it)."""
+    k = np.shape(xc)[0]
+    return (k, k)

@@ -1187,3 +1187,24 @@ def tangent_where(t, x):
 def ediff1d_lin(t, t_end, t_begin, ary, to_end=None, to_begin=None):
     return rb.per_lane(ra.ediff1d_lin, (0, 1, 2, 3, 4, 5), t, t_end, t_begin, ary, to_end,
                        to_begin)
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None):
+    return rb.per_lane(np.cov, (0, 1, 5, 6), m, y, rowvar, bias, ddof, fweights, aweights)
+
+
+def cov_rows(m, rowvar=True):
+    return rb.per_lane(ra.cov_rows, (0,), m, rowvar)
+
+
+def cov_rows_t(t, m, rowvar=True):
+    return rb.per_lane(ra.cov_rows_t, (0, 1), t, m, rowvar)
+
+
+def cov_scale(x, y=None, bias=False, ddof=None, fweights=None, aweights=None):
+    return ra.cov_scale(rb.example(x), y, bias, ddof, fweights, aweights)
+
+
+def reduced_shape_of(xc):
+    return ra.reduced_shape_of(rb.example(xc))

@@ -1292,3 +1292,22 @@ def tangent_where(ans, t, x, dt=None):
 def ediff1d_lin(ans, t, t_end, t_begin, ary, to_end=None, to_begin=None, dt=None, dt_end=None,
                 dt_begin=None):
     return ra.ediff1d_lin(dt, dt_end, dt_begin, ary, to_end, to_begin)
+
+
+def cov(ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None, dm=None):
+    x = ra.cov_rows(m, rowvar)
+    xc = x - np.mean(x, axis=1, keepdims=True)
+    s = ra.cov_scale(x, y, bias, ddof, fweights, aweights)
+    dx = ra.cov_rows(dm, rowvar)
+    dxc = dx - np.mean(dx, axis=1, keepdims=True)
+    dc = np.matmul(dxc, np.swapaxes(xc, -1, -2)) + np.matmul(xc, np.swapaxes(dxc, -1, -2))
+    return ra.tangent_like(np.reshape(dc * s, np.shape(ans)), ans)   # (NumPy: float64)
+
+
+def cov_rows(ans, m, rowvar=True, dm=None):
+    return ra.cov_rows(dm, rowvar)
+
+
+def cov_rows_t(ans, t, m, rowvar=True, dt=None):
+    return ra.cov_rows_t(dt, m, rowvar)

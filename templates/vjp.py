@@ -1372,3 +1372,22 @@ def ediff1d_lin(g, ans, t, t_end, t_begin, ary, to_end=None, to_begin=None):
     ga = np.reshape(ra.diff_vjp(gd, np.ravel(ary)), np.shape(ary))
     return (ga, ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 2)), to_end),
             ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 0)), to_begin))
+
+
+def cov(g, ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None):
+    # C = Xc Xc^T s, Xc the centred rows: gX = (g + g^T) Xc s (rows of Xc sum to 0, so
+    # the centring needs no term of its own)
+    x = ra.cov_rows(m, rowvar)
+    xc = x - np.mean(x, axis=1, keepdims=True)
+    s = ra.cov_scale(x, y, bias, ddof, fweights, aweights)
+    g2 = np.reshape(g, ra.reduced_shape_of(xc))
+    return ra.cov_rows_t(np.matmul(g2 + np.swapaxes(g2, -1, -2), xc) * s, m, rowvar)
+
+
+def cov_rows(g, ans, m, rowvar=True):
+    return ra.cov_rows_t(g, m, rowvar)
+
+
+def cov_rows_t(g, ans, t, m, rowvar=True):
+    return ra.cov_rows(g, rowvar)

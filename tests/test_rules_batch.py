@@ -136,6 +136,8 @@ EXTRA = {
     "ediff1d_index": (lambda r: ((_u(r, (2, 3)), _u(r, (2,)), 1.5, 2), {}), ("ary",)),
     "ediff1d_lin": (lambda r: ((_u(r, (4,)), _u(r, (1,)), _u(r, (2,)), _u(r, (4,)), _u(r, (1,)),
                                _u(r, (2,))), {}), ("t", "t_end", "t_begin")),
+    "cov_scale": (lambda r: ((_u(r, (3, 5)),), {"ddof": 2}), ("x",)),
+    "reduced_shape_of": (lambda r: ((_u(r, (3, 5)),), {}), ("xc",)),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("s", "t", "x", "y")),

@@ -614,6 +614,8 @@ EXTRA = [
                              {})),
     ("ediff1d", lambda r: ((_u(r, (5,)),), {})),
     ("ediff1d", lambda r: ((_u(r, (2, 2)),), {"to_begin": _u(r, (3,))})),
+    ("cov", lambda r: ((_u(r, (6, 2)),), {"rowvar": False, "ddof": 0})),
+    ("cov", lambda r: ((_u(r, (5,)),), {"bias": True})),
     ("matrix_power", lambda r: ((_u(r, (3, 3)),), {"n": 0})),
     ("matrix_power", lambda r: ((_u(r, (4, 4)) * 0.5, 1), {})),
     ("matrix_power", lambda r: ((_u(r, (2, 2)), 5), {})),

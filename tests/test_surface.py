@@ -219,6 +219,10 @@ def chains_and_differences(x):
         np.ediff1d(x, to_begin=x[0, 0], to_end=[1.0, x[1, 1]]) ** 2)
 
 
+def covariance(x):
+    return np.sum(np.cov(x) * W33) + np.sum(np.cov(x, rowvar=False, ddof=0) ** 2) + np.cov(x[0])
+
+
 PROGRAMS = [
     (r_builder, _v3), (r_directive, _v3), (c_builder, _v3), (linspace_ends, _v3),
     (linspace_open, _v3), (logspace_ends, _v3), (einsum_string, _x33),
@@ -230,7 +234,7 @@ PROGRAMS = [
     (gradient_nd, _x33), (shifts_and_friends, _x33), (nan_to_num_angle, _x33),
     (kron_python_float, _x33), (power_zero, _x33), (pad_short, _x33), (quantiles, _x33),
     (nan_reductions, _x33), (matrix_powers, _x33), (averages, _x33),
-    (chains_and_differences, _x33),
+    (chains_and_differences, _x33), (covariance, _x33),
 ]
 IDS = [f.__name__ for f, _ in PROGRAMS]
 
