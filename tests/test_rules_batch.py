@@ -587,3 +587,4 @@ def test_templates_mirror_their_primitives():
         assert _template_params(fn) == P.REGISTRY[base].params, (
             f"templates/batch.py: {name}{_template_params(fn)} does not mirror "
             f"{base}{P.REGISTRY[base].params}")
+
