@@ -679,6 +679,15 @@ register(Primitive("cov", np.cov, "np.cov",
                    {"y": None, "rowvar": True, "bias": False, "ddof": None, "fweights": None,
                     "aweights": None, "dtype": None}, diff=("m",), kind="reduction",
                    sample=lambda r: ((_u(r, (3, 5)),), {})))
+# np.interp: in x (piecewise linear; at a knot the interval to its right, as JAX), fp,
+# left and right; xp and period refused.
+register(Primitive("interp", np.interp, "np.interp", ("x", "xp", "fp", "left", "right", "period"),
+                   {"left": None, "right": None, "period": None},
+                   diff=("x", "xp", "fp", "left", "right"), kind="elementwise",
+                   # (integer knots: float knots are a differentiated xp, refused)
+                   sample=lambda r: ((np.array([[-0.3, 0.2, 0.7], [1.1, 3.9, 4.4]]),
+                                      np.array([0, 1, 3, 4]), _u(r, (4,))),
+                                     {"left": -1.5, "right": _u(r, ())})))
 register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
                    ("a", "n"), diff=("a",), kind="linalg",
                    sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
@@ -1069,3 +1078,11 @@ _helper("cov_scale", ("x", "y", "bias", "ddof", "fweights", "aweights"),
         {"y": None, "bias": False, "ddof": None, "fweights": None, "aweights": None},
         kind="static", reason=_ND + "a static fact about shapes")
 _helper("reduced_shape_of", ("xc",), kind="static", reason=_ND + "a static fact about shapes")
+_helper("interp_basis", ("x", "xp", "left", "right", "period"),
+        {"left": None, "right": None, "period": None}, diff=("x",),
+        sample=lambda r: ((np.array([0.2, 0.7, 1.9]), np.array([0.0, 0.5, 1.5, 2.0])), {}))
+_helper("interp_slopes", ("x", "xp", "left", "right", "period"),
+        {"left": None, "right": None, "period": None}, kind="compare",
+        reason=_ND + "a piecewise-constant mask")
+_helper("interp_outside", ("x", "xp", "which"), {"which": 0}, kind="compare",
+        reason=_ND + "a piecewise-constant mask")

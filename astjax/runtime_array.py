@@ -1788,8 +1788,7 @@ def refuse_tangents(t, ts):
     """``t``, when every tangent in ``ts`` is zero (np.gradient's spacing arguments,
     which astjax does not differentiate; forward mode may pass concrete zeros for
     constants); raises otherwise."""
-    if ts is not None and any(not _zero_tangent(x) and np.any(np.asarray(x) != 0)
-                              for x in ts):
+    if ts is not None and not _all_zero(ts):
         raise UnsupportedDerivativeError("the derivative of np.gradient in its spacing "
                                          "arguments")
     return t
@@ -2188,10 +2187,20 @@ def refuse_value(what, x):
     return None
 
 
+def _all_zero(t):
+    if _zero_tangent(t):
+        return True
+    if isinstance(t, (list, tuple)):
+        return all(_all_zero(v) for v in t)
+    return not np.any(np.asarray(t) != 0)
+
+
 def refuse_tangent(t, what):
-    """``None`` for a zero tangent; raises for a non-zero one (np.quantile's q)."""
-    if not _zero_tangent(t) and np.any(np.asarray(t) != 0):
+    """0.0 (a term to add) for a zero tangent; raises for a non-zero one (np.quantile's
+    q, np.interp's xp)."""
+    if not _all_zero(t):
         raise UnsupportedDerivativeError(what)
+    return 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -2353,3 +2362,53 @@ def reduced_shape_of(xc):
     """The (k, k) shape of np.cov's result for k variables (np.cov squeezes it)."""
     k = np.shape(xc)[0]
     return (k, k)
+
+
+# ---------------------------------------------------------------------------
+# np.interp: linear in fp (hat functions of x), piecewise linear in x
+# ---------------------------------------------------------------------------
+
+
+def _interp_check(period):
+    if period is not None:
+        raise UnsupportedDerivativeError("the derivative of np.interp with period")
+
+
+def interp_basis(x, xp, left=None, right=None, period=None):
+    """The hat functions of np.interp: B[..., k] = np.interp(x, xp, e_k) (zero outside
+    [xp[0], xp[-1]] where left/right give the value), so np.interp(x, xp, fp) is
+    sum_k B[..., k] fp[k] (+ left/right where they apply)."""
+    _interp_check(period)
+    xp = np.asarray(xp)
+    n = xp.shape[0]
+    eye = np.eye(n)
+    lo = None if left is None else 0.0
+    hi = None if right is None else 0.0
+    out = np.stack([np.interp(x, xp, eye[k], lo, hi) for k in range(n)], axis=-1)
+    return out.astype(_float_dtype(x, np.float64), copy=False)
+
+
+def interp_slopes(x, xp, left=None, right=None, period=None):
+    """d B / d x: piecewise constant (at a knot, the interval to its right, as
+    jnp.interp; zero outside [xp[0], xp[-1]])."""
+    _interp_check(period)
+    x0 = x
+    xp = np.asarray(xp, dtype=np.float64)
+    n = xp.shape[0]
+    x = np.asarray(x, dtype=np.float64)
+    i = np.clip(np.searchsorted(xp, x, side="right"), 1, n - 1)
+    width = xp[i] - xp[i - 1]
+    inside = (x >= xp[0]) & (x <= xp[-1])
+    s = np.zeros(x.shape + (n,))
+    slope = np.where(inside, 1.0 / width, 0.0)
+    np.put_along_axis(s, (i - 1)[..., None], -slope[..., None], axis=-1)
+    np.put_along_axis(s, i[..., None], slope[..., None], axis=-1)
+    return s.astype(_float_dtype(x0, np.float64), copy=False)
+
+
+def interp_outside(x, xp, which=0):
+    """Where np.interp's ``left`` (which 0: x < xp[0]) or ``right`` (1: x > xp[-1])
+    gives the value (a constant mask)."""
+    xp = np.asarray(xp)
+    x = np.asarray(x)
+    return (x < xp[0]) if which == 0 else (x > xp[-1])

@@ -1208,3 +1208,19 @@ def cov_scale(x, y=None, bias=False, ddof=None, fweights=None, aweights=None):
 
 def reduced_shape_of(xc):
     return ra.reduced_shape_of(rb.example(xc))
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    return rb.per_lane(np.interp, (0, 1, 2, 3, 4), x, xp, fp, left, right, period)
+
+
+def interp_basis(x, xp, left=None, right=None, period=None):
+    return rb.per_lane(ra.interp_basis, (0, 1, 2, 3), x, xp, left, right, period)
+
+
+def interp_slopes(x, xp, left=None, right=None, period=None):
+    return rb.per_lane(ra.interp_slopes, (0, 1, 2, 3), x, xp, left, right, period)
+
+
+def interp_outside(x, xp, which=0):
+    return rb.per_lane(ra.interp_outside, (0, 1), x, xp, which)

@@ -1311,3 +1311,16 @@ def cov_rows(ans, m, rowvar=True, dm=None):
 
 def cov_rows_t(ans, t, m, rowvar=True, dt=None):
     return ra.cov_rows_t(dt, m, rowvar)
+
+
+def interp(ans, x, xp, fp, left=None, right=None, period=None, dx=None, dxp=None, dfp=None,
+           dleft=None, dright=None):
+    b = ra.interp_basis(x, xp, left, right, period)
+    slope = np.sum(ra.interp_slopes(x, xp, left, right, period) * fp, axis=-1)
+    return (dx * slope + np.sum(b * dfp, axis=-1) + ra.interp_outside(x, xp, 0) * dleft
+            + ra.interp_outside(x, xp, 1) * dright
+            + ra.refuse_tangent(dxp, "the derivative of np.interp in xp"))
+
+
+def interp_basis(ans, x, xp, left=None, right=None, period=None, dx=None):
+    return np.expand_dims(dx, -1) * ra.interp_slopes(x, xp, left, right, period)

@@ -1391,3 +1391,18 @@ def cov_rows(g, ans, m, rowvar=True):
 
 def cov_rows_t(g, ans, t, m, rowvar=True):
     return ra.cov_rows(g, rowvar)
+
+
+def interp(g, ans, x, xp, fp, left=None, right=None, period=None):
+    # sum_k B_k(x) fp_k, B the hat functions (+ left/right outside [xp[0], xp[-1]])
+    b = ra.interp_basis(x, xp, left, right, period)
+    slope = np.sum(ra.interp_slopes(x, xp, left, right, period) * fp, axis=-1)
+    return (ra.unbroadcast(g * slope, x),
+            ra.refuse_value("the derivative of np.interp in xp", xp),
+            ra.asarray_vjp(ra.unbroadcast(np.expand_dims(g, -1) * b, fp), fp),
+            ra.unbroadcast(g * ra.interp_outside(x, xp, 0), left),
+            ra.unbroadcast(g * ra.interp_outside(x, xp, 1), right))
+
+
+def interp_basis(g, ans, x, xp, left=None, right=None, period=None):
+    return ra.unbroadcast(np.sum(g * ra.interp_slopes(x, xp, left, right, period), axis=-1), x)

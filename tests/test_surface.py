@@ -223,6 +223,14 @@ def covariance(x):
     return np.sum(np.cov(x) * W33) + np.sum(np.cov(x, rowvar=False, ddof=0) ** 2) + np.cov(x[0])
 
 
+XP = np.array([-1.0, -0.2, 0.4, 1.5])
+
+
+def interpolation(x):
+    return np.sum(np.interp(x * 0.9 + 0.05, XP, x[0, :3].repeat(2)[:4] ** 2) * W33) + np.sum(
+        np.interp(x[1], XP, np.cos(XP), left=x[2, 0], right=-1.0) ** 2)
+
+
 PROGRAMS = [
     (r_builder, _v3), (r_directive, _v3), (c_builder, _v3), (linspace_ends, _v3),
     (linspace_open, _v3), (logspace_ends, _v3), (einsum_string, _x33),
@@ -234,7 +242,7 @@ PROGRAMS = [
     (gradient_nd, _x33), (shifts_and_friends, _x33), (nan_to_num_angle, _x33),
     (kron_python_float, _x33), (power_zero, _x33), (pad_short, _x33), (quantiles, _x33),
     (nan_reductions, _x33), (matrix_powers, _x33), (averages, _x33),
-    (chains_and_differences, _x33), (covariance, _x33),
+    (chains_and_differences, _x33), (covariance, _x33), (interpolation, _x33),
 ]
 IDS = [f.__name__ for f, _ in PROGRAMS]
 
