@@ -776,6 +776,11 @@ register(Primitive("index_concat", ra.index_concat, "ra.index_concat", ("which",
 
 register(Primitive("shape", np.shape, "np.shape", ("a",), kind="static", attribute="shape",
                    reason=_ND + "a static shape"))
+# np.shape(x) as a call (x.shape is the attribute spelling above): templates call it on
+# operands that may be Python scalars, where generated code must not write ``x.shape``.
+register(Primitive("np_shape", np.shape, "np.shape", ("a",), kind="static",
+                   reason=_ND + "a static shape"))
+BY_CALLABLE[id(np.shape)] = REGISTRY["np_shape"]
 register(Primitive("ndim", np.ndim, "np.ndim", ("a",), kind="static", attribute="ndim",
                    reason=_ND + "a static rank"))
 register(Primitive("size", np.size, "np.size", ("a", "axis"), {"axis": None}, kind="static",

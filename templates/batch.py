@@ -25,6 +25,10 @@ def shape(a):
     return rb.shape(a)
 
 
+def np_shape(a):
+    return rb.shape(a)
+
+
 def ndim(a):
     return rb.ndim(a)
 

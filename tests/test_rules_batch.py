@@ -60,6 +60,7 @@ EXTRA = {
                      ("a", "v")),
     "isclose": (lambda r: ((_u(r), _u(r, (4,))), {"atol": 0.5}), ("a", "b")),
     "shape": (lambda r: ((_u(r),), {}), ("a",)),
+    "np_shape": (lambda r: ((_u(r, (2, 3)),), {}), ("a",)),
     "ndim": (lambda r: ((_u(r, (2, 3, 4)),), {}), ("a",)),
     "size": (lambda r: ((_u(r, (2, 3, 4)),), {}), ("a",)),
     "len": (lambda r: ((_u(r, (5, 2)),), {}), ("obj",)),

@@ -765,6 +765,7 @@ def test_lookup_spellings():
     assert P.BY_METHOD["reshape"].method_pack == "shape"
     assert P.BY_ATTRIBUTE["T"].name == "transpose"
     assert P.BY_ATTRIBUTE["shape"].name == "shape"
+    assert P.lookup_callable(np.shape).name == "np_shape"   # a call: Python scalars too
     for op in ("Add", "Sub", "Mult", "Div", "FloorDiv", "Mod", "Pow", "MatMult", "USub",
                "UAdd", "Invert", "Lt", "LtE", "Gt", "GtE", "Eq", "NotEq", "BitAnd", "BitOr",
                "BitXor"):

@@ -295,6 +295,19 @@ def test_eigh_reads_one_triangle():
     assert np.all(np.tril(g, -1) == 0)
 
 
+def kron_of_a_scalar(s):
+    return np.sum(np.kron(s, W33[:2, :2]) ** 2) + np.sum(np.kron(W33[0], s * 2.0))
+
+
+def test_kron_differentiated_in_a_python_float():
+    s = 1.5
+    expected = (kron_of_a_scalar(s + 1e-6) - kron_of_a_scalar(s - 1e-6)) / 2e-6
+    assert astjax.grad(kron_of_a_scalar)(s) == pytest.approx(expected, rel=1e-6)
+    assert astjax.jvp(kron_of_a_scalar, (s,), (1.0,))[1] == pytest.approx(expected, rel=1e-6)
+    got = astjax.vmap(astjax.grad(kron_of_a_scalar))(np.array([s, 2.0]))
+    assert got[0] == pytest.approx(expected, rel=1e-6)
+
+
 def test_power_with_a_zero_python_float_base():
     assert astjax.grad(lambda x: x ** 0)(0.0) == 0.0
     assert astjax.grad(lambda y: 0.0 ** y)(2.0) == 0.0
