@@ -531,8 +531,11 @@ register(Primitive("rot90", np.rot90, "np.rot90", ("m", "k", "axes"), {"k": 1, "
                    diff=("m",), kind="shape", sample=lambda r: ((_u(r, (2, 3, 4)), 3, (0, 2)), {})))
 register(Primitive("roll", np.roll, "np.roll", ("a", "shift", "axis"), {"axis": None},
                    diff=("a",), kind="shape", sample=lambda r: ((_u(r), (1, -3), (0, 1)), {})))
+# (a differentiated constant_values / prepend / append is refused by the rules: their
+# cotangents raise when reverse mode computes them, which it does only then)
 register(Primitive("pad", ra.pad, "ra.pad", ("array", "pad_width", "mode", "constant_values"),
-                   {"mode": "constant", "constant_values": 0}, diff=("array",), kind="shape",
+                   {"mode": "constant", "constant_values": 0},
+                   diff=("array", "constant_values"), kind="shape",
                    sample=lambda r: ((_u(r), ((1, 2), (0, 3))), {"mode": "reflect"})),
          callables=(np.pad,))
 register(Primitive("take", np.take, "np.take", ("a", "indices", "axis", "out", "mode"),
@@ -549,8 +552,9 @@ register(Primitive("sort", np.sort, "np.sort", ("a", "axis", "kind", "order", "s
                    {"axis": -1, "kind": None, "order": None, "stable": None}, diff=("a",),
                    kind="index", sample=lambda r: ((_u(r),), {"axis": 0})))
 register(Primitive("diff", ra.diff, "ra.diff", ("a", "n", "axis", "prepend", "append"),
-                   {"n": 1, "axis": -1, "prepend": None, "append": None}, diff=("a",),
-                   kind="shape", sample=lambda r: ((_u(r, (3, 5)),), {"n": 2, "prepend": 0.5})),
+                   {"n": 1, "axis": -1, "prepend": None, "append": None},
+                   diff=("a", "prepend", "append"),
+                   kind="shape", sample=lambda r: ((_u(r, (3, 5)),), {"n": 2, "prepend": 2})),
          callables=(np.diff,))
 register(Primitive("getitem", operator.getitem, "ra.getitem", ("x", "index"), diff=("x",),
                    kind="index",

@@ -610,8 +610,10 @@ def roll(ans, a, shift, axis=None, da=None):
     return np.roll(da, shift, axis)
 
 
-def pad(ans, array, pad_width, mode="constant", constant_values=0, darray=None):
-    return ra.pad_jvp(darray, pad_width, mode)
+def pad(ans, array, pad_width, mode="constant", constant_values=0, darray=None,
+        dconstant_values=None):
+    return (ra.pad_jvp(darray, pad_width, mode)
+            + ra.refuse_tangent(dconstant_values, "the derivative of np.pad in constant_values"))
 
 
 def take(ans, a, indices, axis=None, out=None, mode="raise", da=None):
@@ -634,10 +636,14 @@ def sort(ans, a, axis=-1, kind=None, order=None, stable=None, da=None):
     return np.take_along_axis(da, np.argsort(a, axis=axis, kind="stable"), axis=axis)
 
 
-def diff(ans, a, n=1, axis=-1, prepend=None, append=None, da=None):
+def diff(ans, a, n=1, axis=-1, prepend=None, append=None, da=None, dprepend=None,
+         dappend=None):
     # the differences of da with zeros where prepend/append sat (a float64 prepend
-    # makes a float64 result)
-    return ra.tangent_like(ra.diff_vjp_adj(da, a, n, axis, prepend, append), ans)
+    # makes a float64 result); differentiated prepend/append are refused
+    return ra.tangent_like(ra.diff_vjp_adj(da, a, n, axis, prepend, append)
+                           + ra.refuse_tangent(dprepend, "the derivative of np.diff in prepend")
+                           + ra.refuse_tangent(dappend, "the derivative of np.diff in append"),
+                           ans)
 
 
 # ------------------------------------------------------------------ indexing

@@ -643,7 +643,8 @@ def roll(g, ans, a, shift, axis=None):
 
 
 def pad(g, ans, array, pad_width, mode="constant", constant_values=0):
-    return ra.pad_vjp(g, array, pad_width, mode)
+    return (ra.pad_vjp(g, array, pad_width, mode),
+            ra.refuse_value("the derivative of np.pad in constant_values", constant_values))
 
 
 def take(g, ans, a, indices, axis=None, out=None, mode="raise"):
@@ -667,7 +668,9 @@ def sort(g, ans, a, axis=-1, kind=None, order=None, stable=None):
 
 
 def diff(g, ans, a, n=1, axis=-1, prepend=None, append=None):
-    return ra.diff_vjp(g, a, n, axis, prepend, append)
+    return (ra.diff_vjp(g, a, n, axis, prepend, append),
+            ra.refuse_value("the derivative of np.diff in prepend", prepend),
+            ra.refuse_value("the derivative of np.diff in append", append))
 
 
 # ------------------------------------------------------------------ indexing

@@ -143,6 +143,7 @@ EXTRA = {
                                  {}), ("x",)),
     "interp_outside": (lambda r: ((np.array([-0.2, 0.7, 4.9]), np.array([0.0, 1.0, 4.0])),
                                   {"which": 1}), ("x",)),
+    "diff": (lambda r: ((_u(r, (3, 5)),), {"n": 2, "prepend": 0.5}), ("a",)),
     "linspace_weights": (lambda r: ((_u(r, (2, 5, 3)), 5), {"axis": 1}), ("ans",)),
     "add_cot_vjp": (lambda r: ((_u(r), _u(r), _u(r), _u(r, (4,))), {"which": 1}),
                     ("s", "t", "x", "y")),

@@ -492,7 +492,8 @@ EXTRA = [
     ("pad", lambda r: ((_u(r), ((1, 2), (3, 1))), {"mode": "edge"})),
     ("pad", lambda r: ((_u(r), ((2, 2), (5, 1))), {"mode": "symmetric"})),
     ("pad", lambda r: ((_u(r), ((2, 4), (1, 6))), {"mode": "wrap"})),
-    ("pad", lambda r: ((_u(r), 1), {"constant_values": 2.5})),
+    # (integer padding and prepend values: float ones are differentiated arguments, refused)
+    ("pad", lambda r: ((_u(r), 1), {"constant_values": 2})),
     ("repeat", lambda r: ((_u(r), 3), {})),
     ("repeat", lambda r: ((_u(r), 2), {"axis": 0})),
     ("split", lambda r: ((_u(r, (6, 4)), 2), {"axis": 1})),
@@ -505,7 +506,7 @@ EXTRA = [
     ("atleast_1d", lambda r: ((_u(r, ()),), {})),
     ("atleast_2d", lambda r: ((_u(r, (2, 3, 4)),), {})),
     ("diff", lambda r: ((_u(r),), {"axis": 0})),
-    ("diff", lambda r: ((_u(r),), {"prepend": _u(r, (3, 2)), "append": 1.0})),
+    ("diff", lambda r: ((_u(r),), {"prepend": np.arange(6).reshape(3, 2), "append": 1})),
     ("diag", lambda r: ((_u(r),), {"k": 1})),
     ("trace", lambda r: ((_u(r),), {})),
     ("diagonal", lambda r: ((_u(r, (2, 3, 4)),), {"offset": -1, "axis1": 2, "axis2": 1})),

@@ -345,12 +345,27 @@ def matrix_power_negative(x):
     return np.sum(np.linalg.matrix_power(x + 3 * np.eye(3), -2))
 
 
+def pad_value(c):
+    return np.sum(np.pad(np.ones(3), 1, constant_values=c))
+
+
+def diff_prepend(p):
+    return np.sum(np.diff(np.arange(4.0) ** 2, prepend=p) ** 2)
+
+
+def interp_knots(x):
+    return np.sum(np.interp(0.5, x, np.array([0.0, 1.0, 4.0])))
+
+
 @pytest.mark.parametrize("fun, arg", [(qr_wide, _x53), (eig_complex, _x33),
                                       (gradient_spacing, lambda: 0.5),
                                       (quantile_level, lambda: 0.3),
-                                      (matrix_power_negative, _x33)],
+                                      (matrix_power_negative, _x33),
+                                      (pad_value, lambda: 2.0), (diff_prepend, lambda: 1.5),
+                                      (interp_knots, lambda: np.array([0.0, 0.4, 1.0]))],
                          ids=["qr-wide", "eig-complex", "gradient-spacing", "quantile-level",
-                              "matrix-power-negative"])
+                              "matrix-power-negative", "pad-value", "diff-prepend",
+                              "interp-knots"])
 def test_derivatives_without_a_unique_value_are_refused_in_every_mode(fun, arg):
     x = arg()
     with pytest.raises(AstjaxError, match="derivative"):
