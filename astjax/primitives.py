@@ -139,6 +139,12 @@ def _with_zero(rng, shape=(3, 4)):
     return x
 
 
+def _with_nan(rng, shape=(3, 4)):
+    x = rng.standard_normal(shape)
+    x.flat[[2, 7]] = np.nan
+    return x
+
+
 def _s(*args, **kwargs):
     """A sample that ignores the rng (for fixed arguments)."""
     return lambda r: (args, kwargs)
@@ -390,8 +396,9 @@ register(Primitive("tensordot", np.tensordot, "np.tensordot", ("a", "b", "axes")
                    diff=("a", "b"), kind="linalg",
                    sample=lambda r: ((_u(r, (3, 4, 5)), _u(r, (4, 5, 2))), {})),
          callables=_names(np.linalg, "tensordot"))
-register(Primitive("einsum", np.einsum, "np.einsum",
-                   ("subscripts", "*operands", "out", "optimize"),
+# "*operands" is the whole argument sequence: a subscripts string then arrays, or the
+# interleaved (array, sublist, ...) form; rules read it through ra.einsum_canon.
+register(Primitive("einsum", np.einsum, "np.einsum", ("*operands", "out", "optimize"),
                    {"out": None, "optimize": False}, diff=("*operands",), kind="linalg",
                    sample=lambda r: (("ij,jk->ik", _u(r), _u(r, (4, 2))), {})))
 register(Primitive("kron", np.kron, "np.kron", ("a", "b"), diff=("a", "b"), kind="linalg",
@@ -416,6 +423,36 @@ register(Primitive("eigh", np.linalg.eigh, "np.linalg.eigh", ("a", "UPLO"), {"UP
                    diff=("a",), kind="linalg", sample=lambda r: ((_sym(r),), {})))
 register(Primitive("eigvalsh", np.linalg.eigvalsh, "np.linalg.eigvalsh", ("a", "UPLO"),
                    {"UPLO": "L"}, diff=("a",), kind="linalg", sample=lambda r: ((_sym(r),), {})))
+
+
+
+def _real_eig(rng, n=3):
+    """A matrix with real, well separated eigenvalues (S diag(1..n) S^-1)."""
+    s = np.eye(n) + 0.3 * rng.standard_normal((n, n))
+    return s @ np.diag(np.arange(1.0, n + 1)) @ np.linalg.inv(s)
+
+
+# Decompositions returning tuples: rules in every mode (templates/*.py); the forms
+# without a unique derivative are refused when the rule runs (ra.qr_parts, ra.eig_real).
+register(Primitive("svd", np.linalg.svd, "np.linalg.svd",
+                   ("a", "full_matrices", "compute_uv", "hermitian"),
+                   {"full_matrices": True, "compute_uv": True, "hermitian": False},
+                   diff=("a",), kind="linalg",
+                   sample=lambda r: ((_u(r, (4, 3)),), {"full_matrices": False})))
+register(Primitive("svdvals", np.linalg.svdvals, "np.linalg.svdvals", ("x",), diff=("x",),
+                   kind="linalg", sample=lambda r: ((_u(r, (2, 3, 4)),), {})))
+register(Primitive("qr", np.linalg.qr, "np.linalg.qr", ("a", "mode"), {"mode": "reduced"},
+                   diff=("a",), kind="linalg", sample=lambda r: ((_u(r, (4, 3)),), {})))
+register(Primitive("eig", np.linalg.eig, "np.linalg.eig", ("a",), diff=("a",), kind="linalg",
+                   sample=lambda r: ((_real_eig(r),), {})))
+register(Primitive("eigvals", np.linalg.eigvals, "np.linalg.eigvals", ("a",), diff=("a",),
+                   kind="linalg", sample=lambda r: ((_real_eig(r),), {})))
+register(Primitive("pinv", np.linalg.pinv, "np.linalg.pinv", ("a", "rcond", "hermitian", "rtol"),
+                   {"rcond": None, "hermitian": False, "rtol": None}, diff=("a",),
+                   kind="linalg", sample=lambda r: ((_u(r, (3, 4)),), {})))
+register(Primitive("cross", np.cross, "np.cross", ("a", "b", "axisa", "axisb", "axisc", "axis"),
+                   {"axisa": -1, "axisb": -1, "axisc": -1, "axis": None}, diff=("a", "b"),
+                   kind="linalg", sample=lambda r: ((_u(r, (4, 3)), _u(r, (3,))), {})))
 
 # ---------------------------------------------------------------------------
 # Shapes, joining, splitting, gathering
@@ -494,8 +531,11 @@ register(Primitive("rot90", np.rot90, "np.rot90", ("m", "k", "axes"), {"k": 1, "
                    diff=("m",), kind="shape", sample=lambda r: ((_u(r, (2, 3, 4)), 3, (0, 2)), {})))
 register(Primitive("roll", np.roll, "np.roll", ("a", "shift", "axis"), {"axis": None},
                    diff=("a",), kind="shape", sample=lambda r: ((_u(r), (1, -3), (0, 1)), {})))
+# (a differentiated constant_values / prepend / append is refused by the rules: their
+# cotangents raise when reverse mode computes them, which it does only then)
 register(Primitive("pad", ra.pad, "ra.pad", ("array", "pad_width", "mode", "constant_values"),
-                   {"mode": "constant", "constant_values": 0}, diff=("array",), kind="shape",
+                   {"mode": "constant", "constant_values": 0},
+                   diff=("array", "constant_values"), kind="shape",
                    sample=lambda r: ((_u(r), ((1, 2), (0, 3))), {"mode": "reflect"})),
          callables=(np.pad,))
 register(Primitive("take", np.take, "np.take", ("a", "indices", "axis", "out", "mode"),
@@ -512,8 +552,9 @@ register(Primitive("sort", np.sort, "np.sort", ("a", "axis", "kind", "order", "s
                    {"axis": -1, "kind": None, "order": None, "stable": None}, diff=("a",),
                    kind="index", sample=lambda r: ((_u(r),), {"axis": 0})))
 register(Primitive("diff", ra.diff, "ra.diff", ("a", "n", "axis", "prepend", "append"),
-                   {"n": 1, "axis": -1, "prepend": None, "append": None}, diff=("a",),
-                   kind="shape", sample=lambda r: ((_u(r, (3, 5)),), {"n": 2, "prepend": 0.5})),
+                   {"n": 1, "axis": -1, "prepend": None, "append": None},
+                   diff=("a", "prepend", "append"),
+                   kind="shape", sample=lambda r: ((_u(r, (3, 5)),), {"n": 2, "prepend": 2})),
          callables=(np.diff,))
 register(Primitive("getitem", operator.getitem, "ra.getitem", ("x", "index"), diff=("x",),
                    kind="index",
@@ -523,6 +564,139 @@ register(Primitive("setitem", ra.setitem, "ra.setitem", ("x", "index", "v"), dif
                    sample=lambda r: ((_u(r, (5, 4)), (slice(1, 3), 2), _u(r, (1,))), {})))
 register(Primitive("item", ra.item, "ra.item", ("a", "*args"), diff=("a",), kind="index",
                    method="item", sample=lambda r: ((_u(r), 5), {})))
+
+# More of the NumPy surface (Autograd's and jax.numpy's lists).
+BY_CALLABLE.setdefault(id(np.row_stack), REGISTRY["vstack"])  # deprecated alias of vstack
+register(Primitive("rollaxis", np.rollaxis, "np.rollaxis", ("a", "axis", "start"), {"start": 0},
+                   diff=("a",), kind="shape", sample=lambda r: ((_u(r, (2, 3, 4)), 2), {})))
+register(Primitive("partition", np.partition, "np.partition",
+                   ("a", "kth", "axis", "kind", "order"),
+                   {"axis": -1, "kind": "introselect", "order": None}, diff=("a",), kind="index",
+                   sample=lambda r: ((_u(r), 2), {"axis": 1})))
+register(Primitive("argpartition", np.argpartition, "np.argpartition",
+                   ("a", "kth", "axis", "kind", "order"),
+                   {"axis": -1, "kind": "introselect", "order": None}, kind="index",
+                   method="argpartition", reason=_ND + "integer index result"))
+register(Primitive("np_append", np.append, "np.append", ("arr", "values", "axis"), {"axis": None},
+                   diff=("arr", "values"), kind="shape",
+                   sample=lambda r: ((_u(r), _u(r, (2, 4))), {"axis": 0})))
+for _name in ("fftshift", "ifftshift"):
+    register(Primitive(_name, getattr(np.fft, _name), f"np.fft.{_name}", ("x", "axes"),
+                       {"axes": None}, diff=("x",), kind="shape",
+                       sample=lambda r: ((_u(r, (3, 5)),), {"axes": -1})))
+# Piecewise constant for real input (0 or pi): a zero derivative, as jnp.angle.
+register(Primitive("angle", np.angle, "np.angle", ("z", "deg"), {"deg": False}, diff=("z",),
+                   kind="elementwise", sample=lambda r: ((_u(r),), {})))
+register(Primitive("real_if_close", np.real_if_close, "np.real_if_close", ("a", "tol"),
+                   {"tol": 100}, diff=("a",), kind="elementwise",
+                   sample=lambda r: ((_u(r),), {})))
+# nan, posinf, neginf replace non-finite entries: the derivative flows to them there.
+register(Primitive("nan_to_num", np.nan_to_num, "np.nan_to_num",
+                   ("x", "copy", "nan", "posinf", "neginf"),
+                   {"copy": True, "nan": 0.0, "posinf": None, "neginf": None},
+                   diff=("x", "nan", "posinf", "neginf"), kind="elementwise",
+                   sample=lambda r: ((np.where(_u(r) > 1.0, np.nan, _u(r)),), {"nan": 0.5})))
+register(Primitive("divmod", np.divmod, "np.divmod", ("x", "y"), diff=("x", "y"),
+                   kind="elementwise",
+                   sample=lambda r: ((_u(r) * 3, _pos(r, (4,))), {})), callables=(divmod,))
+register(Primitive("modf", np.modf, "np.modf", ("x",), diff=("x",), kind="elementwise",
+                   sample=lambda r: ((_u(r) * 3,), {})))
+register(Primitive("np_select", np.select, "np.select", ("condlist", "choicelist", "default"),
+                   {"default": 0}, diff=("choicelist", "default"), kind="elementwise",
+                   sample=lambda r: (([_u(r) > 0.5, _u(r, (4,)) > 0], [_u(r), _u(r, (4,))],
+                                      _u(r, (3, 1))), {})))
+# np.gradient: linear in f; its spacing arguments are refused when differentiated.
+register(Primitive("gradient", np.gradient, "np.gradient", ("f", "*varargs", "axis", "edge_order"),
+                   {"axis": None, "edge_order": 1}, diff=("f", "*varargs"), kind="shape",
+                   sample=lambda r: ((_u(r, (4, 5)),), {"edge_order": 2})))
+register(Primitive("ptp", np.ptp, "np.ptp", ("a", "axis", "out", "keepdims"),
+                   {"axis": None, "out": None, "keepdims": False}, diff=("a",), kind="reduction",
+                   sample=lambda r: ((_u(r),), {"axis": 1})))
+register(Primitive("median", np.median, "np.median",
+                   ("a", "axis", "out", "overwrite_input", "keepdims"),
+                   {"axis": None, "out": None, "overwrite_input": False, "keepdims": False},
+                   diff=("a",), kind="reduction", sample=lambda r: ((_u(r),), {"axis": 0})))
+# copysign: |x| with y's sign (JAX: slope sign(x) * copysign(1, y), 0 at x == 0; none
+# in y); heaviside: 0 / x2 / 1 (slope 1 in x2 where x1 == 0).
+_binary("copysign", np.copysign, _bc)
+_binary("heaviside", np.heaviside, _bc)
+for _name in ("convolve", "correlate"):
+    register(Primitive(_name, getattr(np, _name), f"np.{_name}", ("a", "v", "mode"),
+                       {"mode": "full" if _name == "convolve" else "valid"}, diff=("a", "v"),
+                       kind="linalg", sample=lambda r: ((_u(r, (5,)), _u(r, (3,))),
+                                                        {"mode": "same"})))
+# NaN-ignoring reductions: NaN entries get a zero cotangent.
+register(Primitive("nanvar", np.nanvar, "np.nanvar", _VAR, _VARD, diff=("a",), kind="reduction",
+                   sample=lambda r: ((_with_nan(r),), {"axis": 1, "ddof": 1})))
+register(Primitive("nanstd", np.nanstd, "np.nanstd", _VAR, _VARD, diff=("a",), kind="reduction",
+                   sample=lambda r: ((_with_nan(r),), {"axis": 0, "keepdims": True})))
+register(Primitive("nanprod", np.nanprod, "np.nanprod", _RED, _RED_D, diff=("a",),
+                   kind="reduction", sample=lambda r: ((_with_nan(r),), {"axis": 1})))
+register(Primitive("nancumsum", np.nancumsum, "np.nancumsum", _CUM, _CUMD, diff=("a",),
+                   kind="reduction", sample=lambda r: ((_with_nan(r),), {"axis": 1})))
+# np.quantile/np.percentile (method "linear"): interpolation weights of the two sorted
+# elements; q (the level) is not differentiated: refused when it is.
+_Q = ("a", "q", "axis", "out", "overwrite_input", "method", "keepdims", "weights")
+_QD = {"axis": None, "out": None, "overwrite_input": False, "method": "linear",
+       "keepdims": False, "weights": None}
+# (samples with integer levels: a float level is a differentiated argument, refused;
+# tests/test_surface.py checks float levels end to end)
+register(Primitive("quantile", np.quantile, "np.quantile", _Q, _QD, diff=("a", "q"),
+                   kind="reduction",
+                   sample=lambda r: ((_u(r, (3, 5)), np.array([0, 1])), {"axis": 1})))
+register(Primitive("percentile", np.percentile, "np.percentile", _Q, _QD, diff=("a", "q"),
+                   kind="reduction", sample=lambda r: ((_u(r, (3, 5)), 30), {"axis": 0})))
+register(Primitive("average", np.average, "np.average",
+                   ("a", "axis", "weights", "returned", "keepdims"),
+                   {"axis": None, "weights": None, "returned": False, "keepdims": False},
+                   diff=("a", "weights"), kind="reduction",
+                   sample=lambda r: ((_u(r),), {"axis": 1, "weights": _pos(r, (4,))})))
+# NumPy 2's array-API spellings in numpy.linalg (keyword-only options; matrices and
+# vectors along the last axes).
+register(Primitive("linalg_trace", np.linalg.trace, "np.linalg.trace", ("x", "offset", "dtype"),
+                   {"offset": 0, "dtype": None}, diff=("x",), kind="reduction",
+                   sample=lambda r: ((_u(r, (2, 3, 4)),), {"offset": 1})))
+register(Primitive("linalg_diagonal", np.linalg.diagonal, "np.linalg.diagonal", ("x", "offset"),
+                   {"offset": 0}, diff=("x",), kind="shape",
+                   sample=lambda r: ((_u(r, (2, 4, 3)),), {"offset": -1})))
+register(Primitive("linalg_cross", np.linalg.cross, "np.linalg.cross", ("x1", "x2", "axis"),
+                   {"axis": -1}, diff=("x1", "x2"), kind="linalg",
+                   sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 1))), {"axis": 0})))
+register(Primitive("matrix_norm", np.linalg.matrix_norm, "np.linalg.matrix_norm",
+                   ("x", "keepdims", "ord"), {"keepdims": False, "ord": "fro"}, diff=("x",),
+                   kind="reduction", sample=lambda r: ((_u(r, (2, 3, 4)),), {})))
+register(Primitive("cumulative_sum", np.cumulative_sum, "np.cumulative_sum",
+                   ("x", "axis", "dtype", "out", "include_initial"),
+                   {"axis": None, "dtype": None, "out": None, "include_initial": False},
+                   diff=("x",), kind="reduction",
+                   sample=lambda r: ((_u(r),), {"axis": 1, "include_initial": True})))
+register(Primitive("multi_dot", np.linalg.multi_dot, "np.linalg.multi_dot", ("arrays", "out"),
+                   {"out": None}, diff=("arrays",), kind="linalg",
+                   sample=lambda r: (([_u(r, (3,)), _u(r, (3, 4)), _u(r, (4, 2))],), {})))
+register(Primitive("ediff1d", np.ediff1d, "np.ediff1d", ("ary", "to_end", "to_begin"),
+                   {"to_end": None, "to_begin": None}, diff=("ary", "to_end", "to_begin"),
+                   kind="shape",
+                   sample=lambda r: ((_u(r, (2, 3)),), {"to_end": _u(r, (2,)), "to_begin": 1.5})))
+# np.cov: differentiated in m; y and the weights are refused (ra.cov_scale).
+register(Primitive("cov", np.cov, "np.cov",
+                   ("m", "y", "rowvar", "bias", "ddof", "fweights", "aweights", "dtype"),
+                   {"y": None, "rowvar": True, "bias": False, "ddof": None, "fweights": None,
+                    "aweights": None, "dtype": None}, diff=("m",), kind="reduction",
+                   sample=lambda r: ((_u(r, (3, 5)),), {})))
+# np.interp: in x (piecewise linear; at a knot the interval to its right, as JAX), fp,
+# left and right; xp and period refused.
+register(Primitive("interp", np.interp, "np.interp", ("x", "xp", "fp", "left", "right", "period"),
+                   {"left": None, "right": None, "period": None},
+                   diff=("x", "xp", "fp", "left", "right"), kind="elementwise",
+                   # (integer knots: float knots are a differentiated xp, refused)
+                   sample=lambda r: ((np.array([[-0.3, 0.2, 0.7], [1.1, 3.9, 4.4]]),
+                                      np.array([0, 1, 3, 4]), _u(r, (4,))),
+                                     {"left": -1.5, "right": _u(r, ())})))
+register(Primitive("matrix_power", np.linalg.matrix_power, "np.linalg.matrix_power",
+                   ("a", "n"), diff=("a",), kind="linalg",
+                   sample=lambda r: ((_u(r, (2, 3, 3)) * 0.5, 3), {})))
+register(Primitive("polyval", np.polyval, "np.polyval", ("p", "x"), diff=("p", "x"),
+                   kind="elementwise", sample=lambda r: ((_u(r, (4,)), _u(r, (2, 3))), {})))
 
 # ---------------------------------------------------------------------------
 # Creation and conversion
@@ -539,10 +713,6 @@ for _name, _params, _defaults in (
         ("empty_like", ("prototype", "dtype", "order", "subok", "shape"),
          {"dtype": None, "order": "K", "subok": True, "shape": None}),
         ("arange", ("start", "stop", "step", "dtype"), {"stop": None, "step": 1, "dtype": None}),
-        ("linspace", ("start", "stop", "num", "endpoint", "retstep", "dtype", "axis"),
-         {"num": 50, "endpoint": True, "retstep": False, "dtype": None, "axis": 0}),
-        ("logspace", ("start", "stop", "num", "endpoint", "base", "dtype", "axis"),
-         {"num": 50, "endpoint": True, "base": 10.0, "dtype": None, "axis": 0}),
         ("eye", ("N", "M", "k", "dtype", "order"),
          {"M": None, "k": 0, "dtype": float, "order": "C"}),
         ("identity", ("n", "dtype"), {"dtype": None}),
@@ -553,6 +723,18 @@ for _name, _params, _defaults in (
     _np_name = _name[3:] if _name.startswith("np_") else _name
     register(Primitive(_name, getattr(np, _np_name), f"np.{_np_name}", _params, _defaults,
                        kind="creation", reason=_ND + "builds a constant array"))
+# Differentiable in their endpoints (and the base): sample k of linspace is
+# start * (1 - w_k) + stop * w_k, with w_k = k / (num - 1) (k / num without endpoint).
+register(Primitive("linspace", np.linspace, "np.linspace",
+                   ("start", "stop", "num", "endpoint", "retstep", "dtype", "axis"),
+                   {"num": 50, "endpoint": True, "retstep": False, "dtype": None, "axis": 0},
+                   diff=("start", "stop"), kind="creation",
+                   sample=lambda r: ((_u(r, (2,)), 1.5), {"num": 5, "axis": -1})))
+register(Primitive("logspace", np.logspace, "np.logspace",
+                   ("start", "stop", "num", "endpoint", "base", "dtype", "axis"),
+                   {"num": 50, "endpoint": True, "base": 10.0, "dtype": None, "axis": 0},
+                   diff=("start", "stop", "base"), kind="creation",
+                   sample=lambda r: ((_u(r, (2,)) * 0.5, 0.7), {"num": 4, "base": 3.0})))
 register(Primitive("full", np.full, "np.full", ("shape", "fill_value", "dtype", "order"),
                    {"dtype": None, "order": "C"}, diff=("fill_value",), kind="creation",
                    sample=lambda r: (((3, 4), 1.5), {})))
@@ -587,12 +769,22 @@ register(Primitive("py_round", ra.py_round, "ra.py_round", ("number", "ndigits")
                    {"ndigits": None}, diff=("number",), kind="elementwise",
                    sample=lambda r: ((1.2345,), {"ndigits": 2})))
 
+# np.r_[...] / np.c_[...]: the frontend writes ra.index_concat("r" or "c", *items).
+register(Primitive("index_concat", ra.index_concat, "ra.index_concat", ("which", "*items"),
+                   diff=("*items",), kind="shape",
+                   sample=lambda r: (("r", _u(r, (3,)), 1.5, _u(r, (2,))), {})))
+
 # ---------------------------------------------------------------------------
 # Static facts
 # ---------------------------------------------------------------------------
 
 register(Primitive("shape", np.shape, "np.shape", ("a",), kind="static", attribute="shape",
                    reason=_ND + "a static shape"))
+# np.shape(x) as a call (x.shape is the attribute spelling above): templates call it on
+# operands that may be Python scalars, where generated code must not write ``x.shape``.
+register(Primitive("np_shape", np.shape, "np.shape", ("a",), kind="static",
+                   reason=_ND + "a static shape"))
+BY_CALLABLE[id(np.shape)] = REGISTRY["np_shape"]
 register(Primitive("ndim", np.ndim, "np.ndim", ("a",), kind="static", attribute="ndim",
                    reason=_ND + "a static rank"))
 register(Primitive("size", np.size, "np.size", ("a", "axis"), {"axis": None}, kind="static",
@@ -622,6 +814,14 @@ register(Primitive("math_log", ra.math_log, "ra.math_log", ("x", "base"), {"base
 # ---------------------------------------------------------------------------
 # Runtime helpers that rule templates call (astjax/runtime_array.py)
 # ---------------------------------------------------------------------------
+
+
+def _einsum_multi_sample(rng):
+    """np.einsum's cotangent plan: second-order terms with identity and ones factors."""
+    ops = ("iij,jk->ik", _u(rng, (3, 3, 4)), _u(rng, (4, 2)))
+    plan = ra.einsum_plan(ops)
+    return (ra.einsum_plans_t(plan, ops), (_u(rng, (3, 2)), ops)), {}
+
 
 
 def _helper(name, params, defaults=None, diff=(), kind="other", sample=None, reason="",
@@ -708,9 +908,6 @@ _helper("py_max_pick", ("ts", "chosen", "args"), diff=("ts",),
 _helper("norm_vjp", ("t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False}, diff=("t", "x"),
         sample=lambda r: ((_u(r, (3,)), _u(r)), {"axis": 1}))
-_helper("einsum_vjp", ("t", "subscripts", "operands", "optimize"), {"optimize": False},
-        diff=("t", "operands"),
-        sample=lambda r: ((_u(r, (3, 2)), "ij,jk->ik", [_u(r), _u(r, (4, 2))]), {}))
 # Second-order pieces: their own rules raise NotImplementedError for the parts a
 # third derivative would need (loud, never a silent zero).
 _helper("norm_vjp_t", ("s", "x", "ord", "axis", "keepdims"),
@@ -719,14 +916,6 @@ _helper("norm_vjp_t", ("s", "x", "ord", "axis", "keepdims"),
 _helper("norm_vjp_x", ("s", "t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False}, diff=("s", "t", "x"),
         sample=lambda r: ((_u(r), _u(r, (3,)), _u(r)), {"axis": 1}))
-_helper("einsum_vjp_t", ("s", "t", "subscripts", "operands", "optimize"),
-        {"optimize": False}, diff=("s", "t", "operands"),
-        sample=lambda r: (([_u(r), None], _u(r, (3, 2)), "ij,jk->ik", [_u(r), _u(r, (4, 2))]),
-                          {}))
-_helper("einsum_vjp_ops", ("s", "t", "subscripts", "operands", "optimize"),
-        {"optimize": False}, diff=("s", "t", "operands"),
-        sample=lambda r: (([_u(r), None], _u(r, (3, 2)), "ij,jk->ik", [_u(r), _u(r, (4, 2))]),
-                          {}))
 _helper("log_or_one", ("base",), diff=("base",), sample=lambda r: ((3.0,), {}))
 _helper("or_one", ("base",), diff=("base",), sample=lambda r: ((3.0,), {}))
 _helper("unsupported", ("what",), reason=_ND + "raises NotImplementedError")
@@ -784,15 +973,125 @@ _helper("pad_jvp", ("t", "pad_width", "mode"), {"mode": "constant"}, diff=("t",)
 _helper("norm_jvp", ("t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False}, diff=("t", "x"),
         sample=lambda r: ((_u(r), _u(r)), {"axis": 1}))
-_helper("einsum_jvp", ("subscripts", "operands", "tangents", "optimize"), {"optimize": False},
-        diff=("operands", "tangents"),
-        sample=lambda r: (("ij,jk,k->i", [_u(r), _u(r, (4, 2)), _u(r, (2,))],
-                           [_u(r), None, _u(r, (2,))]), {}))
 _helper("norm_hvp", ("s", "t", "x", "ord", "axis", "keepdims"),
         {"ord": None, "axis": None, "keepdims": False},
         reason="third derivatives of np.linalg.norm are not implemented")
-_helper("einsum_jvp2", ("subscripts", "operands", "tangents", "tangents2", "optimize"),
-        {"optimize": False}, reason="third derivatives of np.einsum are not implemented")
-_helper("einsum_vjp_jvp", ("t", "dt", "subscripts", "operands", "doperands", "optimize"),
-        {"optimize": False}, reason="third derivatives of np.einsum are not implemented")
 _helper("unsupported_jvp", ("what", "*tangents"), reason=_ND + "raises NotImplementedError")
+
+# The NumPy surface: helpers of np.r_/np.c_, linspace, eigh.
+_helper("index_concat_vjp", ("t", "which", "items"), diff=("t",),
+        sample=lambda r: ((_u(r, (4, 3)), "c", [_u(r, (4,)), _u(r, (4, 2))]), {}))
+_helper("index_concat_jvp", ("ts", "which", "items"), diff=("ts",),
+        sample=lambda r: (([None, _u(r, (2, 3)), None, _u(r, (1, 3))],
+                           "r", ["0,2", _u(r, (2, 3)), np.arange(3), _u(r, (1, 3))]), {}))
+_helper("linspace_weights", ("ans", "num", "endpoint", "retstep", "axis"),
+        {"endpoint": True, "retstep": False, "axis": 0}, kind="creation",
+        reason=_ND + "builds a constant array")
+_helper("uplo_t", ("x", "UPLO"), {"UPLO": "L"}, diff=("x",),
+        sample=lambda r: ((_u(r, (2, 3, 3)), "U"), {}))
+_helper("svd_parts", ("t", "compute_uv"), {"compute_uv": True}, diff=("t",),
+        sample=lambda r: (((_u(r, (3, 3)), None, _u(r, (3, 2))), True), {}))
+_helper("svd_pack", ("ts", "compute_uv"), {"compute_uv": True}, diff=("ts",),
+        sample=lambda r: (((None, _u(r, (3,)), None), False), {}))
+_helper("qr_parts", ("t", "a", "mode"), {"mode": "reduced"}, diff=("t",),
+        sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 2)), "r"), {}), meta=("a",))
+_helper("qr_pack", ("ts", "a", "mode"), {"mode": "reduced"}, diff=("ts",),
+        sample=lambda r: (((_u(r, (3, 2)), None), _u(r, (3, 2))), {}), meta=("a",))
+_helper("eig_real", ("wv", "w"), {"w": None}, diff=("wv",),
+        sample=lambda r: (((_u(r, (3,)), _u(r, (3, 3))),), {}))
+for _name, _params, _defaults in (
+        ("svd_index", ("s", "which"), {}),
+        ("cross_axes", ("a", "b", "axisa", "axisb", "axisc", "axis", "which"),
+         {"axisa": -1, "axisb": -1, "axisc": -1, "axis": None, "which": 0})):
+    _helper(_name, _params, _defaults, kind="static", reason=_ND + "a static fact about shapes")
+_helper("select_tangent", ("ts", "td", "condlist", "choicelist", "default"), diff=("ts", "td"),
+        sample=lambda r: (([_u(r), None], _u(r, (3, 1)), [_u(r) > 0.5, _u(r, (4,)) > 0],
+                           [_u(r), _u(r, (4,))], _u(r, (3, 1))), {}))
+_helper("select_cot", ("t", "condlist", "choicelist", "default", "which"), {"which": 0},
+        diff=("t",), sample=lambda r: ((_u(r), [_u(r) > 0.5, _u(r, (4,)) > 0],
+                                        [_u(r), _u(r, (4,))], _u(r, (3, 1)), 0), {}))
+_helper("select_cot_t", ("h", "condlist", "choicelist", "default", "which"), {"which": 0},
+        diff=("h",), sample=lambda r: (([_u(r), _u(r, (4,))], [_u(r) > 0.5, _u(r, (4,)) > 0],
+                                        [_u(r), _u(r, (4,))], _u(r, (3, 1)), 0), {}))
+_helper("gradient_vjp", ("t", "f", "varargs", "axis", "edge_order"),
+        {"axis": None, "edge_order": 1}, diff=("t",),
+        sample=lambda r: (([_u(r, (4, 5)), _u(r, (4, 5))], _u(r, (4, 5)),
+                           (2.0, np.array([0.0, 0.5, 1.5, 1.7, 3.0]))), {"edge_order": 2}),
+        meta=("f",))
+_helper("gradient_list", ("t", "f", "varargs", "axis", "edge_order"),
+        {"axis": None, "edge_order": 1}, diff=("t",),
+        sample=lambda r: ((_u(r, (4, 5)), _u(r, (4, 5)), (0.5,)), {"axis": 1}), meta=("f",))
+_helper("refuse_cotangent", ("what", "xs"), kind="other",
+        reason=_ND + "raises UnsupportedDerivativeError for a differentiated argument")
+_helper("rollaxis_perm", ("a", "axis", "start"), {"start": 0}, kind="static",
+        reason=_ND + "a static fact about shapes")
+_helper("refuse_tangents", ("t", "ts"), diff=("t",),
+        sample=lambda r: ((_u(r), [None, None]), {}))
+_helper("qr_input", ("a", "mode"), {"mode": "reduced"}, diff=("a",),
+        sample=lambda r: ((_u(r, (4, 3)),), {}))
+_helper("conv_full_cot", ("t", "a", "v", "mode"), {"mode": "full"}, diff=("t",),
+        sample=lambda r: ((_u(r, (4,)), _u(r, (4,)), _u(r, (3,)), "same"), {}), meta=("a", "v"))
+_helper("conv_full_cut", ("t", "a", "v", "mode"), {"mode": "full"}, diff=("t",),
+        sample=lambda r: ((_u(r, (6,)), _u(r, (4,)), _u(r, (3,)), "valid"), {}),
+        meta=("a", "v"))
+_helper("median_weights", ("a", "axis", "keepdims"), {"axis": None, "keepdims": False},
+        kind="compare", reason=_ND + "a piecewise-constant mask")
+_helper("poly_powers", ("p",), kind="creation", reason=_ND + "builds a constant array")
+_helper("power_block", ("x", "t", "n"), diff=("x", "t"),
+        sample=lambda r: ((_u(r, (3, 3)), _u(r, (3, 3)), 2), {}))
+_helper("power_block_index", ("x", "which"), {"which": 2}, kind="static",
+        reason=_ND + "a static fact about shapes")
+_helper("einsum_multi", ("plan", "groups"), diff=("groups",), kind="linalg",
+        sample=lambda r: _einsum_multi_sample(r))
+for _name, _params in (("einsum_plan", ("operands",)), ("einsum_plans_t", ("plan", "groups")),
+                       ("einsum_plans_j", ("plan", "groups"))):
+    _helper(_name, _params, {"groups": None} if "groups" in _params else {}, kind="static",
+            reason=_ND + "a static plan of einsums")
+_helper("group2", ("a", "b"), diff=("a", "b"), kind="structural",
+        sample=lambda r: ((_u(r), [_u(r, (2,)), None]), {}))
+_helper("quantile_vjp", ("t", "a", "q", "axis", "keepdims", "method"),
+        {"axis": None, "keepdims": False, "method": "linear"}, diff=("t",),
+        sample=lambda r: ((_u(r, (2, 3)), _u(r, (3, 5)), np.array([0.2, 0.7]), 1), {}),
+        meta=("a",))
+_helper("quantile_jvp", ("t", "a", "q", "axis", "keepdims", "method"),
+        {"axis": None, "keepdims": False, "method": "linear"}, diff=("t",),
+        sample=lambda r: ((_u(r, (3, 5)), _u(r, (3, 5)), 0.4), {"keepdims": True}),
+        meta=("a",))
+_helper("refuse_value", ("what", "x"), kind="other",
+        reason=_ND + "raises UnsupportedDerivativeError for a differentiated argument")
+_helper("refuse_tangent", ("t", "what"), kind="other",
+        reason=_ND + "raises UnsupportedDerivativeError for a non-zero tangent")
+_helper("average_weights", ("weights", "a", "axis", "returned"),
+        {"axis": None, "returned": False}, diff=("weights",),
+        sample=lambda r: ((_pos(r, (4,)), _u(r), 1), {}), meta=("a",))
+_helper("average_weights_lin", ("t", "weights", "a", "axis"), {"axis": None}, diff=("t",),
+        sample=lambda r: ((_u(r, (4,)), _pos(r, (4,)), _u(r), 1), {}), meta=("a",))
+_helper("average_weights_t", ("t", "weights", "a", "axis"), {"axis": None}, diff=("t",),
+        sample=lambda r: ((_u(r), _pos(r, (3, 1)), _u(r)), {}), meta=("a",))
+_helper("cumulative_index", ("x", "axis", "include_initial"),
+        {"axis": None, "include_initial": False}, kind="static",
+        reason=_ND + "a static fact about shapes")
+_helper("multi_dot_plan", ("arrays",), kind="static", reason=_ND + "a static plan of einsums")
+_helper("ediff1d_index", ("ary", "to_end", "to_begin", "which"),
+        {"to_end": None, "to_begin": None, "which": 0}, kind="static",
+        reason=_ND + "a static fact about shapes")
+_helper("tangent_where", ("t", "x"), diff=("t",), sample=lambda r: ((_u(r, (3,)), _u(r, (3,))), {}))
+_helper("ediff1d_lin", ("t", "t_end", "t_begin", "ary", "to_end", "to_begin"),
+        {"to_end": None, "to_begin": None}, diff=("t", "t_end", "t_begin"),
+        sample=lambda r: ((_u(r, (4,)), None, _u(r, (2,)), _u(r, (4,)), None, _u(r, (2,))), {}))
+_helper("cov_rows", ("m", "rowvar"), {"rowvar": True}, diff=("m",),
+        sample=lambda r: ((_u(r, (5, 3)), False), {}))
+_helper("cov_rows_t", ("t", "m", "rowvar"), {"rowvar": True}, diff=("t",),
+        sample=lambda r: ((_u(r, (3, 5)), _u(r, (5, 3)), False), {}), meta=("m",))
+_helper("cov_scale", ("x", "y", "bias", "ddof", "fweights", "aweights"),
+        {"y": None, "bias": False, "ddof": None, "fweights": None, "aweights": None},
+        kind="static", reason=_ND + "a static fact about shapes")
+_helper("reduced_shape_of", ("xc",), kind="static", reason=_ND + "a static fact about shapes")
+_helper("interp_basis", ("x", "xp", "left", "right", "period"),
+        {"left": None, "right": None, "period": None}, diff=("x",),
+        sample=lambda r: ((np.array([0.2, 0.7, 1.9]), np.array([0.0, 0.5, 1.5, 2.0])), {}))
+_helper("interp_slopes", ("x", "xp", "left", "right", "period"),
+        {"left": None, "right": None, "period": None}, kind="compare",
+        reason=_ND + "a piecewise-constant mask")
+_helper("interp_outside", ("x", "xp", "which"), {"which": 0}, kind="compare",
+        reason=_ND + "a piecewise-constant mask")

@@ -478,6 +478,12 @@ def _pad_pairs(pad_width, ndim):
     return tuple(pairs)
 
 
+def pad_widths(pad_width, ndim):
+    """``pad_width`` in any of np.pad's spellings (``3``, ``(3,)``, ``(1, 2)``,
+    ``((1, 2),)``, one pair per axis) as an (ndim, 2) integer array, as np.pad reads it."""
+    return np.broadcast_to(np.asarray(pad_width, dtype=np.intp), (ndim, 2))
+
+
 def _pad_zeros(array, pairs):
     """``np.pad(array, pairs)`` (zeros around) without np.pad's Python overhead: the
     same values, dtype and memory order."""
@@ -526,9 +532,7 @@ def pad_vjp(t, array, pad_width, mode="constant"):
             return inner if inner.dtype == dtype else inner.astype(dtype)
     if mode == "constant":
         # the padding is constant: the cotangent is the interior of t (a view, copied)
-        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
-                                 if np.ndim(pad_width) else np.full((1, 2), pad_width),
-                                 (len(shape), 2))
+        widths = pad_widths(pad_width, len(shape))
         t = np.broadcast_to(t, tuple(n + int(a) + int(b) for n, (a, b) in zip(shape, widths)))
         inner = t[tuple(slice(int(a), int(a) + n) for n, (a, _) in zip(shape, widths))]
         return np.array(inner, dtype=_float_dtype(array, inner.dtype))
@@ -661,9 +665,10 @@ def _join_axis(shapes, axis, how):
 def concat_vjp(t, arrays, axis=0, how="concatenate"):
     """Cotangents of the pieces joined by concatenate/stack/vstack/hstack/dstack/
     column_stack: cut ``t`` back into pieces shaped (and typed) like ``arrays``."""
+    whole = arrays if isinstance(arrays, np.ndarray) else None
     arrays = list(arrays)
     if t is None:
-        return [None] * len(arrays)
+        return None if whole is not None else [None] * len(arrays)
     t = np.asarray(t)
     shapes = [_promoted_shape(x, how) for x in arrays]
     if how == "stack":
@@ -678,7 +683,13 @@ def concat_vjp(t, arrays, axis=0, how="concatenate"):
             sizes = [s[ax] for s in shapes]
         cuts = np.cumsum(sizes)[:-1]
         pieces = np.split(t, cuts, axis=ax)
-    return [_fit_dtype(np.reshape(p, np.shape(x)), x) for p, x in zip(pieces, arrays)]
+    # a piece given as a (nested) list gets a list cotangent
+    cots = [asarray_vjp(p, x) if isinstance(x, (list, tuple)) else
+            _fit_dtype(np.reshape(p, np.shape(x)), x) for p, x in zip(pieces, arrays)]
+    if whole is not None:
+        # one array joined along its first axis (np.vstack(x)): an array cotangent
+        return _fit_dtype(np.reshape(np.stack(cots), whole.shape), whole)
+    return cots
 
 
 def concat_cots(ts, arrays, axis=0, how="concatenate"):
@@ -686,6 +697,9 @@ def concat_cots(ts, arrays, axis=0, how="concatenate"):
 
     The adjoint of ``concat_vjp``; also the vjp of split/hsplit/vsplit/dsplit, with
     the split's output pieces as ``arrays``."""
+    if isinstance(arrays, np.ndarray):
+        # one array joined along its first axis: ``ts`` is its whole (co)tangent
+        ts = [None] * len(arrays) if ts is None else list(np.broadcast_to(ts, arrays.shape))
     arrays = list(arrays)
     ts = list(ts) if isinstance(ts, (list, tuple)) else [ts]
     pieces = []
@@ -965,7 +979,11 @@ def sum_cots(ts, x):
     for ti in ts:
         if ti is not None:
             total = ti if total is None else total + ti
-    return unbroadcast(total, x) if total is not None else None
+    if total is None:
+        return None
+    # one term may be smaller than the sum it was part of: broadcast it up first
+    return unbroadcast(np.broadcast_to(total, np.broadcast_shapes(np.shape(total),
+                                                                  np.shape(x))), x)
 
 
 def _chosen(ans, args):
@@ -1110,10 +1128,34 @@ def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
 # ---------------------------------------------------------------------------
 
 
+_EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist(sub):
+    """An einsum sublist ([0, 1], [Ellipsis, 0]) as subscript letters ("ab", "...a")."""
+    if isinstance(sub, np.ndarray):   # a sublist vmap lifted to an array
+        sub = np.ravel(sub).tolist()
+    # (entries vmap lifted to arrays of one element are read back)
+    sub = [np.ravel(s)[0] if isinstance(s, np.ndarray) else s for s in sub]
+    return "".join("..." if s is Ellipsis else _EINSUM_LETTERS[int(s)] for s in sub)
+
+
+def einsum_canon(operands):
+    """The string form of a whole ``np.einsum`` argument sequence: (subscripts, the
+    array operands, their positions in ``operands``).  Both calling forms,
+    ``einsum("ij,jk", a, b)`` and ``einsum(a, [0, 1], b, [1, 2], [0, 2])``, give the
+    same plan, so every rule has one code path."""
+    operands = list(operands)
+    if isinstance(operands[0], str):
+        return operands[0], operands[1:], list(range(1, len(operands)))
+    n = len(operands) // 2
+    spec = ",".join(_sublist(operands[2 * k + 1]) for k in range(n))
+    if len(operands) % 2:
+        spec += "->" + _sublist(operands[-1])
+    return spec, operands[0:2 * n:2], list(range(0, 2 * n, 2))
+
+
 def _einsum_parse(subscripts, operands):
-    if not isinstance(subscripts, str):
-        raise UnsupportedDerivativeError("the derivative of np.einsum in the interleaved "
-                                  "(operand, sublist, ...) form")
     spec = subscripts.replace(" ", "")
     if "->" in spec:
         ins, out = spec.split("->")
@@ -1130,126 +1172,6 @@ def _einsum_parse(subscripts, operands):
 
 def _letters(spec):
     return spec.replace("...", "")
-
-
-def _einsum_sizes(spec, x):
-    """Letter -> dimension size for one operand, and that operand's ellipsis rank."""
-    shape = np.shape(x)
-    letters = _letters(spec)
-    ell = len(shape) - len(letters)
-    sizes = {}
-    pos = 0
-    for part in spec.split("...") if "..." in spec else [spec]:
-        for c in part:
-            sizes[c] = shape[pos]
-            pos += 1
-        pos += ell
-    return sizes, ell
-
-
-def _einsum_term(subscripts, operands, k):
-    """One einsum (spec, operand list, after) giving the cotangent of operand ``k``
-    when called with the output cotangent first; ``after`` sums broadcast dims."""
-    ins, out = _einsum_parse(subscripts, operands)
-    spec = ins[k]
-    x = operands[k]
-    sizes, ell = _einsum_sizes(spec, x)
-    used = set(_letters(subscripts))
-    fresh = (c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used)
-    new_out = ""
-    extra_specs, extra_ops = [], []
-    seen = set()
-    dtype = _float_dtype(x, np.float64)
-    i = 0
-    while i < len(spec):
-        if spec.startswith("...", i):
-            new_out += "..."
-            i += 3
-            continue
-        c = spec[i]
-        if c in seen:
-            d = next(fresh)
-            new_out += d
-            extra_specs.append(c + d)
-            extra_ops.append(np.eye(sizes[c], dtype=dtype))
-        else:
-            seen.add(c)
-            new_out += c
-        i += 1
-    others = [ins[j] for j in range(len(ins)) if j != k]
-    present = set(out) | set("".join(others)) | set("".join(extra_specs))
-    for c in sorted(seen - present):
-        extra_specs.append(c)
-        extra_ops.append(np.ones(sizes[c], dtype=dtype))
-    full = ",".join([out] + others + extra_specs) + "->" + new_out
-    ops = [operands[j] for j in range(len(ins)) if j != k]
-    return full, ops, extra_ops, (spec, ell)
-
-
-def _einsum_fit(c, x, spec, ell):
-    """Sum the extra broadcast ellipsis dims of a raw cotangent down to ``x``'s shape."""
-    if "..." in spec:
-        p = len(spec.split("...")[0])
-        extra = np.ndim(c) - np.ndim(x)
-        if extra:
-            c = np.sum(c, axis=tuple(range(p, p + extra)))
-    return unbroadcast(c, x)
-
-
-def _opt(n, optimize):
-    return optimize if optimize else ("greedy" if n > 2 else False)
-
-
-def einsum_vjp(t, subscripts, operands, optimize=False):
-    """Cotangents of ``np.einsum(subscripts, *operands)`` for every operand (a list).
-
-    Each is one einsum of ``t`` with the other operands; a letter repeated inside an
-    operand (a diagonal) gets an identity factor, a letter summed only inside it a
-    ones factor, and broadcast ellipsis dimensions are summed back.
-    """
-    operands = list(operands)
-    if t is None:
-        return [None] * len(operands)
-    cots = []
-    for k, x in enumerate(operands):
-        full, ops, extra, (spec, ell) = _einsum_term(subscripts, operands, k)
-        c = np.einsum(full, t, *ops, *extra, optimize=_opt(2 + len(ops) + len(extra),
-                                                           optimize))
-        cots.append(_einsum_fit(c, x, spec, ell))
-    return cots
-
-
-def _einsum_vjp_second(s, t, subscripts, operands, optimize):
-    """Vjp of ``einsum_vjp`` w.r.t. ``t`` and each operand, given cotangents ``s``."""
-    operands = list(operands)
-    gt = None
-    gops = [None] * len(operands)
-    for k, x in enumerate(operands):
-        if s is None or s[k] is None:
-            continue
-        full, ops, extra, (spec, ell) = _einsum_term(subscripts, operands, k)
-        raw = np.einsum(full, t, *ops, *extra)
-        sk = np.asarray(s[k])
-        if "..." in spec and raw.ndim != np.ndim(x):
-            p = len(spec.split("...")[0])
-            sk = np.expand_dims(sk, tuple(range(p, p + raw.ndim - np.ndim(x))))
-        sk = np.broadcast_to(sk, raw.shape)
-        parts = einsum_vjp(sk, full, [t, *ops, *extra], optimize)
-        gt = parts[0] if gt is None else gt + parts[0]
-        others = [j for j in range(len(operands)) if j != k]
-        for j, pj in zip(others, parts[1:1 + len(ops)]):
-            gops[j] = pj if gops[j] is None else gops[j] + pj
-    return unbroadcast(gt, t), gops
-
-
-def einsum_vjp_t(s, t, subscripts, operands, optimize=False):
-    """Second order: the vjp of ``einsum_vjp`` w.r.t. its cotangent argument ``t``."""
-    return _einsum_vjp_second(s, t, subscripts, operands, optimize)[0]
-
-
-def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
-    """Second order: the vjp of ``einsum_vjp`` w.r.t. the operands (a list)."""
-    return _einsum_vjp_second(s, t, subscripts, operands, optimize)[1]
 
 
 # ------------------------------------------------------------------ dot, fast path
@@ -1502,73 +1424,6 @@ def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):
     return _fit_dtype(np.sum(np.asarray(s) * ht, axis=axes, keepdims=keepdims), x)
 
 
-def _einsum_linear(spec, base, tans, optimize):
-    """Sum over the non-zero ``tans[k]`` of ``einsum(spec, *base)`` with operand k
-    replaced by ``tans[k]`` (a term with another operand None is zero).  None if no term."""
-    total = None
-    for k, tk in enumerate(tans):
-        if _zero_tangent(tk):
-            continue
-        ops = list(base)
-        ops[k] = tk
-        if any(o is None for o in ops):
-            continue
-        term = np.einsum(spec, *ops, optimize=_opt(len(ops), optimize))
-        total = term if total is None else total + term
-    return total
-
-
-def _tangent_list(ts, n):
-    if _zero_tangent(ts):
-        return [None] * n
-    return list(ts)
-
-
-def einsum_jvp(subscripts, operands, tangents, optimize=False):
-    """Tangent of ``np.einsum(subscripts, *operands)``: einsum is linear in each operand,
-    so one einsum per operand with a tangent, that operand replaced by its tangent
-    (``tangents`` has one entry per operand; None entries are zeros)."""
-    operands = list(operands)
-    return _einsum_linear(subscripts, operands, _tangent_list(tangents, len(operands)),
-                          optimize)
-
-
-def einsum_jvp2(subscripts, operands, tangents, tangents2, optimize=False):
-    """Second-order term of einsum: the sum over pairs k != j of einsums with operand
-    k replaced by ``tangents[k]`` and operand j by ``tangents2[j]`` (the tangent of
-    ``einsum_jvp`` when the operands move along ``tangents2``)."""
-    operands = list(operands)
-    ts = _tangent_list(tangents, len(operands))
-    us = _tangent_list(tangents2, len(operands))
-    total = None
-    for k, tk in enumerate(ts):
-        if _zero_tangent(tk):
-            continue
-        base = list(operands)
-        base[k] = tk
-        term = _einsum_linear(subscripts, base, [None if j == k else u for j, u in enumerate(us)],
-                              optimize)
-        if term is not None:
-            total = term if total is None else total + term
-    return total
-
-
-def einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize=False):
-    """Tangent of ``einsum_vjp(t, subscripts, operands)`` when ``t`` moves along ``dt`` and
-    the operands along ``doperands`` (either may be None): a list, one entry per
-    operand, each the tangent of that operand's cotangent einsum."""
-    operands = list(operands)
-    dops = _tangent_list(doperands, len(operands))
-    base_t = None if _zero_tangent(t) else t
-    out = []
-    for k, x in enumerate(operands):
-        full, ops, extra, (spec, ell) = _einsum_term(subscripts, operands, k)
-        tans = [dt] + [dops[j] for j in range(len(operands)) if j != k] + [None] * len(extra)
-        c = _einsum_linear(full, [base_t] + ops + extra, tans, optimize)
-        out.append(_einsum_fit(c, x, spec, ell) if c is not None else _tangent_zeros(x))
-    return out
-
-
 def unsupported_jvp(what, *tangents):
     """Forward-mode stand-in for a derivative astjax does not implement: None while
     every tangent is zero (None), NotImplementedError otherwise."""
@@ -1577,3 +1432,982 @@ def unsupported_jvp(what, *tangents):
         if any(not _zero_tangent(ti) for ti in items):
             raise UnsupportedDerivativeError(f"astjax does not implement {what}")
     return None
+
+
+# ---------------------------------------------------------------------------
+# np.r_ / np.c_ (the frontend turns ``np.r_[a, b]`` into ``index_concat("r", a, b)``)
+# ---------------------------------------------------------------------------
+
+
+def index_concat(which, *items):
+    """``np.r_[items]`` (which "r") or ``np.c_[items]`` ("c")."""
+    return (np.c_ if which == "c" else np.r_)[tuple(items)]
+
+
+def index_concat_list(which, items):
+    return index_concat(which, *items)
+
+
+def _index_concat_plan(which, items):
+    """Where each element of the result comes from: the same concatenation of index
+    arrays (a float item's elements numbered from its offset, anything else -1), and
+    per item its (offset, shape), None for items that carry no derivative.  Every
+    directive, slice and shape rule of np.r_/np.c_ then applies unchanged."""
+    stand, places, off = [], [], 0
+    for it in items:
+        if isinstance(it, str):
+            stand.append(it)
+            places.append(None)
+        elif _is_float(it) and not isinstance(it, slice):
+            shape = np.shape(it)
+            size = int(np.prod(shape))
+            if isinstance(it, np.ndarray):
+                stand.append(np.arange(off, off + size, dtype=np.intp).reshape(shape))
+            else:
+                stand.append(np.intp(off))
+            places.append((off, shape))
+            off += size
+        else:
+            stand.append(np.full(np.shape(index_concat("r", it)) if isinstance(it, slice)
+                                 else np.shape(it), -1, dtype=np.intp))
+            places.append(None)
+    return index_concat(which, *stand), places, off
+
+
+def index_concat_vjp(t, which, items):
+    """Cotangents of the items of ``np.r_``/``np.c_`` (a list; None for strings, slices
+    and integer items): the elements of ``t`` gathered back to where they came from."""
+    items = list(items)
+    if t is None:
+        return [None] * len(items)
+    idx, places, total = _index_concat_plan(which, items)
+    flat_i = idx.ravel()
+    flat_t = np.broadcast_to(t, idx.shape).ravel()
+    keep = flat_i >= 0
+    acc = np.zeros(total, dtype=_float_dtype(t, np.float64))
+    np.add.at(acc, flat_i[keep], flat_t[keep])
+    cots = []
+    for it, place in zip(items, places):
+        if place is None:
+            cots.append(None)
+            continue
+        off, shape = place
+        c = np.reshape(acc[off:off + int(np.prod(shape))], shape)
+        cots.append(_fit_dtype(c, it) if isinstance(it, np.ndarray) else c.astype(np.float64))
+    return cots
+
+
+def index_concat_jvp(ts, which, items):
+    """Tangent of ``np.r_``/``np.c_``: the items' tangents (None: zeros) placed where the
+    items' elements went; zeros where constants (slices, integers) went."""
+    items = list(items)
+    ts = [None] * len(items) if ts is None else list(ts)
+    if all(_zero_tangent(t) for t in ts):
+        return None
+    idx, places, total = _index_concat_plan(which, items)
+    dtype = np.result_type(index_concat(which, *items))   # the result's own dtype
+    flat = np.zeros(total + 1, dtype=dtype)   # the last slot: zero, for the -1s
+    for t, place in zip(ts, places):
+        if place is not None and not _zero_tangent(t):
+            off, shape = place
+            flat[off:off + int(np.prod(shape))] = np.ravel(np.broadcast_to(t, shape))
+    return flat[np.where(idx >= 0, idx, total)]
+
+
+# ---------------------------------------------------------------------------
+# np.linspace / np.logspace in their endpoints
+# ---------------------------------------------------------------------------
+
+
+def linspace_weights(ans, num, endpoint=True, retstep=False, axis=0):
+    """How far along each sample of ``np.linspace(start, stop, num, endpoint, axis=axis)``
+    lies, as a constant shaped to broadcast against the samples: sample k is
+    ``start * (1 - w_k) + stop * w_k``."""
+    if retstep:
+        raise UnsupportedDerivativeError("the derivative of np.linspace with retstep=True "
+                                         "(compute the step as (stop - start) / (num - 1))")
+    num = operator.index(num)
+    div = (num - 1) if endpoint else num
+    w = np.arange(num, dtype=np.float64) / div if div > 0 else np.zeros(num)
+    nd = np.ndim(ans)
+    shape = [1] * nd
+    if nd:
+        shape[operator.index(axis) % nd] = num
+    dtype = _float_dtype(ans, np.float64)
+    return np.reshape(w, shape).astype(dtype)
+
+
+def uplo_t(x, UPLO="L"):
+    """``x`` for UPLO="L", its matrix transpose for "U" (or True: cholesky's ``upper``):
+    ``eigh(a, "U")`` is ``eigh(uplo_t(a, "U"), "L")`` (the upper triangle read as the
+    lower one)."""
+    if x is None:
+        return None
+    if UPLO is True or UPLO is np.True_ or (isinstance(UPLO, str) and UPLO.upper() == "U"):
+        return np.swapaxes(x, -1, -2)
+    return x
+
+
+# ---------------------------------------------------------------------------
+# Decompositions: svd, qr, eig (rules in templates/*.py; these pick parts and slices)
+# ---------------------------------------------------------------------------
+
+
+def svd_parts(t, compute_uv=True):
+    """A (co)tangent of ``np.linalg.svd``'s result as three parts (U, S, Vh), None
+    for absent ones: with ``compute_uv=False`` the result is S alone."""
+    if t is None:
+        return (None, None, None)
+    if not compute_uv:
+        return (None, t, None)
+    return tuple(t)
+
+
+def svd_pack(ts, compute_uv=True):
+    """The adjoint of ``svd_parts``: three parts back to the form of svd's result."""
+    if ts is None:
+        return None
+    if not compute_uv:
+        return ts[1]
+    return tuple(ts)
+
+
+def svd_index(s, which):
+    """Index of the leading k = len(s) columns of U (which 0), the columns after them
+    (1), the leading k rows of Vh (2), the rows after them (3).  The rows and columns
+    after k exist only with full_matrices=True for a non-square matrix."""
+    k = np.shape(s)[-1]
+    head, tail = slice(0, k), slice(k, None)
+    return ((Ellipsis, slice(None), head), (Ellipsis, slice(None), tail),
+            (Ellipsis, head, slice(None)), (Ellipsis, tail, slice(None)))[which]
+
+
+def _qr_check(a, mode):
+    m, n = np.shape(a)[-2:]
+    if mode not in ("reduced", "complete", "r") or m < n or (mode == "complete" and m != n):
+        raise UnsupportedDerivativeError(
+            f"the derivative of np.linalg.qr(mode={mode!r}) of a {m}x{n} matrix (it exists "
+            "for mode 'reduced' or 'r' with rows >= columns, as in JAX; for a wide "
+            "matrix, differentiate the QR of its transpose)")
+
+
+def qr_input(a, mode="reduced"):
+    """``a``, once the derivative of ``np.linalg.qr(a, mode)`` is known to exist."""
+    _qr_check(a, mode)
+    return a
+
+
+def qr_parts(t, a, mode="reduced"):
+    """A (co)tangent of ``np.linalg.qr``'s result as (Q, R) parts (mode "r": R alone).
+    The derivative exists for the modes that return a unique result: "reduced" and
+    "r" with at least as many rows as columns, "complete" for square matrices (as JAX)."""
+    _qr_check(a, mode)
+    if t is None:
+        return (None, None)
+    if mode == "r":
+        return (None, t)
+    return tuple(t)
+
+
+def qr_pack(ts, a, mode="reduced"):
+    """The adjoint of ``qr_parts``."""
+    _qr_check(a, mode)
+    if ts is None:
+        return None
+    if mode == "r":
+        return ts[1]
+    return tuple(ts)
+
+
+def eig_real(wv, w=None):
+    """``np.linalg.eig``'s result when every eigenvalue is real (NumPy then returns
+    real arrays); complex eigenvalues have no real derivative: refused.  ``w``: the
+    eigenvalues np.linalg.eigvals gave, which must come in the same order."""
+    if np.iscomplexobj(wv[0]) or np.iscomplexobj(w):
+        raise UnsupportedDerivativeError(
+            "the derivative of np.linalg.eig/eigvals with complex eigenvalues (astjax "
+            "differentiates real-valued functions; for a symmetric matrix use np.linalg.eigh)")
+    if w is not None and not np.allclose(w, wv[0], rtol=1e-8, atol=0.0):
+        raise UnsupportedDerivativeError("the derivative of np.linalg.eigvals: LAPACK ordered "
+                                         "the eigenvalues differently; use np.linalg.eig")
+    return wv
+
+
+def cross_axes(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, which=0):
+    """One axis for the cross products in np.cross's vjp: the cotangent of ``a`` is
+    cross(b, g) laid along a's axis (axisa, axisb, axisc: which 0, 1, 2), of ``b``
+    cross(g, a) (which 3, 4, 5).  3-vectors only (NumPy 2 deprecates 2-vectors)."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    if np.shape(a)[axisa] != 3 or np.shape(b)[axisb] != 3:
+        raise UnsupportedDerivativeError("the derivative of np.cross of 2-vectors (deprecated "
+                                         "in NumPy 2: pad them with a zero third component)")
+    return (axisb, axisc, axisa, axisc, axisa, axisb)[which]
+
+
+# ---------------------------------------------------------------------------
+# np.select
+# ---------------------------------------------------------------------------
+
+
+def _select_taken(condlist):
+    """Per choice, where np.select takes it (the first true condition), and where
+    it takes the default (no condition true)."""
+    taken, seen = [], None
+    for c in condlist:
+        c = np.asarray(c, dtype=bool)
+        taken.append(c if seen is None else c & ~seen)
+        seen = c if seen is None else seen | c
+    return taken, (~seen if seen is not None else np.True_)
+
+
+def select_tangent(ts, td, condlist, choicelist, default):
+    """Tangent of ``np.select(condlist, choicelist, default)``: the choices' tangents
+    ``ts`` (None entries: zero) and the default's ``td`` selected the same way."""
+    ts = [None] * len(choicelist) if ts is None else list(ts)
+    if all(_zero_tangent(t) for t in ts) and _zero_tangent(td):
+        return None
+    ans = np.select(condlist, choicelist, default)
+    zero = np.zeros((), dtype=_float_dtype(ans, np.float64))
+    out = np.select(condlist, [zero if _zero_tangent(t) else t for t in ts],
+                    zero if _zero_tangent(td) else td)
+    return np.broadcast_to(out, np.shape(ans)).astype(zero.dtype)
+
+
+def select_cot(t, condlist, choicelist, default, which=0):
+    """Cotangents of np.select's choices (which 0: a list) or default (which 1) for the
+    result's cotangent ``t``."""
+    g = t
+    if g is None:
+        return [None] * len(choicelist) if which == 0 else None
+    taken, rest = _select_taken(condlist)
+    if which == 1:
+        return unbroadcast(np.where(rest, g, 0.0), default) if _is_float(default) else None
+    return [unbroadcast(np.where(m, g, 0.0), c) if _is_float(c) else None
+            for m, c in zip(taken, choicelist)]
+
+
+def select_cot_t(h, condlist, choicelist, default, which=0):
+    """The adjoint of ``select_cot``: choices' (which 0) or default's (1) cotangents
+    selected back into the result's shape."""
+    if which == 1:
+        return select_tangent(None, h, condlist, choicelist, default)
+    return select_tangent(h, None, condlist, choicelist, default)
+
+
+# ---------------------------------------------------------------------------
+# np.gradient
+# ---------------------------------------------------------------------------
+
+
+def _gradient_axes(f, varargs, axis):
+    nd = np.ndim(f)
+    axes = list(range(nd)) if axis is None else [
+        operator.index(a) % nd for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+    if len(varargs) == 0:
+        spacing = [()] * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        spacing = [(varargs[0],)] * len(axes)
+    else:
+        spacing = [(v,) for v in varargs]
+    return axes, spacing
+
+
+def _gradient_transpose(h, n, spacing, edge_order, dtype):
+    """D^T h along the last axis, D the (banded) operator np.gradient applies along an
+    axis of length n: its bands are read off np.gradient of five combs (each row of D
+    has its non-zeros within two places of the diagonal), so every spacing and edge
+    order NumPy supports is covered exactly."""
+    idx = np.arange(n)
+    outs = [np.gradient((idx % 5 == r).astype(dtype), *spacing, edge_order=edge_order)
+            for r in range(5)]
+    res = np.zeros(np.shape(h), dtype=dtype)
+    for d in range(-2, 3):
+        i0, i1 = builtins.max(0, -d), builtins.min(n, n - d)
+        if i1 <= i0:
+            continue
+        rows = np.arange(i0, i1)
+        coef = np.array([outs[(i + d) % 5][i] for i in rows], dtype=dtype)
+        res[..., i0 + d:i1 + d] += coef * h[..., i0:i1]
+    return res
+
+
+def gradient_vjp(t, f, varargs=(), axis=None, edge_order=1):
+    """Cotangent of ``np.gradient(f, *varargs, axis=axis, edge_order=edge_order)`` for
+    ``f``: the sum over the differentiated axes of D_k^T t_k (``t``: an array for one
+    axis, a tuple or list for several; None entries are zeros)."""
+    axes, spacing = _gradient_axes(f, varargs, axis)
+    ts = [t] if len(axes) == 1 else ([None] * len(axes) if t is None else list(t))
+    dtype = _float_dtype(f, np.float64)
+    total = None
+    for ax, sp, tk in zip(axes, spacing, ts):
+        if tk is None:
+            continue
+        h = np.moveaxis(np.broadcast_to(tk, np.shape(f)), ax, -1)
+        part = np.moveaxis(_gradient_transpose(h, np.shape(f)[ax], sp, edge_order, dtype),
+                           -1, ax)
+        total = part if total is None else total + part
+    return total
+
+
+def gradient_list(t, f, varargs=(), axis=None, edge_order=1):
+    """``np.gradient(t, *varargs, ...)`` (linear in ``t``; None: zero): the tangent of
+    np.gradient, and the adjoint of ``gradient_vjp``."""
+    if t is None:
+        return None
+    return np.gradient(np.broadcast_to(t, np.shape(f)).astype(_float_dtype(f, np.float64)),
+                       *varargs, axis=axis, edge_order=edge_order)
+
+
+def refuse_cotangent(what, xs):
+    """The cotangent of arguments astjax does not differentiate (np.gradient's spacing):
+    reverse mode only computes it when one of them is differentiated, and then this
+    raises; integer arguments get None."""
+    if any(_is_float(x) for x in xs):
+        raise UnsupportedDerivativeError(what)
+    return [None] * len(xs)
+
+
+def rollaxis_perm(a, axis, start=0):
+    """The permutation np.rollaxis(a, axis, start) applies (np.transpose's axes)."""
+    n = np.ndim(a)
+    axis = operator.index(axis) % n
+    start = operator.index(start)
+    start = start + n if start < 0 else start
+    perm = list(range(n))
+    if axis < start:
+        start -= 1
+    if axis != start:
+        perm.remove(axis)
+        perm.insert(start, axis)
+    return tuple(perm)
+
+
+def refuse_tangents(t, ts):
+    """``t``, when every tangent in ``ts`` is zero (np.gradient's spacing arguments,
+    which astjax does not differentiate; forward mode may pass concrete zeros for
+    constants); raises otherwise."""
+    if ts is not None and not _all_zero(ts):
+        raise UnsupportedDerivativeError("the derivative of np.gradient in its spacing "
+                                         "arguments")
+    return t
+
+
+# ---------------------------------------------------------------------------
+# np.convolve / np.correlate, np.median, np.polyval
+# ---------------------------------------------------------------------------
+
+
+def _conv_window(a, v, mode):
+    """(offset, length) of np.convolve(a, v, mode) inside the full convolution."""
+    n, m = np.size(a), np.size(v)
+    lo, hi = builtins.min(n, m), builtins.max(n, m)
+    if mode == "full":
+        return 0, n + m - 1
+    if mode == "same":
+        return (lo - 1) // 2, hi
+    if mode == "valid":
+        return lo - 1, hi - lo + 1
+    raise ValueError(f"np.convolve: unknown mode {mode!r}")
+
+
+def conv_full_cot(t, a, v, mode="full"):
+    """A (co)tangent of np.convolve(a, v, mode) placed inside the full convolution's
+    length (zeros outside the window the mode keeps)."""
+    if t is None:
+        return None
+    off, length = _conv_window(a, v, mode)
+    out = np.zeros(np.size(a) + np.size(v) - 1, dtype=_float_dtype(t, np.float64))
+    out[off:off + length] = t
+    return out
+
+
+def conv_full_cut(t, a, v, mode="full"):
+    """The adjoint of ``conv_full_cot``: the window of the full length the mode keeps."""
+    if t is None:
+        return None
+    off, length = _conv_window(a, v, mode)
+    return np.asarray(t)[off:off + length]
+
+
+def median_weights(a, axis=None, keepdims=False):
+    """Where np.median takes its value from: 1 at the middle element of each sorted
+    slice (1/2 at each of the two middle ones for an even count), 0 elsewhere (a
+    piecewise-constant mask, like jnp.median's gather)."""
+    a = np.asarray(a)
+    if axis is None:
+        flat = a.reshape(-1)
+        return median_weights(flat, 0).reshape(a.shape)
+    axes = _axes(axis, a.ndim)
+    moved = np.moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))
+    lead = moved.shape[:a.ndim - len(axes)]
+    flat = moved.reshape(lead + (-1,))
+    n = flat.shape[-1]
+    order = np.argsort(flat, axis=-1, kind="stable")
+    w = np.zeros(flat.shape, dtype=_float_dtype(a, np.float64))
+    lo, hi = (n - 1) // 2, n // 2
+    share = w.dtype.type(1.0 if lo == hi else 0.5)
+    for k in {lo, hi}:
+        np.put_along_axis(w, order[..., k:k + 1], share, axis=-1)
+    w = w.reshape(moved.shape)
+    return np.moveaxis(w, tuple(range(a.ndim - len(axes), a.ndim)), axes)
+
+
+def poly_powers(p):
+    """The exponents of np.polyval's terms, highest first: n-1, ..., 1, 0 (a constant)."""
+    n = np.shape(p)[-1]
+    return np.arange(n - 1, -1, -1).astype(_float_dtype(p, np.float64))
+
+
+# ---------------------------------------------------------------------------
+# np.linalg.matrix_power, np.cov
+# ---------------------------------------------------------------------------
+
+
+def power_block(x, t, n):
+    """[[x, t], [0, x]]: its n-th power holds sum_k x^k t x^(n-1-k) (the derivative of
+    x^n along t) in its upper right block, so matrix_power's rules are matrix_power
+    again, to any order.  Linear in ``t``; x enters twice on the diagonal."""
+    if operator.index(n) < 0:
+        raise UnsupportedDerivativeError("the derivative of np.linalg.matrix_power with a "
+                                         "negative power (write matrix_power(inv(a), -n))")
+    if _zero_tangent(x) and _zero_tangent(t):
+        return None                   # (as a tangent: both parts zero)
+    x = np.zeros_like(np.asarray(t)) if _zero_tangent(x) else np.asarray(x)
+    t = np.zeros_like(x) if _zero_tangent(t) else np.broadcast_to(t, x.shape)
+    top = np.concatenate((x, t), axis=-1)
+    bottom = np.concatenate((np.zeros_like(x), x), axis=-1)
+    return np.concatenate((top, bottom), axis=-2)
+
+
+def power_block_index(x, which=2):
+    """Index of a block of ``power_block(x, ...)``: the upper left (which 0), lower
+    right (1) or upper right (2) one."""
+    m = np.shape(x)[-1]
+    head, tail = slice(0, m), slice(m, None)
+    return (Ellipsis,) + ((head, head), (tail, tail), (head, tail))[which]
+
+
+# ---------------------------------------------------------------------------
+# einsum to every order: sums of einsums over a flat list of operands
+# ---------------------------------------------------------------------------
+# ``einsum_multi(plan, groups)`` evaluates a tree of sums of einsums over the arrays
+# of ``groups`` (nested lists/tuples, flattened in order as ``plan.skeleton`` says).
+# Every term is an einsum with explicit letters (no ellipsis, no broadcasting) of some
+# of those arrays and constant factors (identities for diagonals, ones for letters
+# summed inside one operand).  Its tangent and its cotangents are again such trees
+# (``einsum_plans_j``, ``einsum_plans_t``), over the layouts (groups, tangents) and
+# (cotangents, groups): so np.einsum's rules, and theirs, stay in this one primitive.
+
+_LEAF = "leaf"
+
+
+class EinsumTerm(tuple):
+    """(spec, idx, consts, sizes): einsum(spec, *flat[idx], *consts); sizes: letter ->
+    dimension size of every letter in spec."""
+    __slots__ = ()
+
+
+class EinsumPlan:
+    """(tree, skeleton): tree of tuples of EinsumTerms (None: a zero result; lists:
+    several results); skeleton: how ``groups`` flattens (_LEAF: one entry).  Not a
+    tuple: generated code passes it around as one static value (vmap leaves it be)."""
+    __slots__ = ("tree", "skeleton")
+
+    def __init__(self, parts):
+        self.tree, self.skeleton = parts
+
+    def __iter__(self):
+        return iter((self.tree, self.skeleton))
+
+    def __repr__(self):
+        return f"EinsumPlan({self.tree!r})"
+
+
+def _flatten_like(x, skel, out):
+    if skel == _LEAF:
+        out.append(x)
+        return
+    for i, s in enumerate(skel):
+        _flatten_like(None if x is None else x[i], s, out)
+
+
+def _skeleton_of(x):
+    if isinstance(x, (list, tuple)) and not (isinstance(x, tuple) and hasattr(x, "_fields")):
+        return tuple(_skeleton_of(v) for v in x)
+    return _LEAF
+
+
+def _tree_skeleton(tree):
+    """The skeleton of the result a plan tree gives."""
+    if isinstance(tree, list):
+        return tuple(_tree_skeleton(t) for t in tree)
+    return _LEAF
+
+
+def _explicit_spec(spec, arrays):
+    """``spec`` with every ellipsis spelled out in letters; a dimension of 1 broadcast
+    against a longer one gets a letter of its own (summed: it has size 1)."""
+    ins, out = _einsum_parse(spec, arrays)
+    used = set(_letters(spec.replace(",", "").replace("->", "")))
+    fresh = (c for c in _EINSUM_LETTERS if c not in used)
+    ells = [np.ndim(a) - len(_letters(s)) if "..." in s else 0 for s, a in zip(ins, arrays)]
+    rank = builtins.max(ells + [0])
+    ell = [next(fresh) for _ in range(rank)]
+    bsize = [1] * rank
+    for s, a, e in zip(ins, arrays, ells):
+        if "..." in s:
+            p = len(s.split("...")[0])
+            for j, d in enumerate(np.shape(a)[p:p + e]):
+                bsize[rank - e + j] = builtins.max(bsize[rank - e + j], d)
+    new_ins = []
+    for s, a, e in zip(ins, arrays, ells):
+        if "..." not in s:
+            new_ins.append(s)
+            continue
+        pre, post = s.split("...")
+        dims = np.shape(a)[len(pre):len(pre) + e]
+        mid = "".join(ell[rank - e + j] if d == bsize[rank - e + j] else next(fresh)
+                      for j, d in enumerate(dims))
+        new_ins.append(pre + mid + post)
+    new_out = out.replace("...", "".join(ell))
+    sizes = {}
+    for s, a in zip(new_ins, arrays):
+        for c, d in zip(s, np.shape(a)):
+            sizes[c] = d
+    return ",".join(new_ins) + "->" + new_out, sizes
+
+
+def einsum_plan(operands):
+    """The plan of ``np.einsum(*operands)`` (either calling form) over groups
+    ``operands``: one term."""
+    spec, arrays, pos = einsum_canon(operands)
+    explicit, sizes = _explicit_spec(spec, arrays)
+    dtype = np.result_type(*[np.asarray(a).dtype for a in arrays])
+    term = EinsumTerm((explicit, tuple(pos), (), (sizes, dtype)))
+    return EinsumPlan(((term,), tuple(_LEAF for _ in operands)))
+
+
+def group2(a, b):
+    """``(a, b)``: the groups of einsum_multi's rules (their layouts pair two trees)."""
+    return (a, b)
+
+
+def _split_spec(spec):
+    ins, out = spec.split("->")
+    return ins.split(","), out
+
+
+def _cot_term(term, p, g_index, shift):
+    """The term giving the cotangent of input ``p`` of ``term`` from the cotangent of
+    its result (flat index ``g_index``); the other inputs' indices moved by ``shift``."""
+    spec, idx, consts, (sizes, dtype) = term
+    ins, out = _split_spec(spec)
+    target = ins[p]
+    used = set(spec) - set(",->")
+    fresh = (c for c in _EINSUM_LETTERS if c not in used)
+    sizes = dict(sizes)
+    new_out, seen, extra_specs, extra = "", set(), [], []
+    for c in target:
+        if c in seen:
+            d = next(fresh)
+            sizes[d] = sizes[c]
+            new_out += d
+            extra_specs.append(c + d)
+            extra.append(np.eye(sizes[c], dtype=dtype))
+        else:
+            seen.add(c)
+            new_out += c
+    others = [ins[j] for j in range(len(ins)) if j != p]
+    present = set(out) | set("".join(others)) | set("".join(extra_specs))
+    for c in sorted(seen - present):
+        extra_specs.append(c)
+        extra.append(np.ones(sizes[c], dtype=dtype))
+    n_arr = len(idx)
+    arr_specs = [ins[j] for j in range(n_arr) if j != p]
+    const_specs = ins[n_arr:]
+    new_spec = ",".join([out] + arr_specs + const_specs + extra_specs) + "->" + new_out
+    new_idx = (g_index,) + tuple(idx[j] + shift for j in range(n_arr) if j != p)
+    return EinsumTerm((new_spec, new_idx, tuple(consts) + tuple(extra), (sizes, dtype)))
+
+
+def einsum_plans_t(plan, groups=None):
+    """The plan of the cotangents of ``einsum_multi(plan, groups)`` for every entry of
+    ``groups``, over the layout (cotangent of the result, groups)."""
+    tree, skel = plan
+    out_skel = _tree_skeleton(tree)
+    leaves = []
+    _flatten_like(tree, out_skel, leaves)
+    n_g = len(leaves)
+    count = []
+    _flatten_like(None, skel, count)
+    per_op = [[] for _ in count]
+    for o, terms in enumerate(leaves):
+        for term in terms or ():
+            for p, i in enumerate(term[1]):
+                per_op[i].append(_cot_term(term, p, o, n_g))
+
+    def build(s, it):
+        if s == _LEAF:
+            terms = next(it)
+            return tuple(terms) if terms else None
+        return [build(c, it) for c in s]
+
+    return EinsumPlan((build(skel, iter(per_op)), (out_skel, skel)))
+
+
+def einsum_plans_j(plan, groups=None):
+    """The plan of the tangent of ``einsum_multi(plan, groups)``, over the layout
+    (groups, their tangents): each term once per array it reads, that array moved."""
+    tree, skel = plan
+    count = []
+    _flatten_like(None, skel, count)
+    n = len(count)
+
+    def build(t):
+        if isinstance(t, list):
+            return [build(c) for c in t]
+        if t is None:
+            return None
+        terms = []
+        for term in t:
+            spec, idx, consts, meta = term
+            for p in range(len(idx)):
+                moved = idx[:p] + (idx[p] + n,) + idx[p + 1:]
+                terms.append(EinsumTerm((spec, moved, consts, meta)))
+        return tuple(terms) if terms else None
+
+    return EinsumPlan((build(tree), (skel, skel)))
+
+
+def einsum_multi(plan, groups):
+    """Evaluate a plan: for each result, the sum of its terms (a term reading a zero,
+    None, entry drops out; None when every term drops)."""
+    tree, skel = plan
+    flat = []
+    _flatten_like(groups, skel, flat)
+
+    def run(t):
+        if isinstance(t, list):
+            return [run(c) for c in t]
+        if t is None:
+            return None
+        total = None
+        for spec, idx, consts, _ in t:
+            ops = [flat[i] for i in idx]
+            if any(_zero_tangent(o) for o in ops):
+                continue
+            n = len(ops) + len(consts)
+            dt = np.result_type(*ops)
+            if consts and dt.kind == "f":   # identity/ones factors follow the operands
+                consts = [c.astype(dt, copy=False) for c in consts]
+            val = np.einsum(spec, *ops, *consts, optimize="greedy" if n > 2 else False)
+            total = val if total is None else total + val
+        if total is None:
+            # every term read a zero: a zero of the result's shape (callers use it)
+            spec, _, _, (sizes, dtype) = t[0]
+            total = np.zeros(tuple(sizes[c] for c in spec.split("->")[1]), dtype=dtype)
+        return total
+
+    return run(tree)
+
+
+# ---------------------------------------------------------------------------
+# np.quantile / np.percentile (method "linear")
+# ---------------------------------------------------------------------------
+
+
+def quantile_weights(a, q, axis=None, keepdims=False, method="linear"):
+    """Where np.quantile(a, q, axis, method="linear") takes its value from: per q, the
+    weights (1 - f, f) of the two sorted elements it interpolates between (ties: the
+    stable sort's order).  Shape q.shape + a.shape, axes of a not reduced kept."""
+    if method != "linear":
+        raise UnsupportedDerivativeError(f"the derivative of np.quantile with method={method!r} "
+                                         "(method='linear' is differentiated)")
+    a = np.asarray(a)
+    qs = np.asarray(q, dtype=np.float64)
+    axes = tuple(range(a.ndim)) if axis is None else _axes(axis, a.ndim)
+    rest = tuple(i for i in range(a.ndim) if i not in axes)
+    moved = np.transpose(a, rest + axes)
+    lead = moved.shape[:len(rest)]
+    flat = moved.reshape(lead + (-1,))
+    n = flat.shape[-1]
+    order = np.argsort(flat, axis=-1, kind="stable")
+    dtype = _float_dtype(a, np.float64)
+    w = np.zeros(qs.shape + flat.shape, dtype=dtype)
+    for k in np.ndindex(qs.shape):
+        h = (n - 1) * qs[k]
+        lo = int(np.floor(h))
+        hi = builtins.min(lo + 1, n - 1)
+        f = h - lo
+        wk = np.zeros(flat.shape, dtype=dtype)
+        np.put_along_axis(wk, order[..., lo:lo + 1], dtype.type(1.0 - f), axis=-1)
+        if hi != lo:
+            np.put_along_axis(wk, order[..., hi:hi + 1], dtype.type(f), axis=-1)
+        w[k] = wk
+    w = w.reshape(qs.shape + moved.shape)
+    perm = np.argsort(rest + axes)
+    return np.transpose(w, tuple(range(qs.ndim)) + tuple(int(p) + qs.ndim for p in perm))
+
+
+def quantile_vjp(t, a, q, axis=None, keepdims=False, method="linear"):
+    """Cotangent of np.quantile(a, q, ...) for ``a`` (linear in ``t``; the weights are
+    piecewise constant in ``a``; ``q`` is not differentiated)."""
+    if t is None:
+        return None
+    w = quantile_weights(a, q, axis, keepdims, method)
+    nq = np.ndim(q)
+    axes = tuple(range(np.ndim(a))) if axis is None else _axes(axis, np.ndim(a))
+    t = np.asarray(t)
+    if not keepdims:
+        t = np.expand_dims(t, tuple(nq + ax for ax in axes))
+    t = np.reshape(t, np.shape(t)[:nq] + tuple(1 if i in axes else d
+                                             for i, d in enumerate(np.shape(a))))
+    return _fit_dtype(np.sum(t * w, axis=tuple(range(nq))), a)
+
+
+def quantile_jvp(t, a, q, axis=None, keepdims=False, method="linear"):
+    """Tangent of np.quantile(a, q, ...) along ``t`` (the adjoint of quantile_vjp)."""
+    if t is None:
+        return None
+    w = quantile_weights(a, q, axis, keepdims, method)
+    nq = np.ndim(q)
+    axes = tuple(range(np.ndim(a))) if axis is None else _axes(axis, np.ndim(a))
+    out = np.sum(np.broadcast_to(t, np.shape(a)) * w, axis=tuple(nq + ax for ax in axes),
+                 keepdims=keepdims)
+    return _fit_dtype(out, a)
+
+
+def refuse_value(what, x):
+    """The cotangent of an argument astjax does not differentiate (np.quantile's q):
+    reverse mode only computes it when the argument is differentiated: raises then."""
+    if _is_float(x):
+        raise UnsupportedDerivativeError(what)
+    return None
+
+
+def _all_zero(t):
+    if _zero_tangent(t):
+        return True
+    if isinstance(t, (list, tuple)):
+        return all(_all_zero(v) for v in t)
+    return not np.any(np.asarray(t) != 0)
+
+
+def refuse_tangent(t, what):
+    """0.0 (a term to add) for a zero tangent; raises for a non-zero one (np.quantile's
+    q, np.interp's xp)."""
+    if not _all_zero(t):
+        raise UnsupportedDerivativeError(what)
+    return 0.0
+
+
+# ---------------------------------------------------------------------------
+# np.average
+# ---------------------------------------------------------------------------
+
+
+def _average_spread(weights, a, axis):
+    """``weights`` as np.average reads them: shaped like ``a``, or 1-D along ``axis``."""
+    w = np.asarray(weights)
+    if w.shape != np.shape(a) and w.ndim == 1 and axis is not None and \
+            not isinstance(axis, (tuple, list)):
+        shape = [1] * np.ndim(a)
+        shape[operator.index(axis) % np.ndim(a)] = w.shape[0]
+        w = w.reshape(shape)
+    return np.broadcast_to(w, np.shape(a))
+
+
+def average_weights(weights, a, axis=None, returned=False):
+    """The weights of np.average spread over ``a`` (ones without weights)."""
+    if returned:
+        raise UnsupportedDerivativeError("the derivative of np.average with returned=True "
+                                         "(compute the sum of the weights separately)")
+    if weights is None:
+        return np.ones(np.shape(a), dtype=_float_dtype(a, np.float64))
+    return _average_spread(weights, a, axis)
+
+
+def average_weights_lin(t, weights, a, axis=None):
+    """``average_weights`` as a linear map of the weights: a tangent of the weights
+    spread over ``a`` (None: zero)."""
+    if _zero_tangent(t) or weights is None:
+        return None
+    return _average_spread(t, a, axis)
+
+
+def average_weights_t(t, weights, a, axis=None):
+    """The adjoint of ``average_weights_lin``: a cotangent shaped like ``a`` summed
+    back to the weights' shape."""
+    if t is None or weights is None:
+        return None
+    w = np.asarray(weights)
+    if w.shape != np.shape(a) and w.ndim == 1 and axis is not None and \
+            not isinstance(axis, (tuple, list)):
+        ax = operator.index(axis) % np.ndim(a)
+        t = np.sum(t, axis=tuple(i for i in range(np.ndim(a)) if i != ax))
+    return unbroadcast(t, weights)
+
+
+def average_lane(a, axis=None, weights=None, returned=False, keepdims=False):
+    """np.average with every argument positional (keepdims is keyword-only in NumPy)."""
+    return np.average(a, axis, weights, returned, keepdims=keepdims)
+
+
+def cumulative_index(x, axis=None, include_initial=False):
+    """Index of a reversed running sum giving np.cumulative_sum's cotangent: everything,
+    or (include_initial) all but the first entry along the axis."""
+    ax = 0 if axis is None else operator.index(axis) % builtins.max(np.ndim(x), 1)
+    return (slice(None),) * ax + (slice(1 if include_initial else 0, None),)
+
+
+def cumulative_sum_lane(x, axis=None, dtype=None, out=None, include_initial=False):
+    """np.cumulative_sum with every argument positional (its options are keyword-only)."""
+    return np.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+# ---------------------------------------------------------------------------
+# np.linalg.multi_dot (an einsum chain), np.ediff1d
+# ---------------------------------------------------------------------------
+
+
+def multi_dot_plan(arrays):
+    """np.linalg.multi_dot(arrays) as one einsum chain "ab,bc,cd->ad" (a 1-D first or
+    last array drops its outer letter), so its rules are einsum_multi's."""
+    arrays = list(arrays)
+    n = len(arrays)
+    letters = _EINSUM_LETTERS[:n + 1]
+    specs = [letters[i:i + 2] for i in range(n)]
+    first_vec, last_vec = np.ndim(arrays[0]) == 1, np.ndim(arrays[-1]) == 1
+    if first_vec:
+        specs[0] = specs[0][1:]
+    if last_vec:
+        specs[-1] = specs[-1][:-1]
+    out = ("" if first_vec else letters[0]) + ("" if last_vec else letters[n])
+    sizes = {}
+    for s, a in zip(specs, arrays):
+        for c, d in zip(s, np.shape(a)):
+            sizes[c] = d
+    dtype = np.result_type(*[np.asarray(a).dtype for a in arrays])
+    term = EinsumTerm((",".join(specs) + "->" + out, tuple(range(n)), (), (sizes, dtype)))
+    return EinsumPlan(((term,), tuple(_LEAF for _ in arrays)))
+
+
+def ediff1d_index(ary, to_end=None, to_begin=None, which=0):
+    """Index of np.ediff1d's result taken by to_begin (which 0), the differences (1),
+    or to_end (2)."""
+    nb = 0 if to_begin is None else int(np.size(to_begin))
+    nd = builtins.max(int(np.size(ary)) - 1, 0)
+    return (slice(0, nb), slice(nb, nb + nd), slice(nb + nd, None))[which]
+
+
+def tangent_where(t, x):
+    """A tangent for an optional argument ``x``: None when ``x`` is absent (None), zeros
+    shaped like ``x`` for a zero tangent, else ``t``."""
+    if x is None:
+        return None
+    if _zero_tangent(t):
+        return _zeros(x)
+    if isinstance(t, (list, tuple)):   # a list argument's tangents (None: zero)
+        return pack_cots(t, np.zeros(np.shape(x)))
+    return t
+
+
+def ediff1d_lin(t, t_end, t_begin, ary, to_end=None, to_begin=None):
+    """np.ediff1d of tangents (None: zero; an absent to_end/to_begin stays absent):
+    np.ediff1d is linear in all three."""
+    if _zero_tangent(t) and _zero_tangent(t_end) and _zero_tangent(t_begin):
+        return None
+    return np.ediff1d(_zeros(ary) if _zero_tangent(t) else t, tangent_where(t_end, to_end),
+                      tangent_where(t_begin, to_begin))
+
+
+# ---------------------------------------------------------------------------
+# np.cov (no y, no weights)
+# ---------------------------------------------------------------------------
+
+
+def cov_rows(m, rowvar=True):
+    """The observations np.cov works on: one variable per row (None: zero)."""
+    if m is None:
+        return None
+    x = np.atleast_2d(m)
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    return x
+
+
+def cov_rows_t(t, m, rowvar=True):
+    """The adjoint of ``cov_rows``: rows back to ``m``'s layout."""
+    if t is None:
+        return None
+    t = np.asarray(t)
+    if not rowvar and np.atleast_2d(m).shape[0] != 1:
+        t = t.T
+    return _fit_dtype(np.reshape(t, np.shape(m)), m)
+
+
+def cov_scale(x, y=None, bias=False, ddof=None, fweights=None, aweights=None):
+    """1 / (N - ddof) of np.cov; its derivative is implemented without y and weights."""
+    if y is not None or fweights is not None or aweights is not None:
+        raise UnsupportedDerivativeError("the derivative of np.cov with y, fweights or "
+                                         "aweights (stack the variables into m)")
+    n = np.shape(x)[-1]
+    d = (0 if bias else 1) if ddof is None else ddof
+    return 1.0 / (n - d)
+
+
+def reduced_shape_of(xc):
+    """The (k, k) shape of np.cov's result for k variables (np.cov squeezes it)."""
+    k = np.shape(xc)[0]
+    return (k, k)
+
+
+# ---------------------------------------------------------------------------
+# np.interp: linear in fp (hat functions of x), piecewise linear in x
+# ---------------------------------------------------------------------------
+
+
+def _interp_check(period):
+    if period is not None:
+        raise UnsupportedDerivativeError("the derivative of np.interp with period")
+
+
+def interp_basis(x, xp, left=None, right=None, period=None):
+    """The hat functions of np.interp: B[..., k] = np.interp(x, xp, e_k) (zero outside
+    [xp[0], xp[-1]] where left/right give the value), so np.interp(x, xp, fp) is
+    sum_k B[..., k] fp[k] (+ left/right where they apply)."""
+    _interp_check(period)
+    xp = np.asarray(xp)
+    n = xp.shape[0]
+    eye = np.eye(n)
+    lo = None if left is None else 0.0
+    hi = None if right is None else 0.0
+    out = np.stack([np.interp(x, xp, eye[k], lo, hi) for k in range(n)], axis=-1)
+    return out.astype(_float_dtype(x, np.float64), copy=False)
+
+
+def interp_slopes(x, xp, left=None, right=None, period=None):
+    """d B / d x: piecewise constant (at a knot, the interval to its right, as
+    jnp.interp; zero outside [xp[0], xp[-1]])."""
+    _interp_check(period)
+    x0 = x
+    xp = np.asarray(xp, dtype=np.float64)
+    n = xp.shape[0]
+    x = np.asarray(x, dtype=np.float64)
+    i = np.clip(np.searchsorted(xp, x, side="right"), 1, n - 1)
+    width = xp[i] - xp[i - 1]
+    inside = (x >= xp[0]) & (x <= xp[-1])
+    s = np.zeros(x.shape + (n,))
+    slope = np.where(inside, 1.0 / width, 0.0)
+    np.put_along_axis(s, (i - 1)[..., None], -slope[..., None], axis=-1)
+    np.put_along_axis(s, i[..., None], slope[..., None], axis=-1)
+    return s.astype(_float_dtype(x0, np.float64), copy=False)
+
+
+def interp_outside(x, xp, which=0):
+    """Where np.interp's ``left`` (which 0: x < xp[0]) or ``right`` (1: x > xp[-1])
+    gives the value (a constant mask)."""
+    xp = np.asarray(xp)
+    x = np.asarray(x)
+    return (x < xp[0]) if which == 0 else (x > xp[-1])

@@ -580,10 +580,11 @@ def _letters(n, start=0):
 
 
 def einsum(subscripts, operands, optimize=False):
-    """Per-example einsum (the explicit ``"ij,jk->ik"`` form; others example by example)."""
-    if not isinstance(subscripts, str):
-        refuse("np.einsum in the (operand, sublist) form", "write the subscripts as a string")
+    """Per-example einsum (subscripts None: ``operands`` is the whole argument sequence,
+    in either calling form)."""
     from astjax import runtime_array as ra
+    if subscripts is None:
+        subscripts, operands, _ = ra.einsum_canon(operands)
     ins, out = ra._einsum_parse(subscripts, operands)
     return _batched_einsum(ins, out, operands, optimize or None)
 
@@ -910,8 +911,8 @@ def diag(v, k):
 
 def pad_width(width, x):
     nd = _nd(x)
-    w = np.broadcast_to(np.asarray(width, dtype=np.intp).reshape(-1, 2)
-                        if np.ndim(width) else np.full((1, 2), width), (nd, 2))
+    from astjax import runtime_array as ra
+    w = ra.pad_widths(width, nd)
     return [tuple(int(v) for v in row) for row in w] + [(0, 0)]
 
 
@@ -1589,6 +1590,11 @@ def diff_vjp_adj(s, a, n, axis, prepend, append):
 
 def concat_vjp(t, arrays, axis, how):
     from astjax import runtime_array as ra
+    if isinstance(arrays, np.ndarray) and arrays.ndim > 1:
+        # one array joined along its first axis (np.vstack(x)): an array cotangent
+        if t is None:
+            return None
+        return np.stack(concat_vjp(t, list(arrays), axis, how), axis=0)
     arrays = list(arrays)
     if t is None:
         return [None] * len(arrays)
@@ -1612,6 +1618,9 @@ def concat_vjp(t, arrays, axis, how):
 
 def concat_cots(ts, arrays, axis, how):
     from astjax import runtime_array as ra
+    if isinstance(arrays, np.ndarray) and arrays.ndim > 1:
+        # one array joined along its first axis: ``ts`` is its whole (co)tangent
+        ts = [None] * len(arrays) if ts is None else list(_as_batched(ts))
     arrays = list(arrays)
     ts = list(ts) if isinstance(ts, (list, tuple)) else [ts]
     pieces = []
@@ -1734,51 +1743,6 @@ def norm_vjp_t(s, x, ord, axis, keepdims):
     return np.sum(_as_batched(s) * grad, axis=axes, keepdims=keepdims)
 
 
-def einsum_vjp(t, subscripts, operands, optimize):
-    """Cotangents of every operand of an einsum, per example: each one einsum of ``t``
-    with the other operands (ra's plan, with a batch letter)."""
-    from astjax import runtime_array as ra
-    operands = list(operands)
-    if t is None:
-        return [None] * len(operands)
-    if not isinstance(subscripts, str):
-        return per_lane(lambda t_, ops: ra.einsum_vjp(t_, subscripts, ops, optimize),
-                        (0, 1), t, operands)
-    examples = [example(_as_batched(o)) for o in operands]
-    cots = []
-    for k, x in enumerate(operands):
-        full_, _, extra, (spec, ell) = ra._einsum_term(subscripts, examples, k)
-        ins, out = full_.split("->")
-        ins = ins.split(",")
-        ops = [operands[j] for j in range(len(operands)) if j != k]
-        c = _batched_einsum(ins, out, [t, *ops, *[e[..., None] for e in extra]])
-        if "..." in spec:
-            p = len(spec.split("...")[0])
-            more = _nd(c) - np.ndim(examples[k])
-            if more:
-                c = np.sum(c, axis=tuple(range(p, p + more)))
-        cots.append(unbroadcast(c, _as_batched(x) if not isinstance(x, float) else x))
-    return cots
-
-
-def einsum_jvp(subscripts, operands, tangents, optimize):
-    """Tangent of an einsum per example: one einsum per operand with a tangent."""
-    from astjax import runtime_array as ra
-    operands = list(operands)
-    ts = ra._tangent_list(tangents, len(operands))
-    total = None
-    for k, tk in enumerate(ts):
-        if ra._zero_tangent(tk):
-            continue
-        ops = list(operands)
-        ops[k] = tk
-        if any(o is None for o in ops):
-            continue
-        term = einsum(subscripts, ops)
-        total = term if total is None else total + term
-    return total
-
-
 def tangent_like(t, like):
     """ra.tangent_like per example: ``t`` fitted to the shape and dtype of ``like``."""
     if t is None or like is None:
@@ -1888,3 +1852,50 @@ def leaf_axis_size_batched(x, axis):
         raise ArgumentError(f"vmap: leaves of one argument disagree on the batch size: "
                             f"{sorted(sizes)}")
     return sizes.pop()
+
+
+def einsum_multi(plan, groups):
+    """Per-example sums of einsums (runtime_array.einsum_multi): one more letter, the
+    batch, on every batched operand and on the result."""
+    from astjax import runtime_array as ra
+    tree, skel = plan
+    flat = []
+    ra._flatten_like(groups, skel, flat)
+
+    def run(t):
+        if isinstance(t, list):
+            return [run(c) for c in t]
+        if t is None:
+            return None
+        total = None
+        for spec, idx, consts, _ in t:
+            ops = [flat[i] for i in idx]
+            if any(ra._zero_tangent(o) for o in ops):
+                continue
+            ins, out = spec.split("->")
+            ins = ins.split(",")
+            z = next(c for c in ra._EINSUM_LETTERS if c not in spec)
+            new_ins, new_ops, batched = [], [], False
+            for s_, o in zip(ins, ops):
+                o = _as_batched(o)
+                if o.shape[-1] == 1:
+                    new_ins.append(s_)
+                    new_ops.append(o[..., 0])
+                else:
+                    new_ins.append(s_ + z)
+                    new_ops.append(o)
+                    batched = True
+            new_ins += ins[len(ops):]
+            dt = np.result_type(*new_ops)
+            if consts and dt.kind == "f":
+                consts = [c.astype(dt, copy=False) for c in consts]
+            val = np.einsum(",".join(new_ins) + "->" + out + (z if batched else ""),
+                            *new_ops, *consts, optimize="greedy")
+            val = val if batched else val[..., None]
+            total = val if total is None else total + val
+        if total is None:
+            spec, _, _, (sizes, dtype) = t[0]
+            total = np.zeros(tuple(sizes[c] for c in spec.split("->")[1]) + (1,), dtype=dtype)
+        return total
+
+    return run(tree)

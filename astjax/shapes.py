@@ -166,7 +166,7 @@ class _Interpreter:
             return _call(prim, args, kwargs)  # tapes and containers hold abstract values
         if not any(_has_abstract(a) for a in flat):
             return _call(prim, args, kwargs)
-        if s.prim in ("shape", "ndim", "size", "len"):
+        if s.prim in ("shape", "np_shape", "ndim", "size", "len"):
             return _call(prim, [_standin(args[0]) if isinstance(args[0], ShapeDtypeStruct)
                                 else args[0]] + args[1:], kwargs)
         if prim.kind in ("elementwise", "compare") and s.prim not in _REDUCTIONS:

@@ -25,6 +25,10 @@ def shape(a):
     return rb.shape(a)
 
 
+def np_shape(a):
+    return rb.shape(a)
+
+
 def ndim(a):
     return rb.ndim(a)
 
@@ -225,8 +229,8 @@ def tensordot(a, b, axes=2):
     return rb.tensordot(a, b, axes)
 
 
-def einsum(subscripts, *operands, out=None, optimize=False):
-    return rb.einsum(subscripts, operands, optimize)
+def einsum(*operands, out=None, optimize=False):
+    return rb.einsum(None, operands, optimize)
 
 
 def kron(a, b):
@@ -811,18 +815,6 @@ def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
     return rb.per_lane(ra.norm_vjp_x, (0, 1, 2), s, t, x, ord, axis, keepdims)
 
 
-def einsum_vjp(t, subscripts, operands, optimize=False):
-    return rb.einsum_vjp(t, subscripts, operands, optimize)
-
-
-def einsum_vjp_t(s, t, subscripts, operands, optimize=False):
-    return rb.per_lane(ra.einsum_vjp_t, (0, 1, 3), s, t, subscripts, operands, optimize)
-
-
-def einsum_vjp_ops(s, t, subscripts, operands, optimize=False):
-    return rb.per_lane(ra.einsum_vjp_ops, (0, 1, 3), s, t, subscripts, operands, optimize)
-
-
 def add_cot_vjp(s, t, x, y, which=0):
     return rb.add_cot_vjp(s, t, x, y, which)
 
@@ -865,20 +857,6 @@ def norm_jvp(t, x, ord=None, axis=None, keepdims=False):
     return rb.norm_jvp(t, x, ord, axis, keepdims)
 
 
-def einsum_jvp(subscripts, operands, tangents, optimize=False):
-    return rb.einsum_jvp(subscripts, operands, tangents, optimize)
-
-
-def einsum_jvp2(subscripts, operands, tangents, tangents2, optimize=False):
-    return rb.per_lane(ra.einsum_jvp2, (1, 2, 3), subscripts, operands, tangents, tangents2,
-                       optimize)
-
-
-def einsum_vjp_jvp(t, dt, subscripts, operands, doperands, optimize=False):
-    return rb.per_lane(ra.einsum_vjp_jvp, (0, 1, 3, 4), t, dt, subscripts, operands, doperands,
-                       optimize)
-
-
 def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):
     return rb.per_lane(ra.norm_hvp, (0, 1, 2), s, t, x, ord, axis, keepdims)
 
@@ -893,3 +871,372 @@ def tree_moveaxis(x, source, destination):
 
 def leaf_axis_size(x, axis):
     return rb.leaf_axis_size_batched(x, axis)
+
+
+# ------------------------------------------------------------------ the NumPy surface
+
+def index_concat(which, *items):
+    return rb.per_lane(ra.index_concat_list, (1,), which, items)
+
+
+def index_concat_vjp(t, which, items):
+    return rb.per_lane(ra.index_concat_vjp, (0, 2), t, which, items)
+
+
+def index_concat_jvp(ts, which, items):
+    return rb.per_lane(ra.index_concat_jvp, (0, 2), ts, which, items)
+
+
+def linspace_weights(ans, num, endpoint=True, retstep=False, axis=0):
+    # a constant: the same for every example (a batch axis of one)
+    return np.expand_dims(ra.linspace_weights(rb.example(ans), num, endpoint, retstep, axis), -1)
+
+
+def uplo_t(x, UPLO="L"):
+    return rb.linalg(ra.uplo_t, x, UPLO=UPLO)
+
+
+# ------------------------------------------------------------------ decompositions
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    return rb.linalg(np.linalg.svd, a, full_matrices=full_matrices, compute_uv=compute_uv,
+                     hermitian=hermitian)
+
+
+def svdvals(x):
+    return rb.linalg(np.linalg.svdvals, x)
+
+
+def qr(a, mode="reduced"):
+    return rb.linalg(np.linalg.qr, a, mode=mode)
+
+
+def eig(a):
+    return rb.linalg(np.linalg.eig, a)
+
+
+def eigvals(a):
+    return rb.linalg(np.linalg.eigvals, a)
+
+
+def pinv(a, rcond=None, hermitian=False, rtol=None):
+    return rb.linalg(np.linalg.pinv, a, rcond=rcond, hermitian=hermitian, rtol=rtol)
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    return rb.per_lane(np.cross, (0, 1), a, b, axisa, axisb, axisc, axis)
+
+
+def svd_parts(t, compute_uv=True):
+    return ra.svd_parts(t, compute_uv)
+
+
+def svd_pack(ts, compute_uv=True):
+    return ra.svd_pack(ts, compute_uv)
+
+
+def svd_index(s, which):
+    return ra.svd_index(rb.example(s), which)
+
+
+def qr_parts(t, a, mode="reduced"):
+    return ra.qr_parts(t, rb.example(a), mode)
+
+
+def qr_pack(ts, a, mode="reduced"):
+    return ra.qr_pack(ts, rb.example(a), mode)
+
+
+def eig_real(wv, w=None):
+    return ra.eig_real(wv, w)
+
+
+def cross_axes(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, which=0):
+    return ra.cross_axes(rb.example(a), rb.example(b), axisa, axisb, axisc, axis, which)
+
+
+# ------------------------------------------------------------------ more of the NumPy surface
+
+def rollaxis(a, axis, start=0):
+    return np.transpose(a, rb.permutation(ra.rollaxis_perm(rb.example(a), axis, start), a))
+
+
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    return rb.per_lane(np.partition, (0,), a, kth, axis, kind, order)
+
+
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    return rb.per_lane(np.argpartition, (0,), a, kth, axis, kind, order)
+
+
+def np_append(arr, values, axis=None):
+    return rb.concatenate((arr, values), axis)
+
+
+def fftshift(x, axes=None):
+    return np.fft.fftshift(x, rb.axis(axes, x))
+
+
+def ifftshift(x, axes=None):
+    return np.fft.ifftshift(x, rb.axis(axes, x))
+
+
+def np_select(condlist, choicelist, default=0):
+    return np.select(condlist, choicelist, default)
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    return rb.per_lane(ra.gradient_list, (0, 1, 2), f, f, varargs, axis, edge_order)
+
+
+def select_tangent(ts, td, condlist, choicelist, default):
+    return rb.per_lane(ra.select_tangent, (0, 1, 2, 3, 4), ts, td, condlist, choicelist,
+                       default)
+
+
+def select_cot(t, condlist, choicelist, default, which=0):
+    return rb.per_lane(ra.select_cot, (0, 1, 2, 3), t, condlist, choicelist, default, which)
+
+
+def select_cot_t(h, condlist, choicelist, default, which=0):
+    return rb.per_lane(ra.select_cot_t, (0, 1, 2, 3), h, condlist, choicelist, default, which)
+
+
+def gradient_vjp(t, f, varargs, axis=None, edge_order=1):
+    return rb.per_lane(ra.gradient_vjp, (0, 1, 2), t, f, varargs, axis, edge_order)
+
+
+def gradient_list(t, f, varargs, axis=None, edge_order=1):
+    return rb.per_lane(ra.gradient_list, (0, 1, 2), t, f, varargs, axis, edge_order)
+
+
+def refuse_cotangent(what, xs):
+    return ra.refuse_cotangent(what, xs)
+
+
+def rollaxis_perm(a, axis, start=0):
+    return ra.rollaxis_perm(rb.example(a), axis, start)
+
+
+def refuse_tangents(t, ts):
+    return ra.refuse_tangents(t, ts)
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    return rb.per_lane(np.nan_to_num, (0, 2, 3, 4), x, copy, nan, posinf, neginf)
+
+
+def qr_input(a, mode="reduced"):
+    return rb.linalg(ra.qr_input, a, mode=mode)
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    return np.ptp(a, axis=rb.axis(axis, a), keepdims=keepdims)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return np.median(a, axis=rb.axis(axis, a), keepdims=keepdims)
+
+
+def convolve(a, v, mode="full"):
+    return rb.per_lane(np.convolve, (0, 1), a, v, mode)
+
+
+def correlate(a, v, mode="valid"):
+    return rb.per_lane(np.correlate, (0, 1), a, v, mode)
+
+
+def polyval(p, x):
+    return rb.per_lane(np.polyval, (0, 1), p, x)
+
+
+def conv_full_cot(t, a, v, mode="full"):
+    return rb.per_lane(ra.conv_full_cot, (0, 1, 2), t, a, v, mode)
+
+
+def conv_full_cut(t, a, v, mode="full"):
+    return rb.per_lane(ra.conv_full_cut, (0, 1, 2), t, a, v, mode)
+
+
+def median_weights(a, axis=None, keepdims=False):
+    return rb.per_lane(ra.median_weights, (0,), a, axis, keepdims)
+
+
+def poly_powers(p):
+    return np.expand_dims(ra.poly_powers(rb.example(p)), -1)
+
+
+def matrix_power(a, n):
+    return rb.linalg(np.linalg.matrix_power, a, n=n)
+
+
+def power_block(x, t, n):
+    return rb.per_lane(ra.power_block, (0, 1), x, t, n)
+
+
+def power_block_index(x, which=2):
+    return ra.power_block_index(rb.example(x), which)
+
+
+def einsum_multi(plan, groups):
+    return rb.einsum_multi(plan, groups)
+
+
+def einsum_plan(operands):
+    return ra.einsum_plan(rb.example(operands))
+
+
+def einsum_plans_t(plan, groups=None):
+    return ra.einsum_plans_t(plan, groups)
+
+
+def einsum_plans_j(plan, groups=None):
+    return ra.einsum_plans_j(plan, groups)
+
+
+def group2(a, b):
+    return ra.group2(a, b)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    return np.nanvar(a, axis=rb.axis(axis, a), dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    return np.nanstd(a, axis=rb.axis(axis, a), dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
+    return np.nanprod(a, axis=rb.axis(axis, a), dtype=dtype, keepdims=keepdims)
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    return rb.cumulative(np.nancumsum, a, axis, dtype)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, weights=None):
+    return rb.per_lane(np.quantile, (0, 1), a, q, axis, None, False, method, keepdims)
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, weights=None):
+    return rb.per_lane(np.percentile, (0, 1), a, q, axis, None, False, method, keepdims)
+
+
+def quantile_vjp(t, a, q, axis=None, keepdims=False, method="linear"):
+    return rb.per_lane(ra.quantile_vjp, (0, 1, 2), t, a, q, axis, keepdims, method)
+
+
+def quantile_jvp(t, a, q, axis=None, keepdims=False, method="linear"):
+    return rb.per_lane(ra.quantile_jvp, (0, 1, 2), t, a, q, axis, keepdims, method)
+
+
+def refuse_value(what, x):
+    return ra.refuse_value(what, x)
+
+
+def refuse_tangent(t, what):
+    return ra.refuse_tangent(t, what)
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    return rb.per_lane(ra.average_lane, (0, 2), a, axis, weights, returned, keepdims)
+
+
+def average_weights(weights, a, axis=None, returned=False):
+    return rb.per_lane(ra.average_weights, (0, 1), weights, a, axis, returned)
+
+
+def average_weights_lin(t, weights, a, axis=None):
+    return rb.per_lane(ra.average_weights_lin, (0, 1, 2), t, weights, a, axis)
+
+
+def average_weights_t(t, weights, a, axis=None):
+    return rb.per_lane(ra.average_weights_t, (0, 1, 2), t, weights, a, axis)
+
+
+def linalg_trace(x, offset=0, dtype=None):
+    return np.trace(x, offset, rb.axis(-2, x), rb.axis(-1, x), dtype=dtype)
+
+
+def linalg_diagonal(x, offset=0):
+    return np.moveaxis(np.diagonal(x, offset, rb.axis(-2, x), rb.axis(-1, x)), -1, -2)
+
+
+def linalg_cross(x1, x2, axis=-1):
+    return rb.per_lane(np.cross, (0, 1), x1, x2, axis, axis, axis)
+
+
+def matrix_norm(x, keepdims=False, ord="fro"):
+    return rb.norm(x, ord, (-2, -1), keepdims)
+
+
+def cumulative_sum(x, axis=None, dtype=None, out=None, include_initial=False):
+    return rb.per_lane(ra.cumulative_sum_lane, (0,), x, axis, dtype, None, include_initial)
+
+
+def cumulative_index(x, axis=None, include_initial=False):
+    return ra.cumulative_index(rb.example(x), axis, include_initial)
+
+
+def multi_dot(arrays, out=None):
+    return rb.einsum_multi(ra.multi_dot_plan(rb.example(arrays)), arrays)
+
+
+def multi_dot_plan(arrays):
+    return ra.multi_dot_plan(rb.example(arrays))
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    return rb.per_lane(np.ediff1d, (0, 1, 2), ary, to_end, to_begin)
+
+
+def ediff1d_index(ary, to_end=None, to_begin=None, which=0):
+    return ra.ediff1d_index(rb.example(ary), rb.example(to_end), rb.example(to_begin), which)
+
+
+def tangent_where(t, x):
+    return ra.tangent_where(t, x)
+
+
+def ediff1d_lin(t, t_end, t_begin, ary, to_end=None, to_begin=None):
+    return rb.per_lane(ra.ediff1d_lin, (0, 1, 2, 3, 4, 5), t, t_end, t_begin, ary, to_end,
+                       to_begin)
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None):
+    return rb.per_lane(np.cov, (0, 1, 5, 6), m, y, rowvar, bias, ddof, fweights, aweights)
+
+
+def cov_rows(m, rowvar=True):
+    return rb.per_lane(ra.cov_rows, (0,), m, rowvar)
+
+
+def cov_rows_t(t, m, rowvar=True):
+    return rb.per_lane(ra.cov_rows_t, (0, 1), t, m, rowvar)
+
+
+def cov_scale(x, y=None, bias=False, ddof=None, fweights=None, aweights=None):
+    return ra.cov_scale(rb.example(x), y, bias, ddof, fweights, aweights)
+
+
+def reduced_shape_of(xc):
+    return ra.reduced_shape_of(rb.example(xc))
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    return rb.per_lane(np.interp, (0, 1, 2, 3, 4), x, xp, fp, left, right, period)
+
+
+def interp_basis(x, xp, left=None, right=None, period=None):
+    return rb.per_lane(ra.interp_basis, (0, 1, 2, 3), x, xp, left, right, period)
+
+
+def interp_slopes(x, xp, left=None, right=None, period=None):
+    return rb.per_lane(ra.interp_slopes, (0, 1, 2, 3), x, xp, left, right, period)
+
+
+def interp_outside(x, xp, which=0):
+    return rb.per_lane(ra.interp_outside, (0, 1), x, xp, which)

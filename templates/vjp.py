@@ -53,14 +53,16 @@ def fmod(g, ans, x, y, out=None):
 
 def power(g, ans, x, y, out=None):
     # d/dy is x ** y * log(x) where x > 0 and 0 elsewhere (no nan from 0 ** y; for
-    # x < 0, where x ** y is real only at integer y, JAX would give nan)
-    gx = ra.unbroadcast(g * y * x ** (y - 1), x)
+    # x < 0, where x ** y is real only at integer y, JAX would give nan).  d/dx is 0
+    # where y == 0, like JAX's integer_pow: the base is replaced by 1 there, so no
+    # 0.0 ** -1 (Python raises ZeroDivisionError, NumPy gives inf) at any order
+    gx = ra.unbroadcast(g * y * np.power(np.where(y == 0, 1.0, x), y - 1), x)
     gy = ra.unbroadcast(g * ans * np.log(np.where(x > 0, x, 1.0)), y)
     return gx, gy
 
 
 def float_power(g, ans, x, y, out=None):
-    gx = ra.unbroadcast(g * y * np.float_power(x, y - 1), x)
+    gx = ra.unbroadcast(g * y * np.float_power(np.where(y == 0, 1.0, x), y - 1), x)
     gy = ra.unbroadcast(g * ans * np.log(np.where(x > 0, x, 1.0)), y)
     return gx, gy
 
@@ -444,8 +446,12 @@ def kron(g, ans, a, b):
             ra.unbroadcast(np.reshape(gb, np.shape(b)), b))
 
 
-def einsum(g, ans, subscripts, *operands, out=None, optimize=False):
-    return ra.einsum_vjp(g, subscripts, operands)
+def einsum(g, ans, *operands, out=None, optimize=False):
+    # both calling forms ("ij,jk", a, b) and (a, [0, 1], b, [1, 2]): the subscripts
+    # string or the sublists get None cotangents.  The cotangents are sums of einsums
+    # (ra.einsum_multi), whose own rules are einsum_multi again: every order
+    plan = ra.einsum_plan(operands)
+    return ra.einsum_multi(ra.einsum_plans_t(plan, operands), ra.group2(g, operands))
 
 
 def matrix_transpose(g, ans, x):
@@ -481,11 +487,17 @@ def cholesky(g, ans, a, upper=False):
     p = np.matmul(lt, np.tril(ra.chol_lower(g, upper)))
     p = np.tril(p) - 0.5 * p * ra.eye_last(p)
     s = np.swapaxes(np.linalg.solve(lt, np.swapaxes(np.linalg.solve(lt, p), -1, -2)), -1, -2)
-    return (s + np.swapaxes(s, -1, -2)) * 0.5
+    s = (s + np.swapaxes(s, -1, -2)) * 0.5
+    # NumPy reads one triangle (the lower one; the upper with upper=True): it gets the
+    # whole cotangent, the other none -- the derivative of what NumPy computes
+    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), upper)
 
 
 def eigh(g, ans, a, UPLO="L"):
-    # JAX's rule (symmetrized input): V (diag(gw) + F * (V^T gV)) V^T, F = 1/(w_j - w_i)
+    # JAX's rule for the symmetric matrix NumPy decomposes, V (diag(gw) + F * (V^T gV))
+    # V^T with F = 1/(w_j - w_i), then back to ``a``: NumPy reads one triangle only
+    # (UPLO="L": the lower one, mirrored), so the strict lower part gets both halves
+    # and the upper part none -- the derivative of what NumPy computes, on any input
     w = ra.getitem(ans, 0)
     v = ra.getitem(ans, 1)
     e = ra.eye_last(w)
@@ -493,14 +505,18 @@ def eigh(g, ans, a, UPLO="L"):
     vt = np.swapaxes(v, -1, -2)
     gw = ra.cot_or_zeros(ra.getitem(g, 0), w)
     gv = ra.cot_or_zeros(ra.getitem(g, 1), v)
-    mid = np.expand_dims(gw, -2) * e + f * np.matmul(vt, gv)
+    vtgv = np.matmul(vt, gv)
+    # (F is infinite for repeated eigenvalues: 0 where V gets no cotangent, not nan)
+    mid = np.expand_dims(gw, -2) * e + np.where(vtgv == 0, 0.0, f * vtgv)
     s = np.matmul(v, np.matmul(mid, vt))
-    return (s + np.swapaxes(s, -1, -2)) * 0.5
+    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO)
 
 
 def eigvalsh(g, ans, a, UPLO="L"):
+    # as eigh: the triangle NumPy reads gets the whole cotangent
     v = ra.getitem(np.linalg.eigh(a, UPLO), 1)
-    return np.matmul(v * np.expand_dims(g, -2), np.swapaxes(v, -1, -2))
+    s = np.matmul(v * np.expand_dims(g, -2), np.swapaxes(v, -1, -2))
+    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO)
 
 
 # ------------------------------------------------------------------ shapes
@@ -627,7 +643,8 @@ def roll(g, ans, a, shift, axis=None):
 
 
 def pad(g, ans, array, pad_width, mode="constant", constant_values=0):
-    return ra.pad_vjp(g, array, pad_width, mode)
+    return (ra.pad_vjp(g, array, pad_width, mode),
+            ra.refuse_value("the derivative of np.pad in constant_values", constant_values))
 
 
 def take(g, ans, a, indices, axis=None, out=None, mode="raise"):
@@ -651,10 +668,16 @@ def sort(g, ans, a, axis=-1, kind=None, order=None, stable=None):
 
 
 def diff(g, ans, a, n=1, axis=-1, prepend=None, append=None):
-    return ra.diff_vjp(g, a, n, axis, prepend, append)
+    return (ra.diff_vjp(g, a, n, axis, prepend, append),
+            ra.refuse_value("the derivative of np.diff in prepend", prepend),
+            ra.refuse_value("the derivative of np.diff in append", append))
 
 
 # ------------------------------------------------------------------ indexing
+
+
+def index_concat(g, ans, which, *items):
+    return ra.index_concat_vjp(g, which, items)
 
 
 def getitem(g, ans, x, index):
@@ -670,6 +693,23 @@ def item(g, ans, a, *args):
 
 
 # ------------------------------------------------------------------ creation, conversion
+
+
+def linspace(g, ans, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    # sample k is start * (1 - w_k) + stop * w_k
+    w = ra.linspace_weights(ans, num, endpoint, retstep, axis)
+    return (ra.unbroadcast(np.sum(g * (1.0 - w), axis=axis), start),
+            ra.unbroadcast(np.sum(g * w, axis=axis), stop))
+
+
+def logspace(g, ans, start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    # ans = be ** lin, lin the linspace of the endpoints, be the base expanded at axis
+    w = ra.linspace_weights(ans, num, endpoint, False, axis)
+    gl = g * ans * np.expand_dims(np.log(base), axis)
+    lin = np.linspace(start, stop, num, endpoint, False, None, axis)
+    return (ra.unbroadcast(np.sum(gl * (1.0 - w), axis=axis), start),
+            ra.unbroadcast(np.sum(gl * w, axis=axis), stop),
+            ra.unbroadcast(np.sum(g * ans * lin, axis=axis) / base, base))
 
 
 def full(g, ans, shape, fill_value, dtype=None, order="C"):
@@ -850,11 +890,6 @@ def norm_vjp(g, ans, t, x, ord=None, axis=None, keepdims=False):
     return ra.norm_vjp_t(g, x, ord, axis, keepdims), ra.norm_vjp_x(g, t, x, ord, axis, keepdims)
 
 
-def einsum_vjp(g, ans, t, subscripts, operands, optimize=False):
-    return (ra.einsum_vjp_t(g, t, subscripts, operands, optimize),
-            ra.einsum_vjp_ops(g, t, subscripts, operands, optimize))
-
-
 def norm_vjp_t(g, ans, s, x, ord=None, axis=None, keepdims=False):
     return ra.norm_vjp(g, x, ord, axis, keepdims), ra.unsupported("third derivatives of norm")
 
@@ -865,24 +900,13 @@ def norm_vjp_x(g, ans, s, t, x, ord=None, axis=None, keepdims=False):
             ra.unsupported("third derivatives of norm"))
 
 
-def einsum_vjp_t(g, ans, s, t, subscripts, operands, optimize=False):
-    return (ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"))
-
-
-def einsum_vjp_ops(g, ans, s, t, subscripts, operands, optimize=False):
-    return (ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"),
-            ra.unsupported("third derivatives of einsum"))
-
-
 def log_or_one(g, ans, base):
-    return ra.unsupported("second derivatives of math.log in its base")
+    # only differentiated when there is a base: d log(base) = 1 / base
+    return ra.unbroadcast(g / ra.or_one(base), base)
 
 
 def or_one(g, ans, base):
-    return ra.unsupported("second derivatives of math.log in its base")
+    return ra.unbroadcast(g, base)
 
 
 def add_cot(g, ans, t, x, y, which=0):
@@ -927,7 +951,462 @@ def norm_jvp(g, ans, t, x, ord=None, axis=None, keepdims=False):
     return ra.norm_vjp(g, x, ord, axis, keepdims), ra.norm_vjp_x(t, g, x, ord, axis, keepdims)
 
 
-def einsum_jvp(g, ans, subscripts, operands, tangents, optimize=False):
-    # the operands' part moves every other operand along its tangent
-    return (ra.einsum_vjp_jvp(g, None, subscripts, operands, tangents, optimize),
-            ra.einsum_vjp(g, subscripts, operands, optimize))
+# ------------------------------------------------------------------ the NumPy surface helpers
+
+
+def index_concat_vjp(g, ans, t, which, items):
+    return ra.index_concat_jvp(g, which, items)
+
+
+def index_concat_jvp(g, ans, ts, which, items):
+    return ra.index_concat_vjp(g, which, items)
+
+
+def uplo_t(g, ans, x, UPLO="L"):
+    return ra.uplo_t(g, UPLO)
+
+
+# ------------------------------------------------------------------ decompositions
+
+
+def svd(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
+    # real A = U diag(s) Vh, U and Vh recomputed (JAX's jvp rule, transposed):
+    #   gA = U (F o (U^T gU - gU^T U) s + diag(gs) + s F o (Vh gV - gV^T V)) Vh
+    #        + (I - U U^T) gU s^-1 Vh + U s^-1 (gVh - gV^T V Vh),  F_ij = 1/(s_j^2 - s_i^2)
+    # (1/s read as 0 where s == 0, as JAX).  full_matrices=True, non-square: the
+    # columns Q of U after the first k (rows P of Vh) move by the smallest rotation
+    # keeping [U Q] orthogonal, dQ = -U dU^T Q; their cotangent lands on U
+    usv = np.linalg.svd(a, full_matrices, True, hermitian)
+    s = ra.getitem(usv, 1)
+    uf = ra.getitem(usv, 0)
+    vhf = ra.getitem(usv, 2)
+    u = ra.getitem(uf, ra.svd_index(s, 0))
+    q = ra.getitem(uf, ra.svd_index(s, 1))
+    vh = ra.getitem(vhf, ra.svd_index(s, 2))
+    p = ra.getitem(vhf, ra.svd_index(s, 3))
+    parts = ra.svd_parts(g, compute_uv)
+    guf = ra.cot_or_zeros(ra.getitem(parts, 0), uf)
+    gs = ra.cot_or_zeros(ra.getitem(parts, 1), s)
+    gvhf = ra.cot_or_zeros(ra.getitem(parts, 2), vhf)
+    gq = ra.getitem(guf, ra.svd_index(s, 1))
+    gp = ra.getitem(gvhf, ra.svd_index(s, 3))
+    gu = ra.getitem(guf, ra.svd_index(s, 0)) - np.matmul(q, np.matmul(np.swapaxes(gq, -1, -2), u))
+    gvh = ra.getitem(gvhf, ra.svd_index(s, 2)) - np.matmul(vh, np.matmul(np.swapaxes(gp, -1, -2),
+                                                                          p))
+    gv = np.swapaxes(gvh, -1, -2)
+    e = ra.eye_last(s)
+    s2 = s * s
+    f = 1.0 / (e + np.expand_dims(s2, -2) - np.expand_dims(s2, -1)) - e
+    utgu = np.matmul(np.swapaxes(u, -1, -2), gu)
+    vtgv = np.matmul(vh, gv)
+    sinv = np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s))
+    # (F is infinite for equal singular values: where U and V get no cotangent the
+    # product is 0, not nan -- svd(x, compute_uv=False) of the identity, as JAX)
+    ku = utgu - np.swapaxes(utgu, -1, -2)
+    kv = vtgv - np.swapaxes(vtgv, -1, -2)
+    mid = (np.where(ku == 0, 0.0, f * ku) * np.expand_dims(s, -2)
+           + np.expand_dims(gs, -2) * e
+           + np.expand_dims(s, -1) * np.where(kv == 0, 0.0, f * kv))
+    ga_u = np.matmul((gu - np.matmul(u, utgu)) * np.expand_dims(sinv, -2), vh)
+    ga_v = np.matmul(u, np.expand_dims(sinv, -1) * (gvh - np.matmul(np.swapaxes(vtgv, -1, -2),
+                                                                    vh)))
+    return np.matmul(u, np.matmul(mid, vh)) + ga_u + ga_v
+
+
+def svdvals(g, ans, x):
+    usv = np.linalg.svd(x, False)
+    return np.matmul(ra.getitem(usv, 0) * np.expand_dims(g, -2), ra.getitem(usv, 2))
+
+
+def qr(g, ans, a, mode="reduced"):
+    # rows >= columns: gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q, copyltu(M)
+    # the lower triangle of M mirrored (ra.qr_parts refuses the other cases)
+    qrr = np.linalg.qr(ra.qr_input(a, mode))
+    q = ra.getitem(qrr, 0)
+    r = ra.getitem(qrr, 1)
+    parts = ra.qr_parts(g, a, mode)
+    gq = ra.cot_or_zeros(ra.getitem(parts, 0), q)
+    gr = ra.cot_or_zeros(ra.getitem(parts, 1), r)
+    m = np.matmul(r, np.swapaxes(gr, -1, -2)) - np.matmul(np.swapaxes(gq, -1, -2), q)
+    b = gq + np.matmul(q, np.tril(m) + np.swapaxes(np.tril(m, -1), -1, -2))
+    return np.swapaxes(np.linalg.solve(r, np.swapaxes(b, -1, -2)), -1, -2)
+
+
+def eig(g, ans, a):
+    # real eigenvalues: gA = V^-T (diag(gw) + F o (V^T gV')) V^T, F = 1/(w_j - w_i), gV'
+    # without the components along each (unit) eigenvector
+    wv = ra.eig_real(ans)
+    w = ra.getitem(wv, 0)
+    v = ra.getitem(wv, 1)
+    gw = ra.cot_or_zeros(ra.getitem(g, 0), w)
+    gv = ra.cot_or_zeros(ra.getitem(g, 1), v)
+    gvn = gv - v * np.sum(v * gv, axis=-2, keepdims=True)
+    e = ra.eye_last(w)
+    f = 1.0 / (e + np.expand_dims(w, -2) - np.expand_dims(w, -1)) - e
+    vt = np.swapaxes(v, -1, -2)
+    mid = np.expand_dims(gw, -2) * e + f * np.matmul(vt, gvn)
+    return np.linalg.solve(vt, np.matmul(mid, vt))
+
+
+def eigvals(g, ans, a):
+    vt = np.swapaxes(ra.getitem(ra.eig_real(np.linalg.eig(a), ans), 1), -1, -2)
+    return np.linalg.solve(vt, np.expand_dims(g, -1) * vt)
+
+
+def pinv(g, ans, a, rcond=None, hermitian=False, rtol=None):
+    # transpose of dP = -P dA P + (I - P A) dA^T P^T P + P P^T dA^T (I - A P) (constant rank)
+    pt = np.swapaxes(ans, -1, -2)
+    gt = np.swapaxes(g, -1, -2)
+    t1 = -np.matmul(pt, np.matmul(g, pt))
+    t2 = np.matmul(np.matmul(pt, ans), gt)
+    t2 = t2 - np.matmul(np.matmul(t2, ans), a)
+    t3 = np.matmul(gt, np.matmul(ans, pt))
+    t3 = t3 - np.matmul(a, np.matmul(ans, t3))
+    return t1 + t2 + t3
+
+
+def cross(g, ans, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    # <g, a x b> = <b x g, a> = <g x a, b>, each laid along its operand's axis
+    ga = np.cross(b, g, ra.cross_axes(a, b, axisa, axisb, axisc, axis, 0),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 1),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 2))
+    gb = np.cross(g, a, ra.cross_axes(a, b, axisa, axisb, axisc, axis, 3),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 4),
+                  ra.cross_axes(a, b, axisa, axisb, axisc, axis, 5))
+    return ra.unbroadcast(ga, a), ra.unbroadcast(gb, b)
+
+
+def svd_parts(g, ans, t, compute_uv=True):
+    return ra.svd_pack(g, compute_uv)
+
+
+def svd_pack(g, ans, ts, compute_uv=True):
+    return ra.svd_parts(g, compute_uv)
+
+
+def qr_parts(g, ans, t, a, mode="reduced"):
+    return ra.qr_pack(g, a, mode)
+
+
+def qr_pack(g, ans, ts, a, mode="reduced"):
+    return ra.qr_parts(g, a, mode)
+
+
+def eig_real(g, ans, wv, w=None):
+    return g
+
+
+# ------------------------------------------------------------------ more of the NumPy surface
+
+
+def rollaxis(g, ans, a, axis, start=0):
+    return np.transpose(g, ra.inverse_perm(ra.rollaxis_perm(a, axis, start), np.ndim(a)))
+
+
+def partition(g, ans, a, kth, axis=-1, kind="introselect", order=None):
+    return ra.take_along_axis_vjp(g, a, np.argpartition(a, kth, axis=axis), axis)
+
+
+def np_append(g, ans, arr, values, axis=None):
+    cots = ra.concat_vjp(g, (arr, values), axis, "concatenate")
+    return ra.getitem(cots, 0), ra.getitem(cots, 1)
+
+
+def fftshift(g, ans, x, axes=None):
+    return np.fft.ifftshift(g, axes)
+
+
+def ifftshift(g, ans, x, axes=None):
+    return np.fft.fftshift(g, axes)
+
+
+def angle(g, ans, z, deg=False):
+    # 0 or pi for real input: piecewise constant; at 0 (the jump) nan, as jnp.angle
+    return ra.cast_like(g * np.where(z == 0, np.nan, 0.0), z)
+
+
+def real_if_close(g, ans, a, tol=100):
+    return g
+
+
+def nan_to_num(g, ans, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    # finite entries pass through; the others are replaced by nan, posinf or neginf
+    return (np.where(np.isfinite(x), g, 0.0),
+            ra.unbroadcast(np.where(np.isnan(x), g, 0.0), nan),
+            ra.unbroadcast(np.where(np.logical_and(np.isinf(x), x > 0), g, 0.0), posinf),
+            ra.unbroadcast(np.where(np.logical_and(np.isinf(x), x < 0), g, 0.0), neginf))
+
+
+def divmod(g, ans, x, y):
+    # (x // y, x % y): the quotient is piecewise constant, the remainder x - q y
+    q = ra.getitem(ans, 0)
+    gr = ra.cot_or_zeros(ra.getitem(g, 1), ra.getitem(ans, 1))
+    return ra.unbroadcast(gr, x), ra.unbroadcast(-gr * q, y)
+
+
+def modf(g, ans, x):
+    # (fractional part, integral part): slopes 1 and 0
+    return ra.cot_or_zeros(ra.getitem(g, 0), ra.getitem(ans, 0))
+
+
+def np_select(g, ans, condlist, choicelist, default=0):
+    return (ra.select_cot(g, condlist, choicelist, default, 0),
+            ra.select_cot(g, condlist, choicelist, default, 1))
+
+
+def gradient(g, ans, f, *varargs, axis=None, edge_order=1):
+    return (ra.gradient_vjp(g, f, varargs, axis, edge_order),
+            ra.refuse_cotangent("the derivative of np.gradient in its spacing arguments",
+                                varargs))
+
+
+def select_tangent(g, ans, ts, td, condlist, choicelist, default):
+    return (ra.select_cot(g, condlist, choicelist, default, 0),
+            ra.select_cot(g, condlist, choicelist, default, 1))
+
+
+def select_cot(g, ans, t, condlist, choicelist, default, which=0):
+    return ra.select_cot_t(g, condlist, choicelist, default, which)
+
+
+def select_cot_t(g, ans, h, condlist, choicelist, default, which=0):
+    return ra.select_cot(g, condlist, choicelist, default, which)
+
+
+def gradient_vjp(g, ans, t, f, varargs, axis=None, edge_order=1):
+    return ra.gradient_list(g, f, varargs, axis, edge_order)
+
+
+def gradient_list(g, ans, t, f, varargs, axis=None, edge_order=1):
+    return ra.gradient_vjp(g, f, varargs, axis, edge_order)
+
+
+def refuse_tangents(g, ans, t, ts):
+    return g
+
+
+def qr_input(g, ans, a, mode="reduced"):
+    return g
+
+
+def ptp(g, ans, a, axis=None, out=None, keepdims=False):
+    hi = np.max(a, axis=axis, keepdims=keepdims)
+    lo = np.min(a, axis=axis, keepdims=keepdims)
+    w = ra.extremum_weights(a, hi, axis, keepdims) - ra.extremum_weights(a, lo, axis, keepdims)
+    return ra.unreduce(g, a, axis, keepdims) * w
+
+
+def median(g, ans, a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    # the middle element (or the two middle ones, half each) of each sorted slice
+    return ra.unreduce(g, a, axis, keepdims) * ra.median_weights(a, axis, keepdims)
+
+
+def copysign(g, ans, x, y, out=None):
+    # |x| with y's sign; the slope of |x| at 0 is +1, as in JAX's abs
+    return ra.unbroadcast(np.where(x >= 0, g, -g) * np.copysign(1.0, y), x), None
+
+
+def heaviside(g, ans, x, y, out=None):
+    return None, ra.unbroadcast(np.where(x == 0, g, 0.0), y)
+
+
+def convolve(g, ans, a, v, mode="full"):
+    # the full-length cotangent (zeros outside the mode's window) correlated with the
+    # other operand
+    gf = ra.conv_full_cot(g, a, v, mode)
+    return (np.reshape(np.convolve(gf, np.flip(v), "valid"), np.shape(a)),
+            np.reshape(np.convolve(gf, np.flip(a), "valid"), np.shape(v)))
+
+
+def correlate(g, ans, a, v, mode="valid"):
+    # correlate(a, v) is convolve(a, flip(v)) in every mode
+    gf = ra.conv_full_cot(g, a, v, mode)
+    return (np.reshape(np.convolve(gf, v, "valid"), np.shape(a)),
+            np.reshape(np.flip(np.convolve(gf, np.flip(a), "valid")), np.shape(v)))
+
+
+def polyval(g, ans, p, x):
+    # y = sum_i p_i x ** k_i, k the powers n-1 .. 0; the slope's constant term has no
+    # x ** -1 (the base is 1 there, as in power's rule)
+    k = ra.poly_powers(p)
+    xe = np.expand_dims(x, -1)
+    slope = np.sum(p * k * np.power(np.where(k == 0, 1.0, xe), k - 1), axis=-1)
+    return (ra.unbroadcast(np.expand_dims(g, -1) * np.power(xe, k), p),
+            ra.unbroadcast(g * slope, x))
+
+
+def conv_full_cot(g, ans, t, a, v, mode="full"):
+    return ra.conv_full_cut(g, a, v, mode)
+
+
+def conv_full_cut(g, ans, t, a, v, mode="full"):
+    return ra.conv_full_cot(g, a, v, mode)
+
+
+def matrix_power(g, ans, a, n):
+    # sum_k (a^T)^k g (a^T)^(n-1-k): the upper right block of [[a^T, g], [0, a^T]]^n
+    p = np.linalg.matrix_power(ra.power_block(np.swapaxes(a, -1, -2), g, n), n)
+    return ra.getitem(p, ra.power_block_index(a))
+
+
+def power_block(g, ans, x, t, n):
+    # the adjoint of placing x on both diagonal blocks and t in the upper right one
+    return (ra.getitem(g, ra.power_block_index(x, 0)) + ra.getitem(g, ra.power_block_index(x, 1)),
+            ra.getitem(g, ra.power_block_index(x, 2)))
+
+
+def einsum_multi(g, ans, plan, groups):
+    return ra.einsum_multi(ra.einsum_plans_t(plan, groups), ra.group2(g, groups))
+
+
+def group2(g, ans, a, b):
+    return ra.getitem(g, 0), ra.getitem(g, 1)
+
+
+def nanvar(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=True)
+    return ra.cast_like(ra.unreduce(g, a, axis, keepdims) * d * 2.0 / (n - ddof), a)
+
+
+def nanstd(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=True)
+    return ra.cast_like(ra.unreduce(g / ans, a, axis, keepdims) * d / (n - ddof), a)
+
+
+def nanprod(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    # NaNs count as ones (exact with zeros, no division, as prod)
+    a1 = np.where(np.isnan(a), 1.0, a)
+    others = ra.unfold_axes(ra.prod_others_last(ra.fold_axes(a1, axis)), a1, axis)
+    return np.where(np.isnan(a), 0.0, ra.unreduce(g, a, axis, keepdims) * others)
+
+
+def nancumsum(g, ans, a, axis=None, dtype=None, out=None):
+    ax = ra.cum_axis(axis)
+    rev = np.flip(np.cumsum(np.flip(g, ax), ax), ax)
+    return np.where(np.isnan(a), 0.0, ra.unbroadcast(np.reshape(rev, np.shape(a)), a))
+
+
+def quantile(g, ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, weights=None):
+    return (ra.quantile_vjp(g, a, q, axis, keepdims, method),
+            ra.refuse_value("the derivative of np.quantile in q", q))
+
+
+def percentile(g, ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, weights=None):
+    return (ra.quantile_vjp(g, a, q / 100.0, axis, keepdims, method),
+            ra.refuse_value("the derivative of np.percentile in q", q))
+
+
+def quantile_vjp(g, ans, t, a, q, axis=None, keepdims=False, method="linear"):
+    return ra.quantile_jvp(g, a, q, axis, keepdims, method)
+
+
+def quantile_jvp(g, ans, t, a, q, axis=None, keepdims=False, method="linear"):
+    return ra.quantile_vjp(g, a, q, axis, keepdims, method)
+
+
+def average(g, ans, a, axis=None, weights=None, returned=False, keepdims=False):
+    # sum(a w) / sum(w): the cotangent of a is g w / sum(w), of w g (a - average) / sum(w)
+    w = ra.average_weights(weights, a, axis, returned)
+    sw = np.sum(w, axis=axis, keepdims=True)
+    avg = np.sum(a * w, axis=axis, keepdims=True) / sw
+    gk = ra.unreduce(g, a, axis, keepdims) / sw
+    return gk * w, ra.average_weights_t(gk * (a - avg), weights, a, axis)
+
+
+def average_weights(g, ans, weights, a, axis=None, returned=False):
+    return ra.average_weights_t(g, weights, a, axis)
+
+
+def average_weights_lin(g, ans, t, weights, a, axis=None):
+    return ra.average_weights_t(g, weights, a, axis)
+
+
+def average_weights_t(g, ans, t, weights, a, axis=None):
+    return ra.average_weights_lin(g, weights, a, axis)
+
+
+def linalg_trace(g, ans, x, offset=0, dtype=None):
+    return ra.diagonal_vjp(np.expand_dims(g, -1), x, offset, -2, -1)
+
+
+def linalg_diagonal(g, ans, x, offset=0):
+    return ra.diagonal_vjp(g, x, offset, -2, -1)
+
+
+def linalg_cross(g, ans, x1, x2, axis=-1):
+    return (ra.unbroadcast(np.cross(x2, g, axis, axis, axis), x1),
+            ra.unbroadcast(np.cross(g, x1, axis, axis, axis), x2))
+
+
+def matrix_norm(g, ans, x, keepdims=False, ord="fro"):
+    return ra.norm_vjp(g, x, ord, (-2, -1), keepdims)
+
+
+def cumulative_sum(g, ans, x, axis=None, dtype=None, out=None, include_initial=False):
+    # a reversed running sum of g (without its first entry when the initial 0 is there)
+    ax = ra.cum_axis(axis)
+    rev = np.flip(np.cumsum(np.flip(g, ax), ax), ax)
+    return ra.cast_like(ra.getitem(rev, ra.cumulative_index(x, axis, include_initial)), x)
+
+
+def multi_dot(g, ans, arrays, out=None):
+    # one einsum chain: its cotangents are einsum_multi's (any order)
+    plan = ra.multi_dot_plan(arrays)
+    return ra.einsum_multi(ra.einsum_plans_t(plan, arrays), ra.group2(g, arrays))
+
+
+def ediff1d(g, ans, ary, to_end=None, to_begin=None):
+    # [to_begin, differences of the flattened ary, to_end]
+    gd = ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 1))
+    ga = np.reshape(ra.diff_vjp(gd, np.ravel(ary)), np.shape(ary))
+    return (ga, ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 2)), to_end),
+            ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 0)), to_begin))
+
+
+def tangent_where(g, ans, t, x):
+    return ra.tangent_where(g, x)
+
+
+def ediff1d_lin(g, ans, t, t_end, t_begin, ary, to_end=None, to_begin=None):
+    gd = ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 1))
+    ga = np.reshape(ra.diff_vjp(gd, np.ravel(ary)), np.shape(ary))
+    return (ga, ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 2)), to_end),
+            ra.asarray_vjp(ra.getitem(g, ra.ediff1d_index(ary, to_end, to_begin, 0)), to_begin))
+
+
+def cov(g, ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None):
+    # C = Xc Xc^T s, Xc the centred rows: gX = (g + g^T) Xc s (rows of Xc sum to 0, so
+    # the centring needs no term of its own)
+    x = ra.cov_rows(m, rowvar)
+    xc = x - np.mean(x, axis=1, keepdims=True)
+    s = ra.cov_scale(x, y, bias, ddof, fweights, aweights)
+    g2 = np.reshape(g, ra.reduced_shape_of(xc))
+    return ra.cov_rows_t(np.matmul(g2 + np.swapaxes(g2, -1, -2), xc) * s, m, rowvar)
+
+
+def cov_rows(g, ans, m, rowvar=True):
+    return ra.cov_rows_t(g, m, rowvar)
+
+
+def cov_rows_t(g, ans, t, m, rowvar=True):
+    return ra.cov_rows(g, rowvar)
+
+
+def interp(g, ans, x, xp, fp, left=None, right=None, period=None):
+    # sum_k B_k(x) fp_k, B the hat functions (+ left/right outside [xp[0], xp[-1]])
+    b = ra.interp_basis(x, xp, left, right, period)
+    slope = np.sum(ra.interp_slopes(x, xp, left, right, period) * fp, axis=-1)
+    return (ra.unbroadcast(g * slope, x),
+            ra.refuse_value("the derivative of np.interp in xp", xp),
+            ra.asarray_vjp(ra.unbroadcast(np.expand_dims(g, -1) * b, fp), fp),
+            ra.unbroadcast(g * ra.interp_outside(x, xp, 0), left),
+            ra.unbroadcast(g * ra.interp_outside(x, xp, 1), right))
+
+
+def interp_basis(g, ans, x, xp, left=None, right=None, period=None):
+    return ra.unbroadcast(np.sum(g * ra.interp_slopes(x, xp, left, right, period), axis=-1), x)

@@ -18,7 +18,7 @@ import pytest
 
 import astjax
 from astjax import tree_util
-from conftest import assert_tree_close, check_grad
+from conftest import check_grad
 from programs import containers as C
 
 

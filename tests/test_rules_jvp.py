@@ -54,8 +54,7 @@ VJP = {n: f for n, f in vars(V).items() if inspect.isfunction(f) and f.__module_
 # The kinds whose rules forward mode may hand None for an absent tangent.
 NONE_KINDS = {"elementwise", "linalg", "reduction", "structural", "other", "tape"}
 # Tangents whose jvp raises NotImplementedError (third derivatives).
-UNSUPPORTED = {"norm_vjp_x": {"x"}, "einsum_vjp_t": {"s", "t", "operands"},
-               "einsum_vjp_ops": {"s", "t", "operands"}}
+UNSUPPORTED = {"norm_vjp_x": {"x"}}
 CHECKED = [n for n in DIFF if n not in UNSUPPORTED]
 
 
@@ -462,13 +461,6 @@ MORE = [
     ("norm_vjp", lambda r: ((r.standard_normal(()), r.standard_normal((3, 4))), {"ord": "fro"})),
     ("norm_vjp_t", lambda r: ((r.standard_normal((3, 4)), r.standard_normal((3, 4))),
                               {"axis": 0, "keepdims": True})),
-    ("einsum_vjp", lambda r: ((r.standard_normal((3, 2)), "ij,jk->ik",
-                               [r.standard_normal((3, 4)), r.standard_normal((4, 2))]), {})),
-    ("einsum_vjp", lambda r: ((r.standard_normal(()), "ii", [r.standard_normal((3, 3))]), {})),
-    ("einsum_jvp", lambda r: (("...ij,...jk->...ik", [r.standard_normal((1, 3, 4)),
-                                                      r.standard_normal((2, 4, 5))],
-                               [r.standard_normal((1, 3, 4)), r.standard_normal((2, 4, 5))]),
-                              {})),
     ("dot_grad_a", lambda r: ((r.standard_normal(3), r.standard_normal((3, 4)),
                                r.standard_normal(4)), {})),
     ("dot_grad_b", lambda r: ((r.standard_normal((2, 5)), r.standard_normal((2, 3)),
@@ -598,7 +590,7 @@ def test_pad_jvp_refuses_nonlinear_modes():
 
 
 def test_third_order_helpers_are_refused():
-    for name in ("norm_hvp", "einsum_jvp2", "einsum_vjp_jvp", "unsupported_jvp"):
+    for name in ("norm_hvp", "unsupported_jvp"):
         prim = P.REGISTRY[name]
         assert not prim.differentiable and prim.reason and prim.kind not in P.CONSTANT_KINDS
 

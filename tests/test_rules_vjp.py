@@ -35,9 +35,9 @@ TEMPLATES = {n: f for n, f in vars(V).items()
              if inspect.isfunction(f) and f.__module__ == V.__name__}
 
 # Second-order pieces whose own rules raise (third derivatives are not implemented).
-RAISES = {"norm_vjp_t", "norm_vjp_x", "einsum_vjp_t", "einsum_vjp_ops", "log_or_one", "or_one"}
+RAISES = {"norm_vjp_t", "norm_vjp_x"}
 # Rules that follow JAX in symmetrizing: check them along symmetric directions.
-SYMMETRIC = {"cholesky", "eigh", "eigvalsh"}
+SYMMETRIC = set()  # cholesky, eigh, eigvalsh: the derivative of the triangle NumPy reads
 
 
 # ---------------------------------------------------------------------------- pytrees
@@ -415,6 +415,10 @@ def _u(rng, shape=(3, 4)):
     return rng.standard_normal(shape)
 
 
+def _pos(rng, shape=(3, 4)):
+    return rng.uniform(0.5, 2.0, shape)
+
+
 def _zeros_at(x, *flat):
     x = x.copy()
     x.flat[list(flat)] = 0.0
@@ -488,7 +492,8 @@ EXTRA = [
     ("pad", lambda r: ((_u(r), ((1, 2), (3, 1))), {"mode": "edge"})),
     ("pad", lambda r: ((_u(r), ((2, 2), (5, 1))), {"mode": "symmetric"})),
     ("pad", lambda r: ((_u(r), ((2, 4), (1, 6))), {"mode": "wrap"})),
-    ("pad", lambda r: ((_u(r), 1), {"constant_values": 2.5})),
+    # (integer padding and prepend values: float ones are differentiated arguments, refused)
+    ("pad", lambda r: ((_u(r), 1), {"constant_values": 2})),
     ("repeat", lambda r: ((_u(r), 3), {})),
     ("repeat", lambda r: ((_u(r), 2), {"axis": 0})),
     ("split", lambda r: ((_u(r, (6, 4)), 2), {"axis": 1})),
@@ -501,7 +506,7 @@ EXTRA = [
     ("atleast_1d", lambda r: ((_u(r, ()),), {})),
     ("atleast_2d", lambda r: ((_u(r, (2, 3, 4)),), {})),
     ("diff", lambda r: ((_u(r),), {"axis": 0})),
-    ("diff", lambda r: ((_u(r),), {"prepend": _u(r, (3, 2)), "append": 1.0})),
+    ("diff", lambda r: ((_u(r),), {"prepend": np.arange(6).reshape(3, 2), "append": 1})),
     ("diag", lambda r: ((_u(r),), {"k": 1})),
     ("trace", lambda r: ((_u(r),), {})),
     ("diagonal", lambda r: ((_u(r, (2, 3, 4)),), {"offset": -1, "axis1": 2, "axis2": 1})),
@@ -545,6 +550,93 @@ EXTRA = [
     ("setitem", lambda r: ((_u(r, (5,)), [1, 3], _u(r, (2,))), {})),
     ("setitem", lambda r: (([_u(r), 1.0], 1, 3.0), {})),
     ("setitem", lambda r: (({"w": _u(r), "b": 1.0}, "w", _u(r, (4,))), {})),
+    # the NumPy surface of issue 10: every calling form that needs its own code path
+    ("einsum", lambda r: ((_u(r), [0, 1], _u(r, (4, 2)), [1, 2]), {})),
+    ("einsum", lambda r: ((_u(r), [0, 1], [1]), {})),
+    ("einsum", lambda r: ((_u(r), [Ellipsis, 0], _u(r, (2, 3, 4)), [Ellipsis, 0],
+                           [Ellipsis]), {})),
+    ("einsum", lambda r: ((_u(r, (3, 3)), [0, 0], [0]), {})),
+    ("svd", lambda r: ((_u(r, (3, 5)),), {"full_matrices": False})),
+    ("svd", lambda r: ((_u(r, (2, 4, 3)),), {"compute_uv": False})),
+    ("svd", lambda r: ((_u(r, (3, 3)),), {})),
+    ("svdvals", lambda r: ((_u(r, (5, 2)),), {})),
+    ("qr", lambda r: ((_u(r, (2, 4, 3)),), {"mode": "r"})),
+    ("qr", lambda r: ((_u(r, (3, 3)),), {"mode": "complete"})),
+    ("eigh", lambda r: ((_u(r, (3, 3)) + 3 * np.eye(3),), {"UPLO": "U"})),
+    ("eigh", lambda r: ((_u(r, (2, 3, 3)),), {})),
+    ("eigvalsh", lambda r: ((_u(r, (3, 3)),), {"UPLO": "U"})),
+    ("cholesky", lambda r: ((_u(r, (3, 3)) * 0.3 + 3 * np.eye(3),), {})),
+    ("eig", lambda r: ((np.stack([np.eye(3) * np.arange(1.0, 4.0) + 0.2 * _u(r, (3, 3))
+                                  for _ in range(2)]),), {})),
+    ("eigvals", lambda r: ((np.diag([1.0, 2.0, 4.0]) + 0.2 * _u(r, (3, 3)),), {})),
+    ("pinv", lambda r: ((_u(r, (2, 4, 3)),), {})),
+    ("cross", lambda r: ((_u(r, (3, 2)), _u(r, (2, 3))), {"axisa": 0})),
+    ("cross", lambda r: ((_u(r, (3, 4)), _u(r, (3, 4))), {"axis": 0})),
+    ("linspace", lambda r: ((_u(r, (2, 1)), _u(r, (3,))), {"num": 4, "endpoint": False,
+                                                           "axis": 1})),
+    ("linspace", lambda r: ((0.5, _u(r, ())), {"num": 1})),
+    ("logspace", lambda r: ((_u(r, (2,)) * 0.3, 0.5), {"num": 3, "base": _pos(r, (2,)),
+                                                       "axis": -1})),
+    # (integer spacings: a float spacing is a differentiated argument, refused)
+    ("gradient", lambda r: ((_u(r, (6,)), 2), {})),
+    ("gradient", lambda r: ((_u(r, (4, 5)), np.array([0, 1, 3, 4, 7])),
+                            {"axis": 1, "edge_order": 2})),
+    ("gradient", lambda r: ((_u(r, (3, 4, 5)), 3, 2), {"axis": (0, 2)})),
+    ("index_concat", lambda r: (("c", _u(r, (3,)), _u(r, (3, 2))), {})),
+    ("index_concat", lambda r: (("r", _u(r, (3,)), slice(0, 3), 2.5, _u(r, (2,))), {})),
+    ("index_concat", lambda r: (("r", _u(r, (2, 3)), _u(r, (1, 3))), {})),
+    ("index_concat", lambda r: (("1,2,0", _u(r, (2,)), _u(r, (2,))), {})),
+    ("np_append", lambda r: ((_u(r), [1.5, 2.5]), {})),
+    ("partition", lambda r: ((_u(r, (7,)), [1, 4]), {})),
+    ("partition", lambda r: ((_u(r),), {"kth": 0, "axis": None})),
+    ("fftshift", lambda r: ((_u(r, (3, 4)),), {})),
+    ("ifftshift", lambda r: ((_u(r, (3, 5)),), {"axes": (0, 1)})),
+    ("np_select", lambda r: (([_u(r, (4,)) > 0], [_u(r)]), {})),
+    ("nan_to_num", lambda r: ((np.array([1.0, np.nan, np.inf, -np.inf, -2.0]),),
+                              {"nan": 0.5, "posinf": 2.0, "neginf": -3.0})),
+    ("convolve", lambda r: ((_u(r, (3,)), _u(r, (5,))), {})),
+    ("convolve", lambda r: ((_u(r, (6,)), _u(r, (4,))), {"mode": "valid"})),
+    ("correlate", lambda r: ((_u(r, (4,)), _u(r, (4,))), {"mode": "full"})),
+    ("correlate", lambda r: ((_u(r, (3,)), _u(r, (6,))), {"mode": "same"})),
+    ("median", lambda r: ((_u(r, (4, 6)),), {"axis": 1, "keepdims": True})),
+    ("median", lambda r: ((_u(r, (3, 5)),), {})),
+    ("ptp", lambda r: ((_u(r, (3, 5)),), {})),
+    ("polyval", lambda r: ((_u(r, (3,)), 0.7), {})),
+    ("average", lambda r: ((_u(r, (2, 3, 4)),), {})),
+    ("average", lambda r: ((_u(r, (2, 3)),), {"axis": 0, "weights": _pos(r, (2, 3)),
+                                              "keepdims": True})),
+    ("cumulative_sum", lambda r: ((_u(r, (5,)),), {})),
+    ("cumulative_sum", lambda r: ((_u(r, (2, 3)),), {"axis": 0})),
+    ("matrix_norm", lambda r: ((_u(r, (3, 3)),), {"keepdims": True, "ord": "nuc"})),
+    ("matrix_norm", lambda r: ((_u(r, (2, 3, 4)),), {"ord": 2})),
+    ("linalg_cross", lambda r: ((_u(r, (4, 3)), _u(r, (3,))), {})),
+    ("multi_dot", lambda r: (([_u(r, (2, 3)), _u(r, (3, 4)), _u(r, (4,))],), {})),
+    ("multi_dot", lambda r: (([_u(r, (2, 3)), _u(r, (3, 4)), _u(r, (4, 5)), _u(r, (5, 2))],),
+                             {})),
+    ("ediff1d", lambda r: ((_u(r, (5,)),), {})),
+    ("ediff1d", lambda r: ((_u(r, (2, 2)),), {"to_begin": _u(r, (3,))})),
+    ("cov", lambda r: ((_u(r, (6, 2)),), {"rowvar": False, "ddof": 0})),
+    ("cov", lambda r: ((_u(r, (5,)),), {"bias": True})),
+    ("interp", lambda r: ((0.7, [0, 1, 2], [1.0, 3.0, 2.0]), {})),
+    ("interp", lambda r: ((_u(r, (5,)) * 3, np.array([-1, 0, 2]), _u(r, (3,))),
+                          {"left": 0.5, "right": _u(r, ())})),
+    ("matrix_power", lambda r: ((_u(r, (3, 3)),), {"n": 0})),
+    ("matrix_power", lambda r: ((_u(r, (4, 4)) * 0.5, 1), {})),
+    ("matrix_power", lambda r: ((_u(r, (2, 2)), 5), {})),
+    ("rollaxis", lambda r: ((_u(r, (2, 3, 4)), -1, 1), {})),
+    ("divmod", lambda r: ((_u(r) * 3, 0.7), {})),
+    ("vstack", lambda r: ((_u(r, (3, 4)),), {})),
+    ("hstack", lambda r: ((_u(r, (3, 4)),), {})),
+    ("column_stack", lambda r: ((_u(r, (2, 3)),), {})),
+    ("dstack", lambda r: ((_u(r, (2, 3, 4)),), {})),
+    ("concatenate", lambda r: ((_u(r, (3, 4, 2)),), {"axis": 1})),
+    ("stack", lambda r: ((_u(r, (3, 4)),), {"axis": 1})),
+    ("kron", lambda r: ((1.5, _u(r)), {})),
+    ("kron", lambda r: ((_u(r, (2,)), -0.5), {})),
+    ("power", lambda r: ((np.array([0.0, 1.0, 2.0]), 0), {})),
+    ("pad", lambda r: ((_u(r), (3,)), {})),
+    ("pad", lambda r: ((_u(r), ((1, 2),)), {"mode": "edge"})),
+    ("pad", lambda r: ((_u(r), (1, 2)), {"mode": "reflect"})),
 ]
 
 
@@ -674,6 +766,7 @@ def test_lookup_spellings():
     assert P.BY_METHOD["reshape"].method_pack == "shape"
     assert P.BY_ATTRIBUTE["T"].name == "transpose"
     assert P.BY_ATTRIBUTE["shape"].name == "shape"
+    assert P.lookup_callable(np.shape).name == "np_shape"   # a call: Python scalars too
     for op in ("Add", "Sub", "Mult", "Div", "FloorDiv", "Mod", "Pow", "MatMult", "USub",
                "UAdd", "Invert", "Lt", "LtE", "Gt", "GtE", "Eq", "NotEq", "BitAnd", "BitOr",
                "BitXor"):

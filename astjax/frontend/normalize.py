@@ -1500,10 +1500,32 @@ class Normalizer:
         return Var(out)
 
     def expr_Subscript(self, node, hint, target):
+        if any(self.static_value(node.value) is b for b in (np.r_, np.c_)):
+            return self.index_concat(node, hint, target)
         base = self.expr(node.value, hint)
         index = self.index(node.slice, base.name if isinstance(base, Var) else hint)
         out = self._out(target, base.name if isinstance(base, Var) else hint, "at")
         self.emit(Prim(out, "getitem", [base, index]))
+        return Var(out)
+
+    def index_concat(self, node, hint, target):
+        """``np.r_[a, b]`` / ``np.c_[a, b]``: the primitive ``index_concat`` (its items are
+        operands, so they are differentiated); a slice item must have constant bounds."""
+        elts = node.slice.elts if isinstance(node.slice, gast.Tuple) else [node.slice]
+        args = [Const("c" if self.static_value(node.value) is np.c_ else "r")]
+        for e in elts:
+            if isinstance(e, gast.Slice):
+                parts = [None if p is None else self.expr(p, hint)
+                         for p in (e.lower, e.upper, e.step)]
+                if not all(p is None or isinstance(p, Const) for p in parts):
+                    self.error(e, "np.r_/np.c_ with a slice whose bounds are computed",
+                               "build the range with np.arange and join with np.concatenate")
+                args.append(self.object_operand(slice(*(p and p.value for p in parts)), hint))
+            else:
+                args.append(self.expr(e, hint))
+        prim = P.REGISTRY["index_concat"]
+        out = self._out(target, hint, "concat")
+        self.emit(Prim(out, prim.name, self.bind(prim, args, {}, node)))
         return Var(out)
 
     def index(self, node, hint) -> Index:

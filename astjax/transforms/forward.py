@@ -19,7 +19,7 @@ from astjax.core import (Const, Copy, External, For, If, Prim, Return, SetItem, 
 from astjax.errors import DifferentiationError
 from astjax.transforms.rules import rule_template
 from astjax.transforms import activity, aliasing
-from astjax.transforms.reverse import _diff_operands
+from astjax.transforms.reverse import _diff_operands, _vars
 
 import astjax.core_prims  # noqa: F401
 
