@@ -82,7 +82,9 @@ class Aliasing:
     def _element(self, ids, key):
         out = set()
         for base, keys in ids:
-            out.add((base, keys + (key,)))
+            # a path longer than _DEPTH keys stands for everything under its prefix (a
+            # prefix overlaps all it continues): x = x[0] in a loop converges
+            out.add((base, keys + (key,) if len(keys) < _DEPTH else keys))
             if not keys:
                 out |= self._items(base, key)
         return out
@@ -211,6 +213,9 @@ class Aliasing:
     def holders(self, s: SetItem) -> set:
         """Names that may share the memory ``s`` updates (tapes included)."""
         return set(self.sharing.get(id(s), ()))
+
+
+_DEPTH = 4   # keys kept in a path; deeper ones are merged into their prefix
 
 
 def _key(index):
