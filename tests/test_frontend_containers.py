@@ -261,16 +261,7 @@ def _tree_allclose(a, b, rtol, atol):
         np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
 
 
-# jvp of the gradient of a dict filled entry by entry in a loop (the same without a
-# comprehension: e = {}; for k in d: e[k] = ...) multiplies a None tangent of a cotangent
-# entry: an internal TypeError in transforms/forward.py, never a wrong number.
-HVP_BROKEN = {"dict_comprehension"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(
-    n, marks=pytest.mark.xfail(strict=True, raises=TypeError,
-                               reason="forward mode over a dict cotangent filled in a loop"))
-    if n in HVP_BROKEN else n for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_hessian_vector_product(name):
     """jvp of grad (second order) against a central difference of the gradient."""
     f, args, argnums = _case(name)

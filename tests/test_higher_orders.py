@@ -88,6 +88,8 @@ def _smooth_unary():
         args, kwargs = p.sample(rng)
         if kwargs or len(p.diff) != 1:
             continue
+        if isinstance(p.impl(*args), tuple):
+            continue  # several results (modf): the registry sweep covers them
         x0 = float(np.ravel(args[0])[0])
         out[name] = (f"{p.code}(x)", x0)
     return out

@@ -140,9 +140,15 @@ class Aliasing:
             target = state.get(s.target, frozenset({(("outside", s.target), ())}))
             self.ids_at[id(s)] = self.ids_at.get(id(s), frozenset()) | target
             self.state_at[id(s)] = _join(self.state_at.get(id(s), {}), state)
-            self.sharing.setdefault(id(s), set()).update(
-                n for n, ids in state.items()
-                if n != s.target and _overlap(self.reach(ids), target))
+            if _container_slot(self, target, s.index):
+                # storing into a list or dict changes the container, never the item it
+                # held: only other names of the container itself see the change
+                shares = (n for n, ids in state.items()
+                          if n != s.target and self.reach(ids) & target)
+            else:
+                shares = (n for n, ids in state.items()
+                          if n != s.target and _overlap(self.reach(ids), target))
+            self.sharing.setdefault(id(s), set()).update(shares)
             self._store(target, _key(s.index), frozenset(
                 self._ids(state, core.atom_vars([s.value]))))
             return state
@@ -228,6 +234,13 @@ def _key(index):
             isinstance(index.value, bool):
         return index.value
     return "*"
+
+
+def _container_slot(facts, target, index) -> bool:
+    """``target[index] = v`` stores into a list or dict (one built here, or any value
+    indexed by a string key), not into an array's memory."""
+    return isinstance(_key(index), str) or all(
+        not keys and base in facts.contents for base, keys in target)
 
 
 def _overlap(a, b) -> bool:
