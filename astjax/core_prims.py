@@ -55,9 +55,13 @@ def _params(fn):
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
 _META = {"acc_at": ("x",), "instantiate": ("x",), "list_cotangent": ("x",),
          "append_cotangents": ("lst",), "cot_at_vjp": ("g",)}
+# the cotangent helpers are linear in their cotangent: differentiable there, so
+# higher orders (grad of grad of grad, jvp of grad) go through them
 _DIFF = {"acc_at": ("d", "g"), "instantiate": ("g",), "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
-         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",)}
+         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
+         "cot_at_vjp": ("ct",), "dict_from_values": ("values",),
+         "append_cotangents_vjp": ("ct",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
          "save_at": "tape", "restore_at": "tape"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
@@ -117,7 +121,8 @@ register(Primitive("getattr", getattr, "getattr", ("x", "name"), diff=("x",),
                    kind="structural"))
 register(Primitive("attr_cotangent", rt.attr_cotangent, "rt.attr_cotangent",
                    ("g", "x", "name"), diff=("g",), kind="other", meta=("x",)))
-register(Primitive("attr_of", rt.attr_of, "rt.attr_of", ("x", "name"), kind="other"))
+register(Primitive("attr_of", rt.attr_of, "rt.attr_of", ("x", "name"), diff=("x",),
+                   kind="other"))
 PRINTERS.update({
     "new_tape": lambda s: "[]",
     "not_none": lambda s: f"{format_operand(s.args[0])} is not None",
@@ -139,7 +144,7 @@ register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
                    "rt.tree_unstack_cotangent", ("g", "ys", "reverse"), diff=("g",),
                    kind="other", meta=("ys",)))
 register(Primitive("tree_restack", rt.tree_restack, "rt.tree_restack", ("cts", "ys", "reverse"),
-                   kind="other", meta=("ys",)))
+                   diff=("cts",), kind="other", meta=("ys",)))
 register(Primitive("unstack_cotangent", rt.unstack_cotangent, "rt.unstack_cotangent",
                    ("g", "stacked", "reverse"), diff=("g",), kind="other", meta=("stacked",)))
 register(Primitive("restack_cotangent", rt.restack_cotangent, "rt.restack_cotangent",

@@ -146,3 +146,24 @@ def from_last(ans, x, axis, size, batched, dx=None):
 
 def tree_moveaxis(ans, x, source, destination, dx=None):
     return rt.tree_moveaxis(dx, source, destination)
+
+
+# linear helpers of the cotangent code: their tangent is the helper of the tangent
+def tree_restack(ans, cts, ys, reverse, dcts=None):
+    return rt.tree_restack(dcts, ys, reverse)
+
+
+def attr_of(ans, x, name, dx=None):
+    return rt.attr_of(dx, name)
+
+
+def cot_at_vjp(ans, ct, g, index, dct=None):
+    return rt.cot_at_vjp(dct, g, index)
+
+
+def dict_from_values(ans, values, keys, dvalues=None):
+    return rt.dict_from_values(dvalues, keys)
+
+
+def append_cotangents_vjp(ans, ct, dct=None):
+    return rt.append_cotangents_vjp(dct)

@@ -1540,7 +1540,10 @@ class Normalizer:
         if _is_library(func):
             self.error(node, f"{getattr(func, '__qualname__', func)} cannot be inlined here",
                        "wrap it in a lambda or a def of your own", cls=TransformError)
-        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or func.__code__ in self.inline_stack:
+        # identity, not ==: code objects compare equal by contents, and two wrappers
+        # with the same text in different modules are different functions
+        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or any(
+                c is func.__code__ for c in self.inline_stack):
             self.error(node, f"recursive call to {func.__name__} cannot be inlined",
                        "rewrite the recursion as a loop", cls=TransformError)
         fsrc = get_function_source(func)
