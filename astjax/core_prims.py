@@ -55,13 +55,9 @@ def _params(fn):
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
 _META = {"acc_at": ("x",), "instantiate": ("x",), "list_cotangent": ("x",),
          "append_cotangents": ("lst",), "cot_at_vjp": ("g",)}
-# the cotangent helpers are linear in their cotangent: differentiable there, so
-# higher orders (grad of grad of grad, jvp of grad) go through them
 _DIFF = {"acc_at": ("d", "g"), "instantiate": ("g",), "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
-         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
-         "cot_at_vjp": ("ct",), "dict_from_values": ("values",),
-         "append_cotangents_vjp": ("ct",)}
+         "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
          "save_at": "tape", "restore_at": "tape"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",

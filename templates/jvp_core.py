@@ -155,15 +155,3 @@ def tree_restack(ans, cts, ys, reverse, dcts=None):
 
 def attr_of(ans, x, name, dx=None):
     return rt.attr_of(dx, name)
-
-
-def cot_at_vjp(ans, ct, g, index, dct=None):
-    return rt.cot_at_vjp(dct, g, index)
-
-
-def dict_from_values(ans, values, keys, dvalues=None):
-    return rt.dict_from_values(dvalues, keys)
-
-
-def append_cotangents_vjp(ans, ct, dct=None):
-    return rt.append_cotangents_vjp(dct)

@@ -159,15 +159,3 @@ def tree_restack(g, ans, cts, ys, reverse):
 
 def attr_of(g, ans, x, name):
     return rt.attr_cotangent(g, x, name)
-
-
-def cot_at_vjp(ct_bar, ans, ct, g, index):
-    return rt.cot_at(ct_bar, index)
-
-
-def dict_from_values(g, ans, values, keys):
-    return rt.dict_cotangents(g, keys)
-
-
-def append_cotangents_vjp(g, ans, ct):
-    return rt.append_cotangents(g, None)
