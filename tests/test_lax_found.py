@@ -275,6 +275,11 @@ def test_jit_and_vmap(outer, inner):
     close(astjax.jit(f)(X), f(X), 1e-12)
     rows = np.stack([X, X * 0.9, X + 0.05])
     close(astjax.vmap(f)(rows), np.stack([f(r) for r in rows]), 1e-12)
+    # derivatives of the vmapped function (its loop form) against per-row ones
+    cts = np.stack([V, W, V * W])
+    _, pull = astjax.vjp(astjax.vmap(f), rows)
+    close(pull(cts)[0], np.stack([fd_grad(lambda u: np.dot(f(u), c), r)
+                                  for r, c in zip(rows, cts)]))
 
 
 # ------------------------------------------------------------------- second order
@@ -616,3 +621,18 @@ def test_jacobians_and_hessian(outer, inner):
     close(astjax.jacrev(f)(X), want)
     g = program_loss(outer, inner)
     close(astjax.hessian(g)(X) @ V, _hvp_oracle(g, X, V), 1e-5)
+
+
+# ------------------------------ generated code with the same text, other closures
+
+
+def test_generated_functions_with_equal_code_keep_their_own_closure():
+    """vmap of two closures of one def generates the same text twice; the parsed
+    source cache is keyed by code identity (equal code objects compare equal), so
+    the second vjp differentiates its own function, not the first one's."""
+    rows = np.stack([X, X * 0.9])
+    for inner in ("scan_ys", "map", "fori"):
+        f = program("none", inner)
+        _, pull = astjax.vjp(astjax.vmap(f), rows)
+        close(pull(np.stack([V, W]))[0],
+              np.stack([fd_grad(lambda u: np.dot(f(u), c), r) for r, c in zip(rows, (V, W))]))
