@@ -636,3 +636,62 @@ def test_generated_functions_with_equal_code_keep_their_own_closure():
         _, pull = astjax.vjp(astjax.vmap(f), rows)
         close(pull(np.stack([V, W]))[0],
               np.stack([fd_grad(lambda u: np.dot(f(u), c), r) for r, c in zip(rows, (V, W))]))
+
+
+# -------------------------------------------------------------- deeper nestings
+
+
+def deep_fori_scan_map_cond(x):
+    def outer_body(i, c):
+        def step(cc, t):
+            y = lax.map(lambda r: np.sin(r * cc + t), np.stack([x, x * 0.5]))
+            return cc * 0.9 + np.sum(y, axis=0) * 0.1, y[0]
+        cc, ys = lax.scan(step, c, np.array([0.3, 0.6]))
+        return lax.cond(np.sum(cc) > -100.0, lambda a: a + ys[1], lambda a: a, cc)
+    return lax.fori_loop(0, 2, outer_body, x * 0.2)
+
+
+def deep_switch_per_example(x):
+    k = np.where(x[0] > 0.0, 2, 0)     # differs per row under vmap below
+    return lax.switch(k, [np.sin, np.cos, lambda a: a * a], x)
+
+
+def deep_while_in_reverse_scan(x):
+    def step(c, t):
+        def cond(s):
+            return s[0] < 2
+
+        def body(s):
+            return s[0] + 1, np.tanh(s[1] * t + x)
+        return lax.while_loop(cond, body, (0, c))[1], c * t
+    c, ys = lax.scan(step, x, np.array([0.5, 1.5]), reverse=True)
+    return c * ys[0] + ys[1]
+
+
+def deep_scan_pytree_xs(x):
+    def step(c, inp):
+        return c + inp["a"] * inp["d"], {"o": np.sin(c) * inp["a"]}
+    xs = {"a": np.stack([x, x * x]), "d": np.array([1.0, 2.0])[:, None] * np.ones(3)}
+    c, ys = lax.scan(step, 0.0 * x, xs)
+    return c + ys["o"][1]
+
+
+DEEP = [deep_fori_scan_map_cond, deep_switch_per_example, deep_while_in_reverse_scan,
+        deep_scan_pytree_xs]
+
+
+@pytest.mark.parametrize("f", DEEP, ids=lambda f: f.__name__)
+def test_deep_nesting_every_transformation(f):
+    g_loss = with_loss(f)
+    close(astjax.grad(g_loss)(X), fd_grad(g_loss, X))
+    close(astjax.jvp(f, (X,), (V,))[1], fd_jvp(f, X, V))
+    _, f_jvp = astjax.linearize(f, X)
+    close(f_jvp(W), fd_jvp(f, X, W))
+    _, pull = astjax.vjp(f, X)
+    close(pull(V)[0], fd_grad(lambda u: np.dot(f(u), V), X))
+    rows = np.stack([X, -X, X * 0.5])
+    close(astjax.vmap(f)(rows), np.stack([f(r) for r in rows]), 1e-12)
+    close(astjax.jit(f)(X), f(X), 1e-12)
+    g = astjax.grad(g_loss)
+    close(astjax.jvp(g, (X,), (V,))[1], fd_jvp(g, X, V, eps=1e-5), 1e-5)
+    close(astjax.vmap(g)(rows), np.stack([g(r) for r in rows]), 1e-10)
