@@ -284,9 +284,9 @@ def test_jit_and_vmap(outer, inner):
 
 # ------------------------------------------------------------------- second order
 
-# second order: every inner construct, alone and in a Python loop and in lax.scan
-# (the outer loops that differ in kind; test_grad & co. cover the rest at first order)
-SECOND = [(o, i) for o in ("none", "for", "scan") for i in INNER]
+# second order: every inner construct, alone, in a Python loop, in lax.scan and under
+# an inner vmap (the outer loops that differ in kind; first order covers the rest)
+SECOND = [(o, i) for o in ("none", "for", "scan", "vmap") for i in INNER]
 SECOND_IDS = [f"{o}-{i}" for o, i in SECOND]
 
 
@@ -340,6 +340,8 @@ def test_second_order_forward_over_forward(outer, inner):
     close(astjax.jvp(t, (X,), (W,))[1], want, 1e-5)
     tw = tangent_dot_w(f)
     close(astjax.grad(tw)(X), fd_grad(tw, X, eps=1e-5), 1e-5)
+    rows = np.stack([X, X * 0.9, -X])   # batching the second-order code's helpers
+    close(astjax.vmap(t)(rows), np.stack([t(r) for r in rows]), 1e-10)
 
 
 # -------------------------------------------------------------- third order, scan
