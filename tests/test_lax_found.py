@@ -697,3 +697,30 @@ def test_deep_nesting_every_transformation(f):
     g = astjax.grad(g_loss)
     close(astjax.jvp(g, (X,), (V,))[1], fd_jvp(g, X, V, eps=1e-5), 1e-5)
     close(astjax.vmap(g)(rows), np.stack([g(r) for r in rows]), 1e-10)
+
+
+# ----------------------------------------- per-example branches of different shapes
+
+
+def cond_shapes_differ(x):
+    return np.sum(lax.cond(np.sum(x) > 0.0, lambda a: a * 2.0, lambda a: np.sum(a), x))
+
+
+def if_scalar_or_array(x):
+    if np.sum(x) > 0.0:
+        v = 1.0
+    else:
+        v = x
+    return np.sum(v) + x
+
+
+@pytest.mark.parametrize("f", [cond_shapes_differ, if_scalar_or_array],
+                         ids=lambda f: f.__name__)
+def test_vmap_refuses_branches_of_different_shapes(f):
+    """Lanes taking different branches would be broadcast together (np.sum of a
+    scalar 1.0 became 3.0): an error, as JAX's cond refuses such branches."""
+    rows = np.stack([X + 1.0, X - 1.0])
+    with pytest.raises(astjax.errors.ArgumentError, match="different shapes"):
+        astjax.vmap(f)(rows)
+    same = np.stack([X + 1.0, X + 2.0])     # every lane in one branch: nothing to merge
+    close(astjax.vmap(f)(same), np.stack([f(r) for r in same]), 1e-12)
