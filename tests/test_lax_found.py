@@ -493,6 +493,37 @@ def test_same_text_in_two_modules_is_not_recursion(tmp_path):
                                                                   b.wrapper(X * 2)]))
 
 
+def make_wrapper(g):
+    def prog(x):
+        return np.sin(g(x)) * 2.0
+    return prog
+
+
+def scale_by_three(fn):       # a decorator without functools.wraps
+    def wrapper(x):
+        return fn(x) * 3.0
+    return wrapper
+
+
+@scale_by_three
+def decorated_a(x):
+    return lax.cond(np.sum(x) > -10.0, np.sin, np.cos, x)
+
+
+@scale_by_three
+def decorated_b(x):
+    return decorated_a(x) + x
+
+
+@pytest.mark.parametrize("f", [make_wrapper(make_wrapper(make_wrapper(np.cos))), decorated_b],
+                         ids=["closures_of_one_def", "decorators"])
+def test_functions_sharing_code_are_not_recursion(f):
+    """Closures of one def, a decorator's wrappers: one calls another with the same
+    code object, which is not a recursion."""
+    close(astjax.jvp(f, (X,), (V,))[1], fd_jvp(f, X, V))
+    close(astjax.grad(with_loss(f))(X), fd_grad(with_loss(f), X))
+
+
 def test_real_recursion_is_still_refused(tmp_path):
     mod = load_source_module(textwrap.dedent("""
         import numpy as np
