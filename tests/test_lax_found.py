@@ -755,3 +755,21 @@ def test_vmap_refuses_branches_of_different_shapes(f):
         astjax.vmap(f)(rows)
     same = np.stack([X + 1.0, X + 2.0])     # every lane in one branch: nothing to merge
     close(astjax.vmap(f)(same), np.stack([f(r) for r in same]), 1e-12)
+
+
+# ---------------------------------------------------- JAX's keyword-only options
+
+
+def with_jax_options(x):
+    c = lax.fori_loop(0, 3, lambda i, c: c * 0.9 + np.sin(x * i), x, unroll=2)
+    return c + np.sum(lax.map(lambda r: r * c, np.stack([x, x * x]), batch_size=1), axis=0)
+
+
+def test_jax_keyword_options_are_accepted():
+    """``fori_loop(..., unroll=)`` and ``map(..., batch_size=)`` as JAX spells them:
+    same results, every transformation."""
+    f = with_jax_options
+    close(astjax.jvp(f, (X,), (V,))[1], fd_jvp(f, X, V))
+    close(astjax.grad(with_loss(f))(X), fd_grad(with_loss(f), X))
+    rows = np.stack([X, X * 0.5])
+    close(astjax.vmap(f)(rows), np.stack([f(r) for r in rows]), 1e-12)
