@@ -324,6 +324,12 @@ def _build_reverse(fun, kind, argnums, has_aux, static_functions=None):
         fwd_name = names.fresh(f"{fname}_fwd")
         bwd_name = names.fresh(f"{fname}_bwd")
         res = names.fresh("residuals")
+        # a residual assigned only in a branch that did not run (or a loop that ran no
+        # step) is still packed: it starts as None, which the backward never reads
+        surely = {w for st in forward if not isinstance(st, (core.If, core.For, core.While))
+                  for w in core.writes(st)} | set(fn.params)
+        pre_init += [Copy(v, Const(None), loc=loc) for v in saved
+                     if v not in surely and v not in ad.restore]
         fwd_body = prologue + pre_init + forward
         fwd_body.append(Prim(res, "make_tuple", [tuple(Var(v) for v in [ad.tape] + saved)],
                              loc=loc))

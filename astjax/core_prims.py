@@ -126,7 +126,8 @@ register(Primitive("getattr", getattr, "getattr", ("x", "name"), diff=("x",),
                    kind="structural"))
 register(Primitive("attr_cotangent", rt.attr_cotangent, "rt.attr_cotangent",
                    ("g", "x", "name"), diff=("g",), kind="other", meta=("x",)))
-register(Primitive("attr_of", rt.attr_of, "rt.attr_of", ("x", "name"), kind="other"))
+register(Primitive("attr_of", rt.attr_of, "rt.attr_of", ("x", "name"), diff=("x",),
+                   kind="other"))
 PRINTERS.update({
     "new_tape": lambda s: "[]",
     "not_none": lambda s: f"{format_operand(s.args[0])} is not None",
@@ -149,7 +150,7 @@ register(Primitive("tree_unstack_cotangent", rt.tree_unstack_cotangent,
                    "rt.tree_unstack_cotangent", ("g", "ys", "reverse"), diff=("g",),
                    kind="other", meta=("ys",)))
 register(Primitive("tree_restack", rt.tree_restack, "rt.tree_restack", ("cts", "ys", "reverse"),
-                   kind="other", meta=("ys",)))
+                   diff=("cts",), kind="other", meta=("ys",)))
 register(Primitive("unstack_cotangent", rt.unstack_cotangent, "rt.unstack_cotangent",
                    ("g", "stacked", "reverse"), diff=("g",), kind="other", meta=("stacked",)))
 register(Primitive("restack_cotangent", rt.restack_cotangent, "rt.restack_cotangent",

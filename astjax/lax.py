@@ -49,8 +49,10 @@ def select(pred, on_true, on_false):
     return np.where(pred, on_true, on_false)
 
 
-def fori_loop(lower, upper, body_fun, init_val):
-    """``val = body_fun(i, val)`` for ``i`` in ``range(lower, upper)``."""
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+    """``val = body_fun(i, val)`` for ``i`` in ``range(lower, upper)``.
+
+    ``unroll`` is accepted for compatibility and has no effect."""
     val = init_val
     for i in range(int(lower), int(upper)):
         val = body_fun(i, val)
@@ -81,7 +83,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     return carry, rt.tree_stack(ys, reverse)
 
 
-def map(f, xs):  # noqa: A001  (JAX's name)
-    """``np.stack([f(x) for x in xs])`` over the leading axis, pytrees included."""
+def map(f, xs, *, batch_size=None):  # noqa: A001  (JAX's name)
+    """``np.stack([f(x) for x in xs])`` over the leading axis, pytrees included.
+
+    ``batch_size`` (JAX maps that many at a time) is accepted and has no effect on
+    the result."""
     n = rt.scan_length(xs, None)
     return rt.tree_stack([rt.compact(f(rt.tree_index(xs, i))) for i in range(n)], False)

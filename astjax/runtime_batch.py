@@ -169,6 +169,14 @@ def select(pred, on_true, on_false):
         return _rebuild(on_true, [select(pred, a, b) for a, b in zip(on_true, on_false)])
     if isinstance(on_true, dict):
         return {k: select(pred, on_true[k], on_false[k]) for k in on_true}
+    if isinstance(on_true, np.ndarray) and isinstance(on_false, np.ndarray) and \
+            on_true.shape != on_false.shape:
+        # both are batch-last values of one variable: broadcasting them together would
+        # give every lane the other branch's shape (a silent wrong sum, len...)
+        raise ArgumentError(
+            "vmap: a per-example if (or lax.cond/switch) gives a variable different "
+            f"shapes in its branches, {on_true.shape[:-1]} and {on_false.shape[:-1]} per "
+            "example; make both branches give the same shape (JAX's cond requires it)")
     return np.where(pred, on_true, on_false)
 
 

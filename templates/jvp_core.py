@@ -167,3 +167,12 @@ def save_at(ans, x, index, dx=None):
 
 def detach(ans, x, dx=None):
     return rt.detach(dx)
+
+
+# linear helpers of the cotangent code: their tangent is the helper of the tangent
+def tree_restack(ans, cts, ys, reverse, dcts=None):
+    return rt.tree_restack(dcts, ys, reverse)
+
+
+def attr_of(ans, x, name, dx=None):
+    return rt.attr_of(dx, name)

@@ -175,3 +175,12 @@ def save_at(g, ans, x, index):
 
 def detach(g, ans, x):
     return g
+
+
+# transposes of the linear cotangent helpers (third and higher orders reach them)
+def tree_restack(g, ans, cts, ys, reverse):
+    return rt.tree_unstack_cotangent(g, ys, reverse)
+
+
+def attr_of(g, ans, x, name):
+    return rt.attr_cotangent(g, x, name)

@@ -124,7 +124,10 @@ def handle_select(norm, node, hint, target):
 
 
 def handle_fori_loop(norm, node, hint, target):
-    b = _bind(norm, node, ["lower", "upper", "body_fun", "init_val"], {}, "fori_loop")
+    b = _bind(norm, node, ["lower", "upper", "body_fun", "init_val", "unroll"],
+              {"unroll": None}, "fori_loop")
+    if "unroll" in b:
+        norm.expr(b["unroll"], "unroll")
     lower = norm.expr(b["lower"], "lower")
     upper = norm.expr(b["upper"], "upper")
     body_ref = norm.function_ref(b["body_fun"])
@@ -218,7 +221,9 @@ def handle_scan(norm, node, hint, target):
 
 
 def handle_map(norm, node, hint, target):
-    b = _bind(norm, node, ["f", "xs"], {}, "map")
+    b = _bind(norm, node, ["f", "xs", "batch_size"], {"batch_size": None}, "map")
+    if "batch_size" in b:
+        norm.expr(b["batch_size"], "batch_size")
     f_ref = norm.function_ref(b["f"])
     xs = norm.expr(b["xs"], "xs")
     n = norm.fresh("n_steps")

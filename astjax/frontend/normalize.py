@@ -2736,7 +2736,13 @@ class Normalizer:
         if _is_library(func):
             self.error(node, f"{getattr(func, '__qualname__', func)} cannot be inlined here",
                        "wrap it in a lambda or a def of your own", cls=TransformError)
-        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or func.__code__ in self.inline_stack:
+        # keyed on the function object, by identity: code objects compare equal by
+        # contents (wrappers with the same text in two modules), and closures of one
+        # def or partials of one function (a decorator's wrapper around another) share
+        # code while being different functions; real recursion still repeats an object
+        key = value if isinstance(value, functools.partial) else func
+        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or any(
+                c is key for c in self.inline_stack):
             self.error(node, f"recursive call to {func.__name__} cannot be inlined",
                        "rewrite the recursion as a loop", cls=TransformError)
         fsrc = get_function_source(func)
@@ -2745,7 +2751,7 @@ class Normalizer:
         pkw.update(kwargs)
         scope = Scope(fsrc, fsrc.name, parent=None)
         return self._inline(scope, fsrc.node, pre + list(args), pkw, node, hint, target,
-                            code=func.__code__)
+                            code=key)
 
     def inline_local(self, lf: LocalFunc, node, hint, target):
         args, kwargs = self.call_args(node, hint)

@@ -36,6 +36,7 @@ import functools
 import linecache
 import os
 import types
+import dataclasses
 from dataclasses import dataclass
 
 import gast
@@ -299,9 +300,13 @@ _PLAIN: dict = {}
 def plain_function_source(fn) -> FunctionSource:
     """Parse only the lines of a module-level function known not to change (rule
     templates, code astjax generated): no whole-file parse, no edit check."""
-    hit = _PLAIN.get(fn.__code__)
-    if hit is not None:
-        return hit
+    # keyed by the code object's identity: code objects compare equal by contents, and
+    # two generated functions with the same text (vmap of two closures of one def)
+    # differ in the globals and closure they were made with, which are per function
+    hit = _PLAIN.get(id(fn.__code__))
+    if hit is not None and hit.code is fn.__code__:
+        return dataclasses.replace(hit, globals=fn.__globals__, closure=_cells(fn),
+                                   defaults=_defaults(fn))
     lines, first = inspect.getsourcelines(fn)
     node = gast.parse("".join(lines)).body[0]
     for n in gast.walk(node):
@@ -311,20 +316,29 @@ def plain_function_source(fn) -> FunctionSource:
                 n.end_lineno += first - 1
     node.decorator_list = []
     code = fn.__code__
+    result = FunctionSource(node, code.co_filename, fn.__name__, fn.__qualname__,
+                            fn.__globals__, _cells(fn), code, _defaults(fn), list(lines))
+    _PLAIN[id(code)] = result   # the entry holds the code object: its id stays unique
+    return result
+
+
+def _defaults(fn) -> dict:
+    code = fn.__code__
     names = code.co_varnames[:code.co_argcount]
     defaults = dict(zip(names[len(names) - len(fn.__defaults__ or ()):],
                         fn.__defaults__ or ()))
     defaults.update(fn.__kwdefaults__ or {})
+    return defaults
+
+
+def _cells(fn) -> dict:
     closure = {}
-    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
         try:
             closure[name] = cell.cell_contents
         except ValueError:
             pass
-    result = FunctionSource(node, code.co_filename, fn.__name__, fn.__qualname__,
-                            fn.__globals__, closure, code, defaults, list(lines))
-    _PLAIN[code] = result
-    return result
+    return closure
 
 
 def _make(fn, entry: _Entry) -> FunctionSource:

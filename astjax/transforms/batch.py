@@ -109,8 +109,11 @@ class Batching:
                 if isinstance(s, Prim) and s.prim in _STATIC:
                     ok = True
                 else:
-                    ok = (isinstance(s, Copy) or P.REGISTRY[s.prim].kind not in (
-                        "tape", "batch", "structural")) and set(core.reads(s)) <= uniform
+                    # a tuple or list of facts (a shape ``(3,)``, an index list
+                    # ``[0, 1, 0]``) assigned once is a fact too
+                    ok = (isinstance(s, Copy) or s.prim in ("make_tuple", "make_list")
+                          or P.REGISTRY[s.prim].kind not in ("tape", "batch", "structural")
+                          ) and set(core.reads(s)) <= uniform
                 if ok:
                     uniform.add(s.target)
                     grew = True

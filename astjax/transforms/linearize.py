@@ -43,6 +43,19 @@ def _loop_counts(stmts, in_loop=False, counts=None):
     return counts
 
 
+# helpers that change their first argument in place: a tape pushed to, popped from or
+# written into is written by the statement, so its pushes and pops stay on one side
+_MUTATES_FIRST = frozenset({"push", "pop", "pop_tangent", "restore_at"})
+
+
+def _effects(s) -> set[str]:
+    out = set(core.writes(s))
+    if isinstance(s, Prim) and s.prim in _MUTATES_FIRST and s.args and isinstance(
+            s.args[0], Var):
+        out.add(s.args[0].name)
+    return out
+
+
 def split(body, tangent_ids, params, names, final_reads, tangent_params=()):
     """(primal statements, tangent statements, record name, residual variable names).
 
@@ -53,12 +66,19 @@ def split(body, tangent_ids, params, names, final_reads, tangent_params=()):
     """
     if any(isinstance(s, Prim) and s.prim in _TAPE_PRIMS for s in core.walk(body)):
         raise NotSplittable()
+    # a fixpoint, not one pass: in a loop, a tangent that starts as zeros (a carry
+    # initialised from a constant) is read before the statement that makes it carry
+    # x_dot is reached, on the next iteration
     carrying = set(tangent_params)
-    for s in core.walk(body):
-        if id(s) in tangent_ids and (set(core.reads(s)) & carrying or not core.writes(s)):
-            carrying |= set(core.writes(s))
+    while True:
+        before = len(carrying)
+        for s in core.walk(body):
+            if id(s) in tangent_ids and (set(core.reads(s)) & carrying or not _effects(s)):
+                carrying |= _effects(s)
+        if len(carrying) == before:
+            break
     tangent_ids = {id(s) for s in core.walk(body) if id(s) in tangent_ids and (
-        set(core.writes(s)) & carrying or not core.writes(s))}
+        _effects(s) & carrying or not _effects(s))}
     needed: set[str] = set(final_reads)
     for s in core.walk(body):
         if id(s) in tangent_ids:

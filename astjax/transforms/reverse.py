@@ -324,6 +324,8 @@ class ReverseAD:
         finally:
             self.ans_standin = {}
         if held in core.all_reads(adj):
+            # read before the pop: a residual of vjp's backward function too
+            self.backward_reads.add(standin.target)
             return [Copy(held, Var(standin.target), loc=s.loc)] + restore + adj
         return restore + adj
 
