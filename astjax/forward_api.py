@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from astjax import api, core
+from astjax import api, codegen, core
 from astjax.api import (bind_arguments, cached, call_bound, _check_callable, _fun_name,
                         _normalize_argnums, _normalizer_factory, function_arguments,
                         load_functions, normalized)
@@ -161,9 +161,12 @@ def linearize(fun, *primals):
         gen.refresh()
         out, residuals = gen.functions["primal"](*values)
         tangent = gen.functions["tangent"]
+        plain = functools.partial(tangent, residuals)
     else:
+        plain = _replay_by_jvp(main, values, len(primals))
+
         def tangent(_, *tangents):
-            return main(*values, *tangents)[1]
+            return plain(*tangents)
     structure = [tree_structure(p) for p in primals]
 
     def f_jvp(*tangents):
@@ -177,9 +180,21 @@ def linearize(fun, *primals):
     f_jvp._astjax_view = gen           # make_source(f_jvp) shows it (source_view.py)
 
     # what other transformations read: the generated tangent part on these residuals
-    f_jvp._astjax_plain = functools.partial(tangent, residuals)
+    f_jvp._astjax_plain = plain
     f_jvp._astjax_generated = lambda: f_jvp._astjax_plain      # inlined where it is called
     return out, f_jvp
+
+
+def _replay_by_jvp(main, values, ntangents):
+    """f_jvp for code linearize cannot split (it has tapes): generated source that runs
+    the jvp code ``main`` on the recorded primals, readable by other transformations."""
+    tangents = [f"t{i}" for i in range(ntangents)]
+    primals = [f"primal_{i}" for i in range(len(values))]
+    source = (f"def f_jvp({', '.join(tangents)}):\n"
+              f"    out_and_tangent = jvp_of_f({', '.join(primals + tangents)})\n"
+              "    return out_and_tangent[1]\n")
+    namespace = {"jvp_of_f": main, **dict(zip(primals, values))}
+    return codegen.load_source(source, namespace, "linearize, replayed by jvp")["f_jvp"]
 
 
 # ------------------------------------------------------------------ jacobians
