@@ -55,6 +55,7 @@ class Aliasing:
         self.tapes: set = set()
         self.defs: dict = {}       # name -> a statement that last made it share memory
         self.contents: dict = {}   # container base -> {key: paths of its items}
+        self.containers: set = set()  # bases that are lists, tuples or dicts built here
         for _ in range(4):         # item facts only grow: rerun until they settle
             before = {b: dict(c) for b, c in self.contents.items()}
             self.sharing: dict = {}    # update (by id) -> names sharing its memory there
@@ -190,6 +191,7 @@ class Aliasing:
                     list(range(len(s.args[0]))))
             items = s.args[1] if s.prim == "make_dict" else s.args[0]
             slot = self.contents.setdefault(site, {})
+            self.containers.add(site)
             for k, item in zip(keys, items):
                 slot[k] = frozenset(slot.get(k, frozenset()) | self._ids(
                     state, core.atom_vars([item])))
@@ -202,6 +204,15 @@ class Aliasing:
             self.defs[s.target] = s
             return state
         if s.prim == "append":
+            return state
+        if s.prim == "detach":
+            # a deep copy: shares nothing; a list or dict copied is a list or dict
+            source = self._ids(state, core.atom_vars(s.args[:1]))
+            if source and all(not keys and base in self.containers for base, keys in source):
+                self.containers.add(site)
+                self.contents.setdefault(site, {})
+            state[s.target] = frozenset({(site, ())})
+            self.defs[s.target] = s
             return state
         if prim.kind in _FRESH_KINDS and s.prim not in _MAY_VIEW:
             state[s.target] = frozenset({(site, ())})
@@ -237,10 +248,10 @@ def _key(index):
 
 
 def _container_slot(facts, target, index) -> bool:
-    """``target[index] = v`` stores into a list or dict (one built here, or any value
-    indexed by a string key), not into an array's memory."""
-    return isinstance(_key(index), str) or all(
-        not keys and base in facts.contents for base, keys in target)
+    """``target[index] = v`` surely stores into a list or dict built here, not into an
+    array's memory."""
+    return bool(target) and all(not keys and base in facts.containers
+                                for base, keys in target)
 
 
 def _overlap(a, b) -> bool:
