@@ -426,3 +426,155 @@ def check(case):
 
 def chains(names, length):
     return [c for c in itertools.product(names, repeat=length)]
+
+
+# ------------------------------------------------------------------ recording failures
+
+FAILURE_CLASSES = {
+    "nested_ad": "a derivative of a function that calls astjax.vjp or astjax.linearize "
+                 "(and uses the pulled-back or pushed-forward values) is a silent zero in "
+                 "reverse mode and refused in forward mode: the call has no rule and its "
+                 "result is a tuple (class 1 through a nested transformation)",
+    "vmap_of_pullback": "vmap of the function vjp returns is refused: its cotangent shape "
+                        "check runs on the batched cotangent",
+    "vmap_of_f_jvp": "vmap of linearize's f_jvp is refused (*args parameters)",
+    "batch_nested_ad": "vmap of a function that calls vjp or linearize: no batching rule",
+    "residual_unbound": "vjp/linearize of a function with an if whose branch did not run: "
+                        "the residual tuple reads a variable that was never assigned "
+                        "(UnboundLocalError in generated code)",
+    "linearize_lax_carry": "linearize of lax.fori_loop/lax.scan: NameError on the carry's "
+                           "tangent in generated code",
+    "linearize_of_grad_loop": "linearize (or vmap of it) of grad of a function with a loop: "
+                              "IndexError, pop from an empty tape",
+    "stacked_in_loop": "the gradient through lax.scan's ys / lax.map inside an outer loop "
+                       "(or a loop that vmap/jvp/fori_loop/while_loop/scan/map make) counts "
+                       "only the last outer iteration",
+    "grad_vmap_out_axes": "grad through vmap with out_axes != 0 (class 8)",
+    "view_inplace": "in-place `z[i] op= v` reads z[i] as a view that the update then "
+                    "overwrites, so the derivative sees the new value (vmap makes the "
+                    "integer index a view too)",
+    "tree_restack": "jvp of jvp through lax.scan is refused: rt.tree_restack has no rule",
+    "vmap_index_crash": "vmap of cond/switch/while_loop around fancy indexing with a list: "
+                        "TypeError inside generated code",
+    "vmap_out_axes_pytree": "vmap with out_axes=-1 or in_axes=-1 on pytree arguments or "
+                            "outputs: internal AxisError/ValueError",
+    "false_recursion": "two different functions with the same name, one calling the other "
+                       "(wrappers from different modules), are refused as recursion",
+    "ad_of_vmap_of_vmap": "a derivative of vmap(vmap(f)) is refused: the merged batched "
+                          "function has *args parameters",
+    "third_order": "third-order derivatives through add's cotangent rule are refused "
+                   "(class 7)",
+    "batch_of_vmap_entry": "vmap of code calling a vmapped function inside lax control flow: "
+                           "no batching rule for rb.leaf_axis_size",
+    "batch_creation": "vmap of lax.cond around lax.scan: no batching rule for np.zeros",
+    "triple_crash": "internal errors (AttributeError, TypeError, ValueError, KeyError from "
+                    "generated code) in three-deep compositions of vmap with "
+                    "grad/value_and_grad/vjp/linearize",
+    "other": "unclassified failure",
+}
+
+
+def classify(chain, program, exc):
+    msg = f"{type(exc).__name__}: {exc}"
+    ders = [i for i, n in enumerate(chain) if n in DERIVATIVES]
+    if "cotangent shape" in msg:
+        return "vmap_of_pullback"
+    if "f_jvp: *args" in msg or "out_vmap()" in msg or "vmap_linearize_wrapper_vmap" in msg:
+        return "vmap_of_f_jvp"
+    if "cannot batch the call to vjp()" in msg or "cannot batch the call to linearize()" in msg:
+        return "batch_nested_ad"
+    if "UnboundLocalError" in msg:
+        return "residual_unbound"
+    if "NameError" in msg and "_dot" in msg:
+        return "linearize_lax_carry"
+    if "pop from empty list" in msg:
+        return "linearize_of_grad_loop"
+    if "tree_restack" in msg:
+        return "tree_restack"
+    if "only integer scalar arrays" in msg:
+        return "vmap_index_crash"
+    if "AxisError" in msg or "inhomogeneous" in msg:
+        return "vmap_out_axes_pytree"
+    if "recursive call to" in msg:
+        return "false_recursion"
+    if "*args/**kwargs parameters are not supported" in msg:
+        return "ad_of_vmap_of_vmap"
+    if "add_cot_vjp" in msg:
+        return "third_order"
+    if "leaf_axis_size" in msg:
+        return "batch_of_vmap_entry"
+    if "no batching rule for np.zeros" in msg:
+        return "batch_creation"
+    if "cannot differentiate through vjp()" in msg or \
+            "cannot differentiate through linearize()" in msg:
+        return "nested_ad"
+    if isinstance(exc, AssertionError):
+        for i, n in enumerate(chain):
+            if n in ("vjp", "linearize") and any(d < i for d in ders):
+                return "nested_ad"
+        if program == "scan":
+            return "stacked_in_loop"
+        loops = ("fori_loop", "while_loop", "scan", "map", "vmap", "vmap_x", "vmap_neg",
+                 "vmap_y_out1")
+        for i, n in enumerate(chain):
+            if n in ("scan", "map", "vmap", "vmap_x") and any(m in loops for m in chain[:i]):
+                return "stacked_in_loop"
+        for i, n in enumerate(chain):
+            if n in ("vmap_neg", "vmap_y_out1") and any(d < i for d in ders):
+                return "grad_vmap_out_axes"
+        if program == "inplace":
+            return "view_inplace"
+    if isinstance(exc, (AttributeError, TypeError, ValueError, KeyError)) and len(chain) == 3:
+        return "triple_crash"
+    return "other"
+
+
+def run_case(chain, program, make_args):
+    """None if the case passes, else the exception."""
+    try:
+        check(build(chain, program, make_args))
+    except Exception as exc:  # noqa: BLE001  (every failure is recorded)
+        return exc
+    finally:
+        astjax.clear_cache()
+    return None
+
+
+def record(full=False, path=None):
+    """Run the matrix and write tests/compose_known.py: failing case id -> class."""
+    import os
+    import sys
+    import time
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import test_compositions as tc
+    from programs.corpus import CORPUS
+    cases = tc.matrix(full)
+    known, counts, t0 = {}, {}, time.time()
+    for chain, prog in cases:
+        exc = run_case(chain, *CORPUS[prog])
+        if exc is not None:
+            key = classify(chain, prog, exc)
+            known[tc.case_id(chain, prog)] = key
+            counts[key] = counts.get(key, 0) + 1
+            if key == "other":
+                print("unclassified:", tc.case_id(chain, prog), str(exc).splitlines()[0][:200])
+    print(f"{len(cases)} cases, {len(known)} failing, {time.time() - t0:.0f} s")
+    for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"  {v:5d}  {k}")
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "compose_known.py")
+    lines = ['"""Composition-matrix cases that fail today, by class (written by',
+             '``python tests/compose.py --record``; tests/test_compositions.py runs them as',
+             'strict xfails, so a fix shows up as XPASS: then delete the entry or re-record)."""',
+             "", "CLASSES = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in FAILURE_CLASSES.items()]
+    lines += ["}", "", "KNOWN = {"]
+    lines += [f"    {cid!r}: {key!r}," for cid, key in sorted(known.items())]
+    lines += ["}", ""]
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    import sys
+    if "--record" in sys.argv:
+        record(full="--full" in sys.argv)
