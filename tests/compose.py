@@ -462,8 +462,8 @@ FAILURE_CLASSES = {
                        "(wrappers from different modules), are refused as recursion",
     "ad_of_vmap_of_vmap": "a derivative of vmap(vmap(f)) is refused: the merged batched "
                           "function has *args parameters",
-    "third_order": "third-order derivatives through add's cotangent rule are refused "
-                   "(class 7)",
+    "third_order": "third-order reverse mode: wrong numbers, or refused through add's "
+                   "cotangent rule (class 7)",
     "batch_of_vmap_entry": "vmap of code calling a vmapped function inside lax control flow: "
                            "no batching rule for rb.leaf_axis_size",
     "batch_creation": "vmap of lax.cond around lax.scan: no batching rule for np.zeros",
@@ -509,6 +509,8 @@ def classify(chain, program, exc):
             "cannot differentiate through linearize()" in msg:
         return "nested_ad"
     if isinstance(exc, AssertionError):
+        if len(ders) == 3 and program == "tuple_in":
+            return "third_order"
         for i, n in enumerate(chain):
             if n in ("vjp", "linearize") and any(d < i for d in ders):
                 return "nested_ad"
@@ -529,8 +531,22 @@ def classify(chain, program, exc):
     return "other"
 
 
+def isolate():
+    """Make a case independent of the ones before it.
+
+    astjax's cache of generated functions' parsed source (``source._PLAIN``) is keyed by
+    code object and outlives ``clear_cache``; it hands an earlier function's globals to
+    a later one (``test_stale_generated_source`` shows the wrong numbers), so cases
+    would depend on their order.  The matrix tests compositions; that bug has its own
+    test.
+    """
+    from astjax.frontend import source
+    getattr(source, "_PLAIN", {}).clear()
+
+
 def run_case(chain, program, make_args):
     """None if the case passes, else the exception."""
+    isolate()
     try:
         check(build(chain, program, make_args))
     except Exception as exc:  # noqa: BLE001  (every failure is recorded)

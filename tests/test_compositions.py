@@ -10,7 +10,7 @@ closures, piecewise functions, linear algebra and shape manipulation.
 
 Tiers (the matrix is generated; the tier decides how much of it runs):
 - CI (default): every single transformation on every program, every ordered pair
-  on two programs (rotating through the corpus), and a fixed stratified sample of
+  on one program (rotating through the corpus), and a fixed stratified sample of
   triples on one program each;
 - ``ASTJAX_MATRIX=full``: every pair on every program and every triple on one program.
 
@@ -33,14 +33,14 @@ from programs.corpus import CORPUS
 NAMES = list(compose.TRANSFORMS)
 PROGRAMS = list(CORPUS)
 FULL = os.environ.get("ASTJAX_MATRIX") == "full"
-TRIPLE_SAMPLE = 240
+TRIPLE_SAMPLE = 160
 
 
 def matrix(full=FULL):
     """(chain, program) pairs of the tier, in a fixed order."""
     cases = [((n,), p) for n in NAMES for p in PROGRAMS]
     for k, chain in enumerate(itertools.product(NAMES, repeat=2)):
-        progs = PROGRAMS if full else [PROGRAMS[(2 * k + j) % len(PROGRAMS)] for j in (0, 1)]
+        progs = PROGRAMS if full else [PROGRAMS[(5 * k) % len(PROGRAMS)]]
         cases += [(chain, p) for p in progs]
     triples = list(itertools.product(NAMES, repeat=3))
     if not full:
@@ -68,6 +68,7 @@ def _param(chain, program):
 
 @pytest.mark.parametrize("chain,program", [_param(c, p) for c, p in CASES])
 def test_composition(chain, program):
+    compose.isolate()
     case = compose.build(chain, *CORPUS[program])
     compose.check(case)
 
@@ -83,7 +84,7 @@ def test_matrix_size():
     assert len(NAMES) >= 19 and len(PROGRAMS) >= 15
     assert singles >= 300
     assert len(pairs) >= 350          # all ordered pairs (a few are not applicable)
-    assert len(triples) >= (6000 if FULL else 220)
+    assert len(triples) >= (6000 if FULL else 150)
 
 
 def test_every_transformation_in_every_position():
