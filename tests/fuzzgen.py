@@ -292,6 +292,8 @@ def primitive_tables():
         elif p.kind == "elementwise" and p.params[:3] == ("x", "y", "out"):
             args, _ = p.sample(rng)
             wraps = [_wrap_for(np.min(v), np.max(v), np.min(np.abs(v))) for v in args[:2]]
+            if name in ("arctan2", "hypot"):   # singular at (0, 0), as in JAX
+                wraps[1] = "({a} * {a} + 0.5)"
             binary.append((name, p.code, p.operator, wraps))
         elif p.kind == "reduction" and p.params[0] in ("a", "x") and "axis" in p.params:
             reductions.append((name, p.code, "keepdims" in p.params))
@@ -315,7 +317,7 @@ STRUCTURAL = [
     ("tile", "np.tile({a}, 2)", (1,)),
     ("repeat", "np.repeat({a}, 2, axis=-1)", (1,)),
     ("diff", "np.diff({a}, axis=-1)", (1, 2)),
-    ("pad", "np.pad({a}, 1)", (1,)),
+    ("pad", "np.pad({a}, 1, constant_values=0.5)", (1,)),
     ("take", "np.take({a}, [0, 2, 1], axis=-1)", (1, 2)),
     ("getitem", "{a}[..., ::-1]", (1, 2)),
     ("getitem", "{a}[..., 1:]", (1, 2)),
@@ -349,7 +351,8 @@ STRUCTURAL = [
 CONSTRUCTS = [
     ("for", ["{v} = {a} * 1.0", "for i in range(2):", "    {v} = np.tanh({v} * 0.5 + {b}) + {c}"]),
     ("for_index", ["{v} = {a} * 0.0", "for i in range(3):", "    {v} = {v} + np.sin({a} * (i + 1.0))"]),
-    ("if", ["if np.sum({a}) > {c}:", "    {v} = {u}", "else:", "    {v} = {a} * {b}"]),
+    ("if", ["if np.sum({a}) > {c}:", "    {v} = {u}", "else:", "    {v} = {a} * np.mean({b})"]),
+    ("if_shapes", ["if np.sum({a}) > {c}:", "    {v} = {u}", "else:", "    {v} = {a} * {b}"]),
     ("if_no_else", ["{v} = {a} * 2.0", "if np.max({b}) > {c}:", "    {v} = {u} + {v}"]),
     ("ifexp", ["{v} = {u} if np.mean({b}) > {c} else {a} * 0.5"]),
     ("while", ["{v} = {a} * 1.0", "n = 0", "while n < 3 and np.sum({v} * {v}) < 20.0:",
@@ -375,19 +378,44 @@ CONSTRUCTS = [
     ("lax_while", ["{v} = lax.while_loop(lambda c: np.sum(c * c) < 20.0, lambda c: c * 1.5 + 0.1, {a})"]),
     ("lax_scan", ["{v} = lax.scan(lambda c, t: (c * 0.5 + t, c * t), {a_row}, {a2})[1]"]),
     ("lax_map", ["{v} = lax.map(lambda r: np.sin(r) * 2.0, {a2})"]),
+    ("loop_setitem", ["{v} = np.zeros({a}.shape)", "for i in range({a}.shape[-1]):",
+                      "    {v}[..., i] = np.sin({a}[..., i]) * np.sum({b})"]),
+    ("loop_break", ["{v} = {a} * 1.0", "for i in range(4):", "    if np.sum({v}) > {c} + 2.0:",
+                    "        break", "    {v} = {v} * 1.2 + 0.3"]),
+    ("loop_continue", ["{v} = {a} * 0.0", "for i in range(3):", "    if i == 1:",
+                       "        continue", "    {v} = {v} + np.cos({a} * i)"]),
+    ("for_rows", ["{v} = {a}[0] * 0.0", "for row in {a}:", "    {v} = {v} + np.tanh(row)"]),
+    ("for_enumerate", ["{v} = {a}[0] * 0.0", "for i, row in enumerate({a}):",
+                       "    {v} = {v} + row * (i + 1.0)"]),
+    ("for_zip", ["{v} = {a}[0] * 0.0", "for p, q in zip({a}, {b}):", "    {v} = {v} + p * q"]),
+    ("nested_loops", ["{v} = {a} * 1.0", "for i in range(2):", "    for j in range(2):",
+                      "        {v} = np.sin({v}) * 0.5 + {b} * j"]),
+    ("iadd", ["{v} = {a} * 1.0", "{v} += {b}", "{v} *= {u}"]),
+    ("methods", ["{v} = {a}.sum(axis=-1, keepdims=True) * {a}.mean() + {a}.T.T"]),
+    ("builtin_max", ["{v} = {a} * max(np.sum({b}), 0.3) + min(np.mean({a}), -0.2)"]),
+    ("where_cond", ["{v} = np.where({a} > {c}, np.sin({a}), {b} * {a})"]),
+    ("lax_switch", ["{v} = lax.switch(np.where(np.sum({a}) > {c}, 1, 0), [lambda u: u * 2.0, lambda u: np.cos(u)], {a})"]),
+    ("lax_scan_tuple", ["{v} = lax.scan(lambda c, t: ((c[0] + t, c[1] * 0.9), c[0] * t), ({a_row}, {a_row}), {a2})[0][1]"]),
+    ("helper_chain", ["def h1(u):", "    return np.sin(u) * 2.0", "def h2(u, w):",
+                      "    return h1(u) * w + h1(w)", "{v} = h2({a}, {b})"]),
+    ("nested_vmap", ["def hv(u):", "    return np.sum(np.sin(u) * u)", "{v} = astjax.vmap(hv)({a2})"]),
+    ("dict_items", ["d = {{'p': {a}, 'q': {b}}}", "{v} = {a} * 0.0",
+                    "for i, (k, w) in enumerate(sorted(d.items())):", "    {v} = {v} + w * (i + 1.0)"]),
+    ("funcs_in_list", ["fs = [np.sin, np.cos]", "{v} = sum(f({a}) for f in fs)"]),
     ("nested_grad", ["def hs(u):", "    return np.sum(np.sin(u) * u)", "{v} = astjax.grad(hs)({a})"]),
     ("nested_jvp", ["def hj(u):", "    return np.sin(u) * u", "{v} = astjax.jvp(hj, ({a},), ({b_like_a},))[1]"]),
 ]
 
 # Constructs whose astjax bugs are known and open (issue 10); the CI budget avoids
 # them so that a new failure class stands out; bench/fuzz.py uses everything.
-KNOWN_OPEN = frozenset({"imul_slice", "imul_index"})
+KNOWN_OPEN = frozenset({"imul_slice", "imul_index", "dict_items", "funcs_in_list", "if_shapes",
+                        "loop_break"})
 
 
 class Generator:
     """Random programs ``prog(x, y)`` from the registry and the constructs above."""
 
-    def __init__(self, seed, avoid=frozenset(), n_stmts=(3, 8), structural=True,
+    def __init__(self, seed, avoid=frozenset(), n_stmts=(3, 10), structural=True,
                  constructs=True):
         self.rng = np.random.default_rng(seed)
         self.seed = seed
