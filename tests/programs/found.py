@@ -49,6 +49,16 @@ def if_not_taken(x, y):
     return out
 
 
+def if_else_not_taken(x, y):
+    if np.sum(x) > 0:
+        out = np.sin(x) * y
+    else:
+        out = x * x * y
+    if np.max(y) > 5.0:
+        out = out * 0.0
+    return out
+
+
 # -- linearize of lax loops and of a gradient with a loop -----------------------------
 
 def fori(x):
