@@ -33,7 +33,7 @@ from programs.corpus import CORPUS
 NAMES = list(compose.TRANSFORMS)
 PROGRAMS = list(CORPUS)
 FULL = os.environ.get("ASTJAX_MATRIX") == "full"
-TRIPLE_SAMPLE = 160
+TRIPLE_SAMPLE = 120
 
 
 def matrix(full=FULL):

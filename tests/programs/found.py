@@ -175,3 +175,20 @@ def hvp_loops(x, y):
 def hvp_loops_loss(x, y):
     out = hvp_loops(x, y)
     return np.sum(np.sin(out * 0.7 + 0.2))
+
+
+# -- vmap of grad through a loop with continue whose body is constant -------------------
+
+def loop_continue(x):
+    v = np.zeros(3)
+    for i in range(3):
+        if i == 1:
+            continue
+        v = v + np.cos(0.5 * i)
+    return np.sum(v * x)
+
+
+# -- einsum whose operand broadcasts a size-1 axis ---------------------------------------
+
+def einsum_broadcast(x):
+    return np.einsum("ij,kj->ik", np.full((2, 3), 0.5), x)
