@@ -231,6 +231,7 @@ KNOWN = {
     'vmap_y_out1.vjp|branches': 'batch_nested_ad',
     'vmap_y_out1.vmap_linearize.vmap_linearize|while_loop': 'batch_nested_ad',
     'vmap_y_out1.vmap_linearize|pytree_out': 'batch_nested_ad',
+    'vmap_y_out1.vmap_neg.vjp|inplace': 'batch_nested_ad',
     'vmap_y_out1.vmap_vjp|lax_calls': 'batch_nested_ad',
     'while_loop.vmap_linearize|for_loop': 'vmap_of_f_jvp',
     'while_loop.vmap_vjp|branches': 'residual_unbound',

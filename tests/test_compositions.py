@@ -46,7 +46,14 @@ def matrix(full=FULL):
     if not full:
         # stratified: every transformation appears in every position about equally often
         rng = random.Random(10)
-        triples = sorted(rng.sample(triples, TRIPLE_SAMPLE))
+        picked = set(rng.sample(triples, TRIPLE_SAMPLE))
+        for pos in range(3):
+            for name in NAMES:
+                if not any(t[pos] == name for t in picked):
+                    t = [rng.choice(NAMES) for _ in range(3)]
+                    t[pos] = name
+                    picked.add(tuple(t))
+        triples = sorted(picked)
     cases += [(chain, PROGRAMS[k % len(PROGRAMS)]) for k, chain in enumerate(triples)]
     return [(c, p) for c, p in cases if compose.applicable(c, *CORPUS[p])]
 
