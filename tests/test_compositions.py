@@ -87,7 +87,8 @@ def test_matrix_size():
     triples = {c for c, _ in CASES if len(c) == 3}
     print(f"\ncomposition matrix: {len(NAMES)} transformations x {len(PROGRAMS)} programs; "
           f"{len(CASES)} cases ({singles} singles, {len(pairs)} distinct pairs, "
-          f"{len(triples)} distinct triples); known failures {sum(case_id(*c) in KNOWN for c in CASES)}")
+          f"{len(triples)} distinct triples); known failures "
+          f"{sum(case_id(*c) in KNOWN for c in CASES)}")
     assert len(NAMES) >= 19 and len(PROGRAMS) >= 15
     assert singles >= 300
     assert len(pairs) >= 350          # all ordered pairs (a few are not applicable)
