@@ -1,3 +1,4 @@
+# ruff: noqa: E501
 """Composition-matrix cases that fail today, by class (written by
 ``python tests/compose.py --record``; tests/test_compositions.py runs them as
 strict xfails, so a fix shows up as XPASS: then delete the entry or re-record)."""
