@@ -578,7 +578,8 @@ def record(full=False, path=None):
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {v:5d}  {k}")
     path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "compose_known.py")
-    lines = ["# ruff: noqa: E501", '"""Composition-matrix cases that fail today, by class (written by',
+    lines = ["# ruff: noqa: E501",
+             '"""Composition-matrix cases that fail today, by class (written by',
              '``python tests/compose.py --record``; tests/test_compositions.py runs them as',
              'strict xfails, so a fix shows up as XPASS: then delete the entry or re-record)."""',
              "", "CLASSES = {"]
