@@ -230,3 +230,20 @@ def test_stale_generated_source():
     astjax.clear_cache()
     second = compose.build(("linearize", "vmap_x", "value_and_grad"), *CORPUS["reductions"])
     compose.check(second)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: grad through a lax.cond whose branch calls "
+                   "lax.map is a silent zero")
+def test_found_grad_of_map_in_cond():
+    assert_tree_close(astjax.grad(found.map_in_cond)(X), fd_grad(found.map_in_cond, (X,), 0),
+                      1e-7, 1e-7)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: grad of a function calling jit(vmap(f)), f "
+                   "with reshape/concatenate/transpose, is a silent zero (vmap alone is right)")
+def test_found_grad_through_jit_of_vmap():
+    xb = np.random.default_rng(0).uniform(-1, 1, (2, 6))
+    loss = compose.MODULES.load(
+        "import numpy as np\n\ndef loss(x):\n    return np.sum(np.sin(inner(x)))\n",
+        {"inner": astjax.jit(astjax.vmap(found.reshape_concat))}).loss
+    assert_tree_close(astjax.grad(loss)(xb), fd_grad(loss, (xb,), 0), 1e-7, 1e-7)

@@ -192,3 +192,20 @@ def loop_continue(x):
 
 def einsum_broadcast(x):
     return np.einsum("ij,kj->ik", np.full((2, 3), 0.5), x)
+
+
+# -- lax.map inside a lax.cond branch; jit of vmap of shape manipulation ----------------
+
+def map_in_cond(x):
+    out = lax.cond(np.sum(x) > -10.0, lambda a: lax.map(np.sin, a), lambda a: a * 0.5, x)
+    return np.sum(out)
+
+
+def reshape_concat(x):
+    m = np.reshape(x, (2, 3))
+    c = np.concatenate([m, m[:1]], axis=0)
+    return np.sum(np.transpose(c) ** 2)
+
+
+def sum_jit_vmap(x):
+    return np.sum(astjax.jit(astjax.vmap(reshape_concat))(x))
