@@ -1,0 +1,190 @@
+"""Differential fuzzing with a fixed small budget (bench/fuzz.py runs long campaigns).
+
+Random programs from astjax's primitive registry and the constructs it accepts
+(``tests/fuzzgen.py``) are checked for jit, grad, jvp, vmap, jvp-of-grad and
+vmap-of-grad against eager NumPy, Python loops and float64 finite differences.
+The CI budget skips the constructs whose bugs are known and open
+(``fuzzgen.KNOWN_OPEN``) so that any failure here is a new class; each class the
+fuzzer found has a shrunk reproducer below, as a strict xfail until it is fixed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import fuzzgen
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+
+BUDGET_PROGRAMS = 150
+BUDGET_SECONDS = 45.0
+
+
+def test_fuzz_fixed_budget():
+    import fuzz
+    summary = fuzz.campaign(BUDGET_PROGRAMS, seed=20261125, avoid=fuzzgen.KNOWN_OPEN,
+                            time_limit=BUDGET_SECONDS, per_class=1)
+    lines = []
+    fuzz.report(summary, lines.append)
+    print("\n" + "\n".join(lines))
+    assert summary["programs"] >= 20, "the budget ran too few programs to mean anything"
+    assert summary["counts"].get("checks", 0) >= 6 * 20
+    failures = [f"{key}:\n{info['program'].source()}" for key, info in summary["classes"].items()
+                if key[1] != "nan"]
+    assert not failures, "new failure classes:\n" + "\n".join(failures)
+
+
+def test_generator_is_deterministic_and_valid():
+    a = fuzzgen.Generator(7).program()
+    b = fuzzgen.Generator(7).program()
+    assert a.source() == b.source() and np.array_equal(a.x, b.x)
+    for seed in range(20):
+        p = fuzzgen.Generator(seed).program()
+        mod = fuzzgen.SourceModules("fuzz_valid").load(p.module())
+        out = mod.prog(p.x, p.y)
+        assert np.all(np.isfinite(out)) and np.isfinite(mod.loss(p.x, p.y))
+
+
+def test_generator_covers_the_registry_and_constructs():
+    feats = set()
+    for seed in range(400):
+        feats |= fuzzgen.Generator(seed).program().features
+    tables = fuzzgen.primitive_tables()
+    unary = {n for n, *_ in tables["unary"]}
+    binary = {n for n, *_ in tables["binary"]}
+    constructs = {c for c, _ in fuzzgen.CONSTRUCTS}
+    assert len(unary) >= 30 and len(binary) >= 15
+    assert len(unary & feats) >= 0.9 * len(unary)
+    assert len(binary & feats) >= 0.9 * len(binary)
+    assert len(constructs & feats) >= 0.9 * len(constructs)
+
+
+def test_oracles_catch_a_wrong_gradient(tmp_path):
+    """The checks are not vacuous: a deliberately wrong 'transformation' fails them."""
+    p = fuzzgen.Program([fuzzgen.Stmt(["v0 = np.sin(x) * y"], "v0", "sin")], "v0",
+                        np.full((2, 3), 0.3), np.full(3, 0.2))
+    mod = fuzzgen.SourceModules("fuzz_oracle").load(p.module())
+    x, y = p.x, p.y
+    good = fuzzgen.fd_grad(mod.loss, (x, y), 0)
+    fuzzgen.assert_tree_close(np.cos(x) * y * 0.7 * np.cos(np.sin(x) * y * 0.7 + 0.2),
+                              good, 1e-8, 1e-8)
+    with pytest.raises(fuzzgen.Mismatch):
+        fuzzgen.assert_tree_close(good * 1.001, good, 1e-6, 1e-6)
+    with pytest.raises(fuzzgen.Mismatch):
+        fuzzgen.assert_tree_close((good,), [good], 1e-6, 1e-6)
+
+
+# ----------------------------------------------------------- classes the fuzzer found
+
+X = np.array([0.7, 0.2, 0.5])
+Y = np.array([0.3, -0.4])
+
+
+def _grad_vs_fd(f, args, argnum):
+    import astjax
+    g = astjax.grad(f, argnums=argnum)(*args)
+    fuzzgen.assert_tree_close(g, fuzzgen.fd_grad(f, args, argnum), 1e-7, 1e-7, "grad")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: `z[1:] *= v` reads z[1:] as a view that the "
+                   "update overwrites; the derivative uses the updated value (silent)")
+def test_found_imul_slice():
+    from programs import found
+    _grad_vs_fd(found.imul_slice, (X, Y), 1)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: under vmap `z[i] *= v` reads z[i] as a view of "
+                   "the batched z that the update overwrites (silent wrong vmap(grad))")
+def test_found_imul_index_under_vmap():
+    import astjax
+    from programs import found
+    xb, yb = np.stack([X, X + 0.1]), np.stack([Y, Y * 0.5])
+    g = astjax.vmap(astjax.grad(found.imul_index, argnums=1))(xb, yb)
+    expected = np.stack([fuzzgen.fd_grad(found.imul_index, (a, b), 1) for a, b in zip(xb, yb)])
+    fuzzgen.assert_tree_close(g, expected, 1e-7, 1e-7, "vmap(grad)")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: vmap of an if whose branches give different "
+                   "shapes broadcasts the lanes together: later shape-dependent code (np.sum) "
+                   "is silently wrong; JAX refuses such a cond")
+def test_found_vmap_branch_shapes():
+    import astjax
+    from programs import found
+    xb = np.stack([np.full((2, 3), 0.3), np.full((2, 3), -0.2), np.full((2, 3), 0.1)])
+    yb = np.stack([np.ones(3), -np.ones(3), np.full(3, 0.5)])
+    out = astjax.vmap(found.branch_shapes)(xb, yb)
+    expected = np.stack([found.branch_shapes(a, b) for a, b in zip(xb, yb)])
+    fuzzgen.assert_tree_close(out, expected, 1e-12, 1e-12, "vmap")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: vmap of a per-example if whose branch indexes "
+                   "with a list (x[[0, 1, 0]]) returns a wrongly shaped result (silent)")
+def test_found_vmap_branch_fancy_index():
+    import astjax
+    from programs import found
+    xb = np.stack([X, -X])
+    out = astjax.vmap(found.branch_fancy)(xb)
+    fuzzgen.assert_tree_close(out, np.stack([found.branch_fancy(a) for a in xb]), 1e-12, 1e-12,
+                              "vmap")
+
+
+def _module(tmp_path, text):
+    return fuzzgen.SourceModules("fuzz_found").load("import numpy as np\nfrom astjax import lax\n"
+                                                    "\n\n" + text)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: functions held in a list and called in a "
+                   "generator expression get a zero gradient (class 10)")
+def test_found_functions_in_list(tmp_path):
+    mod = _module(tmp_path, "def f(x, y):\n    fs = [np.sin, np.cos]\n"
+                            "    return np.sum(sum(g(x) for g in fs) * y)\n")
+    _grad_vs_fd(mod.f, (X, np.array([0.5, 1.5, -1.0])), 0)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: a loop over enumerate(sorted(d.items())) gives "
+                   "a wrong gradient (class 6)")
+def test_found_sorted_dict_items(tmp_path):
+    mod = _module(tmp_path, "def f(x, y):\n    d = {'p': x, 'q': y}\n    v = x * 0.0\n"
+                            "    for i, (k, w) in enumerate(sorted(d.items())):\n"
+                            "        v = v + np.sin(w) * (i + 1.0)\n    return np.sum(v)\n")
+    _grad_vs_fd(mod.f, (X, np.array([0.5, 1.5, -1.0])), 0)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: jvp of grad of a program with three loops "
+                   "(one left by break, one over enumerate) raises UnboundLocalError inside "
+                   "generated code")
+def test_found_hvp_of_loops_with_break():
+    import astjax
+    from programs import found
+    x = np.array([[-0.310459, -0.853571, 0.480985], [0.905282, -0.528298, -0.264811]])
+    y = np.array([-0.854763, 0.403493, -0.010611])
+    tx, ty = np.cos(x * 1.3), np.sin(y * 0.7 + 0.2)
+    got = astjax.jvp(astjax.grad(found.hvp_loops_loss, argnums=(0, 1)), (x, y), (tx, ty))[1]
+
+    def grads(a, b):
+        return (fuzzgen.fd_grad(found.hvp_loops_loss, (a, b), 0),
+                fuzzgen.fd_grad(found.hvp_loops_loss, (a, b), 1))
+    expected = fuzzgen.fd_directional(grads, (x, y), (tx, ty), 3e-3)
+    fuzzgen.assert_tree_close(got, expected, 1e-5, 1e-5, "jvp of grad")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: grad of a for loop with `continue` whose body "
+                   "is constant raises IndexError (pop from an empty tape)")
+def test_found_loop_continue():
+    from programs import found
+    _grad_vs_fd(found.loop_continue, (X,), 0)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: the vjp of np.einsum whose operand broadcasts a "
+                   "size-1 axis ('ij,kj->ik' with a (2, 1) operand) raises ValueError (reshape)")
+def test_found_einsum_broadcast_vjp():
+    import astjax
+    from programs import found
+    x = np.array([[0.3], [-0.2]])
+    g = astjax.vjp(found.einsum_broadcast, x)[1](np.ones((2, 2)))[0]
+    expected = fuzzgen.fd_grad(lambda u: float(np.sum(found.einsum_broadcast(u))), (x,), 0)
+    fuzzgen.assert_tree_close(g, expected, 1e-8, 1e-8, "vjp")
