@@ -90,15 +90,11 @@ def _grad_vs_fd(f, args, argnum):
     fuzzgen.assert_tree_close(g, fuzzgen.fd_grad(f, args, argnum), 1e-7, 1e-7, "grad")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: `z[1:] *= v` reads z[1:] as a view that the "
-                   "update overwrites; the derivative uses the updated value (silent)")
 def test_found_imul_slice():
     from programs import found
     _grad_vs_fd(found.imul_slice, (X, Y), 1)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: under vmap `z[i] *= v` reads z[i] as a view of "
-                   "the batched z that the update overwrites (silent wrong vmap(grad))")
 def test_found_imul_index_under_vmap():
     import astjax
     from programs import found
@@ -121,8 +117,6 @@ def test_found_vmap_branch_shapes():
     fuzzgen.assert_tree_close(out, expected, 1e-12, 1e-12, "vmap")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: vmap of a per-example if whose branch indexes "
-                   "with a list (x[[0, 1, 0]]) returns a wrongly shaped result (silent)")
 def test_found_vmap_branch_fancy_index():
     import astjax
     from programs import found
@@ -137,16 +131,12 @@ def _module(tmp_path, text):
                                                     "\n\n" + text)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: functions held in a list and called in a "
-                   "generator expression get a zero gradient (class 10)")
 def test_found_functions_in_list(tmp_path):
     mod = _module(tmp_path, "def f(x, y):\n    fs = [np.sin, np.cos]\n"
                             "    return np.sum(sum(g(x) for g in fs) * y)\n")
     _grad_vs_fd(mod.f, (X, np.array([0.5, 1.5, -1.0])), 0)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: a loop over enumerate(sorted(d.items())) gives "
-                   "a wrong gradient (class 6)")
 def test_found_sorted_dict_items(tmp_path):
     mod = _module(tmp_path, "def f(x, y):\n    d = {'p': x, 'q': y}\n    v = x * 0.0\n"
                             "    for i, (k, w) in enumerate(sorted(d.items())):\n"
