@@ -265,7 +265,7 @@ def observe(gen, run, statements):
         facts.lines.add(line)
         s = statements.get(line)
         if s is not None:                          # about to run: its operands
-            for k, a in enumerate(s.args):
+            for k, a in list(enumerate(s.args)) + list(s.kwargs.items()):
                 if isinstance(a, Var):
                     facts.record_operand(s, k, values.get(a.name, missing))
         return local

@@ -869,7 +869,8 @@ class Normalizer:
             return _Walk([keys], count, item,
                          sort_keys=Var(keys) if view in ("items", "keys") else None)
         seq = self._as_sequence(it, "seq", indexable=True)
-        name = _hint_of(seq, "seq")
+        # names read as the user's: params_len, params_i, params_item
+        name = it.id if isinstance(it, gast.Name) else _hint_of(seq, "seq")
 
         def count(_=None):
             n = self.tmp(name, "len")

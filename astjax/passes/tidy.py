@@ -200,8 +200,9 @@ class Observed:
         return self._one(self.results.get(id(s)))
 
     def operand(self, s, k):
-        """The single fact of operand ``k`` of ``s`` (a constant: its own fact)."""
-        a = s.args[k]
+        """The single fact of operand ``k`` of ``s`` (a position, or a keyword's name;
+        a constant: its own fact)."""
+        a = s.args[k] if isinstance(k, int) else s.kwargs[k]
         if isinstance(a, Const):
             return fact_of(a.value)
         if isinstance(a, Var):
@@ -236,6 +237,8 @@ class _Specializer:
         self.changed = False
 
     def rewrite(self, s):
+        if isinstance(s, Prim) and s.target and s.prim == "where":
+            return self.where_of_constant(s)
         if not isinstance(s, Prim) or not s.target or s.kwargs or A.out_operand(s) is not None:
             return None
         res = self.facts.result(s)
@@ -275,6 +278,27 @@ class _Specializer:
             if fx is not None and fx[0] == "ndarray" and fs is not None and \
                     fs[0] == "tuple" and tuple(fs[1]) == fx[2] and fx == res:
                 return copy_of(0)
+        return None
+
+    def where_of_constant(self, s):
+        """``where(False, a, b)`` (a rule's ``np.where(y == 0, 1.0, x)`` with y known) is
+        ``b`` when ``b`` was seen with the result's type, dtype and shape."""
+        res = self.facts.result(s)
+        params = ("condition", "x", "y")
+        bound = dict(zip(params, s.args))
+        bound.update(s.kwargs)
+        cond = bound.get("condition")
+        if res is None or not isinstance(cond, Const) or type(cond.value) is not bool or \
+                set(bound) != set(params):
+            return None
+        chosen = bound["x" if cond.value else "y"]
+        if not isinstance(chosen, Var):
+            return None
+        name = "x" if cond.value else "y"
+        k = params.index(name) if params.index(name) < len(s.args) else name
+        fact = self.facts.operand(s, k)
+        if fact is not None and _real(fact) and fact == res:
+            return Copy(s.target, chosen, loc=s.loc)
         return None
 
     def block(self, stmts):
