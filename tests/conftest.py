@@ -23,6 +23,15 @@ import pytest
 import astjax
 from astjax import tree_util
 
+try:   # CI: the same hypothesis examples on every run (no flaky red from a new draw)
+    from hypothesis import settings as _hypothesis_settings
+    _hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+    import os as _os
+    if _os.environ.get("CI"):
+        _hypothesis_settings.load_profile("ci")
+except ImportError:
+    pass
+
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
