@@ -145,7 +145,10 @@ def select(pred, on_true, on_false):
     """Per lane: ``on_true`` where ``pred`` (shape (B,)) holds, else ``on_false``.
 
     None on one side is a zero (a symbolic zero cotangent, or a variable that lane
-    never defined): zeros shaped like the other side are selected there.
+    never defined): zeros shaped like the other side are selected there.  Lanes
+    that take different sides must agree on the value's per-example shape (JAX's
+    cond requires it): broadcasting them together would silently change what
+    later shape-dependent code (a sum, ``len``) computes, so that is refused.
     """
     if on_true is on_false:
         return on_true
@@ -154,10 +157,67 @@ def select(pred, on_true, on_false):
     elif on_true is None:
         on_true = _zeros_like_tree(on_false)
     if isinstance(on_true, (list, tuple)):
+        if not isinstance(on_false, (list, tuple)) or len(on_true) != len(on_false):
+            return _one_side(pred, on_true, on_false)
         return _rebuild(on_true, [select(pred, a, b) for a, b in zip(on_true, on_false)])
     if isinstance(on_true, dict):
+        if not isinstance(on_false, dict) or list(on_true) != list(on_false):
+            return _one_side(pred, on_true, on_false)
         return {k: select(pred, on_true[k], on_false[k]) for k in on_true}
+    if _example_shape(on_true) != _example_shape(on_false):
+        return _one_side(pred, on_true, on_false)
     return np.where(pred, on_true, on_false)
+
+
+def _example_shape(x):
+    """The shape one example sees of a batch-last value (None: not an array value)."""
+    if isinstance(x, np.ndarray):
+        return x.shape[:-1] if x.ndim else ()
+    if isinstance(x, (np.generic, bool, int, float, complex)):
+        return ()
+    if isinstance(x, (list, tuple, dict)):
+        return type(x)
+    return None
+
+
+def _describe(x):
+    shape = _example_shape(x)
+    if isinstance(shape, tuple):
+        return f"shape {shape}"
+    if isinstance(x, (list, tuple, dict)):
+        return f"a {type(x).__name__} of {len(x)}"
+    return type(x).__name__
+
+
+def _one_side(pred, on_true, on_false):
+    """Values of different shapes or structures on the two sides: fine when every
+    lane takes the same side (that side is the value), refused otherwise."""
+    p = np.asarray(pred)
+    if p.all():
+        return on_true
+    if not p.any():
+        return on_false
+    refuse_here(f"vmap: the examples of this batch take different paths here and end "
+                f"with values of different shapes ({_describe(on_true)} on one path, "
+                f"{_describe(on_false)} on the other); one batched array cannot hold both "
+                "(JAX's cond refuses this too)",
+                "give the variable the same shape on every path (e.g. start from "
+                "np.zeros_like(...) instead of 0.0), or use np.where")
+
+
+def refuse_here(message, hint=None):
+    """Raise a refusal found while batched code runs, located at the user's line
+    behind the generated line that called the runtime (when astjax is loaded; a
+    standalone module gets the message alone)."""
+    import sys
+    codegen, errors = sys.modules.get("astjax.codegen"), sys.modules.get("astjax.errors")
+    frame, where = sys._getframe(1), None
+    while frame is not None and where is None and codegen is not None:
+        where = codegen.origin(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    if where is not None and errors is not None:
+        raise errors.TransformError(message, where, hint)
+    raise ArgumentError(message + (f"\nhint: {hint}" if hint else ""))
 
 
 class Unbatched:
