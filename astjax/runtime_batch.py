@@ -989,6 +989,9 @@ def diff(a, n, axis, prepend, append):
 # ------------------------------------------------------------------------ creation
 
 def full(shape, fill_value, dtype):
+    if not (isinstance(shape, (int, np.integer)) or isinstance(shape, (tuple, list)) and all(
+            isinstance(n, (int, np.integer)) for n in shape)):   # a per-example shape
+        return created(lambda s, f: np.full(s, f, dtype=dtype), "np.full", shape, fill_value)
     fill = _as_batched(fill_value)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     out = np.empty(shape + fill.shape[-1:], dtype=dtype or fill.dtype)
@@ -1010,6 +1013,36 @@ def like(fn, a, dtype, shape):
     if shape is not None:
         return fn(a, dtype=dtype, shape=shape_with_batch(shape, a))
     return fn(a, dtype=dtype)
+
+
+def _same_in_lanes(x):
+    """Whether a batch-last operand (containers too) holds one value in every lane."""
+    if isinstance(x, np.ndarray):
+        return not x.ndim or bool(np.all(x == x[..., :1]))
+    if isinstance(x, (list, tuple)):
+        return all(_same_in_lanes(v) for v in x)
+    if isinstance(x, dict):
+        return all(_same_in_lanes(v) for v in x.values())
+    return True
+
+
+def created(fn, name, *args):
+    """A creation function (np.zeros, np.eye, np.arange...) whose shape, size or bound
+    arguments are batched: computed once and copied to every lane when the arguments
+    are the same in every lane, else lane by lane; lanes whose arrays would differ in
+    shape are refused (one batched array cannot hold them)."""
+    size_ = _sizes(*args)
+    if all(_same_in_lanes(a) for a in args):
+        return broadcast_batch(fn(*[_lane(a, 0) for a in args]), size_)
+    outs = [fn(*[_lane(a, i) for a in args]) for i in range(size_)]
+    shapes = sorted({np.shape(o) for o in outs})
+    if len(shapes) > 1:
+        refuse_here(f"vmap: {name} makes arrays of different shapes for the examples of "
+                    f"this batch ({', '.join(map(str, shapes[:3]))}); one batched array "
+                    "cannot hold them",
+                    "make the shape the same for every example (pad to the largest and "
+                    "mask with np.where)")
+    return _stack_lanes(outs)
 
 
 def _asarray_tree(a):
@@ -1084,7 +1117,17 @@ def meshgrid(xi, copy, sparse, indexing):
 # ``...`` and Python ints are the same for every example.
 
 def _index_items(index):
-    return list(index) if isinstance(index, tuple) else [index]
+    items = list(index) if isinstance(index, tuple) else [index]
+    return [_list_index(it) if isinstance(it, list) else it for it in items]
+
+
+def _list_index(items):
+    """A list used as an index is an integer array (NumPy's rule); its entries are
+    batch-last arrays (or numbers, the same in every lane): stacked, batch last."""
+    parts = [_list_index(v) if isinstance(v, list) else np.asarray(v) for v in items]
+    if not parts:
+        return np.zeros((0,), dtype=np.intp)
+    return np.stack(np.broadcast_arrays(*parts))
 
 
 def uniform_index(index):

@@ -525,8 +525,8 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
     return rb.full_like(a, fill_value, dtype)
 
 
-def arange(start, stop=None, step=1, dtype=None):
-    return rb.refuse("np.arange with a per-example bound")
+def arange(start, stop=None, step=None, dtype=None):
+    return rb.created(np.arange, "np.arange", start, stop, step, dtype)
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
@@ -889,3 +889,35 @@ def tree_moveaxis(x, source, destination):
 
 def leaf_axis_size(x, axis):
     return rb.leaf_axis_size_batched(x, axis)
+
+
+# --------------------------- creation with per-example shapes, sizes or bounds (issue 10)
+# (values that are the same in every lane, e.g. computed inside a per-example branch,
+# are made once; shapes that really differ per example are refused)
+
+def zeros(shape, dtype=float, order="C"):
+    return rb.created(np.zeros, "np.zeros", shape, dtype)
+
+
+def ones(shape, dtype=None, order="C"):
+    return rb.created(np.ones, "np.ones", shape, dtype)
+
+
+def empty(shape, dtype=float, order="C"):
+    return rb.created(np.zeros, "np.empty", shape, dtype)
+
+
+def eye(N, M=None, k=0, dtype=float, order="C"):
+    return rb.created(np.eye, "np.eye", N, M, k, dtype)
+
+
+def identity(n, dtype=None):
+    return rb.created(np.identity, "np.identity", n, dtype)
+
+
+def tri(N, M=None, k=0, dtype=float):
+    return rb.created(np.tri, "np.tri", N, M, k, dtype)
+
+
+def indices(dimensions, dtype=int, sparse=False):
+    return rb.created(np.indices, "np.indices", dimensions, dtype, sparse)
