@@ -1,0 +1,295 @@
+"""vmap classes the fuzzer and the composition matrix found (issue 10), swept.
+
+Each program below does one thing per example that batching has to get right: an
+``if`` or a lax call whose path differs per example, fancy indexing with a list, a
+creation primitive whose size is computed per example, a vmapped function called
+inside lax control flow.  Every program runs under ``vmap``, ``vmap(grad)``,
+``grad`` of a loss of ``vmap`` and ``jit(vmap)``, against a Python loop over the
+examples and float64 central finite differences.  Programs whose examples would end
+with arrays of different shapes are refused with an error naming the user's line.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import astjax
+from astjax import lax
+from astjax.errors import TransformError
+from conftest import numerical_grad
+
+# ------------------------------------------------------------------------ programs
+# each takes one example x of shape (3,); the batches below put the examples on
+# both sides of every branch threshold, away from it (finite differences stay exact)
+
+
+def branch_fancy(x):
+    if np.sum(x) > 0.0:
+        return x[[0, 1, 0]] * 2.0
+    return x[[1, 1, 0]]
+
+
+def branch_list_index(x):
+    if np.sum(x) > 0.0:
+        idx = [0, 1, 0]
+    else:
+        idx = [2, 2, 1]
+    return x[idx] * x[0]
+
+
+def argmax_in_list(x):
+    i = np.argmax(x)
+    return x[[i, 0, i]] * np.tanh(x)
+
+
+def setitem_list_in_branch(x):
+    if np.sum(x) > 0.0:
+        idx = [0, 2]
+    else:
+        idx = [1, 2]
+    y = x * 1.5
+    y[idx] = np.sin(x[:2])
+    return y
+
+
+def switch_fancy(x):
+    index = np.where(np.sum(x) > 0.0, 1, 0)
+    return lax.switch(index, [lambda a: a[[0, 1, 0]], lambda a: a[[2, 2, 1]] * 3.0], x)
+
+
+def cond_fancy(x):
+    return lax.cond(np.sum(x) > 0.0, lambda a: np.sin(a[[2, 0, 1]]), lambda a: a * a, x)
+
+
+def while_fancy(x):
+    def body(c):
+        return c[0] + 1, c[1][[1, 2, 0]] * 1.1 + 0.1
+
+    def keep_going(c):
+        return (c[0] < 4) & (np.sum(c[1]) < 1.0)
+
+    return lax.while_loop(keep_going, body, (0, x))[1]
+
+
+def cond_around_scan(x):
+    def step(c, t):
+        return np.tanh(c + x * t), c
+
+    def scanned(a):
+        return lax.scan(step, np.zeros(3), np.array([1.0, 0.5]))[0]
+
+    return lax.cond(np.sum(x) > 0.0, scanned, lambda a: a * 0.5, x)
+
+
+def shapes_in_branch(x):
+    if np.sum(x) > 0.0:
+        m = np.reshape(np.concatenate([x, x * 2.0]), (2, 3))
+        out = np.sum(m * np.ones((2, 3)), axis=0)
+    else:
+        out = x * np.full((3,), 2.0)
+    return out
+
+
+def creation_in_branch(x):
+    # n is the same for every example, but assigned in a per-example branch
+    if np.sum(x) > 0.0:
+        n = 3
+    else:
+        n = 3
+    z = np.zeros(n) + np.ones((n,)) * 2.0 + np.eye(n)[0] + np.arange(n) + np.tri(n)[1]
+    return z * x + np.full(n, 0.5) * np.identity(n)[2]
+
+
+def creation_in_while(x):
+    h = x * 1.0
+    k = 0
+    while np.sum(h) < 2.0 and k < 3:
+        h = h + np.ones(3) * 0.35 + np.zeros_like(h)
+        k = k + 1
+    return h * x
+
+
+def temporary_shapes_differ(x):
+    # t has another shape in each branch, but nothing reads it after the if
+    if np.sum(x) > 0.0:
+        t = x[:2]
+        out = np.sum(t) * x
+    else:
+        t = np.outer(x, x)
+        out = np.sum(t, axis=0)
+    return out
+
+
+def _kernel(a, b):
+    return np.sin(a) * b
+
+
+_rows = astjax.vmap(_kernel, in_axes=(0, None))
+
+
+def vmapped_in_map(x):
+    return lax.map(lambda r: _rows(np.outer(r, x), x), x[:2])[:, 0, :].ravel()[:3]
+
+
+def vmapped_in_cond(x):
+    grid = np.outer(x, x)
+    return lax.cond(np.sum(x) > 0.0, lambda g: np.sum(_rows(g, x), axis=0),
+                    lambda g: g[0] * 2.0, grid)
+
+
+def vmapped_in_fori(x):
+    grid = np.outer(x, x)
+    return lax.fori_loop(0, 2, lambda i, c: c + np.sum(_rows(grid, c), axis=1) * 0.3, x)
+
+
+PROGRAMS = [branch_fancy, branch_list_index, argmax_in_list, setitem_list_in_branch,
+            switch_fancy, cond_fancy, while_fancy, cond_around_scan, shapes_in_branch,
+            creation_in_branch, creation_in_while, temporary_shapes_differ,
+            vmapped_in_map, vmapped_in_cond, vmapped_in_fori]
+
+# examples on both sides of the thresholds above, away from them and from ties
+XB = np.array([[0.3, -0.5, 0.7], [-0.35, 0.45, -0.75], [0.15, 0.25, 0.4],
+               [-0.6, -0.2, 0.1]])
+
+
+def _loop(f, xb):
+    return np.stack([f(x) for x in xb])
+
+
+def _loss(f):
+    def loss(x):
+        return np.sum(np.sin(f(x) * 0.7 + 0.1))
+    return loss
+
+
+def _vmap_loss(f):
+    batched = astjax.vmap(f)
+
+    def loss(xb):
+        return np.sum(np.sin(batched(xb) * 0.7 + 0.1))
+    return loss
+
+
+def _ids(fs):
+    return [f.__name__ for f in fs]
+
+
+@pytest.mark.parametrize("f", PROGRAMS, ids=_ids(PROGRAMS))
+def test_vmap_matches_loop(f):
+    out = astjax.vmap(f)(XB)
+    expected = _loop(f, XB)
+    assert np.shape(out) == expected.shape
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("f", PROGRAMS, ids=_ids(PROGRAMS))
+def test_jit_vmap_matches_loop(f):
+    out = astjax.jit(astjax.vmap(f))(XB)
+    np.testing.assert_allclose(out, _loop(f, XB), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("f", PROGRAMS, ids=_ids(PROGRAMS))
+def test_vmap_of_grad_matches_finite_differences(f):
+    loss = _loss(f)
+    got = astjax.vmap(astjax.grad(loss))(XB)
+    expected = np.stack([numerical_grad(loss, (x,)) for x in XB])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", PROGRAMS, ids=_ids(PROGRAMS))
+def test_grad_of_vmap_matches_finite_differences(f):
+    loss = _vmap_loss(f)
+    got = astjax.grad(loss)(XB)
+    expected = numerical_grad(lambda xb: np.sum(np.sin(_loop(f, xb) * 0.7 + 0.1)), (XB,))
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", PROGRAMS, ids=_ids(PROGRAMS))
+def test_vmap_in_axes_last(f):
+    """The batch on the last axis in and out: the same per-example results."""
+    out = astjax.vmap(f, in_axes=-1, out_axes=-1)(XB.T)
+    np.testing.assert_allclose(out, _loop(f, XB).T, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------ refused, with a location
+
+def branch_shapes(x):
+    if np.sum(x) > 0.0:
+        v = np.sin(x)
+    else:
+        v = np.outer(x, x)
+    return x + np.sum(v)
+
+
+def scalar_or_vector(x):
+    out = 0.0
+    if np.sum(x) > 0.0:
+        out = x * 2.0
+    return np.sum(out) + x
+
+
+def size_per_example(x):
+    if np.sum(x) > 0.0:
+        n = 3
+    else:
+        n = 2
+    return x * np.sum(np.ones(n))
+
+
+def growing_carry(x):
+    h = x * 1.0
+    while np.sum(h) < 1.5:
+        h = np.concatenate([h, np.abs(x) + 0.3])
+    return np.sum(h) * x
+
+
+def list_length_differs(x):
+    if np.sum(x) > 0.0:
+        parts = [x, x * 2.0]
+    else:
+        parts = [x]
+    total = x * 0.0
+    for p in parts:
+        total = total + p
+    return total
+
+
+REFUSED = [branch_shapes, scalar_or_vector, size_per_example, growing_carry]
+
+
+@pytest.mark.parametrize("f", REFUSED, ids=_ids(REFUSED))
+def test_lanes_with_different_shapes_are_refused_at_the_users_line(f):
+    with pytest.raises(TransformError) as info:
+        astjax.vmap(f)(XB)
+    err = info.value
+    assert err.location is not None and err.location.filename == __file__
+    assert err.location.function == f.__name__
+    assert "different shapes" in str(err) and "^" in str(err) and "hint:" in str(err)
+
+
+@pytest.mark.parametrize("f", REFUSED, ids=_ids(REFUSED))
+def test_same_path_for_every_example_is_not_refused(f):
+    """Only examples that really take different paths are a problem: a batch whose
+    examples all take the same one runs (and agrees with the loop)."""
+    xb = XB[[0, 2]]          # both with a positive sum
+    out = astjax.vmap(f)(xb)
+    np.testing.assert_allclose(out, _loop(f, xb), rtol=1e-12, atol=1e-12)
+
+
+def test_list_length_differing_per_example_is_not_silent():
+    """A container whose length differs per example cannot be batched: refused (or
+    right), never a list cut to the shorter length."""
+    try:
+        out = astjax.vmap(list_length_differs)(XB)
+    except (TransformError, TypeError, ValueError):
+        return
+    np.testing.assert_allclose(out, _loop(list_length_differs, XB), rtol=1e-12, atol=1e-12)
+
+
+def test_fancy_index_in_branch_keeps_per_example_shape():
+    """The fuzzer's reproducer: the list index is the same for every example, so it
+    stays an ordinary index (it is not batched into a (3, B) index array)."""
+    xb = np.stack([XB[0], -XB[0]])
+    out = astjax.vmap(branch_fancy)(xb)
+    assert out.shape == (2, 3)
+    np.testing.assert_allclose(out, _loop(branch_fancy, xb))
