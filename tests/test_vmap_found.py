@@ -188,7 +188,20 @@ def test_jit_vmap_matches_loop(f):
     np.testing.assert_allclose(out, _loop(f, XB), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("f", PROGRAMS, ids=_ids(PROGRAMS))
+# reverse mode keeps a shape stand-in of the branch temporary for the backward sweep:
+# its shape differs per lane, so vmap(grad) of it is refused (located, not silent)
+GRAD_REFUSED = {temporary_shapes_differ}
+# known, not fixed here: a vmapped function called in a per-example branch, under
+# vmap(grad), gets a wrong cotangent in the lanes taking that branch
+GRAD_KNOWN = {vmapped_in_cond}
+VMAP_OF_GRAD = [f if f not in GRAD_KNOWN else pytest.param(f, marks=pytest.mark.xfail(
+    strict=True, reason="issue 10: vmap(grad) through a vmapped call inside a per-example "
+    "branch is wrong in that branch's lanes (open)")) for f in PROGRAMS
+    if f not in GRAD_REFUSED]
+
+
+@pytest.mark.parametrize("f", VMAP_OF_GRAD, ids=_ids([f for f in PROGRAMS
+                                                     if f not in GRAD_REFUSED]))
 def test_vmap_of_grad_matches_finite_differences(f):
     loss = _loss(f)
     got = astjax.vmap(astjax.grad(loss))(XB)
@@ -293,3 +306,9 @@ def test_fancy_index_in_branch_keeps_per_example_shape():
     out = astjax.vmap(branch_fancy)(xb)
     assert out.shape == (2, 3)
     np.testing.assert_allclose(out, _loop(branch_fancy, xb))
+
+
+def test_vmap_of_grad_with_branch_temporaries_of_different_shapes_is_refused():
+    with pytest.raises(TransformError) as info:
+        astjax.vmap(astjax.grad(_loss(temporary_shapes_differ)))(XB)
+    assert info.value.location.function == "temporary_shapes_differ"
