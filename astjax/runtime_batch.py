@@ -152,6 +152,13 @@ def select(pred, on_true, on_false):
     """
     if on_true is on_false:
         return on_true
+    if on_true is None or on_false is None:
+        defined = on_false if on_true is None else on_true
+        if isinstance(defined, (int, np.integer)):
+            # an integer (a loop counter, an index) that the other lanes never defined:
+            # they never read it, and indexing code needs it as the plain index it is
+            # (cotangents, for which None means zero, are never integers)
+            return defined
     if on_false is None:
         on_false = _zeros_like_tree(on_true)
     elif on_true is None:
@@ -1884,11 +1891,34 @@ def tangent_like(t, like):
     return out
 
 
+def _step_index(i):
+    """A scan/map step index that batched code may hold per lane: the plain index when
+    every lane agrees (None: the lanes differ)."""
+    if isinstance(i, np.ndarray) and i.ndim:
+        if not _same_in_lanes(i):
+            return None
+        return i[..., 0].item() if i.ndim == 1 else i[..., 0]
+    return i
+
+
+def tree_index(xs, i):
+    """``rt.tree_index`` with a per-lane step index: every leaf's step, lane by lane."""
+    from astjax import runtime as rt
+    step = _step_index(i)
+    if step is not None:
+        return rt.tree_index(xs, step)
+    return per_lane(rt.tree_index, (0, 1), xs, i)
+
+
 def tree_index_vjp(g, xs, i):
     from astjax import runtime as rt
     from astjax.tree_util import tree_map
     if g is None or xs is None:
         return None
+    step = _step_index(i)
+    if step is None:
+        return per_lane(rt.tree_index_vjp, (0, 1, 2), g, xs, i)
+    i = step
 
     def put(leaf, gl):
         size_ = _sizes(leaf, gl)

@@ -921,3 +921,7 @@ def tri(N, M=None, k=0, dtype=float):
 
 def indices(dimensions, dtype=int, sparse=False):
     return rb.created(np.indices, "np.indices", dimensions, dtype, sparse)
+
+
+def tree_index_per_example_index(xs, i):
+    return rb.tree_index(xs, i)

@@ -142,10 +142,41 @@ def vmapped_in_fori(x):
     return lax.fori_loop(0, 2, lambda i, c: c + np.sum(_rows(grid, c), axis=1) * 0.3, x)
 
 
+def map_in_branch(x):
+    g = np.outer(x, x)
+    if np.sum(x) > 0.0:
+        r = np.sum(lax.map(lambda row: np.sin(row) * x, g), axis=0)
+    else:
+        r = g[0] * 2.0
+    return r
+
+
+def scan_in_branch(x):
+    def step(c, t):
+        return c * 0.5 + np.sin(x * t), c * t
+
+    if np.sum(x) > 0.0:
+        c, ys = lax.scan(step, x, np.array([0.5, 1.0, 1.5]))
+        r = c + np.sum(ys, axis=0)
+    else:
+        r = np.cos(x)
+    return r
+
+
+def map_in_while(x):
+    h = x * 1.0
+    k = 0
+    while np.sum(h) < 1.2 and k < 3:
+        h = h + 0.3 * np.sum(lax.map(lambda row: np.tanh(row + h), np.stack([x, h])), axis=0)
+        k = k + 1
+    return h
+
+
 PROGRAMS = [branch_fancy, branch_list_index, argmax_in_list, setitem_list_in_branch,
             switch_fancy, cond_fancy, while_fancy, cond_around_scan, shapes_in_branch,
             creation_in_branch, creation_in_while, temporary_shapes_differ,
-            vmapped_in_map, vmapped_in_cond, vmapped_in_fori]
+            vmapped_in_map, vmapped_in_cond, vmapped_in_fori, map_in_branch, scan_in_branch,
+            map_in_while]
 
 # examples on both sides of the thresholds above, away from them and from ties
 XB = np.array([[0.3, -0.5, 0.7], [-0.35, 0.45, -0.75], [0.15, 0.25, 0.4],
@@ -191,13 +222,7 @@ def test_jit_vmap_matches_loop(f):
 # reverse mode keeps a shape stand-in of the branch temporary for the backward sweep:
 # its shape differs per lane, so vmap(grad) of it is refused (located, not silent)
 GRAD_REFUSED = {temporary_shapes_differ}
-# known, not fixed here: a vmapped function called in a per-example branch, under
-# vmap(grad), gets a wrong cotangent in the lanes taking that branch
-GRAD_KNOWN = {vmapped_in_cond}
-VMAP_OF_GRAD = [f if f not in GRAD_KNOWN else pytest.param(f, marks=pytest.mark.xfail(
-    strict=True, reason="issue 10: vmap(grad) through a vmapped call inside a per-example "
-    "branch is wrong in that branch's lanes (open)")) for f in PROGRAMS
-    if f not in GRAD_REFUSED]
+VMAP_OF_GRAD = [f for f in PROGRAMS if f not in GRAD_REFUSED]
 
 
 @pytest.mark.parametrize("f", VMAP_OF_GRAD, ids=_ids([f for f in PROGRAMS

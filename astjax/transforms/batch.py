@@ -345,6 +345,11 @@ class Batching:
         """Containers, tapes and accumulation hold batched values as they are, but a
         container mixing batched and unbatched entries broadcasts the unbatched ones."""
         loc = s.loc
+        if s.prim == "tree_index" and self.is_batched(s.args[1]):
+            # a step index held per lane (a loop counter merged after a per-example
+            # branch): each lane's own step
+            return self.inline("tree_index_per_example_index",
+                               {"xs": s.args[0], "i": s.args[1]}, s.target, loc)
         if s.prim in ("make_tuple", "make_list", "make_dict", "append", "acc"):
             pre = []
             args = []
