@@ -1044,9 +1044,9 @@ def created(fn, name, *args):
     outs = [fn(*[_lane(a, i) for a in args]) for i in range(size_)]
     shapes = sorted({np.shape(o) for o in outs})
     if len(shapes) > 1:
-        refuse_here(f"vmap: {name} makes arrays of different shapes for the examples of "
-                    f"this batch ({', '.join(map(str, shapes[:3]))}); one batched array "
-                    "cannot hold them",
+        refuse_here(f"vmap: the shape of {name}'s result differs per example in this "
+                    f"batch ({', '.join(map(str, shapes[:3]))}); one batched array cannot "
+                    "hold them",
                     "make the shape the same for every example (pad to the largest and "
                     "mask with np.where)")
     return _stack_lanes(outs)
