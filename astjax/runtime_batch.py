@@ -1998,3 +1998,66 @@ def leaf_axis_size_batched(x, axis):
         raise ArgumentError(f"vmap: leaves of one argument disagree on the batch size: "
                             f"{sorted(sizes)}")
     return sizes.pop()
+
+
+# ------------------------------------------------ pytrees in transformed code (issue 10)
+# astjax.tree_util calls written inside a transformed function become these primitives
+# (astjax/frontend/tree_calls.py); they are not batch-specific, and work on batch-last
+# leaves unchanged.  None is a zero tangent or cotangent, as everywhere in the runtime:
+# where a tree of leaves is expected, None stands for a tree of None leaves.
+
+def tree_leaves_of(x):
+    """``tree_util.tree_leaves(x)``."""
+    from astjax.tree_util import tree_leaves
+    return tree_leaves(x)
+
+
+def tree_structure_of(x):
+    """``tree_util.tree_structure(x)``."""
+    from astjax.tree_util import tree_structure
+    return tree_structure(x)
+
+
+def tree_unflatten_of(treedef, leaves):
+    """``tree_util.tree_unflatten(treedef, leaves)`` (None leaves: None)."""
+    if leaves is None:
+        return None
+    return treedef.unflatten(list(leaves))
+
+
+def tree_from_leaves(leaves, like):
+    """A tree with the structure of ``like`` (a tree or a treedef) holding ``leaves``."""
+    if leaves is None:
+        return None
+    return _treedef(like).unflatten(list(leaves))
+
+
+def tree_leaves_like(t, like):
+    """The leaves of ``t`` in the order of the leaves of ``like`` (a tree or a treedef);
+    a None ``t``, or a None where ``like`` has a subtree, gives None leaves."""
+    if t is None:
+        return None
+    out: list = []
+    _leaves_like(t, _treedef(like), out)
+    return out
+
+
+def _treedef(like):
+    from astjax.tree_util import PyTreeDef, tree_structure
+    return like if isinstance(like, PyTreeDef) else tree_structure(like)
+
+
+def _leaves_like(t, tdef, out):
+    from astjax.tree_util import tree_flatten
+    if t is None:
+        out.extend([None] * tdef.num_leaves)
+        return
+    children = tdef.children()
+    if not children and tdef.num_leaves == 1:
+        out.append(t)
+        return
+    parts, _ = tree_flatten(t, is_leaf=lambda v: v is not t)
+    if len(parts) != len(children):
+        raise ValueError(f"tree_map: a tree does not have the structure {tdef}")
+    for part, sub in zip(parts, children):
+        _leaves_like(part, sub, out)

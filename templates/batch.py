@@ -925,3 +925,25 @@ def indices(dimensions, dtype=int, sparse=False):
 
 def tree_index_per_example_index(xs, i):
     return rb.tree_index(xs, i)
+
+
+# pytrees in transformed code: leaves are batch-last arrays, structures are the same
+# for every example
+def tree_leaves_of(x):
+    return rb.tree_leaves_of(x)
+
+
+def tree_structure_of(x):
+    return rb.tree_structure_of(x)
+
+
+def tree_unflatten_of(treedef, leaves):
+    return rb.tree_unflatten_of(treedef, leaves)
+
+
+def tree_from_leaves(leaves, like):
+    return rb.tree_from_leaves(leaves, like)
+
+
+def tree_leaves_like(t, like):
+    return rb.tree_leaves_like(t, like)

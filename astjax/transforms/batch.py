@@ -35,7 +35,8 @@ import astjax.core_prims  # noqa: F401
 
 # results that are facts about ONE example (shapes, axes, plans): never batched; their
 # batching rules compute the fact from one example
-_STATIC = {"shape", "ndim", "size", "len", "dtype", "not_none", "eye_last"} | {
+_STATIC = {"shape", "ndim", "size", "len", "dtype", "not_none", "eye_last",
+           "tree_structure_of"} | {
     n for n, p in P.REGISTRY.items() if p.kind == "static"} - {"clamp_index", "format_string",
                                                                 "meta"}
 
