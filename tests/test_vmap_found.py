@@ -451,3 +451,45 @@ def test_tree_util_is_leaf_is_refused_at_the_users_line():
     with pytest.raises(TransformError) as info:
         astjax.grad(f)({"w": np.ones(2)})
     assert info.value.location.filename == __file__ and "is_leaf" in str(info.value)
+
+
+# ------------------------------------- unbatched steps inside per-example control flow
+
+def _step_kernel(a, b):
+    return np.tanh(a) * b + np.sin(a * b)
+
+
+def map_of_unbatched_in_while(x, y):
+    """lax.map over x (not batched) inside a while whose carry is: each step of x must
+    be made per-example before it meets the batched y (it was left unbatched, and
+    broadcast against the batch axis: wrong numbers or a crash)."""
+    def body(c):
+        o = lax.map(lambda xi: _step_kernel(xi, y), x)
+        return c[0] + 1, c[1] * 0.5 + o
+
+    return lax.while_loop(lambda c: c[0] < 2, body, (0, np.zeros((3, 3))))[1]
+
+
+def map_of_unbatched_in_branch(x, y):
+    if np.sum(y) > 0.0:
+        return np.sum(lax.map(lambda xi: _step_kernel(xi, y), x), axis=0)
+    return y * 2.0
+
+
+@pytest.mark.parametrize("f", [map_of_unbatched_in_while, map_of_unbatched_in_branch],
+                         ids=["while", "branch"])
+@pytest.mark.parametrize("out_axes", [0, 1, -1])
+def test_unbatched_steps_inside_batched_control_flow(f, out_axes):
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-0.6, 0.6, (3, 3))
+    yb = rng.uniform(-0.6, 0.6, (4, 3))
+    got = astjax.vmap(f, in_axes=(None, 0), out_axes=out_axes)(x, yb)
+    np.testing.assert_allclose(got, np.stack([f(x, y) for y in yb], axis=out_axes),
+                               rtol=1e-12, atol=1e-12)
+
+    def loss(a, b):
+        return np.sum(np.sin(f(a, b)))
+    g = astjax.vmap(astjax.grad(loss, argnums=(0, 1)), in_axes=(None, 0))(x, yb)
+    want = [numerical_grad(loss, (x, y), argnums=(0, 1)) for y in yb]
+    np.testing.assert_allclose(g[0], np.stack([w[0] for w in want]), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g[1], np.stack([w[1] for w in want]), rtol=1e-6, atol=1e-8)

@@ -347,10 +347,12 @@ class Batching:
         container mixing batched and unbatched entries broadcasts the unbatched ones."""
         loc = s.loc
         if s.prim == "tree_index" and self.is_batched(s.args[1]):
-            # a step index held per lane (a loop counter merged after a per-example
-            # branch): each lane's own step
-            return self.inline("tree_index_per_example_index",
-                               {"xs": s.args[0], "i": s.args[1]}, s.target, loc)
+            # a step index held per lane (a loop counter inside per-example control
+            # flow): each lane's own step, of the steps made batched if they are not
+            pre: list = []
+            xs = self.batch_operand(s.args[0], pre, loc)
+            return pre + self.inline("tree_index_per_example_index",
+                                     {"xs": xs, "i": s.args[1]}, s.target, loc)
         if s.prim in ("make_tuple", "make_list", "make_dict", "append", "acc"):
             pre = []
             args = []
