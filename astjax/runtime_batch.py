@@ -145,39 +145,86 @@ def select(pred, on_true, on_false):
     """Per lane: ``on_true`` where ``pred`` (shape (B,)) holds, else ``on_false``.
 
     None on one side is a zero (a symbolic zero cotangent, or a variable that lane
-    never defined): zeros shaped like the other side are selected there.
+    never defined): zeros shaped like the other side are selected there.  Lanes
+    that take different sides must agree on the value's per-example shape (JAX's
+    cond requires it): broadcasting them together would silently change what
+    later shape-dependent code (a sum, ``len``) computes, so that is refused.
     """
     if on_true is on_false:
         return on_true
+    if on_true is None or on_false is None:
+        defined = on_false if on_true is None else on_true
+        if isinstance(defined, (int, np.integer)):
+            # an integer (a loop counter, an index) that the other lanes never defined:
+            # they never read it, and indexing code needs it as the plain index it is
+            # (cotangents, for which None means zero, are never integers)
+            return defined
     if on_false is None:
         on_false = _zeros_like_tree(on_true)
     elif on_true is None:
         on_true = _zeros_like_tree(on_false)
-    if isinstance(on_true, (list, tuple, dict)) and (
-            len(on_true) != len(on_false) or isinstance(on_true, dict) and
-            list(on_true) != list(on_false)):
-        # a list appended to (a dict filled) under an ``if``: fine when every lane
-        # takes the same branch, refused when the length would differ per example
-        if np.all(pred):
-            return on_true
-        if not np.any(pred):
-            return on_false
-        raise ValueError("vmap: a list or dict whose length differs per example cannot be "
-                         "batched (it grows under an if on a per-example value); use "
-                         "np.where with a mask instead")
     if isinstance(on_true, (list, tuple)):
+        if not isinstance(on_false, (list, tuple)) or len(on_true) != len(on_false):
+            return _one_side(pred, on_true, on_false)
         return _rebuild(on_true, [select(pred, a, b) for a, b in zip(on_true, on_false)])
     if isinstance(on_true, dict):
+        if not isinstance(on_false, dict) or list(on_true) != list(on_false):
+            return _one_side(pred, on_true, on_false)
         return {k: select(pred, on_true[k], on_false[k]) for k in on_true}
-    if isinstance(on_true, np.ndarray) and isinstance(on_false, np.ndarray) and \
-            on_true.shape != on_false.shape:
-        # both are batch-last values of one variable: broadcasting them together would
-        # give every lane the other branch's shape (a silent wrong sum, len...)
-        raise ArgumentError(
-            "vmap: a per-example if (or lax.cond/switch) gives a variable different "
-            f"shapes in its branches, {on_true.shape[:-1]} and {on_false.shape[:-1]} per "
-            "example; make both branches give the same shape (JAX's cond requires it)")
+    if _example_shape(on_true) != _example_shape(on_false):
+        return _one_side(pred, on_true, on_false)
     return np.where(pred, on_true, on_false)
+
+
+def _example_shape(x):
+    """The shape one example sees of a batch-last value (None: not an array value)."""
+    if isinstance(x, np.ndarray):
+        return x.shape[:-1] if x.ndim else ()
+    if isinstance(x, (np.generic, bool, int, float, complex)):
+        return ()
+    if isinstance(x, (list, tuple, dict)):
+        return type(x)
+    return None
+
+
+def _describe(x):
+    shape = _example_shape(x)
+    if isinstance(shape, tuple):
+        return f"shape {shape}"
+    if isinstance(x, (list, tuple, dict)):
+        return f"a {type(x).__name__} of {len(x)}"
+    return type(x).__name__
+
+
+def _one_side(pred, on_true, on_false):
+    """Values of different shapes or structures on the two sides: fine when every
+    lane takes the same side (that side is the value), refused otherwise."""
+    p = np.asarray(pred)
+    if p.all():
+        return on_true
+    if not p.any():
+        return on_false
+    refuse_here(f"vmap: the examples of this batch take different paths here and end "
+                f"with values of different shapes ({_describe(on_true)} on one path, "
+                f"{_describe(on_false)} on the other); one batched array cannot hold both "
+                "(JAX's cond refuses this too)",
+                "give the variable the same shape on every path (e.g. start from "
+                "np.zeros_like(...) instead of 0.0), or use np.where")
+
+
+def refuse_here(message, hint=None):
+    """Raise a refusal found while batched code runs, located at the user's line
+    behind the generated line that called the runtime (when astjax is loaded; a
+    standalone module gets the message alone)."""
+    import sys
+    codegen, errors = sys.modules.get("astjax.codegen"), sys.modules.get("astjax.errors")
+    frame, where = sys._getframe(1), None
+    while frame is not None and where is None and codegen is not None:
+        where = codegen.origin(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    if where is not None and errors is not None:
+        raise errors.TransformError(message, where, hint)
+    raise ArgumentError(message + (f"\nhint: {hint}" if hint else ""))
 
 
 class Unbatched:
@@ -961,6 +1008,9 @@ def diff(a, n, axis, prepend, append):
 # ------------------------------------------------------------------------ creation
 
 def full(shape, fill_value, dtype):
+    if not (isinstance(shape, (int, np.integer)) or isinstance(shape, (tuple, list)) and all(
+            isinstance(n, (int, np.integer)) for n in shape)):   # a per-example shape
+        return created(lambda s, f: np.full(s, f, dtype=dtype), "np.full", shape, fill_value)
     fill = _as_batched(fill_value)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     out = np.empty(shape + fill.shape[-1:], dtype=dtype or fill.dtype)
@@ -982,6 +1032,36 @@ def like(fn, a, dtype, shape):
     if shape is not None:
         return fn(a, dtype=dtype, shape=shape_with_batch(shape, a))
     return fn(a, dtype=dtype)
+
+
+def _same_in_lanes(x):
+    """Whether a batch-last operand (containers too) holds one value in every lane."""
+    if isinstance(x, np.ndarray):
+        return not x.ndim or bool(np.all(x == x[..., :1]))
+    if isinstance(x, (list, tuple)):
+        return all(_same_in_lanes(v) for v in x)
+    if isinstance(x, dict):
+        return all(_same_in_lanes(v) for v in x.values())
+    return True
+
+
+def created(fn, name, *args):
+    """A creation function (np.zeros, np.eye, np.arange...) whose shape, size or bound
+    arguments are batched: computed once and copied to every lane when the arguments
+    are the same in every lane, else lane by lane; lanes whose arrays would differ in
+    shape are refused (one batched array cannot hold them)."""
+    size_ = _sizes(*args)
+    if all(_same_in_lanes(a) for a in args):
+        return broadcast_batch(fn(*[_lane(a, 0) for a in args]), size_)
+    outs = [fn(*[_lane(a, i) for a in args]) for i in range(size_)]
+    shapes = sorted({np.shape(o) for o in outs})
+    if len(shapes) > 1:
+        refuse_here(f"vmap: the shape of {name}'s result differs per example in this "
+                    f"batch ({', '.join(map(str, shapes[:3]))}); one batched array cannot "
+                    "hold them",
+                    "make the shape the same for every example (pad to the largest and "
+                    "mask with np.where)")
+    return _stack_lanes(outs)
 
 
 def _asarray_tree(a):
@@ -1056,7 +1136,17 @@ def meshgrid(xi, copy, sparse, indexing):
 # ``...`` and Python ints are the same for every example.
 
 def _index_items(index):
-    return list(index) if isinstance(index, tuple) else [index]
+    items = list(index) if isinstance(index, tuple) else [index]
+    return [_list_index(it) if isinstance(it, list) else it for it in items]
+
+
+def _list_index(items):
+    """A list used as an index is an integer array (NumPy's rule); its entries are
+    batch-last arrays (or numbers, the same in every lane): stacked, batch last."""
+    parts = [_list_index(v) if isinstance(v, list) else np.asarray(v) for v in items]
+    if not parts:
+        return np.zeros((0,), dtype=np.intp)
+    return np.stack(np.broadcast_arrays(*parts))
 
 
 def uniform_index(index):
@@ -1776,11 +1866,34 @@ def tangent_like(t, like):
     return out
 
 
+def _step_index(i):
+    """A scan/map step index that batched code may hold per lane: the plain index when
+    every lane agrees (None: the lanes differ)."""
+    if isinstance(i, np.ndarray) and i.ndim:
+        if not _same_in_lanes(i):
+            return None
+        return i[..., 0].item() if i.ndim == 1 else i[..., 0]
+    return i
+
+
+def tree_index(xs, i):
+    """``rt.tree_index`` with a per-lane step index: every leaf's step, lane by lane."""
+    from astjax import runtime as rt
+    step = _step_index(i)
+    if step is not None:
+        return rt.tree_index(xs, step)
+    return per_lane(rt.tree_index, (0, 1), xs, i)
+
+
 def tree_index_vjp(g, xs, i):
     from astjax import runtime as rt
     from astjax.tree_util import tree_map
     if g is None or xs is None:
         return None
+    step = _step_index(i)
+    if step is None:
+        return per_lane(rt.tree_index_vjp, (0, 1, 2), g, xs, i)
+    i = step
 
     def put(leaf, gl):
         size_ = _sizes(leaf, gl)
@@ -1907,3 +2020,66 @@ def einsum_multi(plan, groups):
         return total
 
     return run(tree)
+
+
+# ------------------------------------------------ pytrees in transformed code (issue 10)
+# astjax.tree_util calls written inside a transformed function become these primitives
+# (astjax/frontend/tree_calls.py); they are not batch-specific, and work on batch-last
+# leaves unchanged.  None is a zero tangent or cotangent, as everywhere in the runtime:
+# where a tree of leaves is expected, None stands for a tree of None leaves.
+
+def tree_leaves_of(x):
+    """``tree_util.tree_leaves(x)``."""
+    from astjax.tree_util import tree_leaves
+    return tree_leaves(x)
+
+
+def tree_structure_of(x):
+    """``tree_util.tree_structure(x)``."""
+    from astjax.tree_util import tree_structure
+    return tree_structure(x)
+
+
+def tree_unflatten_of(treedef, leaves):
+    """``tree_util.tree_unflatten(treedef, leaves)`` (None leaves: None)."""
+    if leaves is None:
+        return None
+    return treedef.unflatten(list(leaves))
+
+
+def tree_from_leaves(leaves, like):
+    """A tree with the structure of ``like`` (a tree or a treedef) holding ``leaves``."""
+    if leaves is None:
+        return None
+    return _treedef(like).unflatten(list(leaves))
+
+
+def tree_leaves_like(t, like):
+    """The leaves of ``t`` in the order of the leaves of ``like`` (a tree or a treedef);
+    a None ``t``, or a None where ``like`` has a subtree, gives None leaves."""
+    if t is None:
+        return None
+    out: list = []
+    _leaves_like(t, _treedef(like), out)
+    return out
+
+
+def _treedef(like):
+    from astjax.tree_util import PyTreeDef, tree_structure
+    return like if isinstance(like, PyTreeDef) else tree_structure(like)
+
+
+def _leaves_like(t, tdef, out):
+    from astjax.tree_util import tree_flatten
+    if t is None:
+        out.extend([None] * tdef.num_leaves)
+        return
+    children = tdef.children()
+    if not children and tdef.num_leaves == 1:
+        out.append(t)
+        return
+    parts, _ = tree_flatten(t, is_leaf=lambda v: v is not t)
+    if len(parts) != len(children):
+        raise ValueError(f"tree_map: a tree does not have the structure {tdef}")
+    for part, sub in zip(parts, children):
+        _leaves_like(part, sub, out)

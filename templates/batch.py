@@ -533,8 +533,8 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
     return rb.full_like(a, fill_value, dtype)
 
 
-def arange(start, stop=None, step=1, dtype=None):
-    return rb.refuse("np.arange with a per-example bound")
+def arange(start, stop=None, step=None, dtype=None):
+    return rb.created(np.arange, "np.arange", start, stop, step, dtype)
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
@@ -1240,3 +1240,61 @@ def interp_slopes(x, xp, left=None, right=None, period=None):
 
 def interp_outside(x, xp, which=0):
     return rb.per_lane(ra.interp_outside, (0, 1), x, xp, which)
+
+
+# --------------------------- creation with per-example shapes, sizes or bounds (issue 10)
+# (values that are the same in every lane, e.g. computed inside a per-example branch,
+# are made once; shapes that really differ per example are refused)
+
+def zeros(shape, dtype=float, order="C"):
+    return rb.created(np.zeros, "np.zeros", shape, dtype)
+
+
+def ones(shape, dtype=None, order="C"):
+    return rb.created(np.ones, "np.ones", shape, dtype)
+
+
+def empty(shape, dtype=float, order="C"):
+    return rb.created(np.zeros, "np.empty", shape, dtype)
+
+
+def eye(N, M=None, k=0, dtype=float, order="C"):
+    return rb.created(np.eye, "np.eye", N, M, k, dtype)
+
+
+def identity(n, dtype=None):
+    return rb.created(np.identity, "np.identity", n, dtype)
+
+
+def tri(N, M=None, k=0, dtype=float):
+    return rb.created(np.tri, "np.tri", N, M, k, dtype)
+
+
+def indices(dimensions, dtype=int, sparse=False):
+    return rb.created(np.indices, "np.indices", dimensions, dtype, sparse)
+
+
+def tree_index_per_example_index(xs, i):
+    return rb.tree_index(xs, i)
+
+
+# pytrees in transformed code: leaves are batch-last arrays, structures are the same
+# for every example
+def tree_leaves_of(x):
+    return rb.tree_leaves_of(x)
+
+
+def tree_structure_of(x):
+    return rb.tree_structure_of(x)
+
+
+def tree_unflatten_of(treedef, leaves):
+    return rb.tree_unflatten_of(treedef, leaves)
+
+
+def tree_from_leaves(leaves, like):
+    return rb.tree_from_leaves(leaves, like)
+
+
+def tree_leaves_like(t, like):
+    return rb.tree_leaves_like(t, like)

@@ -176,3 +176,20 @@ def tree_restack(ans, cts, ys, reverse, dcts=None):
 
 def attr_of(ans, x, name, dx=None):
     return rt.attr_of(dx, name)
+
+
+# pytrees in transformed code (astjax/frontend/tree_calls.py): linear in their data
+def tree_leaves_of(ans, x, dx=None):
+    return rb.tree_leaves_like(dx, x)
+
+
+def tree_unflatten_of(ans, treedef, leaves, dleaves=None):
+    return rb.tree_unflatten_of(treedef, dleaves)
+
+
+def tree_from_leaves(ans, leaves, like, dleaves=None):
+    return rb.tree_from_leaves(dleaves, like)
+
+
+def tree_leaves_like(ans, t, like, dt=None):
+    return rb.tree_leaves_like(dt, like)

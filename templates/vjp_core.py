@@ -184,3 +184,21 @@ def tree_restack(g, ans, cts, ys, reverse):
 
 def attr_of(g, ans, x, name):
     return rt.attr_cotangent(g, x, name)
+
+
+# pytrees in transformed code (astjax/frontend/tree_calls.py): each is linear in its
+# data, and these four are each other's transposes
+def tree_leaves_of(g, ans, x):
+    return rb.tree_from_leaves(g, x)
+
+
+def tree_unflatten_of(g, ans, treedef, leaves):
+    return rb.tree_leaves_like(g, treedef)
+
+
+def tree_from_leaves(g, ans, leaves, like):
+    return rb.tree_leaves_like(g, like)
+
+
+def tree_leaves_like(g, ans, t, like):
+    return rb.tree_from_leaves(g, like)

@@ -53,6 +53,7 @@ import astjax.core_prims  # noqa: F401  (registers the core primitives)
 # id(callable) -> handler(normalizer, call_node, hint, target): calls that are
 # rewritten rather than called (the astjax.lax constructs).
 from astjax.frontend.lax_rewrite import HANDLERS as SPECIAL_CALLS  # noqa: E402
+import astjax.frontend.tree_calls  # noqa: E402,F401  (tree_util calls join SPECIAL_CALLS)
 
 _SCALAR_TYPES = (bool, int, float, complex, str, bytes, type(None))
 _OP_NAMES = {

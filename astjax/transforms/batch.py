@@ -35,7 +35,8 @@ import astjax.core_prims  # noqa: F401
 
 # results that are facts about ONE example (shapes, axes, plans): never batched; their
 # batching rules compute the fact from one example
-_STATIC = {"shape", "ndim", "size", "len", "dtype", "not_none", "eye_last"} | {
+_STATIC = {"shape", "ndim", "size", "len", "dtype", "not_none", "eye_last",
+           "tree_structure_of"} | {
     n for n, p in P.REGISTRY.items() if p.kind == "static"} - {"clamp_index", "format_string",
                                                                 "meta"}
 
@@ -54,6 +55,11 @@ _NOT_DATA = {"index", "indices", "axis", "axes", "axis1", "axis2", "source", "de
              "endpoint", "k", "decimals", "i", "ndigits", "sorter", "side", "upper", "UPLO",
              "length", "template", "dimensions", "N", "M", "rtol", "atol", "equal_nan",
              "sparse", "indexing", "retstep", "how", "key"}
+# structural primitives that build a new container from their operands and nothing
+# else: a container of values that are the same in every lane is too
+_PURE_CONTAINERS = {"make_tuple", "make_list", "make_dict", "append", "to_list",
+                    "tree_index", "getattr", "as_sequence", "pack_tuple", "pack_list",
+                    "make_dict_from"}
 # index parameters a batching rule accepts per example (the others must be unbatched)
 _BATCHED_INDEX_OK = {"take_along_axis", "take_along_axis_vjp", "clamp_index"}
 # primitives whose per-example (batched) index goes to the rule
@@ -88,6 +94,10 @@ class Batching:
                           st.target in self.pop_only and isinstance(st.args[0], Var)
                           and st.args[0].name in self.lane_tapes}
         self.masks: list = []   # lanes running the code being transformed (innermost last)
+        # variables live after each statement: a branch's temporaries that nothing reads
+        # afterwards need no per-lane merge (their shapes may differ per lane)
+        from astjax.passes.analysis import liveness
+        self.live_after = liveness(fn)
 
     # ---------------------------------------------------------------- analysis
 
@@ -109,11 +119,10 @@ class Batching:
                 if isinstance(s, Prim) and s.prim in _STATIC:
                     ok = True
                 else:
-                    # a tuple or list of facts (a shape ``(3,)``, an index list
-                    # ``[0, 1, 0]``) assigned once is a fact too
-                    ok = (isinstance(s, Copy) or s.prim in ("make_tuple", "make_list")
-                          or P.REGISTRY[s.prim].kind not in ("tape", "batch", "structural")
-                          ) and set(core.reads(s)) <= uniform
+                    # containers of such facts too (an index list, a shape tuple)
+                    ok = (isinstance(s, Copy) or s.prim in _PURE_CONTAINERS or
+                          P.REGISTRY[s.prim].kind not in ("tape", "batch", "structural")) \
+                        and set(core.reads(s)) <= uniform
                 if ok:
                     uniform.add(s.target)
                     grew = True
@@ -341,6 +350,13 @@ class Batching:
         """Containers, tapes and accumulation hold batched values as they are, but a
         container mixing batched and unbatched entries broadcasts the unbatched ones."""
         loc = s.loc
+        if s.prim == "tree_index" and self.is_batched(s.args[1]):
+            # a step index held per lane (a loop counter inside per-example control
+            # flow): each lane's own step, of the steps made batched if they are not
+            pre: list = []
+            xs = self.batch_operand(s.args[0], pre, loc)
+            return pre + self.inline("tree_index_per_example_index",
+                                     {"xs": xs, "i": s.args[1]}, s.target, loc)
         if s.prim in ("make_tuple", "make_list", "make_dict", "append", "acc"):
             pre = []
             args = []
@@ -406,11 +422,31 @@ class Batching:
             out |= core.all_writes(b)
         return sorted(out & self.batched)
 
+    def _live(self, s, stmts=()):
+        """Variables live after ``s`` or on entry to ``stmts`` (None: unknown, all)."""
+        after = self.live_after.get(id(s))
+        if after is None:
+            return None
+        from astjax.passes.analysis import live_in_of
+        live = set(after)
+        block = set(after)
+        for st in reversed(list(stmts)):
+            block = live_in_of(st, block)
+        return live | block
+
     def batched_if(self, s: If) -> list:
         loc = s.loc
+        replay = self._else_first(s)
         merged = self._merge_vars([s.body, s.orelse])
+        # kept per lane: what is read after the if; restored before the second branch
+        # runs: what that branch reads (the first one may have written it)
+        live = self._live(s, s.body if replay else s.orelse)
+        after = self.live_after.get(id(s))
+        if live is not None:
+            merged = [w for w in merged if w in live]
+        selected = [w for w in merged if after is None or w in after]
         before = {w: self.names.fresh(f"{w}_before") for w in merged}
-        then = {w: self.names.fresh(f"{w}_then") for w in merged}
+        then = {w: self.names.fresh(f"{w}_then") for w in selected}
         out = [Copy(before[w], Var(w), loc=loc) for w in merged]
         # the lanes running each branch (within the lanes running this code)
         outer = self.masks[-1] if self.masks else None
@@ -431,18 +467,17 @@ class Batching:
         # A branch no lane takes is skipped (its tape pushes too, like the pops of the
         # backward sweep's matching branch, which tests the same restored value).  Both
         # branches may push: the backward sweep's branch pops the else part first.
-        replay = self._else_first(s)
         for lanes, block in ((then_lanes, body), (else_lanes, orelse)):
             if block:
                 some = self.names.fresh("some_lanes")
                 block[:] = [Prim(some, "any_lane", [Var(lanes)], loc=loc),
                             If(Var(some), list(block), [], loc=loc)]
         out += orelse if replay else body
-        out += [Copy(then[w], Var(w), loc=loc) for w in merged]
+        out += [Copy(then[w], Var(w), loc=loc) for w in selected]
         out += [Copy(w, Var(before[w]), loc=loc) for w in merged]
         out += body if replay else orelse
         out += [Prim(w, "select", [s.test, Var(w), Var(then[w])] if replay else
-                     [s.test, Var(then[w]), Var(w)], loc=loc) for w in merged]
+                     [s.test, Var(then[w]), Var(w)], loc=loc) for w in selected]
         self.undefined_ok |= set(merged)
         return out
 
@@ -450,6 +485,12 @@ class Batching:
         """Run until no lane wants another step; finished lanes keep their values."""
         loc = s.loc
         merged = self._merge_vars([s.body, s.test_body])
+        after = self.live_after.get(id(s))
+        if after is not None:
+            # frozen lanes keep what is read after the loop or by its next step
+            from astjax.passes.analysis import live_in_of
+            live = set(after) | live_in_of(s, set(after))
+            merged = [w for w in merged if w in live]
         active = self.names.fresh("lanes_active")
         old = {w: self.names.fresh(f"{w}_old") for w in merged}
         outer = self.masks[-1] if self.masks else None
