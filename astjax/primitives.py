@@ -78,6 +78,9 @@ class Primitive:
     attribute: str | None = None
     sample: Callable[[np.random.Generator], tuple[tuple, dict]] | None = None
     meta: tuple[str, ...] = ()
+    # parameters whose value reaches the output although no rule says how (arange's
+    # start): a differentiated operand bound to one is refused, never a silent zero
+    refuse: tuple[str, ...] = ()
     reason: str = ""
 
     @property
@@ -722,7 +725,9 @@ for _name, _params, _defaults in (
          {"copy": True, "sparse": False, "indexing": "xy"})):
     _np_name = _name[3:] if _name.startswith("np_") else _name
     register(Primitive(_name, getattr(np, _np_name), f"np.{_np_name}", _params, _defaults,
-                       kind="creation", reason=_ND + "builds a constant array"))
+                       kind="creation", reason=_ND + "builds a constant array",
+                       refuse={"arange": ("start", "step"),
+                               "meshgrid": ("*xi",)}.get(_name, ())))
 # Differentiable in their endpoints (and the base): sample k of linspace is
 # start * (1 - w_k) + stop * w_k, with w_k = k / (num - 1) (k / num without endpoint).
 register(Primitive("linspace", np.linspace, "np.linspace",

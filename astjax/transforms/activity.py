@@ -110,7 +110,7 @@ def statement_edges(s, env=None):
         if not s.target:
             return out
         for pname, arg in bound:
-            kind = DIFF if pname in prim.diff else (
+            kind = DIFF if pname in prim.diff else REFUSE if pname in prim.refuse else (
                 ZERO if prim.diff or constant_output(prim) else REFUSE)
             for n in core.atom_vars(list(arg) if isinstance(arg, tuple) else [arg]):
                 out.append((n, s.target, kind))
