@@ -206,6 +206,9 @@ class Function:
     kwonly: list = field(default_factory=list)      # keyword-only parameters
     # functions printed into the same module after this one (jit's fused groups)
     helpers: list = field(default_factory=list)
+    # astjax's reverse-mode code read again (grad of grad, jvp of grad): its in-place
+    # updates were checked for aliasing on the user's program when it was generated
+    checked_updates: bool = False
 
 
 # ---------------------------------------------------------------------------- walking

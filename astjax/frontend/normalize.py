@@ -328,6 +328,8 @@ class Normalizer:
         """
         func, pargs, pkwargs = unwrap_callable(fn)
         generated = getattr(func, "_astjax_generated", None)
+        checked = generated is not None and getattr(func, "_astjax", None) in (
+            "grad", "value_and_grad")
         if generated is not None:
             func = generated()  # grad(grad(f)): transform the code grad(f) runs
             # (vjp's vjp_fn runs generated code bound to its residuals: a partial)
@@ -385,7 +387,7 @@ class Normalizer:
         kwonly = [scope.rename[a.id].name for a in args.kwonlyargs if a.id not in bound]
         return core.Function(name or fsrc.name, remaining, body, loc=self.location(node),
                              source_name=fsrc.name, env=self.env, defaults=defaults,
-                             kwonly=kwonly)
+                             kwonly=kwonly, checked_updates=checked)
 
     def template(self, src, fnode, bindings, loc, hint):
         """Inline a rule template: (statements, operand per returned entry).

@@ -61,7 +61,8 @@ class ForwardAD:
     def __init__(self, fn: core.Function, wrt: list[str], normalizer_factory):
         self.fn = fn
         activity.updates_as_setitems(fn.body)
-        aliasing.detach(fn, aliasing.check_updates(fn))
+        if not fn.checked_updates:
+            aliasing.detach(fn, aliasing.check_updates(fn))
         self.varied = Varied(fn, wrt).varied
         self.names = fn.env.names
         self.make_normalizer = normalizer_factory

@@ -202,7 +202,8 @@ class ReverseAD:
         self.residuals = residuals
         self.output = output
         activity.updates_as_setitems(fn.body)
-        aliasing.detach(fn, aliasing.check_updates(fn))
+        if not fn.checked_updates:
+            aliasing.detach(fn, aliasing.check_updates(fn))
         self.aliasing = aliasing.Aliasing(fn)   # what still shares memory
         self.activity = Activity(fn, wrt, output)
         self.flags = insert_activity_flags(fn, self.activity, fn.env.names)
