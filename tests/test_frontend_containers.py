@@ -164,8 +164,8 @@ VMAP_REFUSED = {
     # `v in x` may differ per example (rb.contains refuses arrays)
     "membership_in_array": (astjax.AstjaxError, "cannot batch `x in container` on arrays"),
     # which elements are kept differs per example (rb.select refuses lists whose
-    # lengths differ per lane; it used to zip them silently)
-    "filter_positive": (ValueError, "length differs per example"),
+    # lengths differ per lane, at the user's line; it used to zip them silently)
+    "filter_positive": (astjax.TransformError, "different shapes .a list of 1"),
 }
 
 
