@@ -109,7 +109,8 @@ def test_parameters_outside_diff_are_zero_by_contract(name):
 
 
 def test_the_edge_kinds_come_from_the_registry_alone():
-    """DIFF exactly at ``diff`` parameters; the rest ZERO for a primitive with a rule."""
+    """DIFF exactly at ``diff`` parameters, REFUSE at ``refuse`` ones; the rest ZERO for a
+    primitive with a rule."""
     for name, prim in P.REGISTRY.items():
         if name in ("push", "restore_at"):
             continue
@@ -120,6 +121,8 @@ def test_the_edge_kinds_come_from_the_registry_alone():
             kinds = {k for s, d, k in edges if s == f"a{i}"}
             if p in prim.diff:
                 assert kinds == {activity.DIFF}, (name, p)
+            elif p in prim.refuse:
+                assert kinds == {activity.REFUSE}, (name, p)
             elif prim.diff or activity.constant_output(prim):
                 assert kinds == {activity.ZERO}, (name, p)
             else:

@@ -753,7 +753,7 @@ def test_vmap_refuses_branches_of_different_shapes(f):
     """Lanes taking different branches would be broadcast together (np.sum of a
     scalar 1.0 became 3.0): an error, as JAX's cond refuses such branches."""
     rows = np.stack([X + 1.0, X - 1.0])
-    with pytest.raises(astjax.errors.ArgumentError, match="different shapes"):
+    with pytest.raises(astjax.errors.AstjaxError, match="different shapes"):
         astjax.vmap(f)(rows)
     same = np.stack([X + 1.0, X + 2.0])     # every lane in one branch: nothing to merge
     close(astjax.vmap(f)(same), np.stack([f(r) for r in same]), 1e-12)

