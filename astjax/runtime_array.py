@@ -1971,6 +1971,17 @@ def _explicit_spec(spec, arrays):
                       for j, d in enumerate(dims))
         new_ins.append(pre + mid + post)
     new_out = out.replace("...", "".join(ell))
+    # NumPy broadcasts a named axis of size 1 too ("ij,kj" with a (k, 1) operand): such
+    # an axis gets a letter of its own, so that every letter has one size and the
+    # cotangent of that operand is summed back to size 1
+    big = {}
+    for s, a in zip(new_ins, arrays):
+        for c, d in zip(s, np.shape(a)):
+            if d != 1:
+                big[c] = d
+    new_ins = ["".join(next(fresh) if d == 1 and c in big else c
+                       for c, d in zip(s, np.shape(a))) + s[np.ndim(a):]
+               for s, a in zip(new_ins, arrays)]
     sizes = {}
     for s, a in zip(new_ins, arrays):
         for c, d in zip(s, np.shape(a)):

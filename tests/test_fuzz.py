@@ -149,9 +149,6 @@ def test_found_sorted_dict_items(tmp_path):
     _grad_vs_fd(mod.f, (X, np.array([0.5, 1.5, -1.0])), 0)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: jvp of grad of a program with three loops "
-                   "(one left by break, one over enumerate) raises UnboundLocalError inside "
-                   "generated code")
 def test_found_hvp_of_loops_with_break():
     import astjax
     from programs import found
@@ -167,15 +164,47 @@ def test_found_hvp_of_loops_with_break():
     fuzzgen.assert_tree_close(got, expected, 1e-5, 1e-5, "jvp of grad")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: grad of a for loop with `continue` whose body "
-                   "is constant raises IndexError (pop from an empty tape)")
+LOOP_MODES = ["grad", "vjp", "jvp(grad)", "jacfwd(grad)", "vmap(grad)"]
+
+
+@pytest.mark.parametrize("mode", LOOP_MODES)
+@pytest.mark.parametrize("name", [f.__name__ for f in __import__(
+    "programs.loop_exits").loop_exits.ALL])
+def test_loop_exits_sweep(name, mode):
+    """continue/break at every depth, bodies constant, partly constant or pushing nothing,
+    loop names reused (a tangent then read before any assignment on a path): reverse
+    mode's tape pairing and forward-over-reverse, against finite differences."""
+    import astjax
+    from programs import loop_exits
+    f = getattr(loop_exits, name)
+    x, t = np.array([0.7, 0.2, 0.5]), np.array([0.3, -1.1, 0.8])
+    g = fuzzgen.fd_grad(f, (x,), 0)
+    if mode == "grad":
+        fuzzgen.assert_tree_close(astjax.grad(f)(x), g, 1e-7, 1e-7, mode)
+    elif mode == "vjp":
+        out, pull = astjax.vjp(f, x)
+        fuzzgen.assert_tree_close(out, f(x), 1e-12, 1e-12, mode)
+        fuzzgen.assert_tree_close(pull(1.7)[0], 1.7 * g, 1e-7, 1e-7, mode)
+    elif mode == "jvp(grad)":
+        expected = fuzzgen.fd_directional(lambda u: fuzzgen.fd_grad(f, (u,), 0, 1e-4), (x,),
+                                          (t,), 1e-3)
+        fuzzgen.assert_tree_close(astjax.jvp(astjax.grad(f), (x,), (t,))[1], expected, 1e-5,
+                                  1e-5, mode)
+    elif mode == "jacfwd(grad)":
+        hess = np.stack([fuzzgen.fd_directional(lambda u: fuzzgen.fd_grad(f, (u,), 0, 1e-4),
+                                                (x,), (e,), 1e-3) for e in np.eye(3)])
+        fuzzgen.assert_tree_close(astjax.jacfwd(astjax.grad(f))(x), hess, 1e-5, 1e-5, mode)
+    else:
+        xb = np.stack([x, 0.5 * x, -x])
+        expected = np.stack([fuzzgen.fd_grad(f, (r,), 0) for r in xb])
+        fuzzgen.assert_tree_close(astjax.vmap(astjax.grad(f))(xb), expected, 1e-7, 1e-7, mode)
+
+
 def test_found_loop_continue():
     from programs import found
     _grad_vs_fd(found.loop_continue, (X,), 0)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: the vjp of np.einsum whose operand broadcasts a "
-                   "size-1 axis ('ij,kj->ik' with a (2, 1) operand) raises ValueError (reshape)")
 def test_found_einsum_broadcast_vjp():
     import astjax
     from programs import found
@@ -183,3 +212,81 @@ def test_found_einsum_broadcast_vjp():
     g = astjax.vjp(found.einsum_broadcast, x)[1](np.ones((2, 2)))[0]
     expected = fuzzgen.fd_grad(lambda u: float(np.sum(found.einsum_broadcast(u))), (x,), 0)
     fuzzgen.assert_tree_close(g, expected, 1e-8, 1e-8, "vjp")
+
+
+_EINSUM_BASE = [("ij,kj->ik", [(2, 3), (4, 3)]), ("ij,jk->ik", [(2, 3), (3, 4)]),
+                ("ij,j->i", [(2, 3), (3,)]), ("ij,ij->ij", [(2, 3), (2, 3)]),
+                ("ij,ij->", [(2, 3), (2, 3)]), ("ijk,ik->ij", [(2, 3, 4), (2, 4)]),
+                ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]), ("...j,kj->...k", [(2, 3), (4, 3)]),
+                ("ij,kj", [(2, 3), (4, 3)]), ("ij,ik->ijk", [(2, 3), (2, 4)])]
+
+
+def _einsum_size1_cases():
+    """Every spec above with one axis of one operand made size 1 (NumPy broadcasts it),
+    in every position NumPy accepts."""
+    for spec, shapes in _EINSUM_BASE:
+        for p, shape in enumerate(shapes):
+            for ax in range(len(shape)):
+                new = [tuple(1 if (q, a) == (p, ax) else d for a, d in enumerate(s))
+                       for q, s in enumerate(shapes)]
+                try:
+                    np.einsum(spec, *[np.ones(s) for s in new])
+                except ValueError:
+                    continue
+                yield spec, new
+
+
+_EINSUM_CASES = list(_einsum_size1_cases())
+_EINSUM_MODULES = fuzzgen.SourceModules("fuzz_einsum")
+
+
+@pytest.mark.parametrize("form", ["string", "sublist"])
+@pytest.mark.parametrize("spec,shapes", _EINSUM_CASES,
+                         ids=[f"{s}-{'x'.join(map(str, sum(sh, ())))}" for s, sh in _EINSUM_CASES])
+def test_einsum_size1_broadcast_sweep(spec, shapes, form):
+    """np.einsum with a broadcast size-1 axis in every operand position: vjp (cotangents
+    summed back to size 1), jvp, vmap, and jvp/vmap of grad through a nonlinearity."""
+    import astjax
+    k = len(shapes)
+    names = [f"a{i}" for i in range(k)]
+    if form == "string":
+        call = f"np.einsum({spec!r}, {', '.join(names)})"
+    else:
+        ins, _, out = spec.partition("->")
+        letters = {c: i for i, c in enumerate(sorted(set(spec) - set(",->.")))}
+
+        def sub(s):
+            return "[" + ", ".join("Ellipsis" if c == "." else str(letters[c])
+                                   for c in s.replace("...", ".")) + "]"
+        parts = [f"{n}, {sub(s)}" for n, s in zip(names, ins.split(","))]
+        call = "np.einsum(" + ", ".join(parts + ([sub(out)] if "->" in spec else [])) + ")"
+    args = ", ".join(names)
+    mod = _EINSUM_MODULES.load(f"import numpy as np\n\n\ndef f({args}):\n    return {call}\n\n\n"
+                               f"def g({args}):\n    return np.sum(np.sin(f({args})))\n")
+    f, g = mod.f, mod.g
+    rng = np.random.default_rng(len(_EINSUM_CASES))
+    ops = tuple(rng.normal(size=s) for s in shapes)
+    tans = tuple(rng.normal(size=s) for s in shapes)
+    np.testing.assert_allclose(f(*ops), np.einsum(spec, *ops), 1e-12, 1e-12)
+    ct = rng.normal(size=np.shape(f(*ops)))
+
+    def loss(*a):
+        return float(np.sum(f(*a) * ct))
+    fuzzgen.assert_tree_close(astjax.vjp(f, *ops)[1](ct),
+                              tuple(fuzzgen.fd_grad(loss, ops, i) for i in range(k)), 1e-8, 1e-8,
+                              "vjp")
+    fuzzgen.assert_tree_close(astjax.jvp(f, ops, tans)[1], fuzzgen.fd_directional(f, ops, tans),
+                              1e-8, 1e-8, "jvp")
+    batch = tuple(np.stack([o, 0.5 * o + 0.1, -o]) for o in ops)
+    fuzzgen.assert_tree_close(astjax.vmap(f)(*batch),
+                              np.stack([f(*[b[j] for b in batch]) for j in range(3)]),
+                              1e-12, 1e-12, "vmap")
+    argnums = tuple(range(k))
+    want = fuzzgen.fd_directional(lambda *a: tuple(fuzzgen.fd_grad(g, a, i, 1e-4) for i in argnums),
+                                  ops, tans, 1e-3)
+    fuzzgen.assert_tree_close(astjax.jvp(astjax.grad(g, argnums=argnums), ops, tans)[1], want,
+                              1e-5, 1e-5, "jvp(grad)")
+    fuzzgen.assert_tree_close(
+        astjax.vmap(astjax.grad(g, argnums=argnums))(*batch),
+        tuple(np.stack([fuzzgen.fd_grad(g, tuple(b[j] for b in batch), i) for j in range(3)])
+              for i in argnums), 1e-7, 1e-7, "vmap(grad)")

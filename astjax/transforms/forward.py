@@ -98,7 +98,15 @@ class ForwardAD:
         if isinstance(s, If):
             return [If(s.test, self.transform(s.body), self.transform(s.orelse), loc=loc)]
         if isinstance(s, For):
-            return [For(s.target, s.iter, self.transform(s.body), s.exit_flags, loc=loc)]
+            body = self.transform(s.body)
+            if s.target in self.varied:
+                # the loop assigns its target a count or a refused item, never a
+                # differentiated value; another assignment made the name varied
+                # (``i`` of a later loop, restored from a tape): its tangent is zero here
+                zero = self.zero_tangent(s.target, loc)
+                self.tangent_ids.add(id(zero))
+                body = [zero] + body
+            return [For(s.target, s.iter, body, s.exit_flags, loc=loc)]
         if isinstance(s, While):
             return [While(self.transform(s.test_body), s.test, self.transform(s.body),
                           s.exit_flags, loc=loc)]
@@ -149,7 +157,9 @@ class ForwardAD:
             return []
         tape = s.args[0]
         if not self.active(tape):
-            return []
+            # a pop from a tape of constants into a name another assignment varies
+            return ([self.zero_tangent(s.target, loc)]
+                    if s.prim != "push" and s.target in self.varied else [])
         tape_dot = Var(self.dot(tape.name))
         if s.prim == "push":
             v = s.args[1]

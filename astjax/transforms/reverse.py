@@ -686,14 +686,26 @@ class ReverseAD:
             self.fn.body[:] = body + [s for s in self.fn.body if isinstance(s, Return)]
             self.counts = _assignment_counts(self.fn)
             dry_run()
-        reads = self.backward_reads
         primal_vars = core.all_writes(body) | set(self.fn.params)
-        self.restore = {v for v in reads & primal_vars
-                        if self.reassigned(v) and v not in self.trip_vars}
-        # an update whose memory another name shares: restore it when the backward
-        # sweep reads any of them (``z = y`` read by a rule, then ``y[i] = v``)
-        self.restore |= {s.target for s in self.aliasing.updates()
-                         if self.aliasing.holders(s) & reads}
+
+        def needs_restore(reads):
+            got = {v for v in reads & primal_vars
+                   if self.reassigned(v) and v not in self.trip_vars}
+            # an update whose memory another name shares: restore it when the backward
+            # sweep reads any of them (``z = y`` read by a rule, then ``y[i] = v``)
+            return got | {s.target for s in self.aliasing.updates()
+                          if self.aliasing.holders(s) & reads}
+
+        # restoring a value gives its block a pop, so a branch or loop that had no
+        # backward code now has some and reads its test (``go_on`` of a continue) or
+        # trip count: grow the restored set until it covers what that code reads
+        self.restore = needs_restore(self.backward_reads)
+        while True:
+            dry_run()
+            more = needs_restore(self.backward_reads) - self.restore
+            if not more:
+                break
+            self.restore |= more
         # pass 2: the real thing (same names as the dry runs chose)
         self._start(seeded)
         backward = self.backward(body)
