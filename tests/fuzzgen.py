@@ -440,7 +440,7 @@ CONSTRUCTS = [
 # Constructs the CI budget avoids: a per-example if whose branches give different
 # shapes is refused under vmap (as JAX refuses it), which the oracle cannot tell from a
 # failure; bench/fuzz.py uses everything.
-KNOWN_OPEN = frozenset({"if_shapes", "loop_break", "loop_continue"})
+KNOWN_OPEN = frozenset({"if_shapes"})
 
 
 class Generator:
