@@ -470,6 +470,14 @@ FAILURE_CLASSES = {
     "triple_crash": "internal errors (AttributeError, TypeError, ValueError, KeyError from "
                     "generated code) in three-deep compositions of vmap with "
                     "grad/value_and_grad/vjp/linearize",
+    "run_time_function": "a function that calls astjax.vjp/linearize and calls (or vmaps) the "
+                         "function they return: refused at the user's line (a function "
+                         "computed at run time; issue 11 makes the frontend evaluate it "
+                         "when the code is generated)",
+    "alias_sites": "an in-place update in a loop of generated code (vmap's loop form, lax "
+                   "scan/map) refused by the alias analysis: memory is named by the "
+                   "statement that made it, so this iteration's array and earlier ones "
+                   "kept in a list look alike (a located refusal, never a wrong number)",
     "other": "unclassified failure",
 }
 
@@ -477,6 +485,11 @@ FAILURE_CLASSES = {
 def classify(chain, program, exc):
     msg = f"{type(exc).__name__}: {exc}"
     ders = [i for i, n in enumerate(chain) if n in DERIVATIVES]
+    if "holds a value computed at run time" in msg or "callee is a value computed at " \
+            "run time" in msg:
+        return "run_time_function"
+    if "shares its memory and is read afterwards" in msg:
+        return "alias_sites"
     if "cotangent shape" in msg:
         return "vmap_of_pullback"
     if "f_jvp: *args" in msg or "out_vmap()" in msg or "vmap_linearize_wrapper_vmap" in msg:
