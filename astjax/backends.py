@@ -56,3 +56,28 @@ def _numpy_load(fn, doc, label):
 
 
 register(Backend("numpy", ("cpu",), _numpy_passes, _numpy_load, lambda: (True, "")))
+
+
+def _c_passes():
+    from astjax.kernels import backend
+    return backend.passes()
+
+
+def _c_load(fn, doc, label):
+    from astjax.kernels import backend
+    return backend.load(fn, doc, label)
+
+
+def _c_available():
+    from astjax.kernels import compile as cc
+    return cc.available()
+
+
+# compiled C kernels for the fused groups (astjax/kernels); opt-in until it covers the
+# whole fusion plan
+register(Backend("c", (), _c_passes, _c_load, _c_available))
+
+
+def backends() -> dict:
+    """Each backend's name -> (available here, why not)."""
+    return {b.name: b.available() for b in {id(b): b for b in _REGISTRY.values()}.values()}

@@ -253,6 +253,7 @@ class _Fuser:
                               loc=members[0].loc, source_name=fn.source_name, env=fn.env,
                               defaults={out_param[t]: Const(None) for t in outputs})
         self.blocks.append(block)
+        block.kernel_plan = _kernel_plan(members, inputs, outputs)  # for kernels/
 
         dep_const = tuple(tuple(sorted(deps[t])) for t in outputs)
         cost = sum(weight(m.prim) for m in members)
@@ -294,6 +295,18 @@ class _Fuser:
             from astjax import runtime_fusion
             self.store_ref = self.fn.env.value_ref(runtime_fusion.store, "store")
         return self.store_ref
+
+
+def _kernel_plan(members, inputs, outputs):
+    """The group said without NumPy (``astjax/kernels/ir.py`` builds a kernel from it):
+    (inputs, members as (target, ufunc name, operands, operator, location), outputs)."""
+    recs = []
+    for m in members:
+        entry = A.prim_entry(m.prim)
+        operands = tuple(a.name if isinstance(a, Var) else a.value
+                         for a in m.args[:entry.impl.nin])
+        recs.append((m.target, entry.impl.__name__, operands, entry.operator or "", m.loc))
+    return (tuple(inputs), tuple(recs), tuple(outputs))
 
 
 def run(fn: core.Function, arg_dtypes: dict | None = None, donated=frozenset()) -> bool:
