@@ -162,3 +162,16 @@ def from_group(name, inputs, members, outputs, cost=1):
     ops = [Op(t, uf, tuple(args), operator or "", loc)
            for t, uf, args, operator, loc in members]
     return Kernel(name, list(inputs), ops, list(outputs), cost)
+
+
+def output_deps(kernel: Kernel) -> list:
+    """For each result, the indices of the inputs it depends on (its shape is their
+    broadcast shape, which may be smaller than the loop's)."""
+    deps = {n: {k} for k, n in enumerate(kernel.inputs)}
+    for op in kernel.ops:
+        d = set()
+        for a in op.args:
+            if isinstance(a, str):
+                d |= deps.get(a, set())
+        deps[op.target] = d
+    return [tuple(sorted(deps.get(n, ()))) for n in kernel.outputs]

@@ -68,6 +68,9 @@ class KernelCall:
         self.block = block
         self.specs: dict = {}
         self.__name__ = kernel.name
+        everything = tuple(range(len(kernel.inputs)))
+        # results depending on some inputs only: their shape may be smaller than the loop
+        self.partial = [d for d in ir.output_deps(kernel) if d != everything]
 
     def __repr__(self):
         return f"<astjax C kernel {self.kernel.name}>"
@@ -114,6 +117,9 @@ class KernelCall:
             return self.block(*args)     # NumPy raises its error from the user's line
         if not shape:
             return self.block(*args)     # NumPy gives scalars here, not 0-d arrays
+        for deps in self.partial:        # a result smaller than the loop: NumPy runs it
+            if np.broadcast_shapes(*(np.shape(args[i]) for i in deps)) != shape:
+                return self.block(*args)
         for i, info in spec.checks:
             if not info.min <= args[i] <= info.max:
                 return self.block(*args)  # NumPy raises OverflowError
