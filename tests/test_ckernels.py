@@ -283,10 +283,23 @@ def test_make_source_shows_the_host_code_and_each_kernel():
 
 
 def test_backends_are_listed_and_numpy_stays_the_default():
-    listed = backends.backends()
+    listed = astjax.backends()
+    assert listed == backends.backends()
     assert listed["numpy"] == (True, "") and listed["c"][0]
     assert backends.get(None).name == "numpy" and backends.get("cpu").name == "numpy"
     assert backends.get("c").name == "c"
+
+
+def test_astjax_backend_chooses_the_default(monkeypatch):
+    monkeypatch.setenv("ASTJAX_BACKEND", "c")
+    assert backends.get(None).name == "c"
+    x = TF._r(30, 4, dtype=np.float32)
+    text = astjax.make_source(astjax.jit(F.poly))(x)
+    assert "static inline void" in text
+    assert identical(astjax.jit(F.poly)(x), F.poly(x))
+    monkeypatch.setenv("ASTJAX_BACKEND", "nonesuch")
+    with pytest.raises(astjax.errors.ArgumentError, match="nonesuch"):
+        astjax.jit(F.poly)
 
 
 @settings(max_examples=15, deadline=None,
