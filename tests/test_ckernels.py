@@ -116,21 +116,26 @@ def numpy_of(ufunc, *args):
             return ("raised", type(e))
 
 
+def _nin(uf):
+    return 3 if uf in c_render.FUNCTIONS else getattr(np, uf).nin
+
+
 def _group(name, ops, nin):
     """A kernel (and its NumPy block) computing every op of ``ops`` on the inputs."""
     inputs = [f"a{k}" for k in range(nin)]
-    members = [(f"r{j}", uf, tuple(inputs[:getattr(np, uf).nin]), "", None)
+    members = [(f"r{j}", uf, tuple(inputs[:_nin(uf)]), "", None)
                for j, uf in enumerate(ops)]
     kernel = ir.from_group(name, inputs, members, [f"r{j}" for j in range(len(ops))])
 
     def block(*args):
-        return tuple(getattr(np, uf)(*args[:getattr(np, uf).nin]) for uf in ops)
+        got = tuple(getattr(np, uf)(*args[:_nin(uf)]) for uf in ops)
+        return got if len(got) > 1 else got[0]
     return KernelCall(kernel, block)
 
 
 def _supported(uf, kinds):
-    k = ir.from_group("probe", ["a0", "a1"][:len(kinds)],
-                      [("r", uf, ("a0", "a1")[:getattr(np, uf).nin], "", None)], ["r"])
+    k = ir.from_group("probe", ["a0", "a1", "a2"][:len(kinds)],
+                      [("r", uf, ("a0", "a1", "a2")[:_nin(uf)], "", None)], ["r"])
     try:
         c_render.render(ir.specialize(k, kinds), "probe", False)
     except ir.Unsupported:
@@ -179,6 +184,21 @@ def test_every_binary_ufunc_matches_numpy(dtype):
             y[0, :3] = -1
     ops = _check_table(BINARY, (x, y))
     assert {"add", "greater", "maximum"} <= set(ops)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_where_and_clip_match_numpy(dtype):
+    x, y, z = (values(dtype, (5, 7), k) for k in (7, 8, 9))
+    lo, hi = np.minimum(y, z), np.maximum(y, z)
+    ops = _check_table(["where", "clip"], (x, lo, hi))
+    if np.dtype(dtype).kind != "b":
+        assert ops == ["where", "clip"]
+    cond = values(np.bool_, (5, 7), 3)
+    _check_table(["where"], (cond, x, 2))
+    _check_table(["where"], (cond, 1.5, x))
+    if np.dtype(dtype).kind in "fiu":
+        _check_table(["clip"], (x, -1, 3))
+        _check_table(["clip"], (x, np.float32(-0.5), 2.5))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64],
@@ -271,6 +291,19 @@ def test_gradients_and_loops_through_the_c_backend():
     np.testing.assert_allclose(g, astjax.jit(astjax.grad(loss))(w, x, y), rtol=1e-13)
     x = TF._r(9, 2)
     assert near(astjax.jit(F.chain_in_loop, backend="c")(x, 4), F.chain_in_loop(x, 4))
+
+
+def test_where_and_clip_join_the_kernel():
+    def f(x, y):
+        a = np.where(x > y, x * 2.0, y - 1.0)
+        return np.clip(a, -0.5, 0.75) * 3.0
+
+    x, y = TF._r(20, 6, dtype=np.float32), TF._r(6, seed=1, dtype=np.float32)
+    text = astjax.make_source(astjax.jit(f, backend="c"))(x, y)
+    assert "ra.where" not in text.split("def ", 2)[1]        # not in the host code
+    assert "clip_f32(" in text and " ? " in text
+    assert identical(astjax.jit(f, backend="c")(x, y), f(x, y))
+    assert identical(astjax.jit(f, backend="c")(x[::-1], y), f(x[::-1], y))
 
 
 def test_make_source_shows_the_host_code_and_each_kernel():

@@ -30,7 +30,7 @@ class _Fusion:
     def run(fn, arg_dtypes=None, donated=frozenset()):
         from astjax.passes import fusion
         fn.kernel_arg_dtypes = dict(arg_dtypes or {})
-        return fusion.run(fn, arg_dtypes, donated)
+        return fusion.run(fn, arg_dtypes, donated, kernels=True)
 
 
 def passes():

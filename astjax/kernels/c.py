@@ -98,6 +98,8 @@ UFUNCS = frozenset(list(_MATH1) + list(_MATH2) + list(_COMPARE) + list(_BITWISE)
                                      "positive", "absolute", "square", "reciprocal",
                                      "sign", "maximum", "minimum", "logical_not",
                                      "invert", "isnan", "isinf", "isfinite"])
+# elementwise functions that are not ufuncs
+FUNCTIONS = frozenset({"where", "clip"})
 
 
 def _fn(name, dt):
@@ -181,6 +183,13 @@ def op_expr(op, a, scalar_args, helpers) -> str:
         if k == "f":   # NaN propagates; on ties NumPy gives the second operand
             return f"(({a[0]} {sym} {a[1]} || isnan({a[0]})) ? {a[0]} : {a[1]})"
         return f"({a[0]} {sym} {a[1]} ? {a[0]} : {a[1]})"
+    if uf == "where":
+        return f"({a[0]} ? {a[1]} : {a[2]})"
+    if uf == "clip":
+        if k == "b":
+            raise Unsupported("boolean clip")
+        helpers.add(("clip", t.str))
+        return f"clip_{_suffix(t)}({a[0]}, {a[1]}, {a[2]})"
     if uf in _COMPARE:
         return f"(npy_bool)({a[0]} {_COMPARE[uf]} {a[1]})"
     if uf in _LOGICAL:
@@ -278,6 +287,25 @@ static inline {T} mod_{s}({T} a, {T} b) {{
     if (!b) return fmod{f}(a, b);
     divmod_{s}(a, b, &mod);
     return mod;
+}}
+"""
+
+
+def _clip_helper(dtstr) -> str:
+    dt = np.dtype(dtstr)
+    T, s = ctype(dt), _suffix(dt)
+    if dt.kind == "f":
+        return f"""\
+/* NumPy's clip: min(max(a, lo), hi), a NaN anywhere propagates */
+static inline {T} clip_{s}({T} a, {T} lo, {T} hi) {{
+    const {T} m = (isnan(a) || a > lo) ? a : lo;
+    return (isnan(m) || m < hi) ? m : hi;
+}}
+"""
+    return f"""\
+static inline {T} clip_{s}({T} a, {T} lo, {T} hi) {{
+    const {T} m = a > lo ? a : lo;
+    return m < hi ? m : hi;
 }}
 """
 
@@ -398,7 +426,7 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
         loops = loops.replace(f"{par_rows if openmp else ''}\n", "\n")
     pre = [_PRELUDE]
     for kind, dtstr in sorted(helpers):
-        pre.append(_divmod_helpers(dtstr))
+        pre.append(_divmod_helpers(dtstr) if kind == "divmod" else _clip_helper(dtstr))
     head = f"/* astjax kernel {k.name}: {len(typed.ops)} statements of a fused group */\n"
     text = head + "".join(pre) + "\n" + elem + "\n" + loops
     return text.replace("num_threads(nthreads)\n            for", "num_threads(nthreads)\n"

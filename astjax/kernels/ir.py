@@ -91,6 +91,16 @@ def _weak(value):
     raise Unsupported(f"a {t.__name__} operand")
 
 
+# elementwise functions that are not ``np`` attributes of the same name
+_LOOPS = {"clip": np._core.umath.clip}
+
+
+def _sample(desc):
+    """A value ``np.result_type`` promotes as NumPy promotes ``desc`` (a Python type
+    stands for a weak Python number)."""
+    return {int: 0, float: 0.0}.get(desc, desc)
+
+
 def input_kind(value):
     """(dtype, scalar?, weak type) of a call argument, or Unsupported."""
     t = type(value)
@@ -118,8 +128,9 @@ def specialize(kernel: Kernel, kinds) -> Typed:
     int_checks = set()
     ops = []
     for j, op in enumerate(kernel.ops):
-        uf = getattr(np, op.ufunc, None)
-        if not isinstance(uf, np.ufunc) or uf.nout != 1 or len(op.args) != uf.nin:
+        uf = _LOOPS.get(op.ufunc) or getattr(np, op.ufunc, None)
+        if not isinstance(uf, np.ufunc) and op.ufunc != "where" or \
+                len(op.args) != (3 if op.ufunc == "where" else uf.nin):
             raise Unsupported(f"np.{op.ufunc}")
         descs, args = [], []
         for a in op.args:
@@ -133,12 +144,16 @@ def specialize(kernel: Kernel, kinds) -> Typed:
                 descs.append(_weak(a))
                 args.append(("const", a))
         try:
-            loop = uf.resolve_dtypes(tuple(descs) + (None,))
+            if op.ufunc == "where":     # the branches' common type; a boolean condition
+                out = np.result_type(*[_sample(d) for d in descs[1:]])
+                loop = (np.dtype(bool), out, out, out)
+            else:
+                loop = uf.resolve_dtypes(tuple(descs) + (None,))
         except (TypeError, ValueError, OverflowError) as e:
             raise Unsupported(f"np.{op.ufunc} on {descs}: {e}") from None
         if any(d.char not in SUPPORTED for d in loop):
             raise Unsupported(f"np.{op.ufunc} loop {loop}")
-        if len({d for d in loop[:-1]}) > 1:
+        if len({d for d in loop[:-1][1 if op.ufunc == "where" else 0:]}) > 1:
             raise Unsupported(f"np.{op.ufunc} loop mixes input types {loop}")
         for (vname, dt), desc, lt in zip(args, descs, loop):
             if desc is int and vname != "const" and lt.kind in "iub":
