@@ -19,6 +19,7 @@ import numpy as np
 
 from astjax.kernels import c as c_render, compile as cc, ir
 from astjax.kernels.ir import Unsupported
+from astjax.runtime_fusion import num_threads
 
 # elements times weight (passes/fusion.py) below which one thread does the work
 MIN_PARALLEL_WORK = 1 << 16
@@ -29,7 +30,7 @@ _ARGTYPES = (ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
 
 
 class _Spec:
-    __slots__ = ("func", "typed", "out_dtypes", "text", "checks")
+    __slots__ = ("func", "typed", "out_dtypes", "text", "checks", "shapes", "ptrs")
 
     def __init__(self, func, typed, text):
         self.func = func
@@ -37,6 +38,8 @@ class _Spec:
         self.out_dtypes = typed.out_dtypes
         self.text = text
         self.checks = [(i, np.iinfo(dt)) for i, dt in typed.int_checks]
+        self.shapes: dict = {}       # output shape -> its int64 array, for the call
+        self.ptrs = ctypes.c_void_p * (len(typed.inputs) + len(typed.outputs))
 
 
 def _origin(typed, text):
@@ -111,10 +114,12 @@ class KernelCall:
         spec = self.spec(tuple(kinds))
         if spec is None or not shapes:
             return self.block(*args)
-        try:
-            shape = shapes[0] if len(shapes) == 1 else np.broadcast_shapes(*shapes)
-        except ValueError:
-            return self.block(*args)     # NumPy raises its error from the user's line
+        shape = shapes[0]
+        if len(shapes) > 1 and any(sh != shape for sh in shapes):
+            try:
+                shape = np.broadcast_shapes(*shapes)
+            except ValueError:
+                return self.block(*args)     # NumPy raises its error from the user's line
         if not shape:
             return self.block(*args)     # NumPy gives scalars here, not 0-d arrays
         for deps in self.partial:        # a result smaller than the loop: NumPy runs it
@@ -142,10 +147,14 @@ class KernelCall:
                 keep.append(a)
             elif not scalar and (a.shape != shape or not a.flags.c_contiguous):
                 contiguous = False
-            ptrs.append(a.ctypes.data)
-        ptrs += [o.ctypes.data for o in outs]
+            ptrs.append(a.__array_interface__["data"][0])
+        ptrs += [o.__array_interface__["data"][0] for o in outs]
         ndim = len(shape)
-        shape_arr = np.array(shape, dtype=np.int64)
+        shape_arr = spec.shapes.get(shape)
+        if shape_arr is None:
+            if len(spec.shapes) > 64:
+                spec.shapes.clear()
+            shape_arr = spec.shapes[shape] = np.array(shape, dtype=np.int64)
         if contiguous:
             strides = shape_arr
         else:
@@ -160,8 +169,7 @@ class KernelCall:
                         if r:
                             raise Unsupported("strides not a multiple of the item size")
                         strides[k, pad + d] = s
-        from astjax.runtime_fusion import num_threads
         threads = num_threads() if n * self.kernel.cost >= MIN_PARALLEL_WORK else 1
-        ptr_arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
-        spec.func(n, ndim, shape_arr.ctypes.data, strides.ctypes.data, int(contiguous),
-                  threads, ptr_arr)
+        spec.func(n, ndim, shape_arr.__array_interface__["data"][0],
+                  strides.__array_interface__["data"][0], contiguous, threads,
+                  spec.ptrs(*ptrs))
