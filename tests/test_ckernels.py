@@ -415,3 +415,22 @@ def test_a_compile_error_shows_the_kernel_line_and_the_users_line():
         cc.build(text, "broken", origin=lambda n: "user.py:7  y = x + 1")
     msg = str(err.value)
     assert "kernel line 3: return nope;" in msg and "user.py:7  y = x + 1" in msg
+
+
+def test_a_kernel_that_fails_to_compile_names_the_users_line(monkeypatch):
+    from astjax.kernels import runtime
+    real = runtime.c_text
+
+    def broken(typed, openmp=True):      # a renderer bug: an undeclared name
+        return real(typed, openmp).replace("const double v0 = ", "const double v0 = nope + ")
+    monkeypatch.setattr(runtime, "c_text", broken)
+
+    def g(x):
+        y = np.tanh(x) * 2.0
+        return y + 1.0
+
+    with pytest.raises(cc.KernelCompileError) as err:
+        astjax.jit(g, backend="c")(TF._r(4, 3))
+    msg = str(err.value)
+    assert "nope" in msg and "kernel line" in msg
+    assert "test_ckernels.py:" in msg and "y = np.tanh(x) * 2.0" in msg
