@@ -434,3 +434,17 @@ def test_a_kernel_that_fails_to_compile_names_the_users_line(monkeypatch):
     msg = str(err.value)
     assert "nope" in msg and "kernel line" in msg
     assert "test_ckernels.py:" in msg and "y = np.tanh(x) * 2.0" in msg
+
+
+def test_without_openmp_the_kernels_are_the_same(monkeypatch):
+    real = cc.compiler()
+    monkeypatch.setattr(cc, "compiler", lambda: (real[0], real[1], ""))
+    kc = _group("no_openmp", ["add", "multiply", "maximum", "floor_divide"], 2)
+    x, y = values(np.float32, (9, 40), 1), values(np.float32, (40,), 2)
+    kinds = (ir.input_kind(x), ir.input_kind(y))
+    assert "#pragma omp" not in kc.spec(kinds).text
+    with np.errstate(all="ignore"):
+        for a in (x, x[::-1, ::3]):
+            b = y if a.shape[1] == 40 else y[::3]
+            assert identical(kc(a, b), tuple(getattr(np, u)(a, b) for u in
+                                             ["add", "multiply", "maximum", "floor_divide"]))

@@ -401,7 +401,7 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
     const int64_t inner = shape[ndim - 1];
     if (inner == 0) return 0;
     const int64_t rows = n / inner;
-    {par_rows if openmp else ""}
+    {par_rows}
     for (int64_t row = 0; row < rows; row++) {{
 {offsets}
         int64_t rest = row;
@@ -420,14 +420,10 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
     return 0;
 }}
 """
-    if not openmp:
+    if not openmp:      # one thread: the parallel branch is never taken
         loops = loops.replace("    if (nthreads > 1) {", "    if (0) {")
-    if not openmp:
-        loops = loops.replace(f"{par_rows if openmp else ''}\n", "\n")
     pre = [_PRELUDE]
     for kind, dtstr in sorted(helpers):
         pre.append(_divmod_helpers(dtstr) if kind == "divmod" else _clip_helper(dtstr))
     head = f"/* astjax kernel {k.name}: {len(typed.ops)} statements of a fused group */\n"
-    text = head + "".join(pre) + "\n" + elem + "\n" + loops
-    return text.replace("num_threads(nthreads)\n            for", "num_threads(nthreads)\n"
-                        "            for") if openmp else text
+    return head + "".join(pre) + "\n" + elem + "\n" + loops
