@@ -448,3 +448,14 @@ def test_without_openmp_the_kernels_are_the_same(monkeypatch):
             b = y if a.shape[1] == 40 else y[::3]
             assert identical(kc(a, b), tuple(getattr(np, u)(a, b) for u in
                                              ["add", "multiply", "maximum", "floor_divide"]))
+
+
+def test_numpy_error_state_that_raises_is_honoured():
+    x = np.array([[0.0, 1.0], [2.0, 0.0], [1.0, 1.0]])
+    y = TF._r(3, 2)
+    jf = astjax.jit(F.divide_by, backend="c")
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            jf(x, y)
+    with np.errstate(divide="ignore"):
+        assert identical(jf(x, y), F.divide_by(x, y))

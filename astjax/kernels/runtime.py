@@ -8,7 +8,9 @@ dtypes NumPy would give) and calls the library, which runs without the GIL.
 
 Whatever the kernel cannot take exactly as NumPy would (subclasses, lists, float16,
 0-d results, which NumPy returns as scalars, Python ints that do not fit the loop
-type) runs the group's block function instead: the same code the NumPy backend runs.
+type, a NumPy error state that raises or calls a handler) runs the group's block
+function instead: the same code the NumPy backend runs.  Kernels give the values
+NumPy gives (inf, NaN, 0 for an integer divided by 0) but not its RuntimeWarnings.
 """
 from __future__ import annotations
 
@@ -114,6 +116,9 @@ class KernelCall:
         spec = self.spec(tuple(kinds))
         if spec is None or not shapes:
             return self.block(*args)
+        modes = np.geterr().values()
+        if "raise" in modes or "call" in modes:
+            return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
         shape = shapes[0]
         if len(shapes) > 1 and any(sh != shape for sh in shapes):
             try:
