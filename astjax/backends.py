@@ -9,6 +9,9 @@ and the rest as host code; ``available`` tells ``jit`` whether it can run here.
 """
 from __future__ import annotations
 
+import os
+import sys
+import types
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,8 +36,10 @@ def register(backend: Backend) -> None:
 
 
 def get(name: str | None) -> Backend:
-    """The backend called ``name`` (None: NumPy), or a clear error."""
-    backend = _REGISTRY.get(name or "numpy")
+    """The backend called ``name`` (None: ``$ASTJAX_BACKEND``, else NumPy), or a clear
+    error."""
+    name = name or os.environ.get("ASTJAX_BACKEND") or "numpy"
+    backend = _REGISTRY.get(name)
     if backend is None:
         usable = sorted(n for n, b in _REGISTRY.items() if b.available()[0])
         raise ArgumentError(f"jit: backend {name!r} is not available here; these are: "
@@ -56,3 +61,38 @@ def _numpy_load(fn, doc, label):
 
 
 register(Backend("numpy", ("cpu",), _numpy_passes, _numpy_load, lambda: (True, "")))
+
+
+def _c_passes():
+    from astjax.kernels import backend
+    return backend.passes()
+
+
+def _c_load(fn, doc, label):
+    from astjax.kernels import backend
+    return backend.load(fn, doc, label)
+
+
+def _c_available():
+    from astjax.kernels import compile as cc
+    return cc.available()
+
+
+# compiled C kernels for the fused groups (astjax/kernels); opt-in until it covers the
+# whole fusion plan
+register(Backend("c", (), _c_passes, _c_load, _c_available))
+
+
+def backends() -> dict:
+    """Each backend's name -> (available here, why not); ``astjax.backends()``."""
+    return {b.name: b.available() for b in {id(b): b for b in _REGISTRY.values()}.values()}
+
+
+class _Listing(types.ModuleType):
+    """This module, callable: ``astjax.backends()`` lists the backends."""
+
+    def __call__(self):
+        return backends()
+
+
+sys.modules[__name__].__class__ = _Listing

@@ -74,6 +74,40 @@ def _member(s) -> bool:
                for a in s.args[:n])
 
 
+def _operands(s) -> list:
+    """The elementwise operands of member ``s`` (a ufunc's inputs; ``where``'s
+    condition and branches; ``clip``'s array and bounds)."""
+    if s.prim == "where":
+        return list(s.args[:3])
+    if s.prim == "clip":
+        a, a_min, a_max, _, lo, hi = s.args
+        return [a, a_min if _given(a_min) else lo, a_max if _given(a_max) else hi]
+    return list(s.args[:A.prim_entry(s.prim).impl.nin])
+
+
+def _given(a) -> bool:
+    return not (isinstance(a, Const) and a.value is None)
+
+
+def _kernel_member(s) -> bool:
+    """What a compiled backend's kernels also compute elementwise: ``np.where`` with
+    both branches, ``np.clip`` with both bounds (``run(..., kernels=True)``)."""
+    if _member(s):
+        return True
+    if not (isinstance(s, Prim) and s.target and not s.kwargs):
+        return False
+    if s.prim == "where":
+        ok = len(s.args) == 3
+    elif s.prim == "clip":
+        ok = len(s.args) == 6 and not _given(s.args[3]) and \
+            not (_given(s.args[1]) and _given(s.args[4])) and \
+            not (_given(s.args[2]) and _given(s.args[5]))
+    else:
+        return False
+    return ok and all(isinstance(a, Var) or (isinstance(a, Const) and type(a.value) in
+                                             _NUMBERS) for a in _operands(s))
+
+
 def _movable(s, written, read) -> bool:
     """May ``s`` run before the group's members so far (it sits between two of them)?"""
     if not isinstance(s, (Prim, core.Copy)):
@@ -124,9 +158,10 @@ class _NumpyValues:
 
 
 class _Fuser:
-    def __init__(self, fn, arg_dtypes, donated=frozenset()):
+    def __init__(self, fn, arg_dtypes, donated=frozenset(), kernels=False):
         from astjax import runtime_fusion
         self.fn = fn
+        self.member = _kernel_member if kernels else _member
         self.donated = frozenset(donated) & set(fn.params)
         self.readers = Counter(n for s in core.walk(fn.body) for n in set(core.reads(s)))
         self.live_after = A.liveness(fn)
@@ -153,7 +188,7 @@ class _Fuser:
             s = stmts[i]
             for b in core.child_blocks(s):
                 b[:] = self.block(b, top=False)
-            if not _member(s):
+            if not self.member(s):
                 out.append(s)
                 i += 1
                 continue
@@ -178,14 +213,14 @@ class _Fuser:
         j = start + 1
         while j < len(stmts) and j - last <= _LOOKAHEAD:
             t = stmts[j]
-            if _member(t) and set(core.reads(t)) & (written | read):
+            if self.member(t) and set(core.reads(t)) & (written | read):
                 members.append(t)
                 moved.extend(pending)
                 pending = []
                 written |= set(core.writes(t))
                 read |= set(core.reads(t))
                 last = j
-            elif not _member(t) and _movable(t, written, read):
+            elif not self.member(t) and _movable(t, written, read):
                 pending.append(t)
             else:
                 break
@@ -201,9 +236,8 @@ class _Fuser:
         deps: dict = {}
         numpy_now: set = set()
         for m in members:
-            n = A.prim_entry(m.prim).impl.nin
             d: set = set()
-            for a in m.args[:n]:
+            for a in _operands(m):
                 if not isinstance(a, Var):
                     continue
                 if a.name in defined:
@@ -224,7 +258,7 @@ class _Fuser:
         body = []
         for k, m in enumerate(members):
             entry = A.prim_entry(m.prim)
-            operands = list(m.args[:entry.impl.nin])
+            operands = _operands(m)
             known = [a for a in operands if isinstance(a, Var) and (
                 a.name in numpy_now or (a.name not in defined and a.name in self.numpy))]
             surely_numpy = not entry.operator or bool(known)
@@ -234,7 +268,7 @@ class _Fuser:
                 numpy_now.discard(m.target)
             if final_write.get(m.target) != k or m.target not in out_param:
                 body.append(m)
-            elif surely_numpy and entry.operator != "**":
+            elif surely_numpy and entry.operator != "**" and A.is_ufunc_prim(m.prim):
                 # (``x ** 0.5`` takes NumPy's sqrt fast path, np.power(x, 0.5) does not)
                 body.append(External(m.target, Var(entry.code), operands,
                                      {"out": Var(out_param[m.target])}, loc=m.loc))
@@ -253,6 +287,7 @@ class _Fuser:
                               loc=members[0].loc, source_name=fn.source_name, env=fn.env,
                               defaults={out_param[t]: Const(None) for t in outputs})
         self.blocks.append(block)
+        block.kernel_plan = _kernel_plan(members, inputs, outputs)  # for kernels/
 
         dep_const = tuple(tuple(sorted(deps[t])) for t in outputs)
         cost = sum(weight(m.prim) for m in members)
@@ -296,10 +331,23 @@ class _Fuser:
         return self.store_ref
 
 
-def run(fn: core.Function, arg_dtypes: dict | None = None, donated=frozenset()) -> bool:
+def _kernel_plan(members, inputs, outputs):
+    """The group said without NumPy (``astjax/kernels/ir.py`` builds a kernel from it):
+    (inputs, members as (target, ufunc name, operands, operator, location), outputs)."""
+    recs = []
+    for m in members:
+        entry = A.prim_entry(m.prim)
+        operands = tuple(a.name if isinstance(a, Var) else a.value for a in _operands(m))
+        name = entry.impl.__name__ if A.is_ufunc_prim(m.prim) else m.prim
+        recs.append((m.target, name, operands, entry.operator or "", m.loc))
+    return (tuple(inputs), tuple(recs), tuple(outputs))
+
+
+def run(fn: core.Function, arg_dtypes: dict | None = None, donated=frozenset(),
+        kernels=False) -> bool:
     if not hasattr(fn.env, "value_ref"):
         return False     # a hand-built function without an environment
-    f = _Fuser(fn, arg_dtypes, donated)
+    f = _Fuser(fn, arg_dtypes, donated, kernels)
     fn.body[:] = f.block(fn.body)
     if not f.blocks:
         return False

@@ -1,0 +1,107 @@
+"""The ``"c"`` jit backend: fused groups as compiled C kernels, the rest NumPy.
+
+It runs the same passes as the NumPy backend; its ``load`` swaps every
+``run_fused(group, ...)`` call of the host code for a call of a ``KernelCall`` made
+from the group's kernel plan (``passes/fusion.py`` records it on the block function),
+and keeps the block function as that kernel's fallback.  The generated source shown by
+``make_source(jit(f, backend="c"))(*args)`` is the host Python followed by each
+kernel's C text, rendered for the argument dtypes jit specialized on (the dtypes of
+values made between kernels are known only when the code runs: those kernels are
+shown for float64 operands).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from astjax import core
+from astjax.core import External, Var
+from astjax.kernels import compile as cc, ir
+from astjax.kernels.runtime import KernelCall, c_text
+
+
+class _Fusion:
+    """The fusion pass, remembering the argument dtypes for displaying kernels."""
+
+    RUNTIME_ONLY = True
+    FINAL = True
+    __name__ = "fusion"
+
+    @staticmethod
+    def run(fn, arg_dtypes=None, donated=frozenset()):
+        from astjax.passes import fusion
+        fn.kernel_arg_dtypes = dict(arg_dtypes or {})
+        return fusion.run(fn, arg_dtypes, donated, kernels=True)
+
+
+def passes():
+    from astjax.passes import DEFAULT, fusion
+    return tuple(_Fusion if p is fusion else p for p in DEFAULT)
+
+
+def load(fn, doc, label):
+    from astjax import runtime_fusion
+    from astjax.api import Generated, load_functions
+    run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
+    calls = {}
+    for helper in fn.helpers:
+        plan = getattr(helper, "kernel_plan", None)
+        if plan is None:
+            continue
+        inputs, members, outputs = plan
+        cost = 1
+        name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
+        kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, cost)
+        calls[helper.name] = KernelCall(kernel)
+    shown = []
+    for s in core.walk(fn.body):
+        if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
+                isinstance(s.args[0], Var) and s.args[0].name in calls:
+            kc = calls[s.args[0].name]
+            cost = s.args[2].value if isinstance(s.args[2], core.Const) else 1
+            kc.kernel.cost = int(cost) if isinstance(cost, int) else 1
+            ref = fn.env.value_ref(kc, kc.kernel.name)
+            s.func = Var(ref)
+            s.args = list(s.args[3:])
+            s.kwargs = {}
+            shown.append(kc)
+    gen = load_functions([(fn, doc)], fn.env, label, ["main"])
+    for block_name, kc in calls.items():
+        kc.block = gen.namespace[block_name]
+    texts = _display(fn, shown)
+    if texts:
+        gen = Generated(gen.source + "\n\n" + "\n\n".join(texts), gen.functions,
+                        gen.namespace, gen.env, gen.core)
+    return gen
+
+
+def _display(fn, kcs):
+    """Each kernel's C text for the dtypes known statically (see the module doc)."""
+    known = {k: v for k, v in getattr(fn, "kernel_arg_dtypes", {}).items()}
+    try:
+        _, _, omp = cc.compiler()
+    except cc.CompilerUnavailable:
+        omp = ""
+    out = []
+    for kc in kcs:
+        kinds, guessed = [], False
+        for name in kc.kernel.inputs:
+            dt = known.get(name)
+            if dt is None:
+                dt, guessed = np.dtype(np.float64), True
+            kinds.append((np.dtype(dt), False, None))
+        try:
+            typed = ir.specialize(kc.kernel, tuple(kinds))
+            text = c_text(typed, bool(omp))
+        except ir.Unsupported as e:
+            out.append(f"/* {kc.kernel.name}: runs with NumPy for these dtypes ({e}) */")
+            continue
+        for name, (_, dt) in zip(kc.kernel.outputs, typed.outputs):
+            known[name] = dt
+        note = ("/* shown for float64 operands: the kernel is specialized to the "
+                "operands' dtypes when it runs */\n" if guessed else "")
+        out.append(note + text)
+    return out
+
+
+def available():
+    return cc.available()
