@@ -62,7 +62,8 @@ def values(dtype, shape, seed=0):
     else:
         info = np.iinfo(dt)
         v = r.integers(max(info.min, -50), min(info.max, 50), n)
-        special = [0, 1, -1 if info.min < 0 else 2, info.min, info.max, 7, -7 if info.min < 0 else 9]
+        signed = info.min < 0
+        special = [0, 1, -1 if signed else 2, info.min, info.max, 7, -7 if signed else 9]
     k = min(n, len(special))
     idx = r.permutation(n)[:k]
     v = v.astype(dt)
