@@ -835,19 +835,7 @@ class Normalizer:
             return _Walk(inner.names, inner.count, item)
         if fn is filter:
             seq = self._materialize(it, "kept")
-            name = seq.name
-
-            def count(_=None):
-                n = self.tmp(name, "len")
-                self.emit(Prim(n, "len", [seq]))
-                return Var(n)
-
-            def item(idx):
-                x = self.tmp(name, "item")
-                self.emit(Prim(x, "getitem", [seq, Index((_name_op(idx),))]))
-                return Var(x)
-
-            return _Walk([name], count, item, seq=seq)
+            return self._sequence_walk(seq, seq.name)
         view = self._dict_view(it)
         if view is not None:
             # d.items(): walk the keys and read d[k] (the key stays a plain key)
@@ -874,7 +862,10 @@ class Normalizer:
         seq = self._as_sequence(it, "seq", indexable=True)
         # names read as the user's: params_len, params_i, params_item
         name = it.id if isinstance(it, gast.Name) else _hint_of(seq, "seq")
+        return self._sequence_walk(seq, name)
 
+    def _sequence_walk(self, seq, name):
+        """Walk an indexable sequence by position: ``len(seq)`` trips, ``seq[i]`` each."""
         def count(_=None):
             n = self.tmp(name, "len")
             self.emit(Prim(n, "len", [seq]))
