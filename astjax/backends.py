@@ -23,7 +23,7 @@ class Backend:
     name: str
     aliases: tuple          # other names jit(..., backend=...) accepts
     passes: Callable        # () -> the passes to run, in order (astjax.passes.DEFAULT)
-    load: Callable          # (fn, docstring, label) -> astjax.api.Generated
+    load: Callable          # (fn, docstring, label) -> astjax.generation.Generated
     available: Callable     # () -> (bool, why not)
 
 
@@ -56,7 +56,7 @@ def _numpy_passes():
 
 
 def _numpy_load(fn, doc, label):
-    from astjax.api import load_functions
+    from astjax.generation import load_functions
     return load_functions([(fn, doc)], fn.env, label, ["main"])
 
 

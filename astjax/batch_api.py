@@ -10,10 +10,13 @@ import numpy as np
 
 from astjax import codegen, core, tree_util
 from astjax import runtime_batch as rb
-from astjax.api import (ASSEMBLED, _cache_for, _check_callable, _fun_name,
-                        _normalizer_factory, _wrap, bind_arguments, cached, function_arguments,
-                        keyword_passed, load_functions, normalized, plain_callable,
-                        signature_of)
+from astjax import transform_table
+from astjax.batch_axes import axes_per_leaf
+from astjax.batch_axes import leave as leave_batch
+from astjax.binding import (bind_arguments, fun_name, function_arguments, keyword_passed,
+                            plain_callable, signature_of)
+from astjax.generation import (ASSEMBLED, cache_for, cached, check_callable, load_functions,
+                               normalized, normalizer_factory, wrap)
 from astjax.core import Const, Copy, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.batch import Batching
@@ -21,12 +24,12 @@ from astjax.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 
 def _build(fun, batched_mask, static_functions):
-    fname = _fun_name(fun)
+    fname = fun_name(fun)
     names, fn, result = normalized(fun, static_functions)
     loc = fn.loc
     size = names.fresh("batch_size")
     batched = [p for p, b in zip(fn.params, batched_mask) if b]
-    tr = Batching(fn, batched, size, _normalizer_factory)
+    tr = Batching(fn, batched, size, normalizer_factory)
     body = tr.transform([s for s in fn.body if not isinstance(s, Return)])
     pre = [Copy(v, Const(None), loc=loc) for v in sorted(tr.undefined_ok)
            if v not in fn.params]
@@ -48,28 +51,6 @@ def _get(fun, batched_mask, args):
                   lambda: _build(fun, batched_mask, dict(static)))
 
 
-def _axes_per_leaf(axes, tree, what):
-    """``axes`` (int, None, or a pytree prefix of ``tree``) as one axis per leaf."""
-    leaves, tdef = tree_flatten(tree)
-    if axes is None or isinstance(axes, (int, np.integer)):
-        return [axes] * len(leaves)
-    axes_leaves, axes_def = tree_flatten(axes, is_leaf=lambda v: v is None)
-    if axes_def == tdef:
-        return list(axes_leaves)
-    # a prefix: each axes leaf stands for a whole subtree of ``tree``
-    out = []
-    try:
-        subtrees = axes_def.flatten_up_to(tree)
-    except (ValueError, TypeError):
-        subtrees = None
-    if subtrees is None or len(subtrees) != len(axes_leaves):
-        raise ArgumentError(f"vmap: {what} {axes!r} does not match the argument's structure "
-                            f"{tdef}")
-    for ax, sub in zip(axes_leaves, subtrees):
-        out.extend([ax] * len(tree_leaves(sub)))
-    return out
-
-
 def _call_axes(fun, in_axes, args, kwargs):
     """(values, one in_axes entry per parameter): the call bound like Python binds it;
     positional arguments take ``in_axes``, keyword arguments are batched on axis 0 (as
@@ -78,7 +59,7 @@ def _call_axes(fun, in_axes, args, kwargs):
     if isinstance(in_axes, (tuple, list)):
         if len(in_axes) != len(args):
             raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
-                                f"{_fun_name(fun)} got {len(args)} positional arguments")
+                                f"{fun_name(fun)} got {len(args)} positional arguments")
         positional = list(in_axes)
     else:
         positional = [in_axes] * len(args)
@@ -104,7 +85,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     if getattr(fun, "_astjax", None) in ASSEMBLED and \
             getattr(fun, "_astjax_generated", None) is None:
         return _vmap_by_loop(fun, in_axes, out_axes, axis_size)
-    _check_callable(fun, "vmap")
+    check_callable(fun, "vmap")
 
     def batched_fun(*args, **kwargs):
         args, per_arg = _call_axes(fun, in_axes, args, kwargs)
@@ -113,7 +94,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         mask = []
         for k, (arg, axes) in enumerate(zip(args, per_arg)):
             leaves, tdef = tree_flatten(arg)
-            leaf_axes = _axes_per_leaf(axes, arg, "in_axes")
+            leaf_axes = axes_per_leaf(axes, arg, "in_axes")
             if all(a is None for a in leaf_axes):
                 moved.append(arg)
                 mask.append(False)
@@ -154,7 +135,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         gen = _get(fun, mask, args)
         gen.refresh()
         out = gen.functions["main"](*final, size)
-        return _leave(out, out_axes, size, gen.out_batched)
+        return leave_batch(out, out_axes, size, gen.out_batched)
 
     def source(*args, **kwargs):
         try:
@@ -165,7 +146,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         return _get(fun, _mask(axes, values), values)
 
     batched_fun._astjax_source = source
-    out = _wrap(fun, batched_fun, "vmap",
+    out = wrap(fun, batched_fun, "vmap",
                 lambda: _loop_function(fun, in_axes, out_axes, axis_size),
                 source)
     out._astjax_batched = lambda: _entry_function(fun, in_axes, out_axes, axis_size)
@@ -291,11 +272,11 @@ def _entry_function(fun, in_axes, out_axes, axis_size):
     if not any(mask) and axis_size is None:
         raise ArgumentError("vmap: no argument is batched; give axis_size")
     key = ("vmap_entry", repr(axes), repr(out_axes), axis_size)
-    cache = _cache_for(fun)
+    cache = cache_for(fun)
     if key in cache:
         return cache[key]
     gen = _get(fun, mask + [False] * (len(signature_of(fun).names) - len(mask)), ())
-    name = f"vmap_{_fun_name(fun)}"
+    name = f"vmap_{fun_name(fun)}"
     w = _Writer(params)
     w.lines = [f"def {name}({', '.join(params)}):",
                '    """vmap entry: batch axes to the end, batched code, batch axis out."""']
@@ -341,7 +322,7 @@ def _entry_function(fun, in_axes, out_axes, axis_size):
     result = w.split("out", out_axes, leave)
     w.emit(f"result = {result({})}")
     w.emit("return result")
-    entry = _load(w.lines, namespace, f"vmap({_fun_name(fun)})", name)
+    entry = _load(w.lines, namespace, f"vmap({fun_name(fun)})", name)
     cache[key] = entry
     return entry
 
@@ -356,10 +337,10 @@ def _loop_function(fun, in_axes, out_axes, axis_size):
     """
     params, axes = _static_axes(fun, in_axes, out_axes)
     key = ("vmap_loop", repr(axes), repr(out_axes), axis_size)
-    cache = _cache_for(fun)
+    cache = cache_for(fun)
     if key in cache:
         return cache[key]
-    name = f"vmap_loop_{_fun_name(fun)}"
+    name = f"vmap_loop_{fun_name(fun)}"
     w = _Writer(params)
     w.lines = [f"def {name}({', '.join(params)}):",
                '    """vmap as a loop over the examples (the form grad and jvp read)."""']
@@ -410,7 +391,7 @@ def _loop_function(fun, in_axes, out_axes, axis_size):
     w.emit(f"return {result({})}")
     namespace = {"np": np, "rt": __import__("astjax.runtime", fromlist=["rt"]), "rb": rb,
                  "f": fun}
-    loop = _load(w.lines, namespace, f"vmap({_fun_name(fun)})", name)
+    loop = _load(w.lines, namespace, f"vmap({fun_name(fun)})", name)
     cache[key] = loop
     return loop
 
@@ -431,8 +412,8 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
         plans, n_out, n_in = [], {}, {}
         for k, (arg, a2, a1) in enumerate(zip(args, outer_axes, inner_axes)):
             leaves, tdef = tree_flatten(arg)
-            ax2 = _axes_per_leaf(a2, arg, "in_axes")
-            ax1 = _axes_per_leaf(a1, arg, "in_axes")
+            ax2 = axes_per_leaf(a2, arg, "in_axes")
+            ax1 = axes_per_leaf(a1, arg, "in_axes")
             for leaf, b2, b1 in zip(leaves, ax2, ax1):
                 shape = np.shape(leaf)
                 if b2 is not None:
@@ -476,8 +457,8 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
               if a is not None}
         out = vmap(fun, in_axes=tuple(merged_axes[:npos]))(*merged[:npos], **kw)
         leaves, tdef = tree_flatten(out)
-        o1 = _axes_per_leaf(out1, out, "out_axes")
-        o2 = _axes_per_leaf(out_axes, out, "out_axes")
+        o1 = axes_per_leaf(out1, out, "out_axes")
+        o2 = axes_per_leaf(out_axes, out, "out_axes")
         result = []
         for leaf, c1, c2 in zip(leaves, o1, o2):
             arr = np.reshape(np.asarray(leaf), (m2, m1) + np.shape(leaf)[1:])
@@ -486,7 +467,7 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
             result.append(arr)
         return tree_unflatten(tdef, result)
 
-    out = _wrap(fun, batched_fun, "vmap", None, None)
+    out = wrap(fun, batched_fun, "vmap", None, None)
     out._astjax_vmap = (inner, in_axes, out_axes, axis_size)
     return out
 
@@ -543,7 +524,7 @@ def _vmap_by_loop(fun, in_axes, out_axes, axis_size):
         if isinstance(in_axes, (tuple, list)):
             if len(in_axes) != len(args):
                 raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but "
-                                    f"{_fun_name(fun)} got {len(args)} positional arguments")
+                                    f"{fun_name(fun)} got {len(args)} positional arguments")
             axes = list(in_axes)
         else:
             axes = [in_axes] * len(args)
@@ -551,7 +532,7 @@ def _vmap_by_loop(fun, in_axes, out_axes, axis_size):
         values = list(args) + list(kwargs.values())
         sizes = {}
         for k, (v, spec) in enumerate(zip(values, specs)):
-            for leaf, a in zip(tree_leaves(v), _axes_per_leaf(spec, v, "in_axes")):
+            for leaf, a in zip(tree_leaves(v), axes_per_leaf(spec, v, "in_axes")):
                 if a is not None:
                     sizes[f"argument {k}"] = np.shape(leaf)[a]
         if axis_size is not None:
@@ -563,7 +544,7 @@ def _vmap_by_loop(fun, in_axes, out_axes, axis_size):
             outs.append(fun(*got[:len(args)], **dict(zip(kwargs, got[len(args):]))))
         return stack(outs, out_axes)
 
-    out = _wrap(fun, batched_fun, fun._astjax, None, None)
+    out = wrap(fun, batched_fun, fun._astjax, None, None)
     # still assembled: not transformable again, and no longer the Jacobian of fun
     for attr in ("_astjax_generated", "_astjax_source", "_astjax_vmap", "_astjax_batched"):
         out.__dict__.pop(attr, None)
@@ -579,34 +560,9 @@ def _same_tree(a, b):
 
 def _unbatched_lanes(x, size):
     """An out_axes=None output of batched code: every lane must hold the same value."""
-    return _leave(x, None, size, True)
+    return leave_batch(x, None, size, True)
 
 
-def _leave(out, out_axes, size, batched):
-    leaves, tdef = tree_flatten(out)
-    axes = _axes_per_leaf(out_axes, out, "out_axes")
-    result = []
-    for leaf, a in zip(leaves, axes):
-        if a is None:
-            if batched:
-                # the batched code holds every output batched; one whose lanes all
-                # agree does not depend on the batched inputs
-                arr = np.asarray(leaf)
-                if not (arr.ndim and arr.shape[-1] in (1, size) and np.array_equal(
-                        arr, np.broadcast_to(arr[..., :1], arr.shape), equal_nan=True)):
-                    raise ArgumentError("vmap: out_axes=None for an output that depends "
-                                        "on the batched inputs")
-                leaf = arr[..., 0]
-            result.append(leaf)
-            continue
-        arr = np.asarray(leaf)
-        if not batched:
-            arr = np.broadcast_to(arr[..., None], arr.shape + (size,))
-        elif arr.ndim == 0 or arr.shape[-1] != size:  # a lane-independent value
-            arr = np.broadcast_to(arr, arr.shape[:-1] + (size,)) if arr.ndim and \
-                arr.shape[-1] == 1 else np.broadcast_to(arr[..., None], arr.shape + (size,))
-        result.append(np.moveaxis(arr, -1, a if a >= 0 else arr.ndim + a))
-    return tree_unflatten(tdef, result)
-
+transform_table.register("vmap", vmap, inline=True)
 
 __all__ = ["vmap"]

@@ -446,7 +446,8 @@ def build(req: Request):
 
 def generate(req: Request):
     """The ``Generated`` record for the request, and the transformation steps applied."""
-    from astjax.api import function_arguments, generated
+    from astjax.binding import function_arguments
+    from astjax.generation import generated
     from astjax.errors import AstjaxError
     transformed, applied = build(req)
     if applied and applied[0].name in CALL_TRANSFORMS:
@@ -507,13 +508,13 @@ def rendered(req: Request, raw: bool = False) -> str:
 def _core_form(fun, fname, static):
     """The core form of an untransformed function, as a Generated record."""
     from astjax import codegen
-    from astjax.api import Generated, _base_namespace
+    from astjax.generation import Generated, base_namespace
     from astjax.frontend.names import NameGen
     from astjax.frontend.normalize import Normalizer
     fn = Normalizer(NameGen()).function(fun, static_functions=static)
     origins: list = []
     source = codegen.print_function(fn, f"core form of {fname}, by astjax.", origins)
-    namespace = _base_namespace()
+    namespace = base_namespace()
     namespace.update(fn.env.current())
     codegen.load_source(source, namespace, f"core({fname})", origins)
     return Generated(source, {"main": namespace[fn.name]}, namespace, fn.env)

@@ -13,10 +13,11 @@ import functools
 
 import numpy as np
 
-from astjax import api, codegen, core
-from astjax.api import (bind_arguments, cached, call_bound, _check_callable, _fun_name,
-                        _normalize_argnums, _normalizer_factory, function_arguments,
-                        load_functions, normalized)
+from astjax import api, codegen, core, transform_table
+from astjax.binding import (bind_arguments, call_bound, fun_name, function_arguments,
+                            normalize_argnums, plain_callable)
+from astjax.generation import (cached, check_callable, load_functions, normalized,
+                               normalizer_factory, wrap_plain)
 from astjax.core import Prim, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.forward import ForwardAD
@@ -29,11 +30,11 @@ from astjax.tree_util import (tree_flatten, tree_leaves, tree_map, tree_structur
 
 def _build_forward(fun, nums, static_functions):
     """Generate ``jvp_f(*params, *tangents_of_params_in_nums) -> (out, out_dot)``."""
-    fname = _fun_name(fun)
+    fname = fun_name(fun)
     names, fn, result = normalized(fun, static_functions)
     loc = fn.loc
     wrt = [fn.params[i] for i in nums]
-    fad = ForwardAD(fn, wrt, _normalizer_factory)
+    fad = ForwardAD(fn, wrt, normalizer_factory)
     tangent_params = [fad.dot(p) for p in wrt]
     body = fad.transform([s for s in fn.body if not isinstance(s, Return)])
     out_dot = names.fresh(f"{result}_tangent")
@@ -50,7 +51,7 @@ def _build_forward(fun, nums, static_functions):
                                  "by astjax.")], fn.env, f"jvp({fname})", ["main"])
 
 
-def _get_forward(fun, nums, args=()):
+def get_forward(fun, nums, args=()):
     static = function_arguments(args)
     return cached(fun, ("jvp", tuple(nums), static),
                   lambda: _build_forward(fun, nums, dict(static)))
@@ -76,11 +77,11 @@ def _check_tangents(primals, tangents):
 
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), J @ tangents)`` by forward-mode source transformation."""
-    fun = api.plain_callable(fun)
-    _check_callable(fun, "jvp")
+    fun = plain_callable(fun)
+    check_callable(fun, "jvp")
     _check_tangents(primals, tangents)
     values = bind_arguments(fun, tuple(primals), {}, "jvp")
-    gen = _get_forward(fun, tuple(range(len(primals))), values)
+    gen = get_forward(fun, tuple(range(len(primals))), values)
     gen.refresh()
     out, out_dot = gen.functions["main"](*values, *tangents)
     if has_aux:
@@ -91,7 +92,7 @@ def jvp(fun, primals, tangents, has_aux=False):
 
 def jvp_function(fun, nums, args):
     """The generated ``jvp_f(*args, *tangents_for_nums)`` (for jacobians and inlining)."""
-    gen = _get_forward(fun, tuple(nums), tuple(args))
+    gen = get_forward(fun, tuple(nums), tuple(args))
     gen.refresh()
     return gen.functions["main"]
 
@@ -100,12 +101,12 @@ def _build_linearized(fun, nprimals, static_functions):
     """Generate ``f_primal(*params) -> (out, residuals)`` and
     ``f_tangent(residuals, *tangents) -> out_tangent`` (see transforms/linearize.py)."""
     from astjax.transforms.linearize import split
-    fname = _fun_name(fun)
+    fname = fun_name(fun)
     names, fn, result = normalized(fun, static_functions)
     loc = fn.loc
     # tangents for the primals given; parameters left to their defaults get none
     wrt = list(fn.params[:nprimals])
-    fad = ForwardAD(fn, wrt, _normalizer_factory)
+    fad = ForwardAD(fn, wrt, normalizer_factory)
     tangent_params = [fad.dot(p) for p in wrt]
     body = fad.transform([s for s in fn.body if not isinstance(s, Return)])
     primal_body, tangent_body, record, residual = split(
@@ -145,8 +146,8 @@ def linearize(fun, *primals):
     The primal computation runs once, here, recording the values the tangent
     statements need; each ``f_jvp`` call replays that record.
     """
-    fun = api.plain_callable(fun)
-    _check_callable(fun, "linearize")
+    fun = plain_callable(fun)
+    check_callable(fun, "linearize")
     values = bind_arguments(fun, primals, {}, "linearize")
     static = function_arguments(values)
     try:
@@ -278,18 +279,18 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
 def jacfwd(fun, argnums=0, has_aux=False):
     """Jacobian by forward mode: the generated jvp vmapped over the input elements (a loop
     of jvps where vmap has no rule)."""
-    fun = api.plain_callable(fun)
-    _check_callable(fun, "jacfwd")
+    fun = plain_callable(fun)
+    check_callable(fun, "jacfwd")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
-        return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacfwd"),
+        return wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacfwd"),
                            "jacfwd", None)
 
     def jac(*args, **kwargs):
         # argnums index the parameters (as for grad), whichever way they were passed
         given = (args, kwargs)
         args = tuple(bind_arguments(fun, args, kwargs, "jacfwd"))
-        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
+        single, nums = normalize_argnums(argnums, len(args), fun_name(fun))
         f = jvp_function(fun, nums, args)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(dyn_tuple))
@@ -305,7 +306,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
         result = _jacobian_tree(value, dyn_tuple, columns, single, forward=True)
         return (result, out[1]) if has_aux else result
 
-    return _wrap_plain(fun, jac, "jacfwd", (fun, argnums, has_aux))
+    return wrap_plain(fun, jac, "jacfwd", (fun, argnums, has_aux))
 
 
 def _stack_trees(trees):
@@ -345,7 +346,7 @@ def _rows_by_vmap(fun, args, basis, nums, has_aux):
     from astjax.errors import TransformError
     if not basis:
         return []
-    gen = api._get_reverse(fun, "vjp", tuple(nums), has_aux, args)[0]
+    gen = api.get_reverse(fun, "vjp", tuple(nums), has_aux, args)[0]
     _, residuals = call_bound(gen.functions["fwd"], list(args))
     stacked = _stack_trees([ct for _, _, ct in basis])
     try:
@@ -359,16 +360,16 @@ def _rows_by_vmap(fun, args, basis, nums, has_aux):
 def jacrev(fun, argnums=0, has_aux=False):
     """Jacobian by reverse mode: one forward sweep, then the backward sweep vmapped over
     the output elements (a loop of backward sweeps where vmap has no rule)."""
-    fun = api.plain_callable(fun)
-    _check_callable(fun, "jacrev")
+    fun = plain_callable(fun)
+    check_callable(fun, "jacrev")
     inner = getattr(fun, "_astjax_jacobian", None)
     if inner is not None:
-        return _wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacrev"),
+        return wrap_plain(fun, _jacobian_of_jacobian(inner, argnums, has_aux, "jacrev"),
                            "jacrev", None)
 
     def jac(*args, **kwargs):
         args = tuple(bind_arguments(fun, args, kwargs, "jacrev"))
-        single, nums = _normalize_argnums(argnums, len(args), _fun_name(fun))
+        single, nums = normalize_argnums(argnums, len(args), fun_name(fun))
         if has_aux:
             out, vjp_fn, aux = api.vjp_bound(fun, args, nums, has_aux=True)
         else:
@@ -383,48 +384,47 @@ def jacrev(fun, argnums=0, has_aux=False):
         result = _jacobian_tree(out, dyn_tuple, rows, single, forward=False)
         return (result, aux) if has_aux else result
 
-    return _wrap_plain(fun, jac, "jacrev", (fun, argnums, has_aux))
+    return wrap_plain(fun, jac, "jacrev", (fun, argnums, has_aux))
 
 
 def jacobian(fun, argnums=0, has_aux=False):
     """jacfwd or jacrev, whichever needs fewer sweeps for the shapes at hand."""
-    fun = api.plain_callable(fun)
-    _check_callable(fun, "jacobian")
+    fun = plain_callable(fun)
+    check_callable(fun, "jacobian")
 
     def jac(*args, **kwargs):
         values = bind_arguments(fun, args, kwargs, "jacobian")
-        single, nums = _normalize_argnums(argnums, len(values), _fun_name(fun))
+        single, nums = normalize_argnums(argnums, len(values), fun_name(fun))
         n_in = sum(np.size(v) for i in nums for v in tree_leaves(values[i]))
         out = fun(*args, **kwargs)
         n_out = sum(np.size(v) for v in tree_leaves(out[0] if has_aux else out))
         pick = jacfwd if n_in <= n_out else jacrev
         return pick(fun, argnums, has_aux)(*args, **kwargs)
 
-    return _wrap_plain(fun, jac, "jacobian", (fun, argnums, has_aux))
+    return wrap_plain(fun, jac, "jacobian", (fun, argnums, has_aux))
 
 
 def hessian(fun, argnums=0):
     """Forward over reverse: jvps of the generated gradient code, one per input element."""
-    fun = api.plain_callable(fun)
-    _check_callable(fun, "hessian")
-    out = _wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
+    fun = plain_callable(fun)
+    check_callable(fun, "hessian")
+    out = wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
     out._astjax_hessian = (fun, argnums)     # what make_source shows (source_view.py)
     return out
 
 
-def _wrap_plain(fun, transformed, label, jacobian_of):
-    try:
-        import functools
-        functools.update_wrapper(transformed, fun)
-    except (AttributeError, TypeError):
-        pass
-    transformed.__dict__.pop("__wrapped__", None)
-    transformed.__dict__.pop("_astjax_generated", None)
-    transformed.__dict__.pop("_astjax_source", None)
-    transformed.__dict__.pop("_astjax_jacobian", None)
-    transformed._astjax = label
-    transformed._astjax_jacobian = jacobian_of  # (fun, argnums, has_aux) of a jacobian
-    return transformed
+def linearized_code(fun, primals):
+    """The Generated primal and tangent parts of ``linearize(fun, *primals)``."""
+    static = function_arguments(bind_arguments(fun, primals, {}, "linearize"))
+    return cached(fun, ("linearize", len(primals), static),
+                  lambda: _build_linearized(fun, len(primals), dict(static)))
 
+
+# jvp's code is (fun, argnums, args) -> Generated ``jvp_f(*params, *tangents)``
+transform_table.register("jvp", jvp, code=get_forward, check=_check_tangents)
+transform_table.register("linearize", linearize, code=linearized_code)
+for _name, _function in (("jacfwd", jacfwd), ("jacrev", jacrev), ("jacobian", jacobian),
+                         ("hessian", hessian)):
+    transform_table.register(_name, _function)
 
 __all__ = ["jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian"]

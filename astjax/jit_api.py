@@ -18,9 +18,12 @@ import functools
 
 import numpy as np
 
-from astjax.api import (ASSEMBLED, cached, _check_callable, _fun_name, _wrap,
-                        function_arguments, load_functions, normalized)
-from astjax import backends, passes
+from astjax import backends, passes, transform_table
+from astjax.binding import fun_name as _fun_name
+from astjax.binding import function_arguments
+from astjax.generation import ASSEMBLED, cached, load_functions, normalized
+from astjax.generation import check_callable as _check_callable
+from astjax.generation import wrap as _wrap
 from astjax.errors import ArgumentError
 from astjax.tree_util import default_registry, tree_flatten
 
@@ -159,7 +162,7 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
 def _assembled(fun):
     """jit of jacfwd/jacrev/hessian: the code they call is generated already; jit keeps
     them composable (``jacfwd(jit(hessian(f)))``) and runs them as they are."""
-    from astjax.forward_api import _wrap_plain
+    from astjax.generation import wrap_plain as _wrap_plain
 
     def jitted(*args, **kwargs):
         return fun(*args, **kwargs)
@@ -302,5 +305,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
 
     return _wrap(fun, jitted, "jit", generated, source)
 
+
+transform_table.register("jit", jit, inline=True)
 
 __all__ = ["jit"]

@@ -327,9 +327,9 @@ def eval_shape(fun, *args, **kwargs):
 
     Arguments may be arrays or ``ShapeDtypeStruct``s (pytrees of them too).
     """
-    from astjax.api import _check_callable, normalized
+    from astjax.generation import check_callable, normalized
     from astjax.tree_util import tree_map
-    _check_callable(fun, "eval_shape")
+    check_callable(fun, "eval_shape")
     names, fn, result = normalized(fun)
     abstract = [tree_map(lambda v: v if isinstance(v, ShapeDtypeStruct) else _abstract(v), a)
                 if not callable(a) else a for a in args]

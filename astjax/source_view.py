@@ -25,7 +25,10 @@ import sys
 
 import numpy as np
 
-from astjax import api, codegen, core
+from astjax import codegen, core
+from astjax import transform_table as table
+from astjax.binding import fun_name, normalize_argnums
+from astjax.generation import ASSEMBLED
 from astjax.core import Var
 from astjax.errors import ArgumentError
 
@@ -54,18 +57,17 @@ def make_source(fun, simplify: bool = True):
 def views(fun, args, kwargs):
     """``(notes, [Generated], run)`` behind ``fun(*args, **kwargs)``; ``run()`` calls the
     code once (for the facts the simplification uses), ``None`` when it cannot."""
-    from astjax import forward_api
-    if fun is forward_api.jvp:
+    if table.is_transformation(fun, "jvp"):
         return _jvp_view(args, kwargs)
-    if fun is api.vjp:
+    if table.is_transformation(fun, "vjp"):
         return _vjp_view(args, kwargs)
-    if fun is forward_api.linearize:
+    if table.is_transformation(fun, "linearize"):
         return _linearize_view(args, kwargs)
     view = getattr(fun, "_astjax_view", None)      # vjp_fn of vjp, f_jvp of linearize
     if view is not None:
         return [], [view], (lambda: fun(*args, **kwargs))
     label = getattr(fun, "_astjax", None)
-    if label in api.ASSEMBLED and getattr(fun, "_astjax_generated", None) is None:
+    if label in ASSEMBLED and getattr(fun, "_astjax_generated", None) is None:
         return _assembled_view(fun, label, args, kwargs)
     maker = getattr(fun, "_astjax_source", None)
     if maker is not None:
@@ -84,18 +86,18 @@ def views(fun, args, kwargs):
 
 
 def _fname(f):
-    return api._fun_name(f)
+    return fun_name(f)
 
 
 def _jvp_view(args, kwargs):
-    from astjax import forward_api
+    jvp = table.get("jvp")
     if len(args) < 3 or "has_aux" in kwargs and len(args) > 3:
         raise ArgumentError("make_source(jvp) takes jvp's arguments: "
                             "make_source(jvp)(f, primals, tangents)")
     f, primals, tangents = args[:3]
-    forward_api._check_tangents(primals, tangents)
-    gen = forward_api._get_forward(f, tuple(range(len(primals))), tuple(primals))
-    return [], [gen], lambda: forward_api.jvp(f, primals, tangents, *args[3:], **kwargs)
+    jvp.check(primals, tangents)
+    gen = jvp.code(f, tuple(range(len(primals))), tuple(primals))
+    return [], [gen], lambda: jvp.function(f, primals, tangents, *args[3:], **kwargs)
 
 
 def _ones_like_tree(tree):
@@ -114,32 +116,31 @@ def _vjp_view(args, kwargs):
                             "make_source(vjp)(f, *primals)")
     f, primals = args[0], args[1:]
     has_aux = bool(kwargs.get("has_aux", False))
-    gen = api._get_reverse(f, "vjp", 0, has_aux, primals)[0]
+    vjp = table.get("vjp")
+    gen = vjp.code(f, primals, has_aux)
 
     def run():
-        got = api.vjp(f, *primals, **kwargs)
+        got = vjp.function(f, *primals, **kwargs)
         got[1](_ones_like_tree(got[0]))
     return [], [gen], run
 
 
 def _linearize_view(args, kwargs):
-    from astjax import forward_api
+    linearize = table.get("linearize")
     if not args or kwargs:
         raise ArgumentError("make_source(linearize) takes linearize's arguments: "
                             "make_source(linearize)(f, *primals)")
     f, primals = args[0], args[1:]
-    static = api.function_arguments(primals)
-    gen = api.cached(f, ("linearize", static),
-                     lambda: forward_api._build_linearized(f, len(primals), dict(static)))
+    gen = linearize.code(f, primals)
 
     def run():
-        _, f_jvp = forward_api.linearize(f, *primals)
+        _, f_jvp = linearize.function(f, *primals)
         f_jvp(*primals)
     return [], [gen], run
 
 
 def _assembled_view(fun, label, args, kwargs):
-    from astjax import forward_api
+    jvp = table.get("jvp")
     if kwargs:
         raise ArgumentError(f"make_source({label}(f)) takes positional arguments only")
     hess = getattr(fun, "_astjax_hessian", None)
@@ -152,9 +153,9 @@ def _assembled_view(fun, label, args, kwargs):
 
     if label == "hessian" and hess is not None:
         f, argnums = hess
-        _, nums = api._normalize_argnums(argnums, len(args), _fname(f))
-        inner = api.grad(f, argnums)
-        gen = forward_api._get_forward(inner, nums, tuple(args))
+        _, nums = normalize_argnums(argnums, len(args), _fname(f))
+        inner = table.get("grad").function(f, argnums)
+        gen = jvp.code(inner, nums, tuple(args))
         return ([f"hessian({_fname(f)}) runs this jvp of grad({_fname(f)}) once per input "
                  "element (forward over reverse) and assembles the columns"], [gen],
                 jvp_run(gen, nums))
@@ -164,7 +165,7 @@ def _assembled_view(fun, label, args, kwargs):
             "generated code and has no single function to show; show its parts: "
             "make_source(jvp)(f, primals, tangents) or make_source(grad(f))")
     f, argnums, has_aux = jac
-    _, nums = api._normalize_argnums(argnums, len(args), _fname(f))
+    _, nums = normalize_argnums(argnums, len(args), _fname(f))
     if label == "jacobian":
         from astjax.tree_util import tree_leaves
         n_in = sum(np.size(v) for i in nums for v in tree_leaves(args[i]))
@@ -175,11 +176,11 @@ def _assembled_view(fun, label, args, kwargs):
             n_out = n_in
         label = "jacfwd" if n_in <= n_out else "jacrev"
     if label == "jacfwd":
-        gen = forward_api._get_forward(f, nums, tuple(args))
+        gen = jvp.code(f, nums, tuple(args))
         return ([f"jacfwd({_fname(f)}) runs this jvp once per input element (vmapped over "
                  "the basis) and assembles the columns"], [gen], jvp_run(gen, nums))
     _, _, run = _vjp_view((f,) + tuple(args), {"has_aux": has_aux})
-    gen = api._get_reverse(f, "vjp", 0, has_aux, args)[0]
+    gen = table.get("vjp").code(f, args, has_aux)
     return ([f"jacrev({_fname(f)}) runs the forward sweep once and the backward sweep once "
              "per output element (vmapped over the basis), and assembles the rows"],
             [gen], run)

@@ -41,11 +41,11 @@ from io import StringIO
 
 import numpy as np
 
-from astjax import batch_api as _batch_api
+from astjax import batch_axes as _batch_axes
 from astjax import runtime_batch as rb
 from astjax.errors import AstjaxError
 
-# the module that generated code knows under each name (api._base_namespace)
+# the module that generated code knows under each name (generation.base_namespace)
 CANONICAL = {"rt": "astjax.runtime", "ra": "astjax.runtime_array",
              "rb": "astjax.runtime_batch"}
 _ALIASES = {v: k for k, v in CANONICAL.items()}
@@ -568,8 +568,8 @@ def _same(a, b) -> bool:
 
 # ----------------------------------------------------------------- vmap entry helpers
 # ``_vmap_enter`` is copied into standalone modules as it is; it reads ``rb`` and
-# ``_batch_api``, which the standalone module defines as copies of astjax's (leaving
-# the batched code, ``_batch_api._leave``, is astjax's own function, copied).
+# ``_batch_axes``, which the standalone module defines as copies of astjax's (leaving
+# the batched code, ``_batch_axes.leave``, is astjax's own function, copied).
 
 def _vmap_enter(args, in_axes, axis_size=None, batched=None):
     """Move each batched argument's batch axis (``in_axes``) last, as the batched code
@@ -584,8 +584,8 @@ def _vmap_enter(args, in_axes, axis_size=None, batched=None):
         per_arg = [in_axes] * len(args)
     sizes, moved = {}, []
     for k, (arg, axes) in enumerate(zip(args, per_arg)):
-        leaves, treedef = _batch_api.tree_flatten(arg)
-        leaf_axes = _batch_api._axes_per_leaf(axes, arg, "in_axes")
+        leaves, treedef = _batch_axes.tree_flatten(arg)
+        leaf_axes = _batch_axes.axes_per_leaf(axes, arg, "in_axes")
         if all(a is None for a in leaf_axes):
             moved.append((arg, None, None))
             continue
@@ -616,7 +616,7 @@ def _vmap_enter(args, in_axes, axis_size=None, batched=None):
                 arg = rb.broadcast_batch(arg, size)   # the code holds it per lane
             out.append(arg)
         else:
-            out.append(_batch_api.tree_unflatten(treedef, [
+            out.append(_batch_axes.tree_unflatten(treedef, [
                 leaf if a is not None else rb.broadcast_batch(leaf, size)
                 for leaf, a in zip(arg, leaf_axes)]))
     return out, size
@@ -656,8 +656,8 @@ def _vmap_bind(fname, params, npositional, defaults, args, kwargs, in_axes):
 
 
 _VMAP_HELPERS = (_vmap_bind, _vmap_enter)
-_VMAP_NEEDS = {("astjax.batch_api", "_leave"), ("astjax.batch_api", "_axes_per_leaf"),
-               ("astjax.batch_api", "tree_flatten"), ("astjax.batch_api", "tree_unflatten"),
+_VMAP_NEEDS = {("astjax.batch_axes", "leave"), ("astjax.batch_axes", "axes_per_leaf"),
+               ("astjax.batch_axes", "tree_flatten"), ("astjax.batch_axes", "tree_unflatten"),
                ("astjax.runtime_batch", "batch_size"),
                ("astjax.runtime_batch", "broadcast_batch")}
 
@@ -882,7 +882,7 @@ def _vmap_wrapper(entry: Entry, main: str, fdef: ast.FunctionDef, out_batched: b
     axes = (f"    Batch axes as in JAX: in_axes={entry.in_axes!r}, out_axes={entry.out_axes!r}"
             f"{f', axis_size={entry.axis_size!r}' if entry.axis_size is not None else ''}.\n")
     tail = (f"    out = {main}(*args, size)\n"
-            f"    return _batch_api._leave(out, {entry.out_axes!r}, size, {out_batched!r})\n")
+            f"    return _batch_axes.leave(out, {entry.out_axes!r}, size, {out_batched!r})\n")
     defaults = {} if signature is None else {
         name: signature.signature.parameters[name].default for name in signature.names
         if signature.signature.parameters[name].default is not inspect.Parameter.empty}
@@ -930,7 +930,7 @@ def standalone_module(gen, entry: Entry, *, title: str, command: str | None = No
     consts, late, imports, requests, closures = _constants(names, gen, max_const_size)
     requests |= {(CANONICAL[a], attr) for a, ats in attrs.items() for attr in ats}
     taken = (set(names) | set(defined)) - {main}
-    own = _RESERVED | {"_tree_util", "_errors", "_batch_api"}
+    own = _RESERVED | {"_tree_util", "_errors", "_batch_axes"}
     clash = sorted(set(names) & set(gen.namespace) & own)
     if clash:
         raise StandaloneError(f"the generated code reads {', '.join(clash)}, a name the "

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import astjax
 from astjax import codegen, core, passes, runtime_fusion
-from astjax.api import _base_namespace
+from astjax.generation import base_namespace as _base_namespace
 from astjax.core import (Assert, Comment, Const, Copy, External, For, If, Index, Prim, Return,
                          SetItem, Var, While)
 from astjax.frontend.names import NameGen

@@ -124,7 +124,7 @@ def test_simplified_code_gives_identical_bits(fn, args):
     want = _try(lambda: astjax.jvp(fn, args, tangents))
     if want is not None:
         values = api.bind_arguments(fn, args, {}, "jvp")  # defaults filled in
-        gen = forward_api._get_forward(fn, tuple(range(len(args))), values)
+        gen = forward_api.get_forward(fn, tuple(range(len(args))), values)
         funcs = simplified_functions(gen, lambda: astjax.jvp(fn, args, tangents))
         _same_bits(want, _quiet(lambda: funcs["main"](*values, *tangents)))
         checked += 1
@@ -137,7 +137,7 @@ def test_simplified_code_gives_identical_bits(fn, args):
         want = _try(lambda: vjp_fn(ct))
         if want is not None:
             values = api.bind_arguments(fn, args, {}, "vjp")  # as astjax.vjp binds
-            gen = api._get_reverse(fn, "vjp", tuple(range(len(args))), False, values)[0]
+            gen = api.get_reverse(fn, "vjp", tuple(range(len(args))), False, values)[0]
             funcs = simplified_functions(gen, lambda: astjax.vjp(fn, *args)[1](ct))
             out2, res = _quiet(lambda: api.call_bound(funcs["fwd"], values))
             _same_bits(value, out2)

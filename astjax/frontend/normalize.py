@@ -41,6 +41,8 @@ import numpy as np
 
 from astjax import codegen, core
 from astjax import primitives as P
+from astjax import transform_table
+from astjax.binding import signature_of
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
                          SetItem, SliceAtom, Var, While)
 from astjax.errors import Location, TransformError, UnsupportedSyntaxError
@@ -2229,7 +2231,6 @@ class Normalizer:
 
     def inline_jvp(self, node, hint, target):
         """``jvp(f, (x, ...), (t, ...))`` inside transformed code: inline f's jvp code."""
-        from astjax import forward_api
         if len(node.args) != 3 or node.keywords or not all(
                 isinstance(a, (gast.Tuple, gast.List)) for a in node.args[1:]):
             self.error(node, "jvp inside a transformed function needs the form "
@@ -2242,9 +2243,10 @@ class Normalizer:
         tangents = [self.plain(self.arg_operand(e, hint), node) for e in node.args[2].elts]
         if len(primals) != len(tangents):
             self.error(node, "jvp: as many tangents as primals are needed", cls=TransformError)
-        generated = forward_api.jvp_function(fun, range(len(primals)), ())
+        gen = transform_table.get("jvp").code(fun, tuple(range(len(primals))), ())
+        gen.refresh()
+        generated = gen.functions["main"]
         # the generated code takes every parameter, then the tangents: fill in defaults
-        from astjax.api import signature_of
         sig = signature_of(fun)
         for name in sig.names[len(primals):]:
             default = sig.signature.parameters[name].default
@@ -2262,8 +2264,7 @@ class Normalizer:
         result is then inlined like any transformed function.
         """
         callee = self.static_value(node.func)
-        from astjax import api, batch_api, jit_api
-        if callee not in api.STATIC_TRANSFORMS + (batch_api.vmap, jit_api.jit):
+        if not transform_table.inlinable(callee):
             return None
         missing = object()
 
@@ -2357,8 +2358,7 @@ class Normalizer:
         special = SPECIAL_CALLS.get(id(obj))
         if special is not None:
             return special(self, node, hint, target)
-        from astjax import forward_api
-        if obj is forward_api.jvp:
+        if transform_table.is_transformation(obj, "jvp"):
             return self.inline_jvp(node, hint, target)
         if obj is range:
             args, _ = self.call_args(node, hint)

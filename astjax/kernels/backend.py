@@ -40,7 +40,7 @@ def passes():
 
 def load(fn, doc, label):
     from astjax import runtime_fusion
-    from astjax.api import Generated, load_functions
+    from astjax.generation import Generated, load_functions
     run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
     calls = {}
     for helper in fn.helpers:

@@ -1,0 +1,215 @@
+"""Generated functions: the record, the cache, loading, and wrapping.
+
+Every transformation ends the same way: core functions are printed into one module,
+loaded, cached per user function and key, and the transformed function is given the
+user's name.  That machinery lives here, below the API modules, so that the frontend,
+the backends, ``make_source`` and the command line can use it without importing the
+public API (which imports them).
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from astjax import codegen
+from astjax import runtime as rt
+from astjax import runtime_array as ra
+from astjax.binding import fun_name
+from astjax.core import Copy, Return, Var
+from astjax.errors import ArgumentError, DifferentiationError, Location, SourceError
+from astjax.frontend.names import NameGen
+from astjax.frontend.normalize import Normalizer
+from astjax.transforms.aliasing import private_arguments
+
+
+@dataclass
+class Generated:
+    """Generated source and the loaded function(s) for one transformation."""
+
+    source: str
+    functions: dict
+    namespace: dict
+    env: object
+    # the core functions printed into ``source``, with their docstrings (make_source
+    # simplifies copies of them for display: astjax/source_view.py)
+    core: list = field(default_factory=list)
+
+    def refresh(self):
+        """Re-read globals the code refers to (so rebinding a global is seen)."""
+        self.namespace.update(self.env.current())
+
+
+# ------------------------------------------------------------------------- caching
+
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_CACHE_BY_ID: dict = {}
+_LOCK = threading.RLock()
+
+
+def cache_for(fun) -> dict:
+    """The dict of generated code kept for ``fun`` (by weak reference where it can)."""
+    try:
+        return _CACHE.setdefault(fun, {})
+    except TypeError:
+        return _CACHE_BY_ID.setdefault(id(fun), {})
+
+
+def clear_cache():
+    """Forget all generated code (tests use this)."""
+    _CACHE.clear()
+    _CACHE_BY_ID.clear()
+
+
+def cached(fun, key, build):
+    """The generated code of ``fun`` under ``key``, built once (thread-safe)."""
+    cache = cache_for(fun)
+    entry = cache.get(key)
+    if entry is None:
+        with _LOCK:
+            entry = cache.get(key)
+            if entry is None:
+                entry = build()
+                cache[key] = entry
+    return entry
+
+
+# ---------------------------------------------------------------------- generation
+
+def base_namespace() -> dict:
+    """The names every generated module can read besides the user's globals."""
+    from astjax import runtime_batch as rb
+    return {"np": np, "ra": ra, "rt": rt, "rb": rb}
+
+
+def normalizer_factory(names, env):
+    """A Normalizer sharing ``names``: transformations inline rule templates with it."""
+    n = Normalizer(names)
+    n.env = env
+    return n
+
+
+def normalized(fun, static_functions=None):
+    """(names, core function, result variable): ``fun`` in core form, ending in
+    ``return <variable>`` so transformations can name its result."""
+    names = NameGen()
+    fn = Normalizer(names).function(fun, static_functions=static_functions)
+    private_arguments(fn)   # the mutation policy: never change the caller's arrays
+    ret = fn.body[-1]
+    assert isinstance(ret, Return)
+    if not isinstance(ret.value, Var):
+        out = names.fresh("out")
+        fn.body.insert(len(fn.body) - 1, Copy(out, ret.value, loc=fn.loc))
+        ret.value = Var(out)
+    return names, fn, ret.value.name
+
+
+def load_functions(functions, env, label, keys) -> Generated:
+    """Print core functions (with docstrings) into one module, load it, register the
+    per-line origins; ``keys`` names each loaded function in ``Generated.functions``."""
+    origins: list = []
+    texts = []
+    for fn, doc in functions:
+        if texts:
+            origins += [None, None]
+        texts.append(codegen.print_with_helpers(fn, doc, origins))
+    source = "\n\n".join(texts)
+    namespace = base_namespace()
+    namespace.update(env.current())
+    codegen.load_source(source, namespace, label, origins)
+    loaded = {key: namespace[fn.name] for key, (fn, _) in zip(keys, functions)}
+    return Generated(source, loaded, namespace, env, list(functions))
+
+
+def generated(fun, *args, **kwargs) -> Generated:
+    """The Generated record (source, loaded functions, namespace, env) behind a
+    transformed function, for ``args`` like those it will be called with."""
+    maker = getattr(fun, "_astjax_source", None)
+    if maker is None:
+        raise ArgumentError(f"{fun_name(fun)} is not an astjax-transformed function")
+    return maker(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------ wrapping
+
+def wrap(fun, transformed, label, generated, source):
+    """Give the transformed function the user's name and docstring.
+
+    ``__wrapped__`` is removed on purpose: a transformed function called inside
+    another transformed function must be inlined as its generated code, not as the
+    original.  ``_astjax_generated()`` returns that generated Python function.
+    """
+    try:
+        functools.update_wrapper(transformed, fun)
+    except (AttributeError, TypeError):
+        pass
+    transformed.__dict__.pop("__wrapped__", None)
+    transformed._astjax = label
+    transformed._astjax_generated = generated
+    transformed._astjax_source = source
+    return transformed
+
+
+def wrap_plain(fun, transformed, label, jacobian_of):
+    """Like ``wrap`` for a result assembled at run time (a Jacobian): it has no one
+    generated function, so other transformations must not inline it."""
+    try:
+        functools.update_wrapper(transformed, fun)
+    except (AttributeError, TypeError):
+        pass
+    transformed.__dict__.pop("__wrapped__", None)
+    transformed.__dict__.pop("_astjax_generated", None)
+    transformed.__dict__.pop("_astjax_source", None)
+    transformed.__dict__.pop("_astjax_jacobian", None)
+    transformed._astjax = label
+    transformed._astjax_jacobian = jacobian_of  # (fun, argnums, has_aux) of a jacobian
+    return transformed
+
+
+# transformations whose result is assembled at run time (a Jacobian's columns from
+# generated jvp or vjp code): no single generated function stands for them
+ASSEMBLED = ("jacfwd", "jacrev", "jacobian", "hessian")
+
+
+def check_callable(fun, what):
+    """Refuse, at the user's line, a callable astjax cannot read (np.sin, len, exec'd code)."""
+    if not callable(fun):
+        raise TypeError(f"{what} expects a callable, got {type(fun).__name__}")
+    from astjax.frontend.source import get_function_source, unwrap_callable
+    try:
+        func, _, _ = unwrap_callable(fun)
+        if getattr(func, "_astjax_generated", None) is not None:
+            return
+        label = getattr(func, "_astjax", None)
+        if label in ASSEMBLED and not (
+                what == "jit" or (what in ("jacfwd", "jacrev", "jacobian")
+                                  and getattr(func, "_astjax_jacobian", None) is not None)):
+            raise DifferentiationError(
+                f"{what}() of {label}(...): astjax assembles a {label} at run time from "
+                "the generated code of its columns, so there is no one function to "
+                f"transform", caller_location(),
+                "for higher derivatives nest grad and jvp (jvp of grad of grad), or take "
+                "jacfwd/jacrev of grad(f); jit(hessian(f)) runs as it is")
+        get_function_source(func)
+    except SourceError as err:
+        where = caller_location()
+        if err.location is not None and err.location.source_line():
+            where = err.location
+        raise SourceError(f"{what}(): {err.message}", where, err.hint) from None
+
+
+def caller_location():
+    """The user's line that called the transformation (two frames up from the check)."""
+    frame = sys._getframe(3)
+    where = Location(frame.f_code.co_filename, frame.f_lineno, 0, None,
+                     frame.f_code.co_name)
+    text = where.source_line()
+    if text:
+        start = len(text) - len(text.lstrip())
+        where = Location(where.filename, where.lineno, start, len(text.rstrip()),
+                         where.function)
+    return where
