@@ -47,6 +47,7 @@ from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Ra
                          SetItem, SliceAtom, Var, While)
 from astjax.errors import Location, TransformError, UnsupportedSyntaxError
 from astjax.frontend.names import NameGen
+from astjax.frontend.passes import refusal
 from astjax.frontend.resolve import scope_info
 from astjax.frontend.source import get_function_source, unwrap_callable
 
@@ -205,8 +206,6 @@ class Scope:
     local_names: set = field(default_factory=set)
     local_funcs: dict = field(default_factory=dict)
     ret_target: str | None = None
-    ret_flag: str | None = None
-    simple_return: bool = True
 
 
 @dataclass
@@ -251,20 +250,6 @@ def _ordered_names(fn_node):
 def _params_of(args: gast.arguments):
     names = [a.id for a in args.posonlyargs + args.args + args.kwonlyargs]
     return names
-
-
-def _has_inner_return(stmts, top=True) -> bool:
-    """True when a return appears anywhere but as the last top-level statement."""
-    for i, st in enumerate(stmts):
-        if isinstance(st, gast.Return):
-            if not (top and i == len(stmts) - 1):
-                return True
-        for name in ("body", "orelse"):
-            block = getattr(st, name, None)
-            if isinstance(block, list) and not isinstance(st, gast.FunctionDef):
-                if _has_inner_return(block, top=False):
-                    return True
-    return False
 
 
 # -------------------------------------------------------------------------- normalizer
@@ -446,12 +431,8 @@ class Normalizer:
         if stmts and isinstance(stmts[0], gast.Expr) and isinstance(
                 stmts[0].value, gast.Constant) and isinstance(stmts[0].value.value, str):
             stmts = stmts[1:]  # docstring
-        scope.simple_return = not _has_inner_return(stmts)
-        if not scope.simple_return:
-            scope.ret_flag = self.fresh("returned")
-            self.emit(Copy(scope.ret_flag, Const(False)))
-            self.emit(Copy(result, Const(None)))
-        elif not stmts or not isinstance(stmts[-1], gast.Return):
+        # (early returns were lowered by astjax/frontend/passes/returns.py)
+        if not stmts or not isinstance(stmts[-1], gast.Return):
             self.emit(Copy(result, Const(None)))
         self.stmt_list(stmts)
 
@@ -476,6 +457,8 @@ class Normalizer:
 
     def stmt(self, st) -> set:
         self.loc = self.location(st)
+        if refusal(st):   # a desugaring pass refused it (astjax/frontend/passes)
+            self.error(st, *refusal(st))
         method = getattr(self, "stmt_" + type(st).__name__, None)
         if method is None:
             what = {"Try": "try/except", "With": "with", "AsyncWith": "async with",
@@ -522,42 +505,14 @@ class Normalizer:
             self.assign(st.target, st.value)
         return set()
 
-    def stmt_AugAssign(self, st):
-        prim = self.operator_prim(st.op, st)
-        t = st.target
-        if isinstance(t, gast.Name):
-            var = self.store_name(t.id, t)
-            cur = self.load_name(t.id, t)
-            rhs = self.expr(st.value, var)
-            self.emit(Prim(var, prim.name, self.bind(prim, [cur, rhs], {}, st)))
-        elif isinstance(t, gast.Subscript):
-            base = self.subscript_base(t)
-            index = self.index(t.slice, base)
-            cur = self.tmp(base, "part")
-            self.emit(Prim(cur, "getitem", [Var(base), index]))
-            rhs = self.expr(st.value, base)
-            new = self.tmp(base, "new")
-            self.emit(Prim(new, prim.name, self.bind(prim, [Var(cur), rhs], {}, st)))
-            self.emit(SetItem(base, index, Var(new)))
-        else:
-            self.error(t, "only names and subscripts can be updated in place",
-                       "assign to a local variable")
-        return set()
-
     def stmt_Return(self, st):
+        # the last statement: astjax/frontend/passes/returns.py lowered the others
         scope = self.scope
-        if scope.simple_return:
-            if st.value is None:
-                self.emit(Copy(scope.ret_target, Const(None)))
-            else:
-                self.expr(st.value, scope.ret_target, target=scope.ret_target)
-            return set()
         if st.value is None:
             self.emit(Copy(scope.ret_target, Const(None)))
         else:
             self.expr(st.value, scope.ret_target, target=scope.ret_target)
-        self.emit(Copy(scope.ret_flag, Const(True)))
-        return {scope.ret_flag}
+        return set()
 
     def stmt_If(self, st):
         test = self.condition(st.test)

@@ -43,6 +43,7 @@ import gast
 import inspect
 import numpy as np
 
+from astjax.frontend.passes import run as desugar
 from astjax.errors import Location, SourceError
 
 __all__ = ["FunctionSource", "get_function_source", "unwrap_callable", "clear_cache"]
@@ -423,7 +424,8 @@ def _find(fn) -> _Entry:
             _node_location(matching[0][0], lines, filename, qualname),
             hint="give the lambda a line of its own, or turn it into a def",
         )
-    return _Entry(_to_gast(matching[0][0], lines), filename, lines, stat_path, stamp)
+    node = desugar(_to_gast(matching[0][0], lines), filename, qualname, copy=False)
+    return _Entry(node, filename, lines, stat_path, stamp)
 
 
 def _index_file(filename: str, lines: list, code, qualname: str) -> _FileIndex:

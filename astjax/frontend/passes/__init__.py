@@ -1,0 +1,144 @@
+"""Desugaring: small gast -> gast passes run on a function's source before the Normalizer.
+
+Each pass has one job and lowers one piece of Python sugar into simpler Python, so the
+Normalizer (``astjax/frontend/normalize.py``, Python -> core form) has less to know:
+
+1. ``augassign``  ``y += v`` -> ``y = y + v``; ``a[i] += v`` -> ``a[i] = a[i] + v``,
+   refusing (at the user's line) a rebinding NumPy would have done in place on
+   memory another name shares;
+2. ``boolops``    ``x = a and b`` -> ``x = a`` then ``if x: x = b`` (Python's value);
+3. ``ternary``    ``x = a if c else b`` -> an ``if`` statement;
+4. ``returns``    a ``return`` anywhere but at the end -> a result variable, a
+   ``returned`` flag, ``break`` out of loops and the rest guarded by ``if not
+   returned``.
+
+Comprehensions are not desugared here: the Normalizer's lowering is better (it
+unrolls them over lists of functions and over sequences of known length, and keeps
+their variables in a scope of their own), and boolean operators and ternaries
+written inside other expressions (a call's argument, a ``while`` test, a lambda)
+are left to it too, since lifting them out of their expression would change the
+order in which Python evaluates it.
+
+The pipeline runs once per function source (``astjax/frontend/source.py`` caches
+the result): it copies the node, runs the passes in order and records the passes
+that changed it (``applied(node)``).  New nodes take the location of the statement
+they replace, so errors and the ``# file:line`` comments of generated code still
+point at the user's line.  A pass that must refuse something marks the statement
+(``Context.refuse``); the Normalizer raises that error when it reaches it, so a
+function that is never transformed never fails here.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import copy as _copy
+
+import gast
+
+__all__ = ["PIPELINE", "Context", "run", "applied", "refusal", "show", "located"]
+
+
+class Context:
+    """What a pass knows about the function it rewrites: where it is, and the names
+    it already uses (new names must not collide with them)."""
+
+    def __init__(self, node, filename="<unknown>", function=None):
+        self.filename = filename
+        self.function = function or getattr(node, "name", "<lambda>")
+        self.taken = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+        self.taken |= set(dir(builtins))
+
+    def fresh(self, base) -> str:
+        """A name not used anywhere in the function (``returned``, ``returned_2``...)."""
+        name, k = base, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+    @staticmethod
+    def refuse(node, message, hint=None):
+        """Mark ``node`` (a statement) as refused: the Normalizer raises the error there."""
+        node.astjax_refusal = (message, hint)
+        return node
+
+
+def refusal(st):
+    """``(message, hint)`` a pass left on statement ``st``, or None."""
+    return getattr(st, "astjax_refusal", None)
+
+
+def located(new, old):
+    """``new`` and its children without a location take ``old``'s (whole statement)."""
+    for n in gast.walk(new):
+        for attr in ("lineno", "col_offset", "end_lineno", "end_col_offset"):
+            if attr in getattr(n, "_attributes", ()) and getattr(n, attr, None) is None:
+                setattr(n, attr, getattr(old, attr, None))
+    return new
+
+
+def _pipeline():
+    from astjax.frontend.passes import augassign, boolops, returns, ternary
+    return [augassign, boolops, ternary, returns]
+
+
+PIPELINE: list = []
+
+
+def run(node, filename="<unknown>", function=None, pipeline=None, copy=True):
+    """Function ``node`` desugared: a copy (``node`` left as it is) unless ``copy`` is
+    false (a freshly parsed node the caller owns)."""
+    if not isinstance(node, gast.FunctionDef):
+        return node        # a lambda is one expression: nothing to desugar
+    if not PIPELINE:
+        PIPELINE.extend(_pipeline())
+    new = _copy.deepcopy(node) if copy else node
+    ctx = Context(new, filename, function)
+    ran = []
+    for p in pipeline if pipeline is not None else PIPELINE:
+        if p.run(new, ctx):
+            ran.append(p.NAME)
+    new.astjax_passes = tuple(ran)
+    return new
+
+
+def applied(node) -> tuple:
+    """The names of the passes that changed ``node`` (an output of ``run``)."""
+    return getattr(node, "astjax_passes", ())
+
+
+def functions(node):
+    """``node`` and every function defined inside it, each its own scope."""
+    return [n for n in gast.walk(node) if isinstance(n, gast.FunctionDef)]
+
+
+def statement_lists(node):
+    """Every list of statements in ``node`` (bodies, else branches), own scope only."""
+    out = []
+
+    def visit(stmts):
+        out.append(stmts)
+        for st in stmts:
+            if isinstance(st, gast.FunctionDef):
+                continue
+            for attr in ("body", "orelse", "finalbody"):
+                block = getattr(st, attr, None)
+                if isinstance(block, list) and block and isinstance(block[0], gast.stmt):
+                    visit(block)
+            for h in getattr(st, "handlers", ()) or ():
+                visit(h.body)
+    visit(node.body)
+    return out
+
+
+def show(module, source) -> str:
+    """Python ``source`` (one function) after the pass ``module``, as source (doctests)."""
+    import textwrap
+    tree = gast.parse(textwrap.dedent(source))
+    fn = tree.body[0]
+    module.run(fn, Context(fn))
+    for st in [s for f in functions(fn) for b in statement_lists(f) for s in b]:
+        if refusal(st):
+            return f"refused: {refusal(st)[0]}"
+    return ast.unparse(gast.gast_to_ast(tree)).strip()
