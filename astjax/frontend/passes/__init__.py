@@ -45,8 +45,24 @@ class Context:
     def __init__(self, node, filename="<unknown>", function=None):
         self.filename = filename
         self.function = function or getattr(node, "name", "<lambda>")
-        self.taken = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
-        self.taken |= set(dir(builtins))
+        self.node = node
+        self._taken = None
+        self._functions = None
+
+    @property
+    def functions(self) -> list:
+        """The function and those defined inside it (passes add none)."""
+        if self._functions is None:
+            self._functions = functions(self.node)
+        return self._functions
+
+    @property
+    def taken(self) -> set:
+        """Every name the function (and what it defines inside) uses, and the builtins."""
+        if self._taken is None:
+            self._taken = {n.id for n in gast.walk(self.node) if isinstance(n, gast.Name)}
+            self._taken |= set(dir(builtins))
+        return self._taken
 
     def fresh(self, base) -> str:
         """A name not used anywhere in the function (``returned``, ``returned_2``...)."""
@@ -95,10 +111,17 @@ def run(node, filename="<unknown>", function=None, pipeline=None, copy=True):
         PIPELINE.extend(_pipeline())
     new = _copy.deepcopy(node) if copy else node
     ctx = Context(new, filename, function)
+    present = set()
+    found = []
+    for n in gast.walk(new):           # one walk: most passes have nothing to do
+        present.add(type(n))
+        if isinstance(n, gast.FunctionDef):
+            found.append(n)
+    ctx._functions = found
     ran = []
     for p in pipeline if pipeline is not None else PIPELINE:
-        if p.run(new, ctx):
-            ran.append(p.NAME)
+        if present.intersection(p.TRIGGERS) and p.run(new, ctx):
+            ran.append(p.NAME)      # (no pass makes a node another pass is triggered by)
     new.astjax_passes = tuple(ran)
     return new
 
@@ -137,7 +160,7 @@ def show(module, source) -> str:
     import textwrap
     tree = gast.parse(textwrap.dedent(source))
     fn = tree.body[0]
-    module.run(fn, Context(fn))
+    module.run(fn, Context(fn))   # (``run`` skips a pass with none of its TRIGGERS)
     for st in [s for f in functions(fn) for b in statement_lists(f) for s in b]:
         if refusal(st):
             return f"refused: {refusal(st)[0]}"

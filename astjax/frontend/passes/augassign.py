@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import gast
 
-from astjax.frontend.passes import functions, located, statement_lists
+from astjax.frontend.passes import located, statement_lists
 
 NAME = "augassign"
+TRIGGERS = (gast.AugAssign,)    # node types without which the pass has nothing to do
 
 _SYMBOLS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "FloorDiv": "//", "Mod": "%",
             "Pow": "**", "MatMult": "@", "BitAnd": "&", "BitOr": "|", "BitXor": "^",
@@ -66,7 +67,7 @@ _STORING_METHODS = {"append", "insert", "extend", "setdefault", "update", "add"}
 
 def run(fn, ctx) -> bool:
     changed = False
-    for f in functions(fn):
+    for f in ctx.functions:
         aliases = _Aliases(f)
         for block in statement_lists(f):
             k = 0

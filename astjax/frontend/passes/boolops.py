@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import gast
 
-from astjax.frontend.passes import functions, located, statement_lists
+from astjax.frontend.passes import located, statement_lists
 
 NAME = "boolops"
+TRIGGERS = (gast.BoolOp,)    # node types without which the pass has nothing to do
 
 
 def run(fn, ctx) -> bool:
     changed = False
-    for f in functions(fn):
+    for f in ctx.functions:
         for block in statement_lists(f):
             k = 0
             while k < len(block):

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import gast
 
-from astjax.frontend.passes import functions, located
+from astjax.frontend.passes import located
 
 NAME = "returns"
+TRIGGERS = (gast.Return,)    # node types without which the pass has nothing to do
 
 
 def run(fn, ctx) -> bool:
     changed = False
-    for f in functions(fn):
+    for f in ctx.functions:
         body = f.body
         start = 1 if body and isinstance(body[0], gast.Expr) and isinstance(
             body[0].value, gast.Constant) and isinstance(body[0].value.value, str) else 0

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import gast
 
-from astjax.frontend.passes import functions, located, statement_lists
+from astjax.frontend.passes import located, statement_lists
 from astjax.frontend.passes.boolops import _assigned_name, lower
 
 NAME = "ternary"
+TRIGGERS = (gast.IfExp,)    # node types without which the pass has nothing to do
 
 
 def run(fn, ctx) -> bool:
     changed = False
-    for f in functions(fn):
+    for f in ctx.functions:
         for block in statement_lists(f):
             for k, st in enumerate(block):
                 name = _assigned_name(st)
