@@ -35,6 +35,12 @@ class Transformation:
     code: Optional[Callable] = None
     check: Optional[Callable] = None
 
+    def main(self, *args):
+        """The loaded main function of ``code(*args)``, its globals re-read."""
+        gen = self.code(*args)
+        gen.refresh()
+        return gen.functions["main"]
+
 
 _BY_NAME: dict = {}
 _BY_ID: dict = {}

@@ -2198,9 +2198,7 @@ class Normalizer:
         tangents = [self.plain(self.arg_operand(e, hint), node) for e in node.args[2].elts]
         if len(primals) != len(tangents):
             self.error(node, "jvp: as many tangents as primals are needed", cls=TransformError)
-        gen = transform_table.get("jvp").code(fun, tuple(range(len(primals))), ())
-        gen.refresh()
-        generated = gen.functions["main"]
+        generated = transform_table.get("jvp").main(fun, tuple(range(len(primals))), ())
         # the generated code takes every parameter, then the tangents: fill in defaults
         sig = signature_of(fun)
         for name in sig.names[len(primals):]:
