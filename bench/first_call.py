@@ -2,8 +2,8 @@
 
 Each figure is the median of three fresh processes (bench/common.py ``first_call``):
 the in-memory caches of generated code are empty, the bytecode caches on disk warm
-(as an installed package has them).  For the seeds' MLP (784-512-512-10, batch 128,
-float32, ``astjax/demo.py``) it prints:
+(as an installed package has them), one BLAS thread (see below).  For the seeds'
+MLP (784-512-512-10, batch 128, float32, ``astjax/demo.py``) it prints:
 
   first call of grad(loss), vmap(grad(loss)) (per-example gradients), jit(loss),
   jit(grad(loss)) -- transformation included -- and of them the transformation
@@ -26,6 +26,11 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)     # this checkout's astjax, here and in the fresh processes
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+# one BLAS thread in the fresh processes: on a small shared machine OpenBLAS threads
+# spinning against other load make a 4 ms matrix product take 100 ms or more, which
+# would swamp the transformation these figures are about (ASTJAX_BENCH_BLAS_THREADS)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, os.environ.get("ASTJAX_BENCH_BLAS_THREADS", "1"))
 from common import first_call, ms, report  # noqa: E402
 
 SETUP = """

@@ -94,12 +94,6 @@ def located(new, old):
     return new
 
 
-def _pipeline():
-    from astjax.frontend.passes import augassign, boolops, returns, ternary
-    return [augassign, boolops, ternary, returns]
-
-
-PIPELINE: list = []
 
 
 def run(node, filename="<unknown>", function=None, pipeline=None, copy=True):
@@ -107,8 +101,6 @@ def run(node, filename="<unknown>", function=None, pipeline=None, copy=True):
     false (a freshly parsed node the caller owns)."""
     if not isinstance(node, gast.FunctionDef):
         return node        # a lambda is one expression: nothing to desugar
-    if not PIPELINE:
-        PIPELINE.extend(_pipeline())
     new = _copy.deepcopy(node) if copy else node
     ctx = Context(new, filename, function)
     present = set()
@@ -165,3 +157,9 @@ def show(module, source) -> str:
         if refusal(st):
             return f"refused: {refusal(st)[0]}"
     return ast.unparse(gast.gast_to_ast(tree)).strip()
+
+
+# the pipeline, in order (imported here, after what the pass modules import from us)
+from astjax.frontend.passes import augassign, boolops, returns, ternary  # noqa: E402
+
+PIPELINE: list = [augassign, boolops, ternary, returns]
