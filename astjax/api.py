@@ -66,7 +66,8 @@ def clear_cache():
 
 def _base_namespace():
     from astjax import runtime_batch as rb
-    return {"np": np, "ra": ra, "rt": rt, "rb": rb}
+    from astjax import random as jr
+    return {"np": np, "ra": ra, "rt": rt, "rb": rb, "jr": jr}
 
 
 def _normalizer_factory(names, env):

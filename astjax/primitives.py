@@ -1100,3 +1100,73 @@ _helper("interp_slopes", ("x", "xp", "left", "right", "period"),
         reason=_ND + "a piecewise-constant mask")
 _helper("interp_outside", ("x", "xp", "which"), {"which": 0}, kind="compare",
         reason=_ND + "a piecewise-constant mask")
+
+# ---------------------------------------------------------------------------
+# astjax.random: explicit-key samplers (generated code spells them ``jr.*``).  No
+# derivative flows into a key (integer data); a sample's own parameters differentiate
+# where JAX's do by reparameterization (uniform's minval/maxval, permutation's x);
+# samplers whose parameters would need a rule astjax does not have (gamma's a,
+# truncated_normal's bounds, choice's a and p, multivariate_normal's mean and cov) are
+# refused when one of them is differentiated.  The ``*_batched`` forms are vmap's: the
+# batch rides on the trailing axes of the key and of every array operand.
+# ---------------------------------------------------------------------------
+
+from astjax import random as _jr  # noqa: E402
+
+_NR = _ND + "a random sample; differentiate a reparameterized form instead " \
+    "(e.g. mean + np.linalg.cholesky(cov) @ normal(key, shape))"
+
+
+def _random(name, params, defaults=None, diff=(), kind="creation", reason="",
+            callables=()):
+    register(Primitive(f"random_{name}", getattr(_jr, name), f"jr.{name}", params,
+                       defaults or {}, diff=diff, kind=kind,
+                       reason=reason or (_ND + "a random sample of integers or booleans")),
+             callables=callables)
+
+
+_RANDOM = (
+    ("key", ("seed",), {}, (), "creation", ""),
+    ("key_data", ("keys",), {}, (), "creation", ""),
+    ("wrap_key_data", ("key_bits_array",), {}, (), "creation", ""),
+    ("split", ("key", "num"), {"num": 2}, (), "creation", ""),
+    ("fold_in", ("key", "data"), {}, (), "creation", ""),
+    ("bits", ("key", "shape", "dtype"), {"shape": (), "dtype": None}, (), "creation", ""),
+    ("uniform", ("key", "shape", "dtype", "minval", "maxval"),
+     {"shape": (), "dtype": None, "minval": 0.0, "maxval": 1.0}, ("minval", "maxval"),
+     "other", ""),
+    ("normal", ("key", "shape", "dtype"), {"shape": (), "dtype": None}, (), "creation", ""),
+    ("exponential", ("key", "shape", "dtype"), {"shape": (), "dtype": None}, (), "creation",
+     ""),
+    ("bernoulli", ("key", "p", "shape", "mode"), {"p": 0.5, "shape": None, "mode": "low"},
+     (), "compare", ""),
+    ("categorical", ("key", "logits", "axis", "shape", "replace", "mode"),
+     {"axis": -1, "shape": None, "replace": True, "mode": None}, (), "index", ""),
+    ("randint", ("key", "shape", "minval", "maxval", "dtype"), {"dtype": None}, (), "index",
+     ""),
+    ("permutation", ("key", "x", "axis", "independent"), {"axis": 0, "independent": False},
+     ("x",), "other", ""),
+    ("choice", ("key", "a", "shape", "replace", "p", "axis", "mode"),
+     {"shape": (), "replace": True, "p": None, "axis": 0, "mode": None}, (), "other", _NR),
+    ("truncated_normal", ("key", "lower", "upper", "shape", "dtype"),
+     {"shape": None, "dtype": None}, (), "other", _NR),
+    ("gamma", ("key", "a", "shape", "dtype"), {"shape": None, "dtype": None}, (), "other",
+     _NR),
+    ("multivariate_normal", ("key", "mean", "cov", "shape", "dtype", "method"),
+     {"shape": None, "dtype": None, "method": "cholesky"}, (), "other", _NR),
+)
+for _name, _params, _defaults, _diff, _kind, _reason in _RANDOM:
+    _random(_name, _params, _defaults, _diff, _kind, _reason,
+            callables=(_jr.PRNGKey,) if _name == "key" else ())
+    if _name in ("key_data", "wrap_key_data"):
+        continue
+    # the batched form: the key becomes "key_b" (an operand vmap lifts like any array)
+    _bparams = tuple("key_b" if p == "key" else p for p in _params)
+    register(Primitive(f"random_{_name}_batched", getattr(_jr, f"{_name}_batched"),
+                       f"jr.{_name}_batched", _bparams, dict(_defaults), diff=_diff,
+                       kind="batch", reason=_reason or (_ND + "a random sample")))
+_random("permutation_vjp", ("g", "key", "x", "axis", "independent"),
+        {"axis": 0, "independent": False}, diff=("g",), kind="other")
+register(Primitive("random_permutation_vjp_batched", _jr.permutation_vjp_batched,
+                   "jr.permutation_vjp_batched", ("g", "key_b", "x", "axis", "independent"),
+                   {"axis": 0, "independent": False}, diff=("g",), kind="batch"))

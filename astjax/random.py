@@ -803,3 +803,181 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
         factor = np.linalg.cholesky(cov)
     z = _normal_b(k, tuple(shape) + mean.shape[-1:], dt)
     return (mean + np.einsum("...ij,...j->...i", factor, z)).astype(dt, copy=False)
+
+
+# ------------------------------------------------------------------ transformed code
+# The primitives' implementations in generated code.  The ``*_batched`` forms are what
+# vmap's rules call: the key (``key_b``) carries the batch on its trailing axes (one
+# shared by every example arrives as ``(2,)``) and so does every array operand; the
+# result has the example's shape followed by the batch axes.  ``*_vjp`` are the
+# adjoints that reverse mode calls.
+
+def _lane_key(key_b):
+    return _to_bkey(key_b)
+
+
+def _example_shape(x, nb):
+    shape = np.shape(x)
+    return shape[:len(shape) - nb] if isinstance(x, np.ndarray) else shape
+
+
+def key_batched(seed):
+    """A batch of keys from seeds ``(B,)``: ``(2, B)``."""
+    seed = np.asarray(seed)
+    if seed.dtype.kind not in "iu":
+        raise TypeError(f"PRNGKey: the seed must be an integer, got dtype {seed.dtype}")
+    low = (seed.astype(np.int64) & 0xFFFFFFFF).astype(_U32)
+    return np.stack([np.zeros_like(low), low], axis=0)
+
+
+def split_batched(key_b, num=2):
+    return _split_b(_lane_key(key_b), _num_shape(num))
+
+
+def fold_in_batched(key_b, data):
+    k = _lane_key(key_b)
+    data = _as_u32(data)
+    if data.ndim > k.ndim - 1:
+        raise TypeError("fold_in accepts a scalar per example, got an array")
+    return _fold_in_b(k, data)
+
+
+def bits_batched(key_b, shape=(), dtype=None):
+    dt = _dtype(dtype, np.uint32, "u", "bits")
+    return _bits_b(_lane_key(key_b), dt.itemsize * 8, _shape(shape, "bits"))
+
+
+def uniform_batched(key_b, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    dt = _dtype(dtype, np.float32, "f", "uniform")
+    return _uniform_b(_lane_key(key_b), _shape(shape, "uniform"), dt, minval, maxval)
+
+
+def normal_batched(key_b, shape=(), dtype=None):
+    dt = _dtype(dtype, np.float32, "f", "normal")
+    return _normal_b(_lane_key(key_b), _shape(shape, "normal"), dt)
+
+
+def exponential_batched(key_b, shape=(), dtype=None):
+    dt = _dtype(dtype, np.float32, "f", "exponential")
+    return _exponential_b(_lane_key(key_b), _shape(shape, "exponential"), dt)
+
+
+def bernoulli_batched(key_b, p=0.5, shape=None, mode="low"):
+    k = _lane_key(key_b)
+    dt = _p_dtype(p)
+    shape = _example_shape(p, _nb(k)) if shape is None else _shape(shape, "bernoulli")
+    return _bernoulli_b(k, p, shape, mode, dt)
+
+
+def randint_batched(key_b, shape, minval, maxval, dtype=None):
+    return _randint_any(_lane_key(key_b), _shape(shape, "randint"), minval, maxval,
+                        _int_dtype(dtype, "randint"))
+
+
+def truncated_normal_batched(key_b, lower, upper, shape=None, dtype=None):
+    k = _lane_key(key_b)
+    dt = _dtype(dtype, np.float32, "f", "truncated_normal")
+    nb = _nb(k)
+    if shape is None:
+        shape = np.broadcast_shapes(_example_shape(lower, nb), _example_shape(upper, nb))
+    return _truncated_normal_b(k, lower, upper, _shape(shape, "truncated_normal"), dt)
+
+
+def gamma_batched(key_b, a, shape=None, dtype=None):
+    k = _lane_key(key_b)
+    dt = _dtype(dtype, np.float32, "f", "gamma")
+    shape = _example_shape(a, _nb(k)) if shape is None else _shape(shape, "gamma")
+    return _gamma_b(k, a, shape, dt, _nb(k))
+
+
+def _permutation_any(k, x, axis, independent):
+    """``permutation`` for keys ``(2, *kb)`` and ``x`` with the batch axes trailing."""
+    nb = _nb(k)
+    if isinstance(x, (int, np.integer)) or (np.ndim(x) <= nb and
+                                            np.asarray(x).dtype.kind in "iu"):
+        sizes = np.unique(np.asarray(x))
+        if sizes.size != 1:
+            raise ArgumentError("vmap: permutation(key, n) with an n that differs per "
+                                "example: its output's size would differ per example")
+        x = np.arange(int(sizes[0]), dtype=np.int32).reshape((-1,) + (1,) * nb)
+        return _shuffle_b(k, x, 0) if nb else _shuffle_b(k, x.ravel(), 0)
+    x = np.asarray(x)
+    ndim = x.ndim - nb
+    axis = _axis(axis, ndim, "permutation")
+    if independent or ndim == 1:
+        return _shuffle_b(k, x, axis)
+    ind = _shuffle_b(k, np.arange(x.shape[axis], dtype=np.int32).reshape(
+        (-1,) + (1,) * nb), 0)
+    return _take_b(x, ind, axis, nb)
+
+
+def permutation_batched(key_b, x, axis=0, independent=False):
+    return _permutation_any(_lane_key(key_b), x, axis, independent)
+
+
+def _permutation_adjoint(k, g, axis, independent, nb):
+    """Scatter ``g`` back to where ``permutation(k, x)`` took each element from."""
+    g = np.asarray(g)
+    ndim = g.ndim - nb
+    axis = _axis(axis, ndim, "permutation")
+    n = g.shape[axis]
+    if independent or ndim == 1:
+        pos = np.arange(n, dtype=np.int64).reshape((-1,) + (1,) * (g.ndim - axis - 1))
+        idx = _shuffle_b(k, np.broadcast_to(pos, g.shape), axis)
+    else:
+        ind = _shuffle_b(k, np.arange(n, dtype=np.int64).reshape((-1,) + (1,) * nb), 0)
+        idx = ind.reshape((1,) * axis + (n,) + (1,) * (ndim - axis - 1) + ind.shape[1:])
+    idx = np.broadcast_to(idx, g.shape)
+    out = np.zeros_like(g)
+    np.put_along_axis(out, idx, g, axis=axis)
+    return out
+
+
+def permutation_vjp(g, key, x, axis=0, independent=False):
+    """The adjoint of ``permutation(key, x)`` (a fixed gather) applied to ``g``."""
+    return _permutation_adjoint(np.asarray(key, _U32), g, axis, independent, 0)
+
+
+def permutation_vjp_batched(g, key_b, x, axis=0, independent=False):
+    k = _lane_key(key_b)
+    return _permutation_adjoint(k, np.broadcast_to(g, np.broadcast_shapes(
+        np.shape(g), np.shape(x))), axis, independent, _nb(k))
+
+
+def categorical_batched(key_b, logits, axis=-1, shape=None, replace=True, mode=None):
+    k = _lane_key(key_b)
+    nb = _nb(k)
+    logits = np.asarray(logits)
+    if logits.dtype.kind != "f":
+        logits = logits.astype(np.float32)
+    ex = logits.shape[:logits.ndim - nb]
+    ax = _axis(axis, len(ex), "categorical")
+    batch_shape = tuple(np.delete(ex, ax))
+    shape = batch_shape if shape is None else _shape(shape, "categorical")
+    logits = np.broadcast_to(logits, ex + np.broadcast_shapes(logits.shape[len(ex):],
+                                                              k.shape[1:]))
+    return _categorical_b(k, logits, ax, shape, batch_shape, replace, nb)
+
+
+def _lanes(fn, key_b, *args, **kwargs):
+    """``fn`` example by example (for the samplers whose batching is rare: ``choice``,
+    ``multivariate_normal``), results stacked on a trailing batch axis."""
+    k = _lane_key(key_b)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    size = max([k.shape[-1]] + [a.shape[-1] for a in arrays])
+    outs = []
+    for b in range(size):
+        lane = [a[..., min(b, a.shape[-1] - 1)] if isinstance(a, np.ndarray) else a
+                for a in args]
+        outs.append(fn(np.ascontiguousarray(k[:, min(b, k.shape[-1] - 1)]), *lane, **kwargs))
+    return np.stack(outs, axis=-1)
+
+
+def choice_batched(key_b, a, shape=(), replace=True, p=None, axis=0, mode=None):
+    return _lanes(lambda k, a, p: choice(k, a, shape, replace, p, axis, mode), key_b, a, p)
+
+
+def multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None,
+                                method="cholesky"):
+    return _lanes(lambda k, m, c: multivariate_normal(k, m, c, shape, dtype, method),
+                  key_b, mean, cov)

@@ -1410,3 +1410,35 @@ def interp(g, ans, x, xp, fp, left=None, right=None, period=None):
 
 def interp_basis(g, ans, x, xp, left=None, right=None, period=None):
     return ra.unbroadcast(np.sum(g * ra.interp_slopes(x, xp, left, right, period), axis=-1), x)
+
+
+# ------------------------------------------------------------------ astjax.random
+# No cotangent reaches a key; a sample's parameters get theirs by reparameterization.
+from astjax import random as jr  # noqa: E402
+
+
+def random_uniform(g, ans, key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    # ans = minval + u * (maxval - minval) with u the same unit draw
+    u = jr.uniform(key, shape, dtype)
+    return ra.unbroadcast(g - g * u, minval), ra.unbroadcast(g * u, maxval)
+
+
+def random_uniform_batched(g, ans, key_b, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    u = jr.uniform_batched(key_b, shape, dtype)
+    return ra.unbroadcast(g - g * u, minval), ra.unbroadcast(g * u, maxval)
+
+
+def random_permutation(g, ans, key, x, axis=0, independent=False):
+    return jr.permutation_vjp(g, key, x, axis, independent)
+
+
+def random_permutation_batched(g, ans, key_b, x, axis=0, independent=False):
+    return jr.permutation_vjp_batched(g, key_b, x, axis, independent)
+
+
+def random_permutation_vjp(h, ans, g, key, x, axis=0, independent=False):
+    return jr.permutation(key, h, axis, independent)
+
+
+def random_permutation_vjp_batched(h, ans, g, key_b, x, axis=0, independent=False):
+    return jr.permutation_batched(key_b, h, axis, independent)
