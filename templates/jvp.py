@@ -1362,35 +1362,3 @@ def random_permutation_vjp(ans, g, key, x, axis=0, independent=False, dg=None):
 
 def random_permutation_vjp_batched(ans, g, key_b, x, axis=0, independent=False, dg=None):
     return jr.permutation_vjp_batched(dg, key_b, x, axis, independent)
-
-
-# ------------------------------------------------------------------ astjax.random
-from astjax import random as jr  # noqa: E402
-
-
-def random_uniform(ans, key, shape=(), dtype=None, minval=0.0, maxval=1.0, dminval=None,
-                   dmaxval=None):
-    u = jr.uniform(key, shape, dtype)
-    return dminval - dminval * u + dmaxval * u
-
-
-def random_uniform_batched(ans, key_b, shape=(), dtype=None, minval=0.0, maxval=1.0,
-                           dminval=None, dmaxval=None):
-    u = jr.uniform_batched(key_b, shape, dtype)
-    return dminval - dminval * u + dmaxval * u
-
-
-def random_permutation(ans, key, x, axis=0, independent=False, dx=None):
-    return jr.permutation(key, dx, axis, independent)
-
-
-def random_permutation_batched(ans, key_b, x, axis=0, independent=False, dx=None):
-    return jr.permutation_batched(key_b, dx, axis, independent)
-
-
-def random_permutation_vjp(ans, g, key, x, axis=0, independent=False, dg=None):
-    return jr.permutation_vjp(dg, key, x, axis, independent)
-
-
-def random_permutation_vjp_batched(ans, g, key_b, x, axis=0, independent=False, dg=None):
-    return jr.permutation_vjp_batched(dg, key_b, x, axis, independent)
