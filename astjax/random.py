@@ -743,12 +743,15 @@ def _gamma_one_b(keys, alpha):
 
 def _gamma_b(k, a, shape, dt, nb):
     a = np.asarray(a).astype(dt)
-    full = tuple(shape) + k.shape[1:]
-    a = np.broadcast_to(a, full)
+    a_batch = a.shape[a.ndim - nb:] if nb and a.ndim >= nb else ()
+    a_ex = a.shape[:a.ndim - len(a_batch)]
+    full = tuple(shape) + np.broadcast_shapes(a_batch, k.shape[1:])
+    a = np.broadcast_to(a.reshape((1,) * (len(shape) - len(a_ex)) + a.shape), full)
     n = math.prod(shape)
     keys = _split_b(k, (n,))                         # (n, 2, *kb)
-    keys = np.moveaxis(keys, 1, 0).reshape((2,) + full)
-    return _gamma_one_b(keys, np.ascontiguousarray(a))
+    keys = np.moveaxis(keys, 1, 0).reshape((2,) + tuple(shape) + k.shape[1:])
+    keys = np.broadcast_to(keys, (2,) + full)
+    return _gamma_one_b(np.ascontiguousarray(keys), np.ascontiguousarray(a))
 
 
 def gamma(key, a, shape=None, dtype=None):
@@ -940,8 +943,11 @@ def permutation_vjp(g, key, x, axis=0, independent=False):
 
 def permutation_vjp_batched(g, key_b, x, axis=0, independent=False):
     k = _lane_key(key_b)
-    return _permutation_adjoint(k, np.broadcast_to(g, np.broadcast_shapes(
-        np.shape(g), np.shape(x))), axis, independent, _nb(k))
+    nb = _nb(k)
+    full = np.broadcast_shapes(np.shape(g), np.shape(x))
+    ex = full[:len(full) - nb]
+    full = ex + np.broadcast_shapes(full[len(ex):], k.shape[1:])
+    return _permutation_adjoint(k, np.broadcast_to(g, full), axis, independent, nb)
 
 
 def categorical_batched(key_b, logits, axis=-1, shape=None, replace=True, mode=None):

@@ -600,3 +600,9 @@ def test_templates_mirror_their_primitives():
             f"templates/batch.py: {name}{_template_params(fn)} does not mirror "
             f"{base}{P.REGISTRY[base].params}")
 
+
+
+# astjax.random's samplers: samples live with the module's other tests
+from test_random_rules import RANDOM_BATCH_SAMPLES  # noqa: E402
+
+EXTRA.update(RANDOM_BATCH_SAMPLES)
