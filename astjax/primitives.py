@@ -1117,10 +1117,32 @@ _NR = _ND + "a random sample; differentiate a reparameterized form instead " \
     "(e.g. mean + np.linalg.cholesky(cov) @ normal(key, shape))"
 
 
+def _rkey(r):
+    return r.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+
+
+# samples of the differentiable samplers (key first; float64 for finite differences)
+_RANDOM_SAMPLES = {
+    "uniform": lambda r: ((_rkey(r), (3, 4), "float64", _u(r, (4,)), _u(r, (3, 1)) + 4.0),
+                          {}),
+    "permutation": lambda r: ((_rkey(r), _u(r, (4, 3))), {"axis": 1}),
+    "permutation_vjp": lambda r: ((_u(r, (4, 3)), _rkey(r), _u(r, (4, 3))),
+                                  {"axis": 0, "independent": True}),
+    # the batched forms: two keys (2, 2), operands with a trailing batch axis
+    "uniform_batched": lambda r: ((np.stack([_rkey(r), _rkey(r)], -1), (3, 4), "float64",
+                                   _u(r, (4, 1)), _u(r, (3, 1, 2)) + 4.0), {}),
+    "permutation_batched": lambda r: ((np.stack([_rkey(r), _rkey(r)], -1),
+                                       _u(r, (4, 3, 2))), {"axis": 1}),
+    "permutation_vjp_batched": lambda r: ((_u(r, (4, 3, 2)), np.stack([_rkey(r), _rkey(r)],
+                                                                      -1), _u(r, (4, 3, 2))),
+                                          {"axis": 0}),
+}
+
+
 def _random(name, params, defaults=None, diff=(), kind="creation", reason="",
             callables=()):
     register(Primitive(f"random_{name}", getattr(_jr, name), f"jr.{name}", params,
-                       defaults or {}, diff=diff, kind=kind,
+                       defaults or {}, diff=diff, kind=kind, sample=_RANDOM_SAMPLES.get(name),
                        reason=reason or (_ND + "a random sample of integers or booleans")),
              callables=callables)
 
@@ -1164,9 +1186,11 @@ for _name, _params, _defaults, _diff, _kind, _reason in _RANDOM:
     _bparams = tuple("key_b" if p == "key" else p for p in _params)
     register(Primitive(f"random_{_name}_batched", getattr(_jr, f"{_name}_batched"),
                        f"jr.{_name}_batched", _bparams, dict(_defaults), diff=_diff,
-                       kind="batch", reason=_reason or (_ND + "a random sample")))
-_random("permutation_vjp", ("g", "key", "x", "axis", "independent"),
-        {"axis": 0, "independent": False}, diff=("g",), kind="other")
+                       kind="batch", sample=_RANDOM_SAMPLES.get(f"{_name}_batched"),
+                       reason=_reason or (_ND + "a random sample")))
+_random("permutation_vjp", ("t", "key", "x", "axis", "independent"),
+        {"axis": 0, "independent": False}, diff=("t",), kind="other")
 register(Primitive("random_permutation_vjp_batched", _jr.permutation_vjp_batched,
-                   "jr.permutation_vjp_batched", ("g", "key_b", "x", "axis", "independent"),
-                   {"axis": 0, "independent": False}, diff=("g",), kind="batch"))
+                   "jr.permutation_vjp_batched", ("t", "key_b", "x", "axis", "independent"),
+                   {"axis": 0, "independent": False}, diff=("t",), kind="batch",
+                   sample=_RANDOM_SAMPLES["permutation_vjp_batched"]))

@@ -936,12 +936,13 @@ def _permutation_adjoint(k, g, axis, independent, nb):
     return out
 
 
-def permutation_vjp(g, key, x, axis=0, independent=False):
-    """The adjoint of ``permutation(key, x)`` (a fixed gather) applied to ``g``."""
-    return _permutation_adjoint(np.asarray(key, _U32), g, axis, independent, 0)
+def permutation_vjp(t, key, x, axis=0, independent=False):
+    """The adjoint of ``permutation(key, x)`` (a fixed gather) applied to ``t``."""
+    return _permutation_adjoint(np.asarray(key, _U32), t, axis, independent, 0)
 
 
-def permutation_vjp_batched(g, key_b, x, axis=0, independent=False):
+def permutation_vjp_batched(t, key_b, x, axis=0, independent=False):
+    g = t
     k = _lane_key(key_b)
     nb = _nb(k)
     full = np.broadcast_shapes(np.shape(g), np.shape(x))

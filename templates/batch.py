@@ -1434,9 +1434,9 @@ def random_multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None,
     return jr.multivariate_normal_batched(key_b, mean, cov, shape, dtype, method)
 
 
-def random_permutation_vjp(g, key, x, axis=0, independent=False):
-    return jr.permutation_vjp_batched(g, key, x, axis, independent)
+def random_permutation_vjp(t, key, x, axis=0, independent=False):
+    return jr.permutation_vjp_batched(t, key, x, axis, independent)
 
 
-def random_permutation_vjp_batched(g, key_b, x, axis=0, independent=False):
-    return jr.permutation_vjp_batched(g, key_b, x, axis, independent)
+def random_permutation_vjp_batched(t, key_b, x, axis=0, independent=False):
+    return jr.permutation_vjp_batched(t, key_b, x, axis, independent)

@@ -1356,9 +1356,9 @@ def random_permutation_batched(ans, key_b, x, axis=0, independent=False, dx=None
     return jr.permutation_batched(key_b, dx, axis, independent)
 
 
-def random_permutation_vjp(ans, g, key, x, axis=0, independent=False, dg=None):
-    return jr.permutation_vjp(dg, key, x, axis, independent)
+def random_permutation_vjp(ans, t, key, x, axis=0, independent=False, dt=None):
+    return jr.permutation_vjp(dt, key, x, axis, independent)
 
 
-def random_permutation_vjp_batched(ans, g, key_b, x, axis=0, independent=False, dg=None):
-    return jr.permutation_vjp_batched(dg, key_b, x, axis, independent)
+def random_permutation_vjp_batched(ans, t, key_b, x, axis=0, independent=False, dt=None):
+    return jr.permutation_vjp_batched(dt, key_b, x, axis, independent)

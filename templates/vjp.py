@@ -1436,9 +1436,9 @@ def random_permutation_batched(g, ans, key_b, x, axis=0, independent=False):
     return jr.permutation_vjp_batched(g, key_b, x, axis, independent)
 
 
-def random_permutation_vjp(h, ans, g, key, x, axis=0, independent=False):
-    return jr.permutation(key, h, axis, independent)
+def random_permutation_vjp(g, ans, t, key, x, axis=0, independent=False):
+    return jr.permutation(key, g, axis, independent)
 
 
-def random_permutation_vjp_batched(h, ans, g, key_b, x, axis=0, independent=False):
-    return jr.permutation_batched(key_b, h, axis, independent)
+def random_permutation_vjp_batched(g, ans, t, key_b, x, axis=0, independent=False):
+    return jr.permutation_batched(key_b, g, axis, independent)

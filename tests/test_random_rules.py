@@ -51,7 +51,7 @@ RANDOM_BATCH_SAMPLES = {
     "random_multivariate_normal": (lambda r: ((_key(r), _u(r, (3,)), _spd(r)), {}),
                                    ("key", "mean", "cov")),
     "random_permutation_vjp": (lambda r: ((_u(r, (4, 3)), _key(r), _u(r, (4, 3))),
-                                          {"axis": 1}), ("g", "key", "x")),
+                                          {"axis": 1}), ("t", "key", "x")),
 }
 
 
