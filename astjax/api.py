@@ -66,8 +66,9 @@ def clear_cache():
 
 def _base_namespace():
     from astjax import runtime_batch as rb
+    from astjax import debug as dbg
     from astjax import random as jr
-    return {"np": np, "ra": ra, "rt": rt, "rb": rb, "jr": jr}
+    return {"np": np, "ra": ra, "rt": rt, "rb": rb, "jr": jr, "dbg": dbg}
 
 
 def _normalizer_factory(names, env):

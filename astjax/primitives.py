@@ -1194,3 +1194,34 @@ register(Primitive("random_permutation_vjp_batched", _jr.permutation_vjp_batched
                    "jr.permutation_vjp_batched", ("t", "key_b", "x", "axis", "independent"),
                    {"axis": 0, "independent": False}, diff=("t",), kind="batch",
                    sample=_RANDOM_SAMPLES["permutation_vjp_batched"]))
+
+# ---------------------------------------------------------------------------
+# astjax.debug: effects (kind "effect": never folded, merged, hoisted or dropped by the
+# passes).  They have no result a derivative could follow: a differentiated value
+# prints (or reaches the callback) as its primal, and derivative code never runs them.
+# pure_callback has a result and, as in JAX, no derivative.
+# ---------------------------------------------------------------------------
+
+from astjax import debug as _dbg  # noqa: E402
+
+_DEBUG = (
+    ("debug_print", "print_values", ("fmt", "names", "*values")),
+    ("debug_callback", "callback_values", ("callback", "names", "*values")),
+    ("debug_breakpoint", "breakpoint_here", ("num_frames",)),
+)
+for _name, _impl, _params in _DEBUG:
+    register(Primitive(_name, getattr(_dbg, _impl), f"dbg.{_impl}", _params,
+                       {"num_frames": None} if _name == "debug_breakpoint" else {},
+                       kind="effect", reason=_ND + "a debugging effect (it has no result)"))
+    if _name != "debug_breakpoint":
+        register(Primitive(f"{_name}_batched", getattr(_dbg, f"{_impl}_batched"),
+                           f"dbg.{_impl}_batched", _params[:-1] + ("values",), kind="effect",
+                           reason=_ND + "a debugging effect (it has no result)"))
+_PURE_CB = ("callback", "result_shape_dtypes", "vmap_method", "names", "*values")
+_PURE_CB_WHY = _ND + "pure_callback runs code astjax cannot see into (as in JAX, it has " \
+    "no derivative: give the function a rule with custom_jvp/custom_vjp)"
+register(Primitive("pure_callback", _dbg.pure_callback_values, "dbg.pure_callback_values",
+                   _PURE_CB, kind="other", reason=_PURE_CB_WHY))
+register(Primitive("pure_callback_batched", _dbg.pure_callback_values_batched,
+                   "dbg.pure_callback_values_batched", _PURE_CB[:-1] + ("values",), kind="other",
+                   reason=_PURE_CB_WHY))

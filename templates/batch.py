@@ -1440,3 +1440,38 @@ def random_permutation_vjp(t, key, x, axis=0, independent=False):
 
 def random_permutation_vjp_batched(t, key_b, x, axis=0, independent=False):
     return jr.permutation_vjp_batched(t, key_b, x, axis, independent)
+
+
+# ------------------------------------------------------------------ astjax.debug
+# once per example, as JAX does: the batched forms walk the lanes
+from astjax import debug as dbg  # noqa: E402
+
+
+def debug_print(fmt, names, *values):
+    return dbg.print_values_batched(fmt, names, values)
+
+
+def debug_print_batched(fmt, names, values):
+    return dbg.print_values_batched(fmt, names, values)
+
+
+def debug_callback(callback, names, *values):
+    return dbg.callback_values_batched(callback, names, values)
+
+
+def debug_callback_batched(callback, names, values):
+    return dbg.callback_values_batched(callback, names, values)
+
+
+def debug_breakpoint(num_frames=None):
+    return dbg.breakpoint_here()
+
+
+def pure_callback(callback, result_shape_dtypes, vmap_method, names, *values):
+    return dbg.pure_callback_values_batched(callback, result_shape_dtypes, vmap_method, names,
+                                            values)
+
+
+def pure_callback_batched(callback, result_shape_dtypes, vmap_method, names, values):
+    return dbg.pure_callback_values_batched(callback, result_shape_dtypes, vmap_method, names,
+                                            values)
