@@ -914,6 +914,19 @@ def _permutation_any(k, x, axis, independent):
     return _take_b(x, ind, axis, nb)
 
 
+def unit_like(key, like):
+    """The unit floats in [0, 1) a sampler drew for a result like ``like`` (its shape and
+    dtype): what reparameterized derivatives read (truncated_normal's)."""
+    like = np.asarray(like)
+    return _unit_b(_key(key, "unit_like"), like.shape, like.dtype)
+
+
+def unit_like_batched(key_b, like):
+    k = _lane_key(key_b)
+    like = np.asarray(like)
+    return _unit_b(k, like.shape[:like.ndim - _nb(k)], like.dtype)
+
+
 def permutation_batched(key_b, x, axis=0, independent=False):
     return _permutation_any(_lane_key(key_b), x, axis, independent)
 

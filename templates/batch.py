@@ -1434,6 +1434,14 @@ def random_multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None,
     return jr.multivariate_normal_batched(key_b, mean, cov, shape, dtype, method)
 
 
+def random_unit_like(key, like):
+    return jr.unit_like_batched(key, like)
+
+
+def random_unit_like_batched(key_b, like):
+    return jr.unit_like_batched(key_b, like)
+
+
 def random_permutation_vjp(t, key, x, axis=0, independent=False):
     return jr.permutation_vjp_batched(t, key, x, axis, independent)
 

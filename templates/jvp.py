@@ -1362,3 +1362,17 @@ def random_permutation_vjp(ans, t, key, x, axis=0, independent=False, dt=None):
 
 def random_permutation_vjp_batched(ans, t, key_b, x, axis=0, independent=False, dt=None):
     return jr.permutation_vjp_batched(dt, key_b, x, axis, independent)
+
+
+def random_truncated_normal(ans, key, lower, upper, shape=None, dtype=None, dlower=None,
+                            dupper=None):
+    u = jr.unit_like(key, ans)
+    return dlower * ((1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)) + \
+        dupper * (u * np.exp((ans * ans - upper * upper) * 0.5))
+
+
+def random_truncated_normal_batched(ans, key_b, lower, upper, shape=None, dtype=None,
+                                    dlower=None, dupper=None):
+    u = jr.unit_like_batched(key_b, ans)
+    return dlower * ((1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)) + \
+        dupper * (u * np.exp((ans * ans - upper * upper) * 0.5))

@@ -1442,3 +1442,18 @@ def random_permutation_vjp(g, ans, t, key, x, axis=0, independent=False):
 
 def random_permutation_vjp_batched(g, ans, t, key_b, x, axis=0, independent=False):
     return jr.permutation_batched(key_b, g, axis, independent)
+
+
+def random_truncated_normal(g, ans, key, lower, upper, shape=None, dtype=None):
+    # ans = sqrt2 erfinv(erf(lower/sqrt2) + u (erf(upper/sqrt2) - erf(lower/sqrt2)))
+    u = jr.unit_like(key, ans)
+    g_lower = g * (1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)
+    g_upper = g * u * np.exp((ans * ans - upper * upper) * 0.5)
+    return ra.unbroadcast(g_lower, lower), ra.unbroadcast(g_upper, upper)
+
+
+def random_truncated_normal_batched(g, ans, key_b, lower, upper, shape=None, dtype=None):
+    u = jr.unit_like_batched(key_b, ans)
+    g_lower = g * (1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)
+    g_upper = g * u * np.exp((ans * ans - upper * upper) * 0.5)
+    return ra.unbroadcast(g_lower, lower), ra.unbroadcast(g_upper, upper)
