@@ -40,14 +40,11 @@ _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 # ------------------------------------------------------------------ the cipher
 
-def _rotl(x, r):
-    return (x << _U32(r)) | (x >> _U32(32 - r))
-
-
 def threefry2x32(k0, k1, x0, x1):
     """The Threefry-2x32 hash (20 rounds) of counters ``(x0, x1)`` under key ``(k0, k1)``.
 
-    All four operands are ``uint32`` arrays that broadcast together."""
+    All four operands are ``uint32`` arrays that broadcast together; the rounds run in
+    place on two buffers (uint32 arithmetic wraps, as the cipher wants)."""
     with np.errstate(over="ignore"):
         k0, k1 = np.asarray(k0, _U32), np.asarray(k1, _U32)
         ks = (k0, k1, k0 ^ k1 ^ _U32(0x1BD11BDA))
@@ -55,10 +52,13 @@ def threefry2x32(k0, k1, x0, x1):
         b = np.asarray(x1, _U32) + ks[1]
         a, b = np.broadcast_arrays(a, b)
         a, b = a.copy(), b.copy()
+        tmp = np.empty_like(b)
         for i in range(5):
             for r in _ROT[i % 2]:
                 a += b
-                b = _rotl(b, r)
+                np.left_shift(b, _U32(r), out=tmp)
+                b >>= _U32(32 - r)
+                b |= tmp
                 b ^= a
             a += ks[(i + 1) % 3]
             b += ks[(i + 2) % 3] + _U32(i + 1)
