@@ -1192,7 +1192,9 @@ for _name, _params, _defaults, _diff, _kind, _reason in _RANDOM:
     _bparams = tuple("key_b" if p == "key" else p for p in _params)
     register(Primitive(f"random_{_name}_batched", getattr(_jr, f"{_name}_batched"),
                        f"jr.{_name}_batched", _bparams, dict(_defaults), diff=_diff,
-                       kind="batch", sample=_RANDOM_SAMPLES.get(f"{_name}_batched"),
+                       # unit_like's result is constant (it reads only a shape)
+                       kind="creation" if _name == "unit_like" else "batch",
+                       sample=_RANDOM_SAMPLES.get(f"{_name}_batched"),
                        reason=_reason or (_ND + "a random sample")))
 _random("permutation_vjp", ("t", "key", "x", "axis", "independent"),
         {"axis": 0, "independent": False}, diff=("t",), kind="other")

@@ -924,7 +924,8 @@ def unit_like(key, like):
 def unit_like_batched(key_b, like):
     k = _lane_key(key_b)
     like = np.asarray(like)
-    return _unit_b(k, like.shape[:like.ndim - _nb(k)], like.dtype)
+    u = _unit_b(k, like.shape[:like.ndim - _nb(k)], like.dtype)
+    return np.broadcast_to(u, np.broadcast_shapes(u.shape, like.shape))
 
 
 def permutation_batched(key_b, x, axis=0, independent=False):

@@ -48,6 +48,8 @@ RANDOM_BATCH_SAMPLES = {
     "random_truncated_normal": (lambda r: ((_key(r), np.array([-1.0, 0.5, -2.0]), 2.0),
                                            {"dtype": "float64"}), ("key", "lower")),
     "random_unit_like": (lambda r: ((_key(r), _u(r, (2, 3))), {}), ("key", "like")),
+    "random_unit_like_batched": (lambda r: ((np.stack([_key(r), _key(r)], -1), _u(r, (2, 3, 2))),
+                                            {}), ("key_b", "like")),
     "random_gamma": (lambda r: ((_key(r), r.uniform(0.3, 3.0, (3,))), {}), ("key", "a")),
     "random_multivariate_normal": (lambda r: ((_key(r), _u(r, (3,)), _spd(r)), {}),
                                    ("key", "mean", "cov")),
