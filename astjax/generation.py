@@ -83,7 +83,9 @@ def cached(fun, key, build):
 def base_namespace() -> dict:
     """The names every generated module can read besides the user's globals."""
     from astjax import runtime_batch as rb
-    return {"np": np, "ra": ra, "rt": rt, "rb": rb}
+    from astjax import debug as dbg
+    from astjax import random as jr
+    return {"np": np, "ra": ra, "rt": rt, "rb": rb, "jr": jr, "dbg": dbg}
 
 
 def normalizer_factory(names, env):

@@ -1100,3 +1100,136 @@ _helper("interp_slopes", ("x", "xp", "left", "right", "period"),
         reason=_ND + "a piecewise-constant mask")
 _helper("interp_outside", ("x", "xp", "which"), {"which": 0}, kind="compare",
         reason=_ND + "a piecewise-constant mask")
+
+# ---------------------------------------------------------------------------
+# astjax.random: explicit-key samplers (generated code spells them ``jr.*``).  No
+# derivative flows into a key (integer data); a sample's own parameters differentiate
+# where JAX's do by reparameterization (uniform's minval/maxval, permutation's x);
+# samplers whose parameters would need a rule astjax does not have (gamma's a,
+# truncated_normal's bounds, choice's a and p, multivariate_normal's mean and cov) are
+# refused when one of them is differentiated.  The ``*_batched`` forms are vmap's: the
+# batch rides on the trailing axes of the key and of every array operand.
+# ---------------------------------------------------------------------------
+
+from astjax import random as _jr  # noqa: E402
+
+_NR = _ND + "a random sample; differentiate a reparameterized form instead " \
+    "(e.g. mean + np.linalg.cholesky(cov) @ normal(key, shape))"
+
+
+def _rkey(r):
+    return r.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+
+
+# samples of the differentiable samplers (key first; float64 for finite differences)
+_RANDOM_SAMPLES = {
+    "uniform": lambda r: ((_rkey(r), (3, 4), "float64", _u(r, (4,)), _u(r, (3, 1)) + 4.0),
+                          {}),
+    "permutation": lambda r: ((_rkey(r), _u(r, (4, 3))), {"axis": 1}),
+    "permutation_vjp": lambda r: ((_u(r, (4, 3)), _rkey(r), _u(r, (4, 3))),
+                                  {"axis": 0, "independent": True}),
+    "truncated_normal": lambda r: ((_rkey(r), r.uniform(-2.0, -0.2, (3,)), 1.5),
+                                   {"dtype": "float64"}),
+    # the batched forms: two keys (2, 2), operands with a trailing batch axis
+    "truncated_normal_batched": lambda r: ((np.stack([_rkey(r), _rkey(r)], -1),
+                                            r.uniform(-2.0, -0.2, (3, 2)), 1.5),
+                                           {"dtype": "float64"}),
+    "uniform_batched": lambda r: ((np.stack([_rkey(r), _rkey(r)], -1), (3, 4), "float64",
+                                   _u(r, (4, 1)), _u(r, (3, 1, 2)) + 4.0), {}),
+    "permutation_batched": lambda r: ((np.stack([_rkey(r), _rkey(r)], -1),
+                                       _u(r, (4, 3, 2))), {"axis": 1}),
+    "permutation_vjp_batched": lambda r: ((_u(r, (4, 3, 2)), np.stack([_rkey(r), _rkey(r)],
+                                                                      -1), _u(r, (4, 3, 2))),
+                                          {"axis": 0}),
+}
+
+
+def _random(name, params, defaults=None, diff=(), kind="creation", reason="",
+            callables=()):
+    register(Primitive(f"random_{name}", getattr(_jr, name), f"jr.{name}", params,
+                       defaults or {}, diff=diff, kind=kind, sample=_RANDOM_SAMPLES.get(name),
+                       reason=reason or (_ND + "a random sample of integers or booleans")),
+             callables=callables)
+
+
+_RANDOM = (
+    ("key", ("seed",), {}, (), "creation", ""),
+    ("key_data", ("keys",), {}, (), "creation", ""),
+    ("wrap_key_data", ("key_bits_array",), {}, (), "creation", ""),
+    ("split", ("key", "num"), {"num": 2}, (), "creation", ""),
+    ("fold_in", ("key", "data"), {}, (), "creation", ""),
+    ("bits", ("key", "shape", "dtype"), {"shape": (), "dtype": None}, (), "creation", ""),
+    ("uniform", ("key", "shape", "dtype", "minval", "maxval"),
+     {"shape": (), "dtype": None, "minval": 0.0, "maxval": 1.0}, ("minval", "maxval"),
+     "other", ""),
+    ("normal", ("key", "shape", "dtype"), {"shape": (), "dtype": None}, (), "creation", ""),
+    ("exponential", ("key", "shape", "dtype"), {"shape": (), "dtype": None}, (), "creation",
+     ""),
+    ("bernoulli", ("key", "p", "shape", "mode"), {"p": 0.5, "shape": None, "mode": "low"},
+     (), "compare", ""),
+    ("categorical", ("key", "logits", "axis", "shape", "replace", "mode"),
+     {"axis": -1, "shape": None, "replace": True, "mode": None}, (), "index", ""),
+    ("randint", ("key", "shape", "minval", "maxval", "dtype"), {"dtype": None}, (), "index",
+     ""),
+    ("permutation", ("key", "x", "axis", "independent"), {"axis": 0, "independent": False},
+     ("x",), "other", ""),
+    ("choice", ("key", "a", "shape", "replace", "p", "axis", "mode"),
+     {"shape": (), "replace": True, "p": None, "axis": 0, "mode": None}, (), "other", _NR),
+    ("truncated_normal", ("key", "lower", "upper", "shape", "dtype"),
+     {"shape": None, "dtype": None}, ("lower", "upper"), "other", ""),
+    ("unit_like", ("key", "like"), {}, (), "creation", ""),
+    ("gamma", ("key", "a", "shape", "dtype"), {"shape": None, "dtype": None}, (), "other",
+     _NR),
+    ("multivariate_normal", ("key", "mean", "cov", "shape", "dtype", "method"),
+     {"shape": None, "dtype": None, "method": "cholesky"}, (), "other", _NR),
+)
+for _name, _params, _defaults, _diff, _kind, _reason in _RANDOM:
+    _random(_name, _params, _defaults, _diff, _kind, _reason,
+            callables=(_jr.PRNGKey,) if _name == "key" else ())
+    if _name in ("key_data", "wrap_key_data"):
+        continue
+    # the batched form: the key becomes "key_b" (an operand vmap lifts like any array)
+    _bparams = tuple("key_b" if p == "key" else p for p in _params)
+    register(Primitive(f"random_{_name}_batched", getattr(_jr, f"{_name}_batched"),
+                       f"jr.{_name}_batched", _bparams, dict(_defaults), diff=_diff,
+                       # unit_like's result is constant (it reads only a shape)
+                       kind="creation" if _name == "unit_like" else "batch",
+                       sample=_RANDOM_SAMPLES.get(f"{_name}_batched"),
+                       reason=_reason or (_ND + "a random sample")))
+_random("permutation_vjp", ("t", "key", "x", "axis", "independent"),
+        {"axis": 0, "independent": False}, diff=("t",), kind="other")
+register(Primitive("random_permutation_vjp_batched", _jr.permutation_vjp_batched,
+                   "jr.permutation_vjp_batched", ("t", "key_b", "x", "axis", "independent"),
+                   {"axis": 0, "independent": False}, diff=("t",), kind="batch",
+                   sample=_RANDOM_SAMPLES["permutation_vjp_batched"]))
+
+# ---------------------------------------------------------------------------
+# astjax.debug: effects (kind "effect": never folded, merged, hoisted or dropped by the
+# passes).  They have no result a derivative could follow: a differentiated value
+# prints (or reaches the callback) as its primal, and derivative code never runs them.
+# pure_callback has a result and, as in JAX, no derivative.
+# ---------------------------------------------------------------------------
+
+from astjax import debug as _dbg  # noqa: E402
+
+_DEBUG = (
+    ("debug_print", "print_values", ("fmt", "names", "*values")),
+    ("debug_callback", "callback_values", ("callback", "names", "*values")),
+    ("debug_breakpoint", "breakpoint_here", ("num_frames",)),
+)
+for _name, _impl, _params in _DEBUG:
+    register(Primitive(_name, getattr(_dbg, _impl), f"dbg.{_impl}", _params,
+                       {"num_frames": None} if _name == "debug_breakpoint" else {},
+                       kind="effect", reason=_ND + "a debugging effect (it has no result)"))
+    if _name != "debug_breakpoint":
+        register(Primitive(f"{_name}_batched", getattr(_dbg, f"{_impl}_batched"),
+                           f"dbg.{_impl}_batched", _params[:-1] + ("values",), kind="effect",
+                           reason=_ND + "a debugging effect (it has no result)"))
+_PURE_CB = ("callback", "result_shape_dtypes", "vmap_method", "names", "*values")
+_PURE_CB_WHY = _ND + "pure_callback runs code astjax cannot see into (as in JAX, it has " \
+    "no derivative: give the function a rule with custom_jvp/custom_vjp)"
+register(Primitive("pure_callback", _dbg.pure_callback_values, "dbg.pure_callback_values",
+                   _PURE_CB, kind="other", reason=_PURE_CB_WHY))
+register(Primitive("pure_callback_batched", _dbg.pure_callback_values_batched,
+                   "dbg.pure_callback_values_batched", _PURE_CB[:-1] + ("values",), kind="other",
+                   reason=_PURE_CB_WHY))

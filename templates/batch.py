@@ -1298,3 +1298,188 @@ def tree_from_leaves(leaves, like):
 
 def tree_leaves_like(t, like):
     return rb.tree_leaves_like(t, like)
+
+
+# ------------------------------------------------------------------ astjax.random
+# A batch of keys arrives as (2, B) (batch last), a shared key as (2,); each rule calls
+# the sampler's batched form, which draws for every example at once.
+from astjax import random as jr  # noqa: E402
+
+
+def random_key(seed):
+    return jr.key_batched(seed)
+
+
+def random_key_batched(seed):
+    return jr.key_batched(seed)
+
+
+def random_key_data(keys):
+    return keys
+
+
+def random_wrap_key_data(key_bits_array):
+    return key_bits_array
+
+
+def random_split(key, num=2):
+    return jr.split_batched(key, num)
+
+
+def random_split_batched(key_b, num=2):
+    return jr.split_batched(key_b, num)
+
+
+def random_fold_in(key, data):
+    return jr.fold_in_batched(key, data)
+
+
+def random_fold_in_batched(key_b, data):
+    return jr.fold_in_batched(key_b, data)
+
+
+def random_bits(key, shape=(), dtype=None):
+    return jr.bits_batched(key, shape, dtype)
+
+
+def random_bits_batched(key_b, shape=(), dtype=None):
+    return jr.bits_batched(key_b, shape, dtype)
+
+
+def random_uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    return jr.uniform_batched(key, shape, dtype, minval, maxval)
+
+
+def random_uniform_batched(key_b, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    return jr.uniform_batched(key_b, shape, dtype, minval, maxval)
+
+
+def random_normal(key, shape=(), dtype=None):
+    return jr.normal_batched(key, shape, dtype)
+
+
+def random_normal_batched(key_b, shape=(), dtype=None):
+    return jr.normal_batched(key_b, shape, dtype)
+
+
+def random_exponential(key, shape=(), dtype=None):
+    return jr.exponential_batched(key, shape, dtype)
+
+
+def random_exponential_batched(key_b, shape=(), dtype=None):
+    return jr.exponential_batched(key_b, shape, dtype)
+
+
+def random_bernoulli(key, p=0.5, shape=None, mode='low'):
+    return jr.bernoulli_batched(key, p, shape, mode)
+
+
+def random_bernoulli_batched(key_b, p=0.5, shape=None, mode='low'):
+    return jr.bernoulli_batched(key_b, p, shape, mode)
+
+
+def random_categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
+    return jr.categorical_batched(key, logits, axis, shape, replace, mode)
+
+
+def random_categorical_batched(key_b, logits, axis=-1, shape=None, replace=True, mode=None):
+    return jr.categorical_batched(key_b, logits, axis, shape, replace, mode)
+
+
+def random_randint(key, shape, minval, maxval, dtype=None):
+    return jr.randint_batched(key, shape, minval, maxval, dtype)
+
+
+def random_randint_batched(key_b, shape, minval, maxval, dtype=None):
+    return jr.randint_batched(key_b, shape, minval, maxval, dtype)
+
+
+def random_permutation(key, x, axis=0, independent=False):
+    return jr.permutation_batched(key, x, axis, independent)
+
+
+def random_permutation_batched(key_b, x, axis=0, independent=False):
+    return jr.permutation_batched(key_b, x, axis, independent)
+
+
+def random_choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
+    return jr.choice_batched(key, a, shape, replace, p, axis, mode)
+
+
+def random_choice_batched(key_b, a, shape=(), replace=True, p=None, axis=0, mode=None):
+    return jr.choice_batched(key_b, a, shape, replace, p, axis, mode)
+
+
+def random_truncated_normal(key, lower, upper, shape=None, dtype=None):
+    return jr.truncated_normal_batched(key, lower, upper, shape, dtype)
+
+
+def random_truncated_normal_batched(key_b, lower, upper, shape=None, dtype=None):
+    return jr.truncated_normal_batched(key_b, lower, upper, shape, dtype)
+
+
+def random_gamma(key, a, shape=None, dtype=None):
+    return jr.gamma_batched(key, a, shape, dtype)
+
+
+def random_gamma_batched(key_b, a, shape=None, dtype=None):
+    return jr.gamma_batched(key_b, a, shape, dtype)
+
+
+def random_multivariate_normal(key, mean, cov, shape=None, dtype=None, method='cholesky'):
+    return jr.multivariate_normal_batched(key, mean, cov, shape, dtype, method)
+
+
+def random_multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None, method='cholesky'):
+    return jr.multivariate_normal_batched(key_b, mean, cov, shape, dtype, method)
+
+
+def random_unit_like(key, like):
+    return jr.unit_like_batched(key, like)
+
+
+def random_unit_like_batched(key_b, like):
+    return jr.unit_like_batched(key_b, like)
+
+
+def random_permutation_vjp(t, key, x, axis=0, independent=False):
+    return jr.permutation_vjp_batched(t, key, x, axis, independent)
+
+
+def random_permutation_vjp_batched(t, key_b, x, axis=0, independent=False):
+    return jr.permutation_vjp_batched(t, key_b, x, axis, independent)
+
+
+# ------------------------------------------------------------------ astjax.debug
+# once per example, as JAX does: the batched forms walk the lanes
+from astjax import debug as dbg  # noqa: E402
+
+
+def debug_print(fmt, names, *values):
+    return dbg.print_values_batched(fmt, names, values)
+
+
+def debug_print_batched(fmt, names, values):
+    return dbg.print_values_batched(fmt, names, values)
+
+
+def debug_callback(callback, names, *values):
+    return dbg.callback_values_batched(callback, names, values)
+
+
+def debug_callback_batched(callback, names, values):
+    return dbg.callback_values_batched(callback, names, values)
+
+
+def debug_breakpoint(num_frames=None):
+    return dbg.breakpoint_here()
+
+
+def pure_callback(callback, result_shape_dtypes, vmap_method, names, *values):
+    return dbg.pure_callback_values_batched(callback, result_shape_dtypes, vmap_method, names,
+                                            values)
+
+
+def pure_callback_batched(callback, result_shape_dtypes, vmap_method, names, values):
+    return dbg.pure_callback_values_batched(callback, result_shape_dtypes, vmap_method, names,
+                                            values)

@@ -1330,3 +1330,49 @@ def interp(ans, x, xp, fp, left=None, right=None, period=None, dx=None, dxp=None
 
 def interp_basis(ans, x, xp, left=None, right=None, period=None, dx=None):
     return np.expand_dims(dx, -1) * ra.interp_slopes(x, xp, left, right, period)
+
+
+# ------------------------------------------------------------------ astjax.random
+from astjax import random as jr  # noqa: E402
+
+
+def random_uniform(ans, key, shape=(), dtype=None, minval=0.0, maxval=1.0, dminval=None,
+                   dmaxval=None):
+    u = jr.uniform(key, shape, dtype)
+    return dminval - dminval * u + dmaxval * u
+
+
+def random_uniform_batched(ans, key_b, shape=(), dtype=None, minval=0.0, maxval=1.0,
+                           dminval=None, dmaxval=None):
+    u = jr.uniform_batched(key_b, shape, dtype)
+    return dminval - dminval * u + dmaxval * u
+
+
+def random_permutation(ans, key, x, axis=0, independent=False, dx=None):
+    return jr.permutation(key, dx, axis, independent)
+
+
+def random_permutation_batched(ans, key_b, x, axis=0, independent=False, dx=None):
+    return jr.permutation_batched(key_b, dx, axis, independent)
+
+
+def random_permutation_vjp(ans, t, key, x, axis=0, independent=False, dt=None):
+    return jr.permutation_vjp(dt, key, x, axis, independent)
+
+
+def random_permutation_vjp_batched(ans, t, key_b, x, axis=0, independent=False, dt=None):
+    return jr.permutation_vjp_batched(dt, key_b, x, axis, independent)
+
+
+def random_truncated_normal(ans, key, lower, upper, shape=None, dtype=None, dlower=None,
+                            dupper=None):
+    u = jr.unit_like(key, ans)
+    return dlower * ((1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)) + \
+        dupper * (u * np.exp((ans * ans - upper * upper) * 0.5))
+
+
+def random_truncated_normal_batched(ans, key_b, lower, upper, shape=None, dtype=None,
+                                    dlower=None, dupper=None):
+    u = jr.unit_like_batched(key_b, ans)
+    return dlower * ((1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)) + \
+        dupper * (u * np.exp((ans * ans - upper * upper) * 0.5))

@@ -1410,3 +1410,50 @@ def interp(g, ans, x, xp, fp, left=None, right=None, period=None):
 
 def interp_basis(g, ans, x, xp, left=None, right=None, period=None):
     return ra.unbroadcast(np.sum(g * ra.interp_slopes(x, xp, left, right, period), axis=-1), x)
+
+
+# ------------------------------------------------------------------ astjax.random
+# No cotangent reaches a key; a sample's parameters get theirs by reparameterization.
+from astjax import random as jr  # noqa: E402
+
+
+def random_uniform(g, ans, key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    # ans = minval + u * (maxval - minval) with u the same unit draw
+    u = jr.uniform(key, shape, dtype)
+    return ra.unbroadcast(g - g * u, minval), ra.unbroadcast(g * u, maxval)
+
+
+def random_uniform_batched(g, ans, key_b, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    u = jr.uniform_batched(key_b, shape, dtype)
+    return ra.unbroadcast(g - g * u, minval), ra.unbroadcast(g * u, maxval)
+
+
+def random_permutation(g, ans, key, x, axis=0, independent=False):
+    return jr.permutation_vjp(g, key, x, axis, independent)
+
+
+def random_permutation_batched(g, ans, key_b, x, axis=0, independent=False):
+    return jr.permutation_vjp_batched(g, key_b, x, axis, independent)
+
+
+def random_permutation_vjp(g, ans, t, key, x, axis=0, independent=False):
+    return jr.permutation(key, g, axis, independent)
+
+
+def random_permutation_vjp_batched(g, ans, t, key_b, x, axis=0, independent=False):
+    return jr.permutation_batched(key_b, g, axis, independent)
+
+
+def random_truncated_normal(g, ans, key, lower, upper, shape=None, dtype=None):
+    # ans = sqrt2 erfinv(erf(lower/sqrt2) + u (erf(upper/sqrt2) - erf(lower/sqrt2)))
+    u = jr.unit_like(key, ans)
+    g_lower = g * (1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)
+    g_upper = g * u * np.exp((ans * ans - upper * upper) * 0.5)
+    return ra.unbroadcast(g_lower, lower), ra.unbroadcast(g_upper, upper)
+
+
+def random_truncated_normal_batched(g, ans, key_b, lower, upper, shape=None, dtype=None):
+    u = jr.unit_like_batched(key_b, ans)
+    g_lower = g * (1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)
+    g_upper = g * u * np.exp((ans * ans - upper * upper) * 0.5)
+    return ra.unbroadcast(g_lower, lower), ra.unbroadcast(g_upper, upper)

@@ -600,3 +600,14 @@ def test_templates_mirror_their_primitives():
             f"templates/batch.py: {name}{_template_params(fn)} does not mirror "
             f"{base}{P.REGISTRY[base].params}")
 
+
+
+# astjax.random's samplers: samples live with the module's other tests
+from test_random_rules import RANDOM_BATCH_SAMPLES  # noqa: E402
+
+EXTRA.update(RANDOM_BATCH_SAMPLES)
+# astjax.debug's effects: vmap of them (once per example) is checked in test_debug.py
+SKIP.update({n: "a debugging effect or callback: tests/test_debug.py checks its vmap"
+             for n in ("debug_print", "debug_callback", "debug_breakpoint", "pure_callback",
+                       "debug_print_batched", "debug_callback_batched",
+                       "pure_callback_batched")})

@@ -2789,7 +2789,8 @@ class Normalizer:
 _RUN_TIME = object()  # a callee or receiver known only at run time
 
 _CANONICAL_MODULES = {"numpy": "np", "astjax.runtime_array": "ra", "astjax.runtime": "rt",
-                      "astjax.runtime_batch": "rb", "math": "math"}
+                      "astjax.runtime_batch": "rb", "math": "math", "astjax.random": "jr",
+                      "astjax.debug": "dbg"}
 
 
 def _fold(prim, left, right):

@@ -83,7 +83,7 @@ def is_pure(s) -> bool:
     if not isinstance(s, Prim):
         return False
     entry = prim_entry(s.prim)
-    if entry is None or s.prim in EFFECTFUL or entry.kind == "tape":
+    if entry is None or s.prim in EFFECTFUL or entry.kind in ("tape", "effect"):
         return False
     if "not implemented" in entry.reason or "raises" in entry.reason:
         return False
