@@ -14,6 +14,9 @@ from astjax.batch_api import vmap
 from astjax.jit_api import jit
 from astjax.shapes import ShapeDtypeStruct, eval_shape
 from astjax import lax, tree_util
+from astjax import sharding
+from astjax.sharding import (device_count, devices, distributed, make_mesh, pmap,
+                             shard_map)
 
 __version__ = "0.1.0"
 
@@ -21,4 +24,6 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacre
            "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct",
            "stop_gradient", "make_source", "clear_cache",
            "tree_util", "lax", "AstjaxError", "TransformError", "SourceError",
-           "UnsupportedSyntaxError", "DifferentiationError"]
+           "UnsupportedSyntaxError", "DifferentiationError",
+           "sharding", "shard_map", "pmap", "make_mesh", "devices", "device_count",
+           "distributed"]

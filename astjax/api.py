@@ -66,7 +66,8 @@ def clear_cache():
 
 def _base_namespace():
     from astjax import runtime_batch as rb
-    return {"np": np, "ra": ra, "rt": rt, "rb": rb}
+    from astjax.sharding import collectives as sh   # collectives, shard_map calls
+    return {"np": np, "ra": ra, "rt": rt, "rb": rb, "sh": sh}
 
 
 def _normalizer_factory(names, env):

@@ -1,0 +1,507 @@
+"""``shard_map`` and ``pmap``: run a per-shard function on every device of a mesh.
+
+The driver splits the inputs by ``in_specs``, runs the per-shard function once per
+mesh position -- on threads of this process (local devices) or, under ``mpiexec``,
+each process its own position -- with a communicator for the collectives, and joins
+the outputs by ``out_specs``.
+
+For the transformations a shard_map'ed function is generated Python that makes one
+call, ``sh.shard_map_call(plan, (args...))``, a primitive of the registry whose
+rules are shard_maps themselves: its derivative runs the per-shard derivative under
+the same mesh (vjp: the cotangents split like the outputs, replicated inputs'
+cotangents summed over the devices; jvp: tangents split like the inputs), its
+batching rule runs the per-shard function vmapped.  So ``grad``, ``jvp``, ``vmap``
+and ``jit`` of a shard_map'ed function come from the existing transformations.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+
+import numpy as np
+
+from astjax.sharding import collectives as sh
+from astjax.sharding import distributed
+from astjax.sharding.comm import LocalComm, LocalWorld, MPIComm, _Groups
+from astjax.sharding.errors import fail
+from astjax.sharding.mesh import Mesh, PartitionSpec, devices
+from astjax.sharding.specs import assemble, block_index, check_spec, leaf_specs, split
+from astjax.tree_util import tree_flatten, tree_unflatten
+
+_COUNTER = itertools.count()
+
+
+class ShardPlan:
+    """Everything the driver needs, static for the transformations: the per-shard
+    function, the mesh, the specs (``specs_of`` builds in_specs per call when they
+    depend on the arguments) and the replication check."""
+
+    def __init__(self, fun, mesh, in_specs, out_specs, check_vma=True, kind="shard_map",
+                 name=None):
+        self.fun = fun
+        self.mesh = mesh
+        self.in_specs = in_specs
+        self.out_specs = out_specs
+        self.check_vma = check_vma
+        self.kind = kind
+        self.name = name or getattr(fun, "__name__", "f")
+
+    def __repr__(self):
+        return f"<{self.kind} plan of {self.name} on {self.mesh!r}>"
+
+    # ---------------------------------------------------------------- running
+    def __call__(self, *args):
+        return run(self, args)
+
+
+def _groups_of(mesh):
+    cache = {}
+
+    def get(pos):
+        g = cache.get(pos)
+        if g is None:
+            g = cache[pos] = _Groups(mesh.shape, pos)
+        return g
+    return get
+
+
+def run(plan: ShardPlan, args: tuple):
+    """Split, run every shard, assemble (the eager meaning of a shard_map call)."""
+    mesh = plan.mesh if isinstance(plan.mesh, Mesh) else plan.mesh(args)
+    what = f"{plan.kind}({plan.name})"
+    groups = _groups_of(mesh)
+    if getattr(plan, "in_specs_fn", None) is not None:
+        in_specs = plan.in_specs_fn(args)
+    else:
+        in_specs = _specs_tuple(plan.in_specs, len(args))
+    if getattr(plan, "out_specs_fn", None) is not None:
+        plan.out_specs = plan.out_specs_fn(args)
+    leaves, tdef = tree_flatten(tuple(args))
+    specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
+    world = distributed.world()
+    if world is not None:
+        return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what)
+    per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    n = mesh.size
+    outs = [None] * n
+    errors = []
+    lw = LocalWorld(n)
+
+    def shard(pos):
+        comm = LocalComm(lw, mesh.shape, pos)
+        shard_args = tree_unflatten(tdef, [p[pos] for p in per_leaf])
+        ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
+        try:
+            with sh.entered(ctx):
+                outs[pos] = plan.fun(*shard_args)
+        except threading.BrokenBarrierError:
+            pass                      # another shard failed first: its error is reported
+        except BaseException as e:   # noqa: BLE001  (re-raised below, in the caller)
+            errors.append((pos, e))
+            lw.abort()
+
+    if sh.current() is not None:
+        fail(f"{what} is called inside another shard_map/pmap: nesting is not supported",
+             "use one mesh with several axes")
+    if n == 1:
+        shard(0)
+    else:
+        threads = [threading.Thread(target=shard, args=(p,), name=f"astjax-shard-{p}")
+                   for p in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise sorted(errors, key=lambda e: e[0])[0][1]
+    return _join(plan, mesh, outs, groups, what)
+
+
+def _join(plan, mesh, outs, groups, what):
+    out_leaves, out_tdef = tree_flatten(outs[0])
+    specs = leaf_specs(plan.out_specs, outs[0], f"{what}: out_specs")
+    per = [tree_flatten(o)[0] for o in outs]
+    joined = [assemble([p[i] for p in per], s, mesh, groups, plan.check_vma,
+                       f"{what}: out_specs") for i, s in enumerate(specs)]
+    joined = [j[()] if j.ndim == 0 and not isinstance(leaf, np.ndarray) else j
+              for j, leaf in zip(joined, out_leaves)]
+    return tree_unflatten(out_tdef, joined)
+
+
+def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what):
+    if mesh.size != world.size:
+        fail(f"{what}: the mesh has {mesh.size} devices but mpiexec started "
+             f"{world.size} processes", "make the mesh as large as the MPI world")
+    pos = int(np.flatnonzero(mesh.device_ids().ravel() == world.rank)[0])
+    mine = []
+    for x, s in zip(leaves, specs):
+        x = np.asarray(x)
+        check_spec(s, x.ndim, mesh, f"{what}: in_specs")
+        for d in range(len(s)):
+            n = int(np.prod([mesh.shape[a] for a in s.axes_of(d)], dtype=int))
+            if x.shape[d] % n:
+                fail(f"{what}: in_specs: dimension {d} of a value of shape {x.shape} has "
+                     f"size {x.shape[d]}, not divisible by {n} (the mesh axes "
+                     f"{s.axes_of(d)} of {s!r})")
+        mine.append(np.ascontiguousarray(x[block_index(x.shape, s, mesh, groups(pos))]))
+    comm = MPIComm(world, mesh.shape, pos)
+    ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
+    with sh.entered(ctx):
+        out = plan.fun(*tree_unflatten(tdef, mine))
+    # every process gets the global outputs: gather each leaf from all positions
+    leaves_out, out_tdef = tree_flatten(out)
+    gathered = []
+    for leaf in leaves_out:
+        a = np.ascontiguousarray(np.asarray(leaf))
+        buf = np.empty((world.size,) + a.shape, a.dtype)
+        world.Allgather(a, buf)
+        order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
+                 for r in range(world.size)]
+        by_pos = [None] * world.size
+        for r, p in enumerate(order):
+            by_pos[p] = buf[r]
+        gathered.append(by_pos)
+    outs = [tree_unflatten(out_tdef, [g[p] for g in gathered]) for p in range(world.size)]
+    return _join(plan, mesh, outs, groups, what)
+
+
+# ------------------------------------------------------------- the user-facing object
+
+def _specs_tuple(in_specs, nargs):
+    if isinstance(in_specs, PartitionSpec) or in_specs is None:
+        return tuple([in_specs] * nargs)
+    return in_specs
+
+
+def _generated_wrapper(plan, params, name):
+    """The Python the transformations read: one ``sh.shard_map_call`` of the plan."""
+    fname = f"{name}_{plan.kind}"
+    args = ", ".join(params)
+    tup = f"({args},)" if len(params) == 1 else f"({args})"
+    src = (f"def {fname}({args}):\n"
+           f"    out = sh.shard_map_call(plan, {tup})\n"
+           f"    return out\n")
+    filename = f"<astjax-{plan.kind}-{next(_COUNTER)}>"
+    import linecache
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace = {"sh": sh, "plan": plan}
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    return namespace[fname]
+
+
+class ShardMapped:
+    """A shard_map'ed (or pmap'ed) function: call it, or transform it."""
+
+    def __init__(self, plan: ShardPlan, params):
+        self._plan = plan
+        self._params = tuple(params)
+        functools.update_wrapper(self, plan.fun)
+        self.__dict__.pop("__wrapped__", None)
+        self._gen = None
+        self._astjax = plan.kind
+
+    def _astjax_generated(self):
+        if self._gen is None:
+            self._gen = _generated_wrapper(self._plan, self._params, self._plan.name)
+        return self._gen
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            fail(f"{self._plan.kind}: pass the arguments positionally (keywords are not "
+                 "split by in_specs)")
+        return run(self._plan, args)
+
+
+def _param_names(f, nargs=None):
+    import inspect
+    try:
+        ps = [p for p in inspect.signature(f).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return [p.name for p in ps]
+    except (TypeError, ValueError):
+        return [f"a{i}" for i in range(nargs or 1)]
+
+
+def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None,
+              check_vma=None, check_rep=None, axis_names=None):
+    """``f`` run once per device of ``mesh`` on the blocks ``in_specs`` give it; the
+    per-device outputs joined by ``out_specs`` (JAX's ``shard_map``).
+
+    ``check_vma`` (alias ``check_rep``, default True) checks at run time that an output
+    ``out_specs`` declares replicated is equal on those devices, and refuses a
+    derivative taken inside ``f`` through a collective whose transpose JAX's
+    check_vma=True changes; derivatives are check_vma=False's (see the README)."""
+    if f is None:
+        return functools.partial(shard_map, mesh=mesh, in_specs=in_specs,
+                                 out_specs=out_specs, check_vma=check_vma,
+                                 check_rep=check_rep, axis_names=axis_names)
+    if not callable(f):
+        fail(f"shard_map: expected a function, got {type(f).__name__}")
+    if mesh is None:
+        fail("shard_map needs mesh=", "mesh = astjax.make_mesh((n,), ('i',))")
+    if not isinstance(mesh, Mesh):
+        fail(f"shard_map: mesh must be an astjax.sharding.Mesh, got {type(mesh).__name__}")
+    if in_specs is None and out_specs is None:
+        fail("shard_map needs in_specs= and out_specs=")
+    check = True if check_vma is None and check_rep is None else bool(
+        check_vma if check_vma is not None else check_rep)
+    params = _param_names(f)
+    specs = _specs_tuple(in_specs, len(params))
+    plan = ShardPlan(f, mesh, specs, out_specs, check)
+    _validate_specs(specs, mesh, "in_specs")
+    _validate_specs(out_specs, mesh, "out_specs")
+    return ShardMapped(plan, params)
+
+
+def _validate_specs(specs, mesh, what):
+    def walk(s):
+        if isinstance(s, PartitionSpec):
+            axes = s.mesh_axes()
+            for a in axes:
+                if a not in mesh.axis_names:
+                    fail(f"shard_map: unknown axis name {a!r} in {what} {s!r}; the mesh "
+                         f"axes are {mesh.axis_names}")
+            if len(set(axes)) != len(axes):
+                fail(f"shard_map: {what} {s!r} uses a mesh axis twice")
+        elif isinstance(s, (tuple, list)):
+            for e in s:
+                walk(e)
+        elif isinstance(s, dict):
+            for e in s.values():
+                walk(e)
+        elif s is not None:
+            fail(f"shard_map: {what} must be PartitionSpecs (P(...)) in a pytree, got "
+                 f"{s!r}")
+    walk(specs)
+
+
+# ---------------------------------------------------------------- pmap
+
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, axis_size=None):
+    """``fun`` mapped over the leading axis (``in_axes``) of its arguments, one slice per
+    device, with collectives over ``axis_name`` (JAX's ``pmap``).  The mapped axis's
+    size must equal the number of devices used."""
+    if fun is None:
+        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes,
+                                 out_axes=out_axes,
+                                 static_broadcasted_argnums=static_broadcasted_argnums,
+                                 devices=devices, axis_size=axis_size)
+    if not callable(fun):
+        fail(f"pmap: expected a function, got {type(fun).__name__}")
+    static = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) \
+        else tuple(static_broadcasted_argnums)
+    name = axis_name if axis_name is not None else f"_pmap{next(_COUNTER)}"
+    return Pmapped(fun, name, in_axes, out_axes, static, devices)
+
+
+def _moved(x, ax, to):
+    return np.moveaxis(np.asarray(x), ax, to)
+
+
+class _PmapMesh:
+    """pmap's 1-d mesh, as large as the mapped axis of the call's arguments."""
+
+    def __init__(self, axis_name, devs):
+        self.axis_name, self.devs = axis_name, devs
+
+    def __call__(self, args):
+        leaves = tree_flatten(tuple(args))[0]
+        sizes = sorted({np.shape(v)[0] for v in leaves if np.ndim(v)})
+        if len(sizes) != 1:
+            fail(f"pmap: the mapped axes have sizes {sizes}; they must all be the number "
+                 "of devices to map over")
+        n = sizes[0]
+        devs = list(self.devs) if self.devs is not None else devices()
+        if n > len(devs):
+            fail(f"pmap: the mapped axis has size {n} but there are {len(devs)} devices",
+                 "set ASTJAX_NUM_CPU_DEVICES, run under mpiexec -n N, or map over fewer")
+        arr = np.empty(n, dtype=object)
+        arr[:] = devs[:n]
+        return Mesh(arr, (self.axis_name,))
+
+
+class Pmapped(ShardMapped):
+    """A pmap'ed function: a shard_map over a 1-d mesh whose per-device function is
+    ``vmap(fun)`` on the device's slice (a leading axis of size 1), so grad, jvp and
+    vmap of it come from the same rules as shard_map's."""
+
+    def __init__(self, fun, axis_name, in_axes, out_axes, static, devs):
+        from astjax.batch_api import vmap
+        import inspect
+        self.in_axes, self.out_axes, self.static = in_axes, out_axes, static
+        names = _param_names(fun)
+        self.static_names = [names[i] for i in static]
+        self.dyn_names = [n for i, n in enumerate(names) if i not in static]
+        self._fun, self._vmap, self._inspect = fun, vmap, inspect
+        self._cache = {}
+        plan = ShardPlan(fun, None, None, PartitionSpec(axis_name), check_vma=False,
+                         kind="pmap", name=getattr(fun, "__name__", "f"))
+        plan.mesh = _PmapMesh(axis_name, devs)
+        plan.in_specs = None
+        self.axis_name = axis_name
+        super().__init__(plan, self.dyn_names)
+        self._bind(None, self._axes_for(len(self.dyn_names)))
+
+    def _axes_for(self, n):
+        ax = self.in_axes
+        if isinstance(ax, (list, tuple)):
+            if len(ax) != n + len(self.static):
+                fail(f"pmap: in_axes has {len(ax)} entries for {n + len(self.static)} "
+                     "arguments")
+            return tuple(a for i, a in enumerate(ax) if i not in self.static)
+        return (ax,) * n
+
+    def _bind(self, statics, axes):
+        for a in axes:
+            if a not in (0, None):
+                fail(f"pmap: in_axes entries must be 0 or None here, got {a!r}",
+                     "move the mapped axis to the front (np.moveaxis) before the call")
+        fun = self._fun
+        if statics:
+            fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
+        self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=0)
+        self._plan.in_specs = tuple(PartitionSpec(self.axis_name) if a == 0 else
+                                    PartitionSpec() for a in axes)
+
+    def __call__(self, *args):
+        statics = [args[i] for i in self.static]
+        dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
+        if statics:
+            self._bind(statics, self._axes_for(len(dyn)))
+        out = run(self._plan, dyn)
+        oax = self.out_axes
+        from astjax.tree_util import tree_map
+        if oax is None:
+            return tree_map(lambda v: np.asarray(v)[0], out)
+        return tree_map(lambda v: _moved(v, 0, oax) if oax != 0 else v, out)
+
+
+# ------------------------------------------------- the primitive and its derived plans
+
+def shard_map_call(plan, args):
+    """The primitive every shard_map'ed function is, for the transformations."""
+    return run(plan, tuple(args))
+
+
+def _unnamed_size(spec, sizes):
+    named = set(spec.mesh_axes())
+    return int(np.prod([n for a, n in sizes.items() if a not in named], dtype=int))
+
+
+def _unnamed_axes(spec, sizes):
+    named = set(spec.mesh_axes())
+    return tuple(a for a in sizes if a not in named)
+
+
+def _fill(tree, like):
+    """``tree`` with None (zero) leaves replaced by zeros shaped like ``like``'s."""
+    if tree is None:
+        return _zeros(like)
+    if isinstance(like, (tuple, list)) and isinstance(tree, (tuple, list)):
+        return type(like)(_fill(t, lk) for t, lk in zip(tree, like)) \
+            if not hasattr(like, "_fields") else type(like)(*[
+                _fill(t, lk) for t, lk in zip(tree, like)])
+    if isinstance(like, dict) and isinstance(tree, dict):
+        return {k: _fill(tree.get(k), v) for k, v in like.items()}
+    return tree
+
+
+def _zeros(like):
+    from astjax.tree_util import tree_map
+    return tree_map(lambda v: np.zeros(np.shape(v), np.result_type(v, np.float32)
+                                       if not np.issubdtype(np.result_type(v), np.inexact)
+                                       else np.result_type(v)), like)
+
+
+def _in_specs_for(plan, nargs):
+    specs = plan.in_specs
+    if isinstance(specs, PartitionSpec) or specs is None:
+        return tuple([specs] * nargs)
+    return specs
+
+
+def vjp_plan(plan):
+    """The shard_map whose per-shard function is ``plan``'s pullback: cotangents split
+    like the outputs (a replicated output's shared among its copies), cotangents of
+    replicated inputs summed over the devices holding copies."""
+    found = plan.__dict__.get("_vjp")
+    if found is not None:
+        return found
+    from astjax.api import vjp as astjax_vjp
+    mesh, fun = plan.mesh, plan.fun
+
+    def bwd(args, g):
+        sizes = sh.current().axis_sizes
+        nargs = len(args)
+        in_specs = _in_specs_for(plan, nargs)
+        with sh.transposing():
+            out, pull = astjax_vjp(fun, *args)
+            g = _fill(g, out)
+            out_specs = leaf_specs(plan.out_specs, out, "out_specs")
+            leaves, tdef = tree_flatten(g)
+            leaves = [leaf / _unnamed_size(s, sizes) if _unnamed_size(s, sizes) > 1 else leaf
+                      for leaf, s in zip(leaves, out_specs)]
+            cts = pull(tree_unflatten(tdef, leaves))
+        cts = _fill(tuple(cts), tuple(args))
+        fixed = []
+        for a, ct, spec in zip(args, cts, in_specs):
+            specs = leaf_specs(spec, a, "in_specs")
+            ct_leaves, ctdef = tree_flatten(ct)
+            ct_leaves = [sh.psum(c, _unnamed_axes(s, sizes)) for c, s in zip(ct_leaves, specs)]
+            fixed.append(tree_unflatten(ctdef, ct_leaves))
+        return tuple(fixed)
+
+    nargs = len(plan.in_specs) if isinstance(plan.in_specs, tuple) else None
+    new = ShardPlan(bwd, mesh, None, None, check_vma=False, kind=plan.kind + "_vjp",
+                    name=plan.name + "_vjp")
+    new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])), plan.out_specs)
+    new.out_specs_fn = lambda args: _in_specs_for(plan, len(args[0]))
+    new.nargs = nargs
+    plan.__dict__["_vjp"] = new
+    return new
+
+
+def jvp_plan(plan):
+    """The shard_map whose per-shard function is ``plan``'s tangent map (tangents split
+    like the inputs, joined like the outputs)."""
+    found = plan.__dict__.get("_jvp")
+    if found is not None:
+        return found
+    from astjax.forward_api import jvp as astjax_jvp
+    fun = plan.fun
+
+    def fwd(args, dargs):
+        dargs = _fill(tuple(dargs) if dargs is not None else None, tuple(args))
+        return astjax_jvp(fun, tuple(args), tuple(dargs))[1]
+
+    new = ShardPlan(fwd, plan.mesh, None, plan.out_specs, check_vma=False,
+                    kind=plan.kind + "_jvp", name=plan.name + "_jvp")
+    new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),) * 2
+    plan.__dict__["_jvp"] = new
+    return new
+
+
+def batch_plan(plan):
+    """The shard_map whose per-shard function is ``plan``'s vmapped over a trailing
+    batch axis of every input (the batching rule's layout)."""
+    found = plan.__dict__.get("_batch")
+    if found is not None:
+        return found
+    from astjax.batch_api import vmap
+    from astjax.tree_util import tree_map
+    batched = vmap(plan.fun, in_axes=-1, out_axes=-1)
+
+    def per_shard(args):
+        leaves = tree_flatten(tuple(args))[0]
+        size = max([np.shape(v)[-1] for v in leaves if np.ndim(v)] or [1])
+        args = tree_map(lambda v: np.broadcast_to(v, np.shape(v)[:-1] + (size,))
+                        if np.ndim(v) and np.shape(v)[-1] == 1 else v, tuple(args))
+        return batched(*args)
+
+    new = ShardPlan(per_shard, plan.mesh, None, plan.out_specs, check_vma=plan.check_vma,
+                    kind=plan.kind + "_batch", name=plan.name + "_batch")
+    new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),)
+    plan.__dict__["_batch"] = new
+    return new
