@@ -5,7 +5,7 @@
 """
 from astjax.sharding.mesh import (Device, Mesh, P, PartitionSpec, device_count, devices,
                                   local_devices, make_mesh, process_index)
-from astjax.sharding.shard_map import pmap, shard_map
+from astjax.sharding.mapping import pmap, shard_map
 from astjax.sharding import distributed
 
 

@@ -335,20 +335,20 @@ def pextreme_jvp(dx, x, ans, axis_name):
 
 def shard_map_call(plan, args):
     """A shard_map'ed function's call: the primitive the transformations see."""
-    from astjax.sharding.shard_map import run
+    from astjax.sharding.mapping import run
     return run(plan, tuple(args))
 
 
 def vjp_plan(plan):
-    from astjax.sharding import shard_map
+    from astjax.sharding import mapping as shard_map
     return shard_map.vjp_plan(plan)
 
 
 def jvp_plan(plan):
-    from astjax.sharding import shard_map
+    from astjax.sharding import mapping as shard_map
     return shard_map.jvp_plan(plan)
 
 
 def batch_plan(plan):
-    from astjax.sharding import shard_map
+    from astjax.sharding import mapping as shard_map
     return shard_map.batch_plan(plan)

@@ -10,6 +10,6 @@ def local_sine(x, w):
 def sample_plan():
     """A shard_map plan on a mesh of one local device (needs no threads)."""
     from astjax.sharding.mesh import Device, Mesh, P
-    from astjax.sharding.shard_map import ShardPlan
+    from astjax.sharding.mapping import ShardPlan
     mesh = Mesh(np.array([Device(0)], dtype=object), ("i",))
     return ShardPlan(local_sine, mesh, (P("i"), P()), P("i"), check_vma=True)

@@ -176,7 +176,8 @@ def _specs_tuple(in_specs, nargs):
 
 def _generated_wrapper(plan, params, name):
     """The Python the transformations read: one ``sh.shard_map_call`` of the plan."""
-    fname = f"{name}_{plan.kind}"
+    import re
+    fname = re.sub(r"\W", "_", f"{name}_{plan.kind}").strip("_") or "sharded"
     args = ", ".join(params)
     tup = f"({args},)" if len(params) == 1 else f"({args})"
     src = (f"def {fname}({args}):\n"
@@ -190,27 +191,26 @@ def _generated_wrapper(plan, params, name):
     return namespace[fname]
 
 
-class ShardMapped:
-    """A shard_map'ed (or pmap'ed) function: call it, or transform it."""
-
-    def __init__(self, plan: ShardPlan, params):
-        self._plan = plan
-        self._params = tuple(params)
-        functools.update_wrapper(self, plan.fun)
-        self.__dict__.pop("__wrapped__", None)
-        self._gen = None
-        self._astjax = plan.kind
-
-    def _astjax_generated(self):
-        if self._gen is None:
-            self._gen = _generated_wrapper(self._plan, self._params, self._plan.name)
-        return self._gen
-
-    def __call__(self, *args, **kwargs):
+def _as_function(plan, params, call):
+    """A Python function (what the transformations take) that runs ``call``, carrying
+    ``_astjax_generated``: the one-call wrapper they read instead of its body."""
+    def sharded(*args, **kwargs):
         if kwargs:
-            fail(f"{self._plan.kind}: pass the arguments positionally (keywords are not "
-                 "split by in_specs)")
-        return run(self._plan, args)
+            fail(f"{plan.kind}: pass the arguments positionally (keywords are not split "
+                 "by in_specs)")
+        return call(*args)
+    functools.update_wrapper(sharded, plan.fun)
+    sharded.__dict__.pop("__wrapped__", None)
+    made = {}
+
+    def generated():
+        if "fn" not in made:
+            made["fn"] = _generated_wrapper(plan, params, plan.name)
+        return made["fn"]
+    sharded._astjax = plan.kind
+    sharded._astjax_generated = generated
+    sharded._astjax_plan = plan
+    return sharded
 
 
 def _param_names(f, nargs=None):
@@ -251,7 +251,7 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
     plan = ShardPlan(f, mesh, specs, out_specs, check)
     _validate_specs(specs, mesh, "in_specs")
     _validate_specs(out_specs, mesh, "out_specs")
-    return ShardMapped(plan, params)
+    return _as_function(plan, params, lambda *args: run(plan, args))
 
 
 def _validate_specs(specs, mesh, what):
@@ -293,7 +293,8 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     static = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) \
         else tuple(static_broadcasted_argnums)
     name = axis_name if axis_name is not None else f"_pmap{next(_COUNTER)}"
-    return Pmapped(fun, name, in_axes, out_axes, static, devices)
+    p = Pmapped(fun, name, in_axes, out_axes, static, devices)
+    return _as_function(p._plan, p.dyn_names, p.__call__)
 
 
 def _moved(x, ax, to):
@@ -322,7 +323,7 @@ class _PmapMesh:
         return Mesh(arr, (self.axis_name,))
 
 
-class Pmapped(ShardMapped):
+class Pmapped:
     """A pmap'ed function: a shard_map over a 1-d mesh whose per-device function is
     ``vmap(fun)`` on the device's slice (a leading axis of size 1), so grad, jvp and
     vmap of it come from the same rules as shard_map's."""
@@ -341,7 +342,7 @@ class Pmapped(ShardMapped):
         plan.mesh = _PmapMesh(axis_name, devs)
         plan.in_specs = None
         self.axis_name = axis_name
-        super().__init__(plan, self.dyn_names)
+        self._plan = plan
         self._bind(None, self._axes_for(len(self.dyn_names)))
 
     def _axes_for(self, n):
