@@ -68,7 +68,8 @@ def _groups_of(mesh):
 
 def run(plan: ShardPlan, args: tuple):
     """Split, run every shard, assemble (the eager meaning of a shard_map call)."""
-    mesh = plan.mesh if isinstance(plan.mesh, Mesh) else plan.mesh(args)
+    mesh = plan.mesh if isinstance(plan.mesh, Mesh) else plan.mesh(
+        args[0] if getattr(plan, "derived", False) else args)
     what = f"{plan.kind}({plan.name})"
     groups = _groups_of(mesh)
     if getattr(plan, "in_specs_fn", None) is not None:
@@ -306,9 +307,11 @@ class _PmapMesh:
 
     def __init__(self, axis_name, devs):
         self.axis_name, self.devs = axis_name, devs
+        self.mapped = None
 
     def __call__(self, args):
-        leaves = tree_flatten(tuple(args))[0]
+        mapped = self.mapped or (True,) * len(args)
+        leaves = tree_flatten(tuple(a for a, m in zip(args, mapped) if m))[0]
         sizes = sorted({np.shape(v)[0] for v in leaves if np.ndim(v)})
         if len(sizes) != 1:
             fail(f"pmap: the mapped axes have sizes {sizes}; they must all be the number "
@@ -363,6 +366,7 @@ class Pmapped:
         if statics:
             fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
         self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=0)
+        self._plan.mesh.mapped = tuple(a == 0 for a in axes)
         self._plan.in_specs = tuple(PartitionSpec(self.axis_name) if a == 0 else
                                     PartitionSpec() for a in axes)
 
@@ -460,6 +464,7 @@ def vjp_plan(plan):
     new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])), plan.out_specs)
     new.out_specs_fn = lambda args: _in_specs_for(plan, len(args[0]))
     new.nargs = nargs
+    new.derived = True
     plan.__dict__["_vjp"] = new
     return new
 
@@ -480,6 +485,7 @@ def jvp_plan(plan):
     new = ShardPlan(fwd, plan.mesh, None, plan.out_specs, check_vma=False,
                     kind=plan.kind + "_jvp", name=plan.name + "_jvp")
     new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),) * 2
+    new.derived = True
     plan.__dict__["_jvp"] = new
     return new
 
@@ -504,5 +510,6 @@ def batch_plan(plan):
     new = ShardPlan(per_shard, plan.mesh, None, plan.out_specs, check_vma=plan.check_vma,
                     kind=plan.kind + "_batch", name=plan.name + "_batch")
     new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),)
+    new.derived = True
     plan.__dict__["_batch"] = new
     return new

@@ -1,0 +1,340 @@
+"""shard_map, pmap and the collectives on local devices (threads), against NumPy.
+
+Every collective is checked against a NumPy reference on a 4-device mesh and a 2x2
+mesh (tuples of axes); every transpose by a gradient of a shard_map'ed function
+against central finite differences in float64; jvp, vmap, jit and lax control flow
+through shard_map against their eager meanings; bad input gives located errors.
+"""
+import numpy as np
+import pytest
+
+import astjax
+from astjax import lax
+from astjax.sharding import P
+from astjax.sharding.errors import ShardingError
+
+
+@pytest.fixture(autouse=True)
+def four_devices(monkeypatch):
+    monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", "4")
+
+
+def mesh1():
+    return astjax.make_mesh((4,), ("i",))
+
+
+def mesh2():
+    return astjax.make_mesh((2, 2), ("x", "y"))
+
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((8, 3))          # 4 blocks of (2, 3)
+BLOCKS = np.split(X, 4)
+
+
+# ----------------------------------------------------------- forward vs NumPy (1-d mesh)
+
+def f_psum(x):
+    return lax.psum(x, "i")
+
+
+def f_pmean(x):
+    return lax.pmean(x, "i")
+
+
+def f_pmax(x):
+    return lax.pmax(x, "i")
+
+
+def f_pmin(x):
+    return lax.pmin(x, "i")
+
+
+def f_gather(x):
+    return lax.all_gather(x, "i", axis=1)
+
+
+def f_gather_tiled(x):
+    return lax.all_gather(x, "i", tiled=True)
+
+
+def f_scatter(x):
+    return lax.psum_scatter(np.concatenate([x, x]), "i", scatter_dimension=0, tiled=True)
+
+
+def f_ppermute(x):
+    return lax.ppermute(x, "i", perm=[(0, 1), (1, 2), (2, 3), (3, 0)])
+
+
+def f_ppermute_partial(x):
+    return lax.ppermute(x, "i", perm=[(0, 2), (3, 1)])
+
+
+def f_all_to_all(x):
+    y = np.concatenate([x, x * 2.0])            # (4, 3): split over 4 devices
+    return lax.all_to_all(y, "i", 0, 0, tiled=True)
+
+
+def f_index(x):
+    return x * lax.axis_index("i") + lax.psum(1, "i") + lax.axis_size("i")
+
+
+S = sum(BLOCKS)
+REFS = {
+    f_psum: np.concatenate([S] * 4),
+    f_pmean: np.concatenate([S / 4] * 4),
+    f_pmax: np.concatenate([np.max(BLOCKS, axis=0)] * 4),
+    f_pmin: np.concatenate([np.min(BLOCKS, axis=0)] * 4),
+    f_gather: np.concatenate([np.stack(BLOCKS, axis=1)] * 4),
+    f_gather_tiled: np.concatenate([X] * 4),
+    f_scatter: np.concatenate([np.concatenate([S, S])[2 * k:2 * k + 2] for k in range(4)]),
+    f_ppermute: np.concatenate([BLOCKS[3], BLOCKS[0], BLOCKS[1], BLOCKS[2]]),
+    f_ppermute_partial: np.concatenate([np.zeros((2, 3)), BLOCKS[3], BLOCKS[0],
+                                        np.zeros((2, 3))]),
+    f_index: np.concatenate([BLOCKS[k] * k + 8 for k in range(4)]),
+}
+
+
+def _a2a_ref():
+    ys = [np.concatenate([b, b * 2.0]) for b in BLOCKS]      # each (4, 3)
+    return np.concatenate([np.concatenate([ys[s][d:d + 1] for s in range(4)])
+                           for d in range(4)])
+
+
+REFS[f_all_to_all] = _a2a_ref()
+CASES = list(REFS)
+
+
+@pytest.mark.parametrize("f", CASES, ids=lambda f: f.__name__)
+def test_collective_matches_numpy(f):
+    out = astjax.shard_map(f, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))(X)
+    np.testing.assert_allclose(out, REFS[f], rtol=1e-13, atol=1e-13)
+
+
+def test_untiled_all_to_all_and_scatter_match_jax_shapes():
+    def f(x):                                    # x: (4, 2) per device
+        a = lax.all_to_all(x, "i", 0, 1)         # split axis 0 (size 4) -> new axis 1
+        b = lax.psum_scatter(x, "i")             # dimension 0 has the axis size: drops
+        return a, b
+    xs = RNG.standard_normal((16, 2))
+    a, b = astjax.shard_map(f, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))(xs)
+    blocks = np.split(xs, 4)
+    ref_a = np.concatenate([np.stack([blocks[s][d] for s in range(4)], axis=1)
+                            for d in range(4)])
+    np.testing.assert_allclose(a, ref_a)
+    np.testing.assert_allclose(b, np.concatenate([sum(blocks)[d] for d in range(4)]))
+
+
+def test_tuple_axes_on_a_2d_mesh():
+    x = RNG.standard_normal((4, 6))             # rows over x, columns over y
+
+    def f(b):
+        return (lax.psum(b, ("x", "y")), lax.psum(b, "y"), lax.all_gather(b, ("y", "x")),
+                lax.axis_index(("x", "y")) + 0 * b)
+    s_all, s_y, g, idx = astjax.shard_map(
+        f, mesh=mesh2(), in_specs=P("x", "y"), out_specs=(P("x", "y"),) * 4)(x)
+    blocks = [[x[2 * i:2 * i + 2, 3 * j:3 * j + 3] for j in range(2)] for i in range(2)]
+    total = sum(b for row in blocks for b in row)
+    np.testing.assert_allclose(s_all, np.block([[total] * 2] * 2))
+    np.testing.assert_allclose(s_y, np.block([[sum(row)] * 2 for row in blocks]))
+    order = [blocks[i][j] for j in range(2) for i in range(2)]      # ("y", "x") order
+    assert g.shape == (2 * 4, 2 * 2, 3)                 # (4, 2, 3) per device
+    np.testing.assert_allclose(g[:4, :2], np.stack(order))
+    np.testing.assert_allclose(idx, np.block([[np.full((2, 3), 2 * i + j) for j in range(2)]
+                                               for i in range(2)]))
+
+
+def test_replicated_inputs_and_outputs_and_pytrees():
+    def f(p, x):
+        return {"s": lax.psum(np.sum(x * p["w"]), "i"), "y": x + p["b"]}
+    p = {"w": np.arange(3.0), "b": np.ones(3)}
+    out = astjax.shard_map(f, mesh=mesh1(), in_specs=({"w": P(), "b": P()}, P("i")),
+                           out_specs={"s": P(), "y": P("i")})(p, X)
+    np.testing.assert_allclose(out["s"], np.sum(X * p["w"]))
+    np.testing.assert_allclose(out["y"], X + 1)
+
+
+# ------------------------------------------------------------- transposes: grad vs FD
+
+def fd_grad(fun, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[i] += eps
+        xm[i] -= eps
+        g[i] = (fun(xp) - fun(xm)) / (2 * eps)
+    return g
+
+
+W = RNG.standard_normal((8, 3))
+
+
+@pytest.mark.parametrize("f", CASES, ids=lambda f: f.__name__)
+def test_collective_transpose_matches_finite_differences(f):
+    if f is f_pmax or f is f_pmin:
+        pass                                     # distinct values: no ties
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    weight = RNG.standard_normal(REFS[f].shape)
+
+    def loss(x):
+        return np.sum(np.sin(sm(x)) * weight)
+    g = astjax.grad(loss)(X)
+    np.testing.assert_allclose(g, fd_grad(loss, X), rtol=1e-6, atol=1e-8)
+
+
+def test_grad_replicated_parameter_sums_over_devices():
+    def f(w, x):
+        return lax.psum(np.sum(np.tanh(x @ w)), "i")
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P())
+    w = RNG.standard_normal((3, 2))
+    gw, gx = astjax.grad(sm, argnums=(0, 1))(w, X)
+    np.testing.assert_allclose(gw, fd_grad(lambda w: sm(w, X), w), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(gx, fd_grad(lambda x: sm(w, x), X), rtol=1e-6, atol=1e-9)
+    # an output computed the same way on every device: no overcounting
+    twice = astjax.shard_map(lambda w, x: np.sum(w) * 2.0, mesh=mesh1(),
+                             in_specs=(P(), P("i")), out_specs=P())
+    np.testing.assert_allclose(astjax.grad(twice)(w, X), np.full_like(w, 2.0))
+
+
+def test_grad_inside_with_check_vma_false_is_local_like_jax():
+    # JAX (check_vma=False): the local gradient; psum of a psum'd loss is N times it
+    def f(w, x):
+        return lax.psum(astjax.grad(lambda w: np.sum(w * x))(w), "i")
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P(),
+                          check_vma=False)
+    np.testing.assert_allclose(sm(np.ones(3), X), X.sum(axis=0))
+
+    def g(x):
+        return astjax.grad(lambda x: lax.psum(np.sum(x ** 2), "i"))(x)
+    out = astjax.shard_map(g, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"),
+                           check_vma=False)(X)
+    np.testing.assert_allclose(out, 4 * 2 * X)
+
+
+def test_grad_inside_through_psum_with_check_vma_true_is_refused():
+    def g(x):
+        return astjax.grad(lambda x: lax.psum(np.sum(x ** 2), "i"))(x)
+    with pytest.raises(ShardingError, match="check_vma"):
+        astjax.shard_map(g, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))(X)
+
+
+# ------------------------------------------------------------- jvp, vmap, jit, control
+
+def test_jvp_of_shard_map_matches_finite_differences():
+    sm = astjax.shard_map(lambda x: lax.psum(np.sin(x), "i") * x, mesh=mesh1(),
+                          in_specs=P("i"), out_specs=P("i"))
+    t = RNG.standard_normal(X.shape)
+    out, tan = astjax.jvp(sm, (X,), (t,))
+    eps = 1e-6
+    np.testing.assert_allclose(out, sm(X))
+    np.testing.assert_allclose(tan, (sm(X + eps * t) - sm(X - eps * t)) / (2 * eps),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_vmap_of_shard_map_matches_a_loop():
+    sm = astjax.shard_map(lambda x: lax.all_gather(x, "i", tiled=True) * lax.psum(x, "i"),
+                          mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    xs = RNG.standard_normal((5, 8))
+    np.testing.assert_allclose(astjax.vmap(sm)(xs), np.stack([sm(x) for x in xs]))
+
+
+def test_vmap_inside_the_per_shard_function():
+    def f(x):                                    # x: (2, 3) per device
+        return astjax.vmap(lambda r: lax.psum(r, "i") * r)(x)
+    out = astjax.shard_map(f, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))(X)
+    np.testing.assert_allclose(out, np.concatenate([S * b for b in BLOCKS]))
+
+
+def test_jit_of_shard_map_matches_eager():
+    sm = astjax.shard_map(lambda w, x: lax.pmean(np.tanh(x * w), "i"), mesh=mesh1(),
+                          in_specs=(P(), P("i")), out_specs=P())
+    w = RNG.standard_normal(3)
+    np.testing.assert_allclose(astjax.jit(sm)(w, X), sm(w, X))
+    np.testing.assert_allclose(astjax.jit(astjax.grad(lambda w: np.sum(sm(w, X))))(w),
+                               fd_grad(lambda w: np.sum(sm(w, X)), w), rtol=1e-6)
+
+
+def test_lax_control_flow_with_collectives_in_the_body():
+    def f(x):
+        def body(i, v):
+            return lax.ppermute(v, "i", [(k, (k + 1) % 4) for k in range(4)]) + \
+                lax.pmean(v, "i")
+        return lax.fori_loop(0, 3, body, x)
+
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    v = list(BLOCKS)
+    for _ in range(3):
+        m = sum(v) / 4
+        v = [v[(k - 1) % 4] + m for k in range(4)]
+    np.testing.assert_allclose(sm(X), np.concatenate(v))
+    loss = lambda x: np.sum(sm(x) ** 2)          # noqa: E731
+    np.testing.assert_allclose(astjax.grad(loss)(X), fd_grad(loss, X), rtol=1e-6)
+
+
+# -------------------------------------------------------------------------- pmap
+
+def test_pmap_matches_a_loop_and_differentiates():
+    def f(w, x):
+        return lax.psum(np.sum(x * w), "d") + x
+    pm = astjax.pmap(f, axis_name="d", in_axes=(None, 0))
+    w = RNG.standard_normal(3)
+    xs = RNG.standard_normal((4, 3))
+    ref = np.stack([np.sum(xs * w) + x for x in xs])
+    np.testing.assert_allclose(pm(w, xs), ref)
+    loss = lambda w: np.sum(pm(w, xs) ** 2)      # noqa: E731
+    np.testing.assert_allclose(astjax.grad(loss)(w), fd_grad(loss, w), rtol=1e-6)
+
+
+def test_pmap_static_broadcasted_argnums_and_out_axes():
+    def f(x, n):
+        return x * n + lax.axis_index("d")
+    pm = astjax.pmap(f, axis_name="d", static_broadcasted_argnums=1)
+    np.testing.assert_allclose(pm(np.ones((2, 3)), 3), [[3.0] * 3, [4.0] * 3])
+
+
+# -------------------------------------------------------------------------- errors
+
+def test_shape_not_divisible_names_the_line():
+    sm = astjax.shard_map(f_psum, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(ShardingError, match="not divisible by 4") as e:
+        sm(np.ones((6, 3)))
+    assert "test_sharding.py" in str(e.value)
+
+
+def test_unknown_axis_name_in_specs_and_in_collectives():
+    with pytest.raises(ShardingError, match="unknown axis name 'j'") as e:
+        astjax.shard_map(f_psum, mesh=mesh1(), in_specs=P("j"), out_specs=P("i"))
+    assert "test_sharding.py" in str(e.value)
+    bad = astjax.shard_map(lambda x: lax.psum(x, "k"), mesh=mesh1(), in_specs=P("i"),
+                           out_specs=P("i"))
+    with pytest.raises(ShardingError, match="unknown axis name 'k'") as e:
+        bad(X)
+    assert "test_sharding.py" in str(e.value) and "lax.psum(x, \"k\")" in str(e.value)
+
+
+def test_specs_not_matching_the_pytree():
+    sm = astjax.shard_map(lambda a, b: a + b, mesh=mesh1(), in_specs=((P("i"), P()), P()),
+                          out_specs=P("i"))
+    with pytest.raises(ShardingError, match="do not match the pytree"):
+        sm(X, X)
+
+
+def test_collective_outside_any_mapped_axis():
+    with pytest.raises(ShardingError, match="outside any mapped axis") as e:
+        lax.psum(X, "i")
+    assert "test_sharding.py" in str(e.value)
+
+
+def test_replication_check_of_out_specs():
+    sm = astjax.shard_map(lambda x: x, mesh=mesh1(), in_specs=P("i"), out_specs=P())
+    with pytest.raises(ShardingError, match="replicated"):
+        sm(X)
+    off = astjax.shard_map(lambda x: x, mesh=mesh1(), in_specs=P("i"), out_specs=P(),
+                           check_vma=False)
+    np.testing.assert_allclose(off(X), BLOCKS[0])
+
+
+def test_make_source_shows_the_sharded_call():
+    sm = astjax.shard_map(f_psum, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    src = astjax.make_source(astjax.grad(lambda x: np.sum(sm(x))))(X)
+    assert "sh.shard_map_call" in src
