@@ -146,7 +146,7 @@ class MPIComm(_Groups):
 
     def allgather(self, x, axes) -> list:
         from mpi4py import MPI  # noqa: F401
-        x = np.ascontiguousarray(x)
+        x = np.asarray(order="C", a=x)
         c = self.sub(axes)
         out = np.empty((c.Get_size(),) + x.shape, x.dtype)
         c.Allgather(x, out)
@@ -154,21 +154,21 @@ class MPIComm(_Groups):
 
     def allreduce(self, x, axes, op="sum"):
         from mpi4py import MPI
-        x = np.ascontiguousarray(x)
+        x = np.asarray(order="C", a=x)
         out = np.empty_like(x)
         self.sub(axes).Allreduce(x, out, op={"sum": MPI.SUM, "max": MPI.MAX,
                                              "min": MPI.MIN}[op])
         return out
 
     def reduce_scatter(self, blocks: list, axes):
-        send = np.ascontiguousarray(np.stack(blocks))
+        send = np.asarray(order="C", a=np.stack(blocks))
         out = np.empty_like(send[0])
         self.sub(axes).Reduce_scatter_block(send, out)
         return out
 
     def permute(self, x, axes, pairs):
         from mpi4py import MPI
-        x = np.ascontiguousarray(x)
+        x = np.asarray(order="C", a=x)
         me = self.index(axes)
         dest = next((d for s, d in pairs if s == me), MPI.PROC_NULL)
         source = next((s for s, d in pairs if d == me), MPI.PROC_NULL)
@@ -177,7 +177,7 @@ class MPIComm(_Groups):
         return out
 
     def alltoall(self, chunks: list, axes) -> list:
-        send = np.ascontiguousarray(np.stack(chunks))
+        send = np.asarray(order="C", a=np.stack(chunks))
         out = np.empty_like(send)
         self.sub(axes).Alltoall(send, out)
         return list(out)

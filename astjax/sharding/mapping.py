@@ -145,7 +145,7 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what):
                 fail(f"{what}: in_specs: dimension {d} of a value of shape {x.shape} has "
                      f"size {x.shape[d]}, not divisible by {n} (the mesh axes "
                      f"{s.axes_of(d)} of {s!r})")
-        mine.append(np.ascontiguousarray(x[block_index(x.shape, s, mesh, groups(pos))]))
+        mine.append(np.asarray(order="C", a=x[block_index(x.shape, s, mesh, groups(pos))]))
     comm = MPIComm(world, mesh.shape, pos)
     ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
     with sh.entered(ctx):
@@ -154,7 +154,7 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what):
     leaves_out, out_tdef = tree_flatten(out)
     gathered = []
     for leaf in leaves_out:
-        a = np.ascontiguousarray(np.asarray(leaf))
+        a = np.asarray(order="C", a=np.asarray(leaf))
         buf = np.empty((world.size,) + a.shape, a.dtype)
         world.Allgather(a, buf)
         order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
