@@ -600,3 +600,9 @@ def test_templates_mirror_their_primitives():
             f"templates/batch.py: {name}{_template_params(fn)} does not mirror "
             f"{base}{P.REGISTRY[base].params}")
 
+
+# Sharding (astjax/sharding): facts of the mesh and static shard_map plans take no array
+# operand; tests/test_sharding.py checks them under vmap on real meshes.
+SKIP.update({n: "a mesh fact or a static shard_map plan: no array operand to batch"
+             for n in ("axis_index", "axis_size", "ppermute_inverse", "vjp_plan", "jvp_plan",
+                       "batch_plan")})

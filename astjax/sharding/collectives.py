@@ -321,14 +321,14 @@ def pextreme_t(g, x, ans, axis_name):
     _vma_guard("pmax/pmin")
     hit = (np.asarray(x) == np.asarray(ans)).astype(np.result_type(g, np.float32)
                                                     if np.ndim(g) >= 0 else float)
-    count = psum(hit, axis_name)
+    count = np.maximum(psum(hit, axis_name), 1.0)   # >= 1 where x holds the extreme
     return psum(g, axis_name) * hit / count
 
 
 def pextreme_jvp(dx, x, ans, axis_name):
     """pmax/pmin's tangent: the mean of the tangents of the devices holding it."""
     hit = (np.asarray(x) == np.asarray(ans)).astype(np.result_type(dx, np.float32))
-    return psum(dx * hit, axis_name) / psum(hit, axis_name)
+    return psum(dx * hit, axis_name) / np.maximum(psum(hit, axis_name), 1.0)
 
 
 # ------------------------------------------------ shard_map as a primitive (its plans)
