@@ -338,3 +338,26 @@ def test_make_source_shows_the_sharded_call():
     sm = astjax.shard_map(f_psum, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
     src = astjax.make_source(astjax.grad(lambda x: np.sum(sm(x))))(X)
     assert "sh.shard_map_call" in src
+
+
+# ------------------------------------------------------------ vmap with an axis_name
+
+def test_vmap_with_axis_name_makes_collectives_act_over_the_batch():
+    xs = RNG.standard_normal((5, 3))
+
+    def f(x):
+        return x - lax.pmean(x, "b") + lax.axis_index("b") + lax.psum(1, "b")
+    out = astjax.vmap(f, axis_name="b")(xs)
+    ref = xs - xs.mean(axis=0) + np.arange(5)[:, None] + 5
+    np.testing.assert_allclose(out, ref)
+    g = astjax.vmap(lambda x: lax.all_gather(x, "b"), axis_name="b", in_axes=1)(xs)
+    np.testing.assert_allclose(g, np.stack([xs.T] * 3))
+    loss = lambda x: np.sum(np.sin(astjax.vmap(f, axis_name="b")(x)) ** 2)  # noqa: E731
+    np.testing.assert_allclose(astjax.grad(loss)(xs), fd_grad(loss, xs), rtol=1e-6,
+                               atol=1e-9)
+
+
+def test_pmap_in_axes_and_out_axes():
+    xs = RNG.standard_normal((3, 4))
+    pm = astjax.pmap(lambda x: lax.psum(x, "d") * x, axis_name="d", in_axes=1, out_axes=1)
+    np.testing.assert_allclose(pm(xs), xs * xs.sum(axis=1, keepdims=True))

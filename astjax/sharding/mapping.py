@@ -80,7 +80,7 @@ def run(plan: ShardPlan, args: tuple):
         plan.out_specs = plan.out_specs_fn(args)
     leaves, tdef = tree_flatten(tuple(args))
     specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
-    world = distributed.world()
+    world = None if getattr(plan, "local_only", False) else distributed.world()
     if world is not None:
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what)
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
@@ -102,7 +102,7 @@ def run(plan: ShardPlan, args: tuple):
             errors.append((pos, e))
             lw.abort()
 
-    if sh.current() is not None:
+    if sh.current() is not None and not getattr(plan, "local_only", False):
         fail(f"{what} is called inside another shard_map/pmap: nesting is not supported",
              "use one mesh with several axes")
     if n == 1:
@@ -310,14 +310,18 @@ class _PmapMesh:
         self.mapped = None
 
     def __call__(self, args):
-        mapped = self.mapped or (True,) * len(args)
-        leaves = tree_flatten(tuple(a for a, m in zip(args, mapped) if m))[0]
-        sizes = sorted({np.shape(v)[0] for v in leaves if np.ndim(v)})
+        mapped = self.mapped or (0,) * len(args)
+        sizes = sorted({np.shape(v)[m] for a, m in zip(args, mapped) if m is not None
+                        for v in tree_flatten(a)[0] if np.ndim(v) > m})
         if len(sizes) != 1:
             fail(f"pmap: the mapped axes have sizes {sizes}; they must all be the number "
                  "of devices to map over")
         n = sizes[0]
-        devs = list(self.devs) if self.devs is not None else devices()
+        if self.devs == "virtual":          # vmap(axis_name=): one thread per example
+            from astjax.sharding.mesh import Device
+            devs = [Device(i) for i in range(n)]
+        else:
+            devs = list(self.devs) if self.devs is not None else devices()
         if n > len(devs):
             fail(f"pmap: the mapped axis has size {n} but there are {len(devs)} devices",
                  "set ASTJAX_NUM_CPU_DEVICES, run under mpiexec -n N, or map over fewer")
@@ -333,13 +337,11 @@ class Pmapped:
 
     def __init__(self, fun, axis_name, in_axes, out_axes, static, devs):
         from astjax.batch_api import vmap
-        import inspect
         self.in_axes, self.out_axes, self.static = in_axes, out_axes, static
         names = _param_names(fun)
         self.static_names = [names[i] for i in static]
         self.dyn_names = [n for i, n in enumerate(names) if i not in static]
-        self._fun, self._vmap, self._inspect = fun, vmap, inspect
-        self._cache = {}
+        self._fun, self._vmap = fun, vmap
         plan = ShardPlan(fun, None, None, PartitionSpec(axis_name), check_vma=False,
                          kind="pmap", name=getattr(fun, "__name__", "f"))
         plan.mesh = _PmapMesh(axis_name, devs)
@@ -357,30 +359,33 @@ class Pmapped:
             return tuple(a for i, a in enumerate(ax) if i not in self.static)
         return (ax,) * n
 
+    def _spec(self, ax):
+        return PartitionSpec(*([None] * ax), self.axis_name)
+
     def _bind(self, statics, axes):
         for a in axes:
-            if a not in (0, None):
-                fail(f"pmap: in_axes entries must be 0 or None here, got {a!r}",
-                     "move the mapped axis to the front (np.moveaxis) before the call")
+            if a is not None and (not isinstance(a, int) or a < 0):
+                fail(f"{self._plan.kind}: in_axes entries must be None or non-negative "
+                     f"ints here, got {a!r}", "count the mapped axis from the front")
+        oax = self.out_axes
+        if oax is not None and (not isinstance(oax, int) or oax < 0):
+            fail(f"{self._plan.kind}: out_axes must be None or a non-negative int, got "
+                 f"{oax!r}")
         fun = self._fun
         if statics:
             fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
-        self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=0)
-        self._plan.mesh.mapped = tuple(a == 0 for a in axes)
-        self._plan.in_specs = tuple(PartitionSpec(self.axis_name) if a == 0 else
-                                    PartitionSpec() for a in axes)
+        self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=oax)
+        self._plan.mesh.mapped = tuple(axes)
+        self._plan.in_specs = tuple(self._spec(a) if a is not None else PartitionSpec()
+                                    for a in axes)
+        self._plan.out_specs = self._spec(oax) if oax is not None else PartitionSpec()
 
     def __call__(self, *args):
         statics = [args[i] for i in self.static]
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
         if statics:
             self._bind(statics, self._axes_for(len(dyn)))
-        out = run(self._plan, dyn)
-        oax = self.out_axes
-        from astjax.tree_util import tree_map
-        if oax is None:
-            return tree_map(lambda v: np.asarray(v)[0], out)
-        return tree_map(lambda v: _moved(v, 0, oax) if oax != 0 else v, out)
+        return run(self._plan, dyn)
 
 
 # ------------------------------------------------- the primitive and its derived plans
@@ -465,6 +470,7 @@ def vjp_plan(plan):
     new.out_specs_fn = lambda args: _in_specs_for(plan, len(args[0]))
     new.nargs = nargs
     new.derived = True
+    new.local_only = getattr(plan, "local_only", False)
     plan.__dict__["_vjp"] = new
     return new
 
@@ -486,6 +492,7 @@ def jvp_plan(plan):
                     kind=plan.kind + "_jvp", name=plan.name + "_jvp")
     new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),) * 2
     new.derived = True
+    new.local_only = getattr(plan, "local_only", False)
     plan.__dict__["_jvp"] = new
     return new
 
@@ -511,5 +518,21 @@ def batch_plan(plan):
                     kind=plan.kind + "_batch", name=plan.name + "_batch")
     new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),)
     new.derived = True
+    new.local_only = getattr(plan, "local_only", False)
     plan.__dict__["_batch"] = new
     return new
+
+
+def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
+    """``vmap(fun, axis_name=...)``: collectives over ``axis_name`` act over the batch.
+
+    Each example runs as a virtual device of this process (a thread, whatever the
+    device count), so every collective has its exact meaning; grad, jvp and vmap of
+    it come from the shard_map rules.  Simple, exact, and meant for modest batches:
+    a batch of B runs B threads."""
+    if axis_size is not None:
+        fail("vmap: axis_size with axis_name is not supported")
+    p = Pmapped(fun, axis_name, in_axes, out_axes, (), "virtual")
+    p._plan.kind = "vmap"
+    p._plan.local_only = True
+    return _as_function(p._plan, p.dyn_names, p.__call__)
