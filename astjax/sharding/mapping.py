@@ -21,6 +21,7 @@ import threading
 
 import numpy as np
 
+from astjax.sharding import blas
 from astjax.sharding import collectives as sh
 from astjax.sharding import distributed
 from astjax.sharding.comm import LocalComm, LocalWorld, MPIComm, _Groups
@@ -110,10 +111,11 @@ def run(plan: ShardPlan, args: tuple):
     else:
         threads = [threading.Thread(target=shard, args=(p,), name=f"astjax-shard-{p}")
                    for p in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with blas.limited_for(n):
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     if errors:
         raise sorted(errors, key=lambda e: e[0])[0][1]
     return _join(plan, mesh, outs, groups, what)
