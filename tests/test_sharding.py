@@ -211,11 +211,23 @@ def test_grad_inside_with_check_vma_false_is_local_like_jax():
     np.testing.assert_allclose(out, 4 * 2 * X)
 
 
-def test_grad_inside_through_psum_with_check_vma_true_is_refused():
+def test_grad_inside_with_check_vma_true_is_refused():
     def g(x):
         return astjax.grad(lambda x: lax.psum(np.sum(x ** 2), "i"))(x)
-    with pytest.raises(ShardingError, match="check_vma"):
+    with pytest.raises(ShardingError, match="check_vma") as e:
         astjax.shard_map(g, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))(X)
+    assert "test_sharding.py" in str(e.value)
+
+    def h(w, x):                 # the data-parallel pattern: JAX would psum the gradient
+        return lax.pmean(astjax.value_and_grad(lambda w: np.sum(w * x))(w)[1], "i")
+    with pytest.raises(ShardingError, match="check_vma"):
+        astjax.shard_map(h, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P())(
+            np.ones(3), X)
+    # through jit, the collective's transpose still refuses
+    with pytest.raises(ShardingError, match="check_vma"):
+        astjax.shard_map(lambda x: astjax.jit(astjax.grad(
+            lambda x: lax.psum(np.sum(x ** 2), "i")))(x), mesh=mesh1(), in_specs=P("i"),
+            out_specs=P("i"))(X)
 
 
 # ------------------------------------------------------------- jvp, vmap, jit, control

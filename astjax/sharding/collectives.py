@@ -137,6 +137,22 @@ def _vma_guard(what):
              "differentiate the whole shard_map'ed function from outside")
 
 
+def reverse_mode_guard(what):
+    """A gradient taken inside a check_vma=True shard_map: refused.
+
+    JAX's check_vma=True inserts an implicit pvary where a replicated value meets a
+    device-varying one, whose transpose sums over the devices; astjax's derivatives
+    are check_vma=False's (the local gradient).  Rather than differ silently, refuse.
+    """
+    ctx = current()
+    if ctx is not None and ctx.check_vma and not ctx.transposing:
+        fail(f"{what} inside a shard_map with check_vma=True: JAX would sum the gradients "
+             "of replicated inputs over the devices here (implicit pvary), astjax gives "
+             "the local gradient (JAX's check_vma=False)",
+             "pass check_vma=False to shard_map and psum/pmean the gradients yourself, or "
+             "take the gradient of the whole shard_map'ed function from outside")
+
+
 def _arr(x):
     return np.asarray(x)
 
