@@ -349,7 +349,10 @@ def test_replication_check_of_out_specs():
 def test_make_source_shows_the_sharded_call():
     sm = astjax.shard_map(f_psum, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
     src = astjax.make_source(astjax.grad(lambda x: np.sum(sm(x))))(X)
-    assert "sh.shard_map_call" in src
+    assert "sh.shard_map_call(f_psum_shard_map_plan" in src and "sh.vjp_plan(" in src
+    shown = astjax.make_source(sm)(X)            # the call, and the per-shard function
+    assert "sh.shard_map_call(f_psum_shard_map_plan, (x,))" in shown
+    assert "sh.psum(x, 'i')" in shown and "per-shard function" in shown
 
 
 # ------------------------------------------------------------ vmap with an axis_name

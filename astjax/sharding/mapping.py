@@ -51,9 +51,6 @@ class ShardPlan:
     def __repr__(self):
         return f"<{self.kind} plan of {self.name} on {self.mesh!r}>"
 
-    # ---------------------------------------------------------------- running
-    def __call__(self, *args):
-        return run(self, args)
 
 
 def _groups_of(mesh):
@@ -177,24 +174,59 @@ def _specs_tuple(in_specs, nargs):
     return in_specs
 
 
-def _generated_wrapper(plan, params, name):
-    """The Python the transformations read: one ``sh.shard_map_call`` of the plan."""
+def _wrapper_source(plan, params, name):
     import re
     fname = re.sub(r"\W", "_", f"{name}_{plan.kind}").strip("_") or "sharded"
     args = ", ".join(params)
     tup = f"({args},)" if len(params) == 1 else f"({args})"
     src = (f"def {fname}({args}):\n"
-           f"    out = sh.shard_map_call(plan, {tup})\n"
+           f"    out = sh.shard_map_call({fname}_plan, {tup})\n"
            f"    return out\n")
+    return fname, src
+
+
+def _generated_wrapper(plan, params, name):
+    """The Python the transformations read: one ``sh.shard_map_call`` of the plan."""
+    fname, src = _wrapper_source(plan, params, name)
     filename = f"<astjax-{plan.kind}-{next(_COUNTER)}>"
     import linecache
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    namespace = {"sh": sh, "plan": plan}
+    namespace = {"sh": sh, f"{fname}_plan": plan}
     exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
     return namespace[fname]
 
 
-def _as_function(plan, params, call):
+class _ShardView:
+    """What ``make_source`` shows for a shard_map'ed function: the call the
+    transformations see, and the per-shard function's core form (collectives are
+    ``sh.*`` calls into the running device's communicator)."""
+
+    core = None
+
+    def __init__(self, plan, params, fun):
+        self.plan, self.params, self.fun = plan, params, fun
+
+    @property
+    def source(self):
+        from astjax import codegen
+        from astjax.frontend.names import NameGen
+        from astjax.frontend.normalize import Normalizer
+        p = self.plan
+        mesh = p.mesh if isinstance(p.mesh, Mesh) else f"a 1-d mesh {p.mesh.axis_name!r}"
+        _, wrapper = _wrapper_source(p, self.params, p.name)
+        per_shard = codegen.print_function(
+            Normalizer(NameGen()).function(self.fun),
+            f"per-shard function of {p.kind}({p.name}): runs once per device, by astjax.")
+        how = "" if p.kind == "shard_map" else \
+            f"# (run vmapped over each device's slice of the {p.kind}ped axis)\n"
+        return (f"# {p.kind} over {mesh!r}: in_specs {p.in_specs!r}, out_specs "
+                f"{p.out_specs!r}\n# the driver splits the arguments by in_specs, runs "
+                f"the per-shard function on every device\n# and joins its outputs by "
+                f"out_specs; the transformations see this one call:\n{wrapper}\n"
+                f"{how}{per_shard}")
+
+
+def _as_function(plan, params, call, user_fun=None):
     """A Python function (what the transformations take) that runs ``call``, carrying
     ``_astjax_generated``: the one-call wrapper they read instead of its body."""
     def sharded(*args, **kwargs):
@@ -212,7 +244,9 @@ def _as_function(plan, params, call):
         return made["fn"]
     sharded._astjax = plan.kind
     sharded._astjax_generated = generated
-    sharded._astjax_plan = plan
+    # (every transformation of this function replaces _astjax_source with its own)
+    view = _ShardView(plan, params, user_fun or plan.fun)
+    sharded._astjax_source = lambda *args, **kwargs: view
     return sharded
 
 
@@ -297,7 +331,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         else tuple(static_broadcasted_argnums)
     name = axis_name if axis_name is not None else f"_pmap{next(_COUNTER)}"
     p = Pmapped(fun, name, in_axes, out_axes, static, devices)
-    return _as_function(p._plan, p.dyn_names, p.__call__)
+    return _as_function(p._plan, p.dyn_names, p.__call__, fun)
 
 
 def _moved(x, ax, to):
@@ -537,4 +571,4 @@ def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
     p = Pmapped(fun, axis_name, in_axes, out_axes, (), "virtual")
     p._plan.kind = "vmap"
     p._plan.local_only = True
-    return _as_function(p._plan, p.dyn_names, p.__call__)
+    return _as_function(p._plan, p.dyn_names, p.__call__, fun)
