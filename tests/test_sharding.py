@@ -376,3 +376,72 @@ def test_pmap_in_axes_and_out_axes():
     xs = RNG.standard_normal((3, 4))
     pm = astjax.pmap(lambda x: lax.psum(x, "d") * x, axis_name="d", in_axes=1, out_axes=1)
     np.testing.assert_allclose(pm(xs), xs * xs.sum(axis=1, keepdims=True))
+
+
+# ---------------------------------------------- tuple axes on a 2x2 mesh: transposes
+
+XY = ("x", "y")
+TUPLE_CASES = {
+    "psum_xy": lambda b: lax.psum(b, XY),
+    "psum_y": lambda b: lax.psum(b, "y") * b,
+    "pmean_yx": lambda b: lax.pmean(b, ("y", "x")) * b,
+    "pmax_xy": lambda b: lax.pmax(b, XY) * b,
+    "gather_yx": lambda b: lax.all_gather(b, ("y", "x"), axis=1),
+    "gather_x_tiled": lambda b: lax.all_gather(b, "x", tiled=True, axis=1),
+    "scatter_xy": lambda b: lax.psum_scatter(np.concatenate([b, b]), XY, tiled=True),
+    "ppermute_xy": lambda b: lax.ppermute(b, XY, [(0, 3), (3, 0), (1, 2), (2, 1)]),
+    "all_to_all_x": lambda b: lax.all_to_all(b, "x", 0, 1, tiled=True),
+    "index_y": lambda b: b * (1.0 + lax.axis_index("y")) + lax.axis_index(XY),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TUPLE_CASES))
+def test_tuple_axes_transposes_match_finite_differences(name):
+    f = TUPLE_CASES[name]
+    sm = astjax.shard_map(f, mesh=mesh2(), in_specs=P("x", "y"), out_specs=P("x", "y"))
+    x = RNG.standard_normal((4, 6))
+    weight = RNG.standard_normal(np.shape(sm(x)))
+
+    def loss(x):
+        return np.sum(np.sin(sm(x)) * weight)
+    np.testing.assert_allclose(astjax.grad(loss)(x), fd_grad(loss, x), rtol=1e-6,
+                               atol=1e-8)
+    t = RNG.standard_normal(x.shape)
+    _, tan = astjax.jvp(sm, (x,), (t,))
+    eps = 1e-6
+    np.testing.assert_allclose(tan, (sm(x + eps * t) - sm(x - eps * t)) / (2 * eps),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_jvp_inside_the_per_shard_function():
+    def f(x):
+        return astjax.jvp(lambda v: lax.psum(np.sin(v), "i"), (x,), (np.ones_like(x),))[1]
+    out = astjax.shard_map(f, mesh=mesh1(), in_specs=P("i"), out_specs=P())(X)
+    np.testing.assert_allclose(out, sum(np.cos(b) for b in BLOCKS))
+
+
+def test_pmap_of_per_device_gradients_then_pmean():
+    def loss(w, x):
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    def step(w, x):
+        return lax.pmean(astjax.grad(loss)(w, x), "d")
+    w = RNG.standard_normal((3, 2))
+    xs = RNG.standard_normal((4, 5, 3))
+    out = astjax.pmap(step, axis_name="d", in_axes=(None, 0))(w, xs)
+    ref = np.mean([astjax.grad(loss)(w, x) for x in xs], axis=0)
+    for k in range(4):
+        np.testing.assert_allclose(out[k], ref, rtol=1e-12)
+
+
+def test_named_vmap_inside_shard_map_refuses_the_outer_axis_clearly():
+    def f(x):
+        return astjax.vmap(lambda r: lax.psum(r, "i"), axis_name="b")(x)
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(ShardingError, match="unknown axis name 'i'"):
+        sm(X)
+    inner = astjax.shard_map(lambda x: astjax.vmap(lambda r: lax.psum(r, "b"),
+                                                   axis_name="b")(x),
+                             mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    np.testing.assert_allclose(inner(X), np.concatenate([np.repeat(b.sum(0, keepdims=True),
+                                                                   2, 0) for b in BLOCKS]))
