@@ -1,4 +1,4 @@
-"""The seeds' MLP trained data-parallel: each device takes a slice of the batch,
+"""The MLP of JAX's README trained data-parallel: each device takes a slice of the batch,
 computes its gradient, and the gradients are averaged with ``pmean`` -- with
 ``shard_map`` and with ``pmap``.  The losses equal single-device training's.
 
