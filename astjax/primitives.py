@@ -1135,8 +1135,10 @@ _coll("ppermute", ("x", "axis_name", "perm"), diff=("x",),
 _coll("all_to_all", ("x", "axis_name", "split_axis", "concat_axis", "tiled",
                      "axis_index_groups"), {"tiled": False, "axis_index_groups": None},
       diff=("x",), sample=lambda r: ((_u(r, (1, 4)), (), 0, 1), {}))
+# kind "other", not "static": a device's index or the mesh size is known only while the
+# shard runs, never folded into a constant by jit (the same code runs on other meshes)
 for _name in ("axis_index", "axis_size"):
-    _coll(_name, ("axis_name",), kind="static", reason=_ND + "a device's index or count",
+    _coll(_name, ("axis_name",), kind="other", reason=_ND + "a device's index or count",
           sample=lambda r: (((),), {}))
 _coll("ppermute_inverse", ("perm",), kind="static", reason=_ND + "a static permutation",
       sample=lambda r: ((((0, 0),),), {}))

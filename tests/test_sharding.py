@@ -445,3 +445,13 @@ def test_named_vmap_inside_shard_map_refuses_the_outer_axis_clearly():
                              mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
     np.testing.assert_allclose(inner(X), np.concatenate([np.repeat(b.sum(0, keepdims=True),
                                                                    2, 0) for b in BLOCKS]))
+
+
+def test_jit_inside_never_folds_the_mesh_size_or_device_index():
+    def f(x):
+        return x * lax.axis_size("i") + lax.psum(1, "i") + lax.axis_index("i")
+    jf = astjax.jit(f)
+    for n in (4, 2):
+        mesh = astjax.make_mesh((n,), ("i",))
+        out = astjax.shard_map(jf, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(np.ones(4))
+        np.testing.assert_allclose(out, 2 * n + np.repeat(np.arange(n), 4 // n))

@@ -251,6 +251,15 @@ def _as_function(plan, params, call, user_fun=None):
 
 
 def _param_names(f, nargs=None):
+    """The positional parameters of ``f`` (of the code it runs, for a transformed
+    function), named as the generated wrapper will name them."""
+    try:
+        from astjax.api import signature_of
+        names = list(signature_of(f).names)
+        if names:
+            return names
+    except Exception:   # noqa: BLE001  (not readable by astjax: name them a0, a1...)
+        pass
     import inspect
     try:
         ps = [p for p in inspect.signature(f).parameters.values()
@@ -284,7 +293,8 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
     check = True if check_vma is None and check_rep is None else bool(
         check_vma if check_vma is not None else check_rep)
     params = _param_names(f)
-    specs = _specs_tuple(in_specs, len(params))
+    specs = in_specs if isinstance(in_specs, PartitionSpec) or in_specs is None else \
+        _specs_tuple(in_specs, len(params))
     plan = ShardPlan(f, mesh, specs, out_specs, check)
     _validate_specs(specs, mesh, "in_specs")
     _validate_specs(out_specs, mesh, "out_specs")
