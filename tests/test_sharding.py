@@ -455,3 +455,22 @@ def test_jit_inside_never_folds_the_mesh_size_or_device_index():
         mesh = astjax.make_mesh((n,), ("i",))
         out = astjax.shard_map(jf, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(np.ones(4))
         np.testing.assert_allclose(out, 2 * n + np.repeat(np.arange(n), 4 // n))
+
+
+def test_devices_that_diverge_in_their_collectives_get_an_error(monkeypatch):
+    def mixed(x):                # device 0 gathers while the others sum
+        if lax.axis_index("i") == 0:
+            return lax.all_gather(x, "i", tiled=True)[:2]
+        return lax.psum(x, "i")
+    sm = astjax.shard_map(mixed, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(ShardingError, match="different collectives"):
+        sm(X)
+    monkeypatch.setenv("ASTJAX_COLLECTIVE_TIMEOUT", "0.5")
+
+    def skips(x):                # device 0 never reaches the psum
+        if lax.axis_index("i") == 0:
+            return x
+        return lax.psum(x, "i")
+    sm = astjax.shard_map(skips, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(ShardingError, match="never reached"):
+        sm(X)

@@ -16,6 +16,7 @@ reduce_scatter, permute, alltoall):
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -64,7 +65,9 @@ class LocalWorld:
     """State shared by the threads of one local run: slots and a barrier."""
 
     def __init__(self, n: int, timeout: float | None = None):
-        self.n = n
+        if timeout is None:
+            timeout = float(os.environ.get("ASTJAX_COLLECTIVE_TIMEOUT", "600"))
+        self.n, self.timeout = n, timeout
         self.slots = [None] * n
         self.barrier = threading.Barrier(n, timeout=timeout)
 
@@ -81,19 +84,26 @@ class LocalComm(_Groups):
         super().__init__(mesh_shape, position)
         self.world = world
 
-    def _exchange(self, value, axes) -> list:
+    def _exchange(self, value, axes, op) -> list:
         w = self.world
-        w.slots[self.position] = value
+        w.slots[self.position] = (op, axes, value)
         w.barrier.wait()
         got = [w.slots[m] for m in self.members(axes)]
         w.barrier.wait()
-        return got
+        for other_op, other_axes, _ in got:
+            if (other_op, other_axes) != (op, axes):
+                from astjax.sharding.errors import fail
+                fail(f"the devices reached different collectives at once: {op} over "
+                     f"{axes} here, {other_op} over {other_axes} on another device",
+                     "every device must call the same collectives in the same order "
+                     "(a collective under a branch that differs per device does not)")
+        return [v for _, _, v in got]
 
     def allgather(self, x, axes) -> list:
-        return self._exchange(x, axes)
+        return self._exchange(x, axes, "all_gather")
 
     def allreduce(self, x, axes, op="sum"):
-        vals = self._exchange(x, axes)
+        vals = self._exchange(x, axes, op)
         out = vals[0]
         for v in vals[1:]:
             out = _REDUCE[op](out, v)
@@ -101,7 +111,7 @@ class LocalComm(_Groups):
 
     def reduce_scatter(self, blocks: list, axes):
         """``blocks[j]`` goes to rank j; returns the sum of the blocks sent to me."""
-        vals = self._exchange(blocks, axes)
+        vals = self._exchange(blocks, axes, "psum_scatter")
         me = self.index(axes)
         out = vals[0][me]
         for v in vals[1:]:
@@ -109,7 +119,7 @@ class LocalComm(_Groups):
         return np.array(out, copy=True)
 
     def permute(self, x, axes, pairs):
-        vals = self._exchange(x, axes)
+        vals = self._exchange(x, axes, "ppermute")
         me = self.index(axes)
         for src, dst in pairs:
             if dst == me:
@@ -117,7 +127,7 @@ class LocalComm(_Groups):
         return np.zeros_like(x)
 
     def alltoall(self, chunks: list, axes) -> list:
-        vals = self._exchange(chunks, axes)
+        vals = self._exchange(chunks, axes, "all_to_all")
         me = self.index(axes)
         return [np.array(v[me], copy=True) for v in vals]
 

@@ -84,7 +84,7 @@ def run(plan: ShardPlan, args: tuple):
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
     n = mesh.size
     outs = [None] * n
-    errors = []
+    errors, broken = [], []
     lw = LocalWorld(n)
 
     def shard(pos):
@@ -95,7 +95,8 @@ def run(plan: ShardPlan, args: tuple):
             with sh.entered(ctx):
                 outs[pos] = plan.fun(*shard_args)
         except threading.BrokenBarrierError:
-            pass                      # another shard failed first: its error is reported
+            broken.append(pos)        # another shard failed first (its error is reported)
+            lw.abort()                # or the wait timed out: the devices diverged
         except BaseException as e:   # noqa: BLE001  (re-raised below, in the caller)
             errors.append((pos, e))
             lw.abort()
@@ -115,6 +116,11 @@ def run(plan: ShardPlan, args: tuple):
                 t.join()
     if errors:
         raise sorted(errors, key=lambda e: e[0])[0][1]
+    if broken:
+        fail(f"{what}: devices {sorted(broken)} waited in a collective that the others never "
+             f"reached (ASTJAX_COLLECTIVE_TIMEOUT={lw.timeout:g} s)",
+             "every device must call the same collectives in the same order (a "
+             "collective under a branch or loop that differs per device does not)")
     return _join(plan, mesh, outs, groups, what)
 
 
