@@ -65,7 +65,9 @@ def train(steps=5, sizes=(8, 16, 4), batch_size=32, lr=0.1, log=print):
 
 
 if __name__ == "__main__":
-    from astjax.sharding import distributed
+    from astjax.sharding import distributed, process_index
     distributed.initialize()
-    print(f"{astjax.device_count()} devices")
-    train()
+    quiet = process_index() != 0           # under mpiexec: process 0 prints
+    say = (lambda *a: None) if quiet else print
+    say(f"{astjax.device_count()} devices")
+    train(log=say)

@@ -57,8 +57,9 @@ def run(ny=64, nx=64, steps=50, c2=0.2):
 
 
 if __name__ == "__main__":
-    from astjax.sharding import distributed
+    from astjax.sharding import distributed, process_index
     distributed.initialize()
     single, split = run()
-    print(f"{astjax.device_count()} devices: max |sharded - single| = "
-          f"{np.max(np.abs(split - single)):.3e}")
+    if process_index() == 0:               # under mpiexec: process 0 prints
+        print(f"{astjax.device_count()} devices: max |sharded - single| = "
+              f"{np.max(np.abs(split - single)):.3e}")

@@ -48,3 +48,25 @@ def test_mpi_matches_local_devices(n, tmp_path, monkeypatch):
     local = mpi_programs.programs(n)
     for k, v in local.items():
         np.testing.assert_allclose(got[k], v, rtol=1e-12, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_examples_under_mpiexec(n):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get(
+        "PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    for name in ("wave_sharded", "data_parallel"):
+        proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable,
+                               str(ROOT / "examples" / f"{name}.py")],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines = proc.stdout.splitlines()
+        assert f"{n} devices" in proc.stdout, proc.stdout
+        if name == "wave_sharded":
+            diffs = [float(ln.rsplit("=", 1)[1]) for ln in lines if "max |" in ln]
+            assert len(diffs) == 1 and diffs[0] < 1e-12, proc.stdout   # process 0 prints
+        else:
+            steps = [ln for ln in lines if ln.startswith("step ")]
+            assert len(steps) == 5, proc.stdout
+            for ln in steps:
+                values = [float(w) for w in ln.split()[3::2]]
+                assert max(values) - min(values) < 1e-9, ln
