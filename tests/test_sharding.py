@@ -474,3 +474,34 @@ def test_devices_that_diverge_in_their_collectives_get_an_error(monkeypatch):
     sm = astjax.shard_map(skips, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))
     with pytest.raises(ShardingError, match="never reached"):
         sm(X)
+
+
+def test_scan_and_cond_with_collectives_differentiate():
+    def f(x):
+        def body(c, row):
+            c = lax.cond(lax.psum(np.sum(row), "i") > 0, lambda c: c + lax.psum(row, "i"),
+                         lambda c: c * 0.5 + lax.pmax(row, "i"), c)
+            return c, lax.all_gather(c, "i", tiled=True)
+        final, ys = lax.scan(body, np.zeros(3), x)
+        return np.reshape(np.sum(ys ** 2) + np.sum(final), (1,))
+
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=P(None, "i"), out_specs=P("i"))
+    x = RNG.standard_normal((5, 12))
+
+    def loss(x):
+        return np.sum(np.sin(sm(x)))
+    ref = 0.0
+    blocks = np.split(x, 4, axis=1)
+    c = [np.zeros(3) for _ in range(4)]
+    outs = []
+    for t in range(5):
+        rows = [b[t] for b in blocks]
+        for k in range(4):
+            if np.sum(rows) > 0:       # the same branch on every device
+                c[k] = c[k] + sum(rows)
+            else:
+                c[k] = c[k] * 0.5 + np.max(rows, axis=0)
+        outs.append(np.concatenate(c))
+    ref = [np.sum(np.stack(outs) ** 2) + np.sum(c[k]) for k in range(4)]
+    np.testing.assert_allclose(sm(x), ref)
+    np.testing.assert_allclose(astjax.grad(loss)(x), fd_grad(loss, x), rtol=1e-5, atol=1e-7)

@@ -294,8 +294,12 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
         fail("shard_map needs mesh=", "mesh = astjax.make_mesh((n,), ('i',))")
     if not isinstance(mesh, Mesh):
         fail(f"shard_map: mesh must be an astjax.sharding.Mesh, got {type(mesh).__name__}")
-    if in_specs is None and out_specs is None:
+    if in_specs is None or out_specs is None:
         fail("shard_map needs in_specs= and out_specs=")
+    if axis_names is not None and set(axis_names) != set(mesh.axis_names):
+        fail(f"shard_map: axis_names={tuple(axis_names)} (manual over part of the mesh) is "
+             "not supported: every mesh axis is manual here",
+             "leave axis_names out, or use a mesh of just those axes")
     check = True if check_vma is None and check_rep is None else bool(
         check_vma if check_vma is not None else check_rep)
     params = _param_names(f)
