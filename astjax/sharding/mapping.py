@@ -31,6 +31,7 @@ from astjax.sharding.specs import assemble, block_index, check_spec, leaf_specs,
 from astjax.tree_util import tree_flatten, tree_unflatten
 
 _COUNTER = itertools.count()
+_MPI_COMMS: dict = {}
 
 
 class ShardPlan:
@@ -151,7 +152,10 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what):
                      f"size {x.shape[d]}, not divisible by {n} (the mesh axes "
                      f"{s.axes_of(d)} of {s!r})")
         mine.append(np.asarray(order="C", a=x[block_index(x.shape, s, mesh, groups(pos))]))
-    comm = MPIComm(world, mesh.shape, pos)
+    key = (id(world), tuple(mesh.shape.items()), pos)
+    comm = _MPI_COMMS.get(key)
+    if comm is None:      # one per mesh: its sub-communicators (Comm.Split) are reused
+        comm = _MPI_COMMS[key] = MPIComm(world, mesh.shape, pos)
     ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
     with sh.entered(ctx):
         out = plan.fun(*tree_unflatten(tdef, mine))
