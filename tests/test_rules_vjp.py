@@ -28,7 +28,8 @@ from astjax.templates import vjp as V
 EPS = 1e-6
 RTOL = 1e-5
 
-TABLE = {name: p for name, p in P.REGISTRY.items() if p.code.split(".")[0] in ("np", "ra")}
+TABLE = {name: p for name, p in P.REGISTRY.items()
+         if p.code.split(".")[0] in ("np", "ra", "sh")}   # sh: collectives (a group of one)
 DIFF = sorted(n for n, p in TABLE.items() if p.differentiable)
 NONDIFF = sorted(n for n, p in TABLE.items() if not p.differentiable)
 TEMPLATES = {n: f for n, f in vars(V).items()
@@ -268,7 +269,8 @@ def test_table_is_not_empty():
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_code_spells_impl(name):
     prim = TABLE[name]
-    assert eval(prim.code, {"np": np, "ra": ra}) is prim.impl, name  # noqa: S307
+    from astjax.sharding import collectives as sh
+    assert eval(prim.code, {"np": np, "ra": ra, "sh": sh}) is prim.impl, name  # noqa: S307
     assert P.lookup_callable(prim.impl) is not None
 
 
@@ -337,9 +339,10 @@ def _resolve(node):
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if not isinstance(node, ast.Name) or node.id not in ("np", "ra"):
+    if not isinstance(node, ast.Name) or node.id not in ("np", "ra", "sh"):
         return None
-    obj = {"np": np, "ra": ra}[node.id]
+    from astjax.sharding import collectives as sh
+    obj = {"np": np, "ra": ra, "sh": sh}[node.id]
     for part in reversed(parts):
         obj = getattr(obj, part)
     return obj
@@ -369,7 +372,7 @@ def test_template_is_straight_line_over_primitives(name):
             if isinstance(node, ast.UnaryOp):
                 assert type(node.op).__name__ in P.BY_OPERATOR, name
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                assert node.id in local | {"np", "ra", "None"}, f"{name}: reads {node.id}"
+                assert node.id in local | {"np", "ra", "sh", "None"}, f"{name}: reads {node.id}"
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 local |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}

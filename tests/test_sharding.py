@@ -505,3 +505,26 @@ def test_scan_and_cond_with_collectives_differentiate():
     ref = [np.sum(np.stack(outs) ** 2) + np.sum(c[k]) for k in range(4)]
     np.testing.assert_allclose(sm(x), ref)
     np.testing.assert_allclose(astjax.grad(loss)(x), fd_grad(loss, x), rtol=1e-5, atol=1e-7)
+
+
+def test_higher_orders_through_shard_map_from_outside():
+    def f(w, x):
+        return lax.psum(np.sum(np.sin(x * w) ** 2), "i") + np.sum(w ** 3)
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P())
+    w = RNG.standard_normal(3)
+    g = astjax.grad(sm)
+    hv_rev = astjax.grad(lambda w: np.sum(g(w, X) * np.arange(3.0)))(w)
+    hv_fwd = astjax.jvp(lambda w: g(w, X), (w,), (np.arange(3.0),))[1]
+    eps = 1e-5
+    fd = (g(w + eps * np.arange(3.0), X) - g(w - eps * np.arange(3.0), X)) / (2 * eps)
+    np.testing.assert_allclose(hv_rev, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(hv_fwd, fd, rtol=1e-6, atol=1e-8)
+    def hvp(w):                  # forward over reverse, then differentiated once more
+        return np.sum(astjax.jvp(g, (w, X), (np.ones(3), np.zeros((8, 3))))[1])
+    third = astjax.grad(hvp)(w)
+    np.testing.assert_allclose(third, fd_grad(hvp, w), rtol=1e-5, atol=1e-7)
+    pm = astjax.pmap(lambda x: lax.psum(np.sin(x), "d"), axis_name="d")
+    xs = RNG.standard_normal((4, 2))
+    gp = astjax.grad(lambda y: np.sum(pm(y)))
+    hp = astjax.jvp(gp, (xs,), (np.ones_like(xs),))[1]
+    np.testing.assert_allclose(hp, -4 * np.sin(xs), rtol=1e-10)

@@ -48,6 +48,11 @@ class ShardPlan:
         self.check_vma = check_vma
         self.kind = kind
         self.name = name or getattr(fun, "__name__", "f")
+        # how replicated leaves cross the driver (see leaf_modes): user plans copy
+        # inputs to every device and keep one copy of an output
+        self.in_modes = "copy"
+        self.out_modes = "one"
+        self.nargs = None
 
     def __repr__(self):
         return f"<{self.kind} plan of {self.name} on {self.mesh!r}>"
@@ -67,21 +72,25 @@ def _groups_of(mesh):
 
 def run(plan: ShardPlan, args: tuple):
     """Split, run every shard, assemble (the eager meaning of a shard_map call)."""
-    mesh = plan.mesh if isinstance(plan.mesh, Mesh) else plan.mesh(
-        args[0] if getattr(plan, "derived", False) else args)
+    if isinstance(plan.mesh, Mesh):
+        mesh = plan.mesh
+    else:                      # pmap's mesh: sized by the original call's arguments
+        p, a = plan, args
+        while getattr(p, "parent", None) is not None:
+            p, a = p.parent, a[0]
+        mesh = plan.mesh(a)
     what = f"{plan.kind}({plan.name})"
     groups = _groups_of(mesh)
-    if getattr(plan, "in_specs_fn", None) is not None:
-        in_specs = plan.in_specs_fn(args)
-    else:
-        in_specs = _specs_tuple(plan.in_specs, len(args))
-    if getattr(plan, "out_specs_fn", None) is not None:
-        plan.out_specs = plan.out_specs_fn(args)
+    in_specs = _plan_in_specs(plan, args)
+    out_specs = _plan_out_specs(plan, args)
     leaves, tdef = tree_flatten(tuple(args))
     specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
+    modes = leaf_modes(plan.in_modes, tuple(args), "copy")
+    leaves = [_shared(x, s, mesh) if m == "share" else x
+              for x, s, m in zip(leaves, specs, modes)]
     world = None if getattr(plan, "local_only", False) else distributed.world()
     if world is not None:
-        return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what)
+        return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
     n = mesh.size
     outs = [None] * n
@@ -122,21 +131,35 @@ def run(plan: ShardPlan, args: tuple):
              f"reached (ASTJAX_COLLECTIVE_TIMEOUT={lw.timeout:g} s)",
              "every device must call the same collectives in the same order (a "
              "collective under a branch or loop that differs per device does not)")
-    return _join(plan, mesh, outs, groups, what)
+    return _join(plan, mesh, out_specs, outs, groups, what)
 
 
-def _join(plan, mesh, outs, groups, what):
+def _plan_in_specs(plan, args):
+    if getattr(plan, "in_specs_fn", None) is not None:
+        return plan.in_specs_fn(args)
+    return _specs_tuple(plan.in_specs, len(args))
+
+
+def _plan_out_specs(plan, args):
+    if getattr(plan, "out_specs_fn", None) is not None:
+        return plan.out_specs_fn(args)
+    return plan.out_specs
+
+
+def _join(plan, mesh, out_specs, outs, groups, what):
     out_leaves, out_tdef = tree_flatten(outs[0])
-    specs = leaf_specs(plan.out_specs, outs[0], f"{what}: out_specs")
+    specs = leaf_specs(out_specs, outs[0], f"{what}: out_specs")
+    modes = leaf_modes(plan.out_modes, outs[0], "one")
     per = [tree_flatten(o)[0] for o in outs]
     joined = [assemble([p[i] for p in per], s, mesh, groups, plan.check_vma,
-                       f"{what}: out_specs") for i, s in enumerate(specs)]
+                       f"{what}: out_specs", mode=m)
+              for i, (s, m) in enumerate(zip(specs, modes))]
     joined = [j[()] if j.ndim == 0 and not isinstance(leaf, np.ndarray) else j
               for j, leaf in zip(joined, out_leaves)]
     return tree_unflatten(out_tdef, joined)
 
 
-def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what):
+def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
     if mesh.size != world.size:
         fail(f"{what}: the mesh has {mesh.size} devices but mpiexec started "
              f"{world.size} processes", "make the mesh as large as the MPI world")
@@ -173,7 +196,7 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what):
             by_pos[p] = buf[r]
         gathered.append(by_pos)
     outs = [tree_unflatten(out_tdef, [g[p] for g in gathered]) for p in range(world.size)]
-    return _join(plan, mesh, outs, groups, what)
+    return _join(plan, mesh, out_specs, outs, groups, what)
 
 
 # ------------------------------------------------------------- the user-facing object
@@ -279,6 +302,20 @@ def _param_names(f, nargs=None):
         return [f"a{i}" for i in range(nargs or 1)]
 
 
+def _fixed_arity(f):
+    """True when ``f`` takes a fixed number of positional arguments (no ``*args``)."""
+    import inspect
+    try:
+        from astjax.api import signature_of
+        sig = signature_of(f).signature
+    except Exception:   # noqa: BLE001
+        try:
+            sig = inspect.signature(f)
+        except (TypeError, ValueError):
+            return False
+    return not any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
+
+
 def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None,
               check_vma=None, check_rep=None, axis_names=None):
     """``f`` run once per device of ``mesh`` on the blocks ``in_specs`` give it; the
@@ -310,6 +347,7 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
     specs = in_specs if isinstance(in_specs, PartitionSpec) or in_specs is None else \
         _specs_tuple(in_specs, len(params))
     plan = ShardPlan(f, mesh, specs, out_specs, check)
+    plan.nargs = len(params) if params and _fixed_arity(f) else None
     _validate_specs(specs, mesh, "in_specs")
     _validate_specs(out_specs, mesh, "out_specs")
     return _as_function(plan, params, lambda *args: run(plan, args))
@@ -406,6 +444,7 @@ class Pmapped:
                          kind="pmap", name=getattr(fun, "__name__", "f"))
         plan.mesh = _PmapMesh(axis_name, devs)
         plan.in_specs = None
+        plan.nargs = len(self.dyn_names)
         self.axis_name = axis_name
         self._plan = plan
         self._bind(None, self._axes_for(len(self.dyn_names)))
@@ -460,29 +499,47 @@ def _unnamed_size(spec, sizes):
     return int(np.prod([n for a, n in sizes.items() if a not in named], dtype=int))
 
 
-def _unnamed_axes(spec, sizes):
-    named = set(spec.mesh_axes())
-    return tuple(a for a in sizes if a not in named)
+def _shared(x, spec, mesh):
+    """A replicated input's share: its copies (one per device holding it) add up to it."""
+    n = _unnamed_size(spec, mesh.shape)
+    return np.asarray(x) / n if n > 1 else x
 
 
-def _fill(tree, like):
-    """``tree`` with None (zero) leaves replaced by zeros shaped like ``like``'s."""
-    if tree is None:
-        return _zeros(like)
-    if isinstance(like, (tuple, list)) and isinstance(tree, (tuple, list)):
-        return type(like)(_fill(t, lk) for t, lk in zip(tree, like)) \
-            if not hasattr(like, "_fields") else type(like)(*[
-                _fill(t, lk) for t, lk in zip(tree, like)])
-    if isinstance(like, dict) and isinstance(tree, dict):
-        return {k: _fill(tree.get(k), v) for k, v in like.items()}
-    return tree
+def leaf_modes(modes, tree, default):
+    """One mode per leaf of ``tree`` (``modes``: a pytree prefix of strings).
+
+    copy: a replicated input goes whole to every device; share: each copy gets its
+    share (value / copies); one: of a replicated output's copies keep one (they are
+    equal); mean / sum: average / add the copies.  copy <-> sum and share <-> mean
+    (one ~ mean) are each other's transposes."""
+    out = []
+
+    def walk(m, t):
+        if isinstance(m, str) or m is None:
+            out.extend([m or default] * len(tree_flatten(t)[0]))
+        elif isinstance(m, (tuple, list)) and isinstance(t, (tuple, list)) and \
+                len(m) == len(t):
+            for a, b in zip(m, t):
+                walk(a, b)
+        elif isinstance(m, dict) and isinstance(t, dict):
+            for k in sorted(t, key=repr):
+                walk(m.get(k), t[k])
+        else:
+            out.extend([default] * len(tree_flatten(t)[0]))
+    walk(modes, tree)
+    return out
 
 
-def _zeros(like):
-    from astjax.tree_util import tree_map
-    return tree_map(lambda v: np.zeros(np.shape(v), np.result_type(v, np.float32)
-                                       if not np.issubdtype(np.result_type(v), np.inexact)
-                                       else np.result_type(v)), like)
+_TRANSPOSED = {"copy": "sum", "share": "mean", "one": "share", "mean": "share",
+               "sum": "copy"}
+
+
+def _transposed(modes):
+    if isinstance(modes, str):
+        return _TRANSPOSED[modes]
+    if isinstance(modes, dict):
+        return {k: _transposed(v) for k, v in modes.items()}
+    return tuple(_transposed(m) for m in modes)
 
 
 def _in_specs_for(plan, nargs):
@@ -492,69 +549,108 @@ def _in_specs_for(plan, nargs):
     return specs
 
 
-def vjp_plan(plan):
-    """The shard_map whose per-shard function is ``plan``'s pullback: cotangents split
-    like the outputs (a replicated output's shared among its copies), cotangents of
-    replicated inputs summed over the devices holding copies."""
-    found = plan.__dict__.get("_vjp")
-    if found is not None:
-        return found
-    from astjax.api import vjp as astjax_vjp
-    mesh, fun = plan.mesh, plan.fun
+def _derived_source(plan, kind, body):
+    """A generated per-shard function (real source, so astjax transforms it again:
+    derivatives of any order through a shard_map)."""
+    import linecache
+    import re
+    k = plan.nargs
+    names = [f"a{i}" for i in range(k)]
+    unpack = f"    {', '.join(names)}, = args\n" if k else ""
+    fname = re.sub(r"\W", "_", f"{plan.name}_{kind}")
+    src = body.format(fname=fname, unpack=unpack, call=", ".join(names),
+                      dnames=", ".join(f"d{i}" for i in range(k)),
+                      dinst="".join(f"    d{i} = rt.instantiate(d{i}, a{i})\n"
+                                    for i in range(k)),
+                      dcall=", ".join(names + [f"d{i}" for i in range(k)]))
+    filename = f"<astjax-{plan.kind}-{kind}-{next(_COUNTER)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    from astjax import runtime as rt
+    from astjax.api import grad
+    from astjax.forward_api import jvp_function
+    from astjax.tree_util import tree_leaves
+    namespace = {"np": np, "rt": rt, "grad": grad, "tree_leaves": tree_leaves,
+                 "fun": plan.fun}
+    if kind == "jvp":
+        namespace["fun_jvp"] = jvp_function(plan.fun, range(k), ())
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    return namespace[fname]
 
-    def bwd(args, g):
-        sizes = sh.current().axis_sizes
-        nargs = len(args)
-        in_specs = _in_specs_for(plan, nargs)
-        with sh.transposing():
-            out, pull = astjax_vjp(fun, *args)
-            g = _fill(g, out)
-            out_specs = leaf_specs(plan.out_specs, out, "out_specs")
-            leaves, tdef = tree_flatten(g)
-            leaves = [leaf / _unnamed_size(s, sizes) if _unnamed_size(s, sizes) > 1 else leaf
-                      for leaf, s in zip(leaves, out_specs)]
-            cts = pull(tree_unflatten(tdef, leaves))
-        cts = _fill(tuple(cts), tuple(args))
-        fixed = []
-        for a, ct, spec in zip(args, cts, in_specs):
-            specs = leaf_specs(spec, a, "in_specs")
-            ct_leaves, ctdef = tree_flatten(ct)
-            ct_leaves = [sh.psum(c, _unnamed_axes(s, sizes)) for c, s in zip(ct_leaves, specs)]
-            fixed.append(tree_unflatten(ctdef, ct_leaves))
-        return tuple(fixed)
 
-    nargs = len(plan.in_specs) if isinstance(plan.in_specs, tuple) else None
-    new = ShardPlan(bwd, mesh, None, None, check_vma=False, kind=plan.kind + "_vjp",
-                    name=plan.name + "_vjp")
-    new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])), plan.out_specs)
-    new.out_specs_fn = lambda args: _in_specs_for(plan, len(args[0]))
+_VJP_SOURCE = """def {fname}_pair(args, g):
+{unpack}    out = fun({call})
+    g = rt.instantiate(g, out)
+    total = 0.0
+    for o, c in zip(tree_leaves(out), tree_leaves(g)):
+        total = total + np.sum(o * c)
+    return total
+
+
+def {fname}(args, g):
+    cts = grad({fname}_pair, argnums=0)(args, g)
+    return cts
+"""
+
+_JVP_SOURCE = """def {fname}(args, dargs):
+{unpack}    dargs = rt.instantiate(dargs, args)
+    {dnames}, = dargs
+{dinst}    both = fun_jvp({dcall})
+    return both[1]
+"""
+
+
+def _derived_plan(plan, kind, fun, in_specs_fn, out_specs, in_modes, out_modes, nargs):
+    new = ShardPlan(fun, plan.mesh, None, out_specs, check_vma=False,
+                    kind=plan.kind + "_" + kind, name=plan.name + "_" + kind)
+    new.in_specs_fn = in_specs_fn
+    new.in_modes, new.out_modes = in_modes, out_modes
     new.nargs = nargs
     new.derived = True
+    new.parent = plan
     new.local_only = getattr(plan, "local_only", False)
-    plan.__dict__["_vjp"] = new
     return new
+
+
+def _need_nargs(plan, what):
+    if plan.nargs is None:
+        fail(f"{what} of {plan.kind}({plan.name}): its per-shard function takes *args, so "
+             "astjax cannot write its derivative code", "give the function named "
+             "parameters")
+
+
+def vjp_plan(plan):
+    """The shard_map of ``plan``'s pullback, per shard: cotangents split like the
+    outputs (a replicated output's shared among its copies), the per-shard pullback
+    (generated code: ``grad`` of <outputs, cotangents>), and cotangents of replicated
+    inputs summed over their copies: the exact transposes of the driver's copies."""
+    found = plan.__dict__.get("_vjp")
+    if found is None:
+        _need_nargs(plan, "the derivative")
+        fun = _derived_source(plan, "vjp", _VJP_SOURCE)
+        found = _derived_plan(
+            plan, "vjp", fun,
+            lambda args: (_plan_in_specs(plan, args[0]), _plan_out_specs(plan, args[0])),
+            None, (plan.in_modes, _transposed(plan.out_modes)),
+            _transposed(plan.in_modes), 2)
+        found.out_specs_fn = lambda args: _plan_in_specs(plan, args[0])
+        plan.__dict__["_vjp"] = found
+    return found
 
 
 def jvp_plan(plan):
-    """The shard_map whose per-shard function is ``plan``'s tangent map (tangents split
-    like the inputs, joined like the outputs)."""
+    """The shard_map of ``plan``'s tangent map: tangents split like the inputs, joined
+    like the outputs; per shard, generated jvp code (zero tangents instantiated)."""
     found = plan.__dict__.get("_jvp")
-    if found is not None:
-        return found
-    from astjax.forward_api import jvp as astjax_jvp
-    fun = plan.fun
-
-    def fwd(args, dargs):
-        dargs = _fill(tuple(dargs) if dargs is not None else None, tuple(args))
-        return astjax_jvp(fun, tuple(args), tuple(dargs))[1]
-
-    new = ShardPlan(fwd, plan.mesh, None, plan.out_specs, check_vma=False,
-                    kind=plan.kind + "_jvp", name=plan.name + "_jvp")
-    new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),) * 2
-    new.derived = True
-    new.local_only = getattr(plan, "local_only", False)
-    plan.__dict__["_jvp"] = new
-    return new
+    if found is None:
+        _need_nargs(plan, "the tangent")
+        fun = _derived_source(plan, "jvp", _JVP_SOURCE)
+        found = _derived_plan(
+            plan, "jvp", fun,
+            lambda args: (_plan_in_specs(plan, args[0]),) * 2,
+            None, (plan.in_modes, plan.in_modes), plan.out_modes, 2)
+        found.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
+        plan.__dict__["_jvp"] = found
+    return found
 
 
 def batch_plan(plan):
@@ -574,11 +670,11 @@ def batch_plan(plan):
                         if np.ndim(v) and np.shape(v)[-1] == 1 else v, tuple(args))
         return batched(*args)
 
-    new = ShardPlan(per_shard, plan.mesh, None, plan.out_specs, check_vma=plan.check_vma,
-                    kind=plan.kind + "_batch", name=plan.name + "_batch")
-    new.in_specs_fn = lambda args: (_in_specs_for(plan, len(args[0])),)
-    new.derived = True
-    new.local_only = getattr(plan, "local_only", False)
+    new = _derived_plan(plan, "batch", per_shard,
+                        lambda args: (_plan_in_specs(plan, args[0]),), None,
+                        (plan.in_modes,), plan.out_modes, None)
+    new.check_vma = plan.check_vma
+    new.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
     plan.__dict__["_batch"] = new
     return new
 

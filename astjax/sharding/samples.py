@@ -12,4 +12,6 @@ def sample_plan():
     from astjax.sharding.mesh import Device, Mesh, P
     from astjax.sharding.mapping import ShardPlan
     mesh = Mesh(np.array([Device(0)], dtype=object), ("i",))
-    return ShardPlan(local_sine, mesh, (P("i"), P()), P("i"), check_vma=True)
+    plan = ShardPlan(local_sine, mesh, (P("i"), P()), P("i"), check_vma=True)
+    plan.nargs = 2
+    return plan

@@ -20,6 +20,8 @@ def leaf_specs(specs, tree, what):
     out = []
 
     def walk(s, t, path):
+        if t is None:           # no leaves (a zero tangent or cotangent)
+            return
         if _is_spec(s):
             leaves, _ = tree_flatten(t)
             out.extend([s if s is not None else PartitionSpec()] * len(leaves))
@@ -88,15 +90,16 @@ def block_index(shape, spec, mesh, groups, local=False):
     return tuple(idx)
 
 
-def assemble(parts, spec, mesh, groups_of, check, what):
-    """The global array from one output per mesh position (flat order)."""
+def assemble(parts, spec, mesh, groups_of, check, what, mode="one"):
+    """The global array from one output per mesh position (flat order); copies of a
+    replicated block: keep one (``check``: they must be equal), or their mean or sum."""
     first = np.asarray(parts[0])
     check_spec(spec, first.ndim, mesh, what)
     shape = list(first.shape)
     for d in range(len(spec)):
         shape[d] *= _dim_factor(spec, d, mesh)
     out = np.empty(shape, first.dtype)
-    done = {}
+    done, counts, index = {}, {}, {}
     for pos, part in enumerate(parts):
         part = np.asarray(part)
         if part.shape != first.shape:
@@ -105,6 +108,10 @@ def assemble(parts, spec, mesh, groups_of, check, what):
         idx = block_index(part.shape, spec, mesh, groups_of(pos), local=True)
         key = tuple((s.start, s.stop) for s in idx)
         if key in done:
+            if mode in ("sum", "mean"):
+                done[key] = done[key] + part
+                counts[key] += 1
+                continue
             if check and not np.array_equal(done[key], part, equal_nan=True):
                 unnamed = [a for a in mesh.axis_names if a not in spec.mesh_axes()]
                 fail(f"{what}: {spec!r} says the output is replicated over "
@@ -113,5 +120,8 @@ def assemble(parts, spec, mesh, groups_of, check, what):
                      " (check_vma=False skips this check and keeps the first device's)")
             continue
         done[key] = part
-        out[idx] = part
+        counts[key] = 1
+        index[key] = idx
+    for key, value in done.items():
+        out[index[key]] = value / counts[key] if mode == "mean" else value
     return out
