@@ -36,8 +36,10 @@ _MPI_COMMS: dict = {}
 
 class ShardPlan:
     """Everything the driver needs, static for the transformations: the per-shard
-    function, the mesh, the specs (``specs_of`` builds in_specs per call when they
-    depend on the arguments) and the replication check."""
+    function, the mesh (pmap's: sized per call), the specs (derived plans compute
+    theirs from the call's arguments: ``in_specs_fn``/``out_specs_fn``), how
+    replicated values cross the driver (``in_modes``/``out_modes``) and the
+    replication check."""
 
     def __init__(self, fun, mesh, in_specs, out_specs, check_vma=True, kind="shard_map",
                  name=None):
@@ -185,12 +187,12 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
     # every process gets the global outputs: gather each leaf from all positions
     leaves_out, out_tdef = tree_flatten(out)
     gathered = []
+    order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
+             for r in range(world.size)]
     for leaf in leaves_out:
         a = np.asarray(order="C", a=np.asarray(leaf))
         buf = np.empty((world.size,) + a.shape, a.dtype)
         world.Allgather(a, buf)
-        order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
-                 for r in range(world.size)]
         by_pos = [None] * world.size
         for r, p in enumerate(order):
             by_pos[p] = buf[r]
@@ -322,9 +324,9 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
     per-device outputs joined by ``out_specs`` (JAX's ``shard_map``).
 
     ``check_vma`` (alias ``check_rep``, default True) checks at run time that an output
-    ``out_specs`` declares replicated is equal on those devices, and refuses a
-    derivative taken inside ``f`` through a collective whose transpose JAX's
-    check_vma=True changes; derivatives are check_vma=False's (see the README)."""
+    ``out_specs`` declares replicated is equal on those devices, and refuses reverse
+    mode inside ``f`` (JAX's check_vma=True would sum replicated inputs' gradients
+    there); derivatives are check_vma=False's (see the README)."""
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs,
                                  out_specs=out_specs, check_vma=check_vma,
