@@ -57,3 +57,10 @@ def limited_for(shards: int):
         yield
     finally:
         put(before)
+
+
+def limit(threads: int):
+    """Set BLAS's thread count for good (MPI: each process on its share of the cores)."""
+    lib = _openblas()
+    if lib is not None:
+        lib[1](max(1, int(threads)))
