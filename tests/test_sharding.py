@@ -528,3 +528,20 @@ def test_higher_orders_through_shard_map_from_outside():
     gp = astjax.grad(lambda y: np.sum(pm(y)))
     hp = astjax.jvp(gp, (xs,), (np.ones_like(xs),))[1]
     np.testing.assert_allclose(hp, -4 * np.sin(xs), rtol=1e-10)
+
+
+def test_devices_meshes_and_initialize_without_mpi(monkeypatch):
+    assert astjax.device_count() == 4 and len(astjax.devices()) == 4
+    assert astjax.distributed.initialize() == 1          # not under mpiexec: local
+    mesh = astjax.make_mesh((2, 2), ("a", "b"))
+    assert mesh.shape == {"a": 2, "b": 2} and mesh.size == 4
+    with pytest.raises(ShardingError, match="needs 8 devices"):
+        astjax.make_mesh((8,), ("i",))
+    with pytest.raises(ShardingError, match="pmap: the mapped axis has size 5"):
+        astjax.pmap(lambda v: v, axis_name="d")(np.ones((5, 2)))
+    monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", "zero")
+    with pytest.raises(ShardingError, match="positive integer"):
+        astjax.devices()
+    assert P("x", None, ("y", "z")).mesh_axes() == ("x", "y", "z")
+    with pytest.raises(ShardingError, match="PartitionSpec entries"):
+        P(3)
