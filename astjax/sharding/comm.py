@@ -8,8 +8,8 @@ over ``A``, linearized in the order ``A`` names the axes (JAX's ``axis_index``).
 Two engines implement the same five operations (allgather, allreduce,
 reduce_scatter, permute, alltoall):
 - ``LocalComm``: shards are threads of one process; values are exchanged through
-  shared slots between two barriers, and reductions add the group's values in rank
-  order, so every member gets bit-identical results;
+  shared slots (two sets, alternating) and one barrier, and reductions add the
+  group's values in rank order, so every member gets bit-identical results;
 - ``MPIComm``: one process per shard; sub-communicators per axis group
   (``Comm.Split``) and mpi4py's buffer (upper-case) calls on contiguous arrays,
   never pickling.
@@ -68,7 +68,10 @@ class LocalWorld:
         if timeout is None:
             timeout = float(os.environ.get("ASTJAX_COLLECTIVE_TIMEOUT", "600"))
         self.n, self.timeout = n, timeout
-        self.slots = [None] * n
+        # two sets of slots, used by alternate collectives: a device writing the next
+        # round's value cannot overwrite one another device is still reading, since it
+        # passed the barrier that device reaches only after reading (one barrier each)
+        self.slots = ([None] * n, [None] * n)
         self.barrier = threading.Barrier(n, timeout=timeout)
 
     def abort(self):
@@ -83,13 +86,15 @@ class LocalComm(_Groups):
     def __init__(self, world: LocalWorld, mesh_shape: dict, position: int):
         super().__init__(mesh_shape, position)
         self.world = world
+        self.round = 0
 
     def _exchange(self, value, axes, op) -> list:
         w = self.world
-        w.slots[self.position] = (op, axes, value)
+        slots = w.slots[self.round % 2]
+        self.round += 1
+        slots[self.position] = (op, axes, value)
         w.barrier.wait()
-        got = [w.slots[m] for m in self.members(axes)]
-        w.barrier.wait()
+        got = [slots[m] for m in self.members(axes)]
         for other_op, other_axes, _ in got:
             if (other_op, other_axes) != (op, axes):
                 from astjax.sharding.errors import fail
