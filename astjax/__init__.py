@@ -16,6 +16,9 @@ from astjax.shapes import ShapeDtypeStruct, eval_shape
 from astjax import lax, tree_util
 from astjax import debug, random
 from astjax.debug import pure_callback
+from astjax import sharding
+from astjax.sharding import (device_count, devices, distributed, make_mesh, pmap,
+                             shard_map)
 
 __version__ = "0.1.0"
 
@@ -23,4 +26,6 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacre
            "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct",
            "stop_gradient", "make_source", "clear_cache",
            "tree_util", "lax", "random", "debug", "pure_callback", "AstjaxError",
-           "TransformError", "SourceError", "UnsupportedSyntaxError", "DifferentiationError"]
+           "TransformError", "SourceError", "UnsupportedSyntaxError", "DifferentiationError",
+           "sharding", "shard_map", "pmap", "make_mesh", "devices", "device_count",
+           "distributed"]

@@ -152,6 +152,7 @@ def grad(fun, argnums=0, has_aux=False):
     check_callable(fun, "grad")
 
     def grad_fun(*args, **kwargs):
+        _shard_guard("grad")
         values = bind_arguments(fun, args, kwargs, "grad")
         gen, single, nums = get_reverse(fun, "grad", argnums, has_aux, values)
         _check_args(fun, values, nums)
@@ -170,6 +171,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     check_callable(fun, "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
+        _shard_guard("value_and_grad")
         values = bind_arguments(fun, args, kwargs, "value_and_grad")
         gen, single, nums = get_reverse(fun, "value_and_grad", argnums, has_aux, values)
         _check_args(fun, values, nums)
@@ -194,6 +196,7 @@ def vjp(fun, *primals, has_aux=False):
 def vjp_bound(fun, values, nums, has_aux=False):
     """vjp for arguments bound already (one value per parameter): ``vjp_fn`` returns
     one cotangent per parameter position in ``nums``."""
+    _shard_guard("vjp")
     gen, _, nums = get_reverse(fun, "vjp", tuple(nums), has_aux, values)
     gen.refresh()
     out, residuals = call_bound(gen.functions["fwd"], values)
@@ -259,3 +262,10 @@ transform_table.register(
 
 __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
            "TransformError"]
+
+
+def _shard_guard(what):
+    """Inside a check_vma=True shard_map, reverse mode is refused (its transposes are
+    JAX's check_vma=False ones: astjax/sharding/collectives.py)."""
+    from astjax.sharding.collectives import reverse_mode_guard
+    reverse_mode_guard(what)

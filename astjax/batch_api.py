@@ -75,8 +75,11 @@ def _call_axes(fun, in_axes, args, kwargs):
     return values, axes
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
+def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
     """Vectorize ``fun`` over a batch axis of its arguments (JAX semantics)."""
+    if axis_name is not None:   # collectives over the batch: astjax/sharding/mapping.py
+        from astjax.sharding.mapping import named_vmap
+        return named_vmap(fun, in_axes, out_axes, axis_size, axis_name)
     if not (in_axes is None or isinstance(in_axes, (int, tuple, list, dict))):
         raise ArgumentError(f"vmap: in_axes must be an int, None or a pytree, got {in_axes!r}")
     fun = plain_callable(fun)

@@ -85,7 +85,8 @@ def base_namespace() -> dict:
     from astjax import runtime_batch as rb
     from astjax import debug as dbg
     from astjax import random as jr
-    return {"np": np, "ra": ra, "rt": rt, "rb": rb, "jr": jr, "dbg": dbg}
+    from astjax.sharding import collectives as sh
+    return {"np": np, "ra": ra, "rt": rt, "rb": rb, "jr": jr, "dbg": dbg, "sh": sh}
 
 
 def normalizer_factory(names, env):

@@ -90,3 +90,13 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (JAX's name)
     the result."""
     n = rt.scan_length(xs, None)
     return rt.tree_stack([rt.compact(f(rt.tree_index(xs, i))) for i in range(n)], False)
+
+
+# ------------------------------------------------------------------ collectives
+# Over the mesh axes of astjax.shard_map / astjax.pmap (astjax/sharding/collectives.py).
+from astjax.sharding.collectives import (all_gather, all_to_all, axis_index,  # noqa: E402
+                                         axis_size, pmax, pmean, pmin, ppermute,
+                                         psum, psum_scatter, pvary)
+
+__all__ += ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute",
+            "all_to_all", "axis_index", "axis_size", "pvary"]

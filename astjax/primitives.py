@@ -1233,3 +1233,57 @@ register(Primitive("pure_callback", _dbg.pure_callback_values, "dbg.pure_callbac
 register(Primitive("pure_callback_batched", _dbg.pure_callback_values_batched,
                    "dbg.pure_callback_values_batched", _PURE_CB[:-1] + ("values",), kind="other",
                    reason=_PURE_CB_WHY))
+
+
+# ---------------------------------------------------------------------------
+# Collectives and shard_map calls (astjax/sharding): spelled ``sh.*`` in generated
+# code.  Samples use the empty tuple of axes (a group of one, JAX's psum(x, ())), so
+# the table-driven tests run them without a mesh; tests/test_sharding*.py check them
+# on real meshes against NumPy references.
+# ---------------------------------------------------------------------------
+from astjax.sharding import collectives as _sh  # noqa: E402
+
+
+def _coll(name, params, defaults=None, diff=(), kind="other", sample=None, reason="",
+          meta=()):
+    register(Primitive(name, getattr(_sh, name), f"sh.{name}", params, defaults or {},
+                       diff=diff, kind=kind, sample=sample, reason=reason, meta=meta))
+
+
+def _plan_sample(r):
+    from astjax.sharding.samples import sample_plan
+    return sample_plan()
+
+
+for _name in ("psum", "pmean", "pmax", "pmin", "pvary"):
+    _coll(_name, ("x", "axis_name"), diff=("x",), sample=lambda r: ((_u(r), ()), {}))
+_coll("all_gather", ("x", "axis_name", "axis", "tiled", "axis_index_groups"),
+      {"axis": 0, "tiled": False, "axis_index_groups": None}, diff=("x",),
+      sample=lambda r: ((_u(r), ()), {"axis": 1}))
+_coll("psum_scatter", ("x", "axis_name", "scatter_dimension", "tiled", "axis_index_groups"),
+      {"scatter_dimension": 0, "tiled": False, "axis_index_groups": None}, diff=("x",),
+      sample=lambda r: ((_u(r, (3, 1)), ()), {"scatter_dimension": 1}))
+_coll("ppermute", ("x", "axis_name", "perm"), diff=("x",),
+      sample=lambda r: ((_u(r), (), ((0, 0),)), {}))
+_coll("all_to_all", ("x", "axis_name", "split_axis", "concat_axis", "tiled",
+                     "axis_index_groups"), {"tiled": False, "axis_index_groups": None},
+      diff=("x",), sample=lambda r: ((_u(r, (1, 4)), (), 0, 1), {}))
+# kind "other", not "static": a device's index or the mesh size is known only while the
+# shard runs, never folded into a constant by jit (the same code runs on other meshes)
+for _name in ("axis_index", "axis_size"):
+    _coll(_name, ("axis_name",), kind="other", reason=_ND + "a device's index or count",
+          sample=lambda r: (((),), {}))
+_coll("ppermute_inverse", ("perm",), kind="static", reason=_ND + "a static permutation",
+      sample=lambda r: ((((0, 0),),), {}))
+for _name in ("psum_t", "pmean_t"):
+    _coll(_name, ("t", "axis_name"), diff=("t",), sample=lambda r: ((_u(r), ()), {}))
+_coll("all_gather_t", ("t", "axis_name", "axis", "tiled"), {"axis": 0, "tiled": False},
+      diff=("t",), sample=lambda r: ((_u(r, (3, 1, 4)), (), 1), {}))
+for _name in ("pextreme_t", "pextreme_jvp"):
+    _coll(_name, ("t", "x", "top", "axis_name"), diff=("t",),
+          sample=lambda r: ((_u(r), _u(r), _u(r), ()), {}))
+_coll("shard_map_call", ("plan", "args"), diff=("args",),
+      sample=lambda r: ((_plan_sample(r), (_u(r, (3, 4)), _u(r, (4,)))), {}))
+for _name in ("vjp_plan", "jvp_plan", "batch_plan"):
+    _coll(_name, ("plan",), kind="static", reason=_ND + "a static shard_map plan",
+          sample=lambda r: ((_plan_sample(r),), {}))

@@ -1483,3 +1483,94 @@ def pure_callback(callback, result_shape_dtypes, vmap_method, names, *values):
 def pure_callback_batched(callback, result_shape_dtypes, vmap_method, names, values):
     return dbg.pure_callback_values_batched(callback, result_shape_dtypes, vmap_method, names,
                                             values)
+
+# ------------------------------------------------------------------ collectives
+# The batch axis (last) rides along: collectives act per element over the devices;
+# axes given per example are moved to the batched array's (rb.axis).
+from astjax.sharding import collectives as sh  # noqa: E402
+
+
+def psum(x, axis_name):
+    return sh.psum(x, axis_name)
+
+
+def pmean(x, axis_name):
+    return sh.pmean(x, axis_name)
+
+
+def pmax(x, axis_name):
+    return sh.pmax(x, axis_name)
+
+
+def pmin(x, axis_name):
+    return sh.pmin(x, axis_name)
+
+
+def pvary(x, axis_name):
+    return sh.pvary(x, axis_name)
+
+
+def all_gather(x, axis_name, axis=0, tiled=False, axis_index_groups=None):
+    return sh.all_gather(x, axis_name, axis=rb.axis(axis, x), tiled=tiled)
+
+
+def psum_scatter(x, axis_name, scatter_dimension=0, tiled=False, axis_index_groups=None):
+    return sh.psum_scatter(x, axis_name, scatter_dimension=rb.axis(scatter_dimension, x),
+                           tiled=tiled)
+
+
+def ppermute(x, axis_name, perm):
+    return sh.ppermute(x, axis_name, perm)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, tiled=False, axis_index_groups=None):
+    return sh.all_to_all(x, axis_name, rb.axis(split_axis, x), rb.axis(concat_axis, x),
+                         tiled=tiled)
+
+
+def axis_index(axis_name):
+    return sh.axis_index(axis_name)
+
+
+def axis_size(axis_name):
+    return sh.axis_size(axis_name)
+
+
+def ppermute_inverse(perm):
+    return sh.ppermute_inverse(perm)
+
+
+def psum_t(t, axis_name):
+    return sh.psum_t(t, axis_name)
+
+
+def pmean_t(t, axis_name):
+    return sh.pmean_t(t, axis_name)
+
+
+def all_gather_t(t, axis_name, axis=0, tiled=False):
+    return sh.all_gather_t(t, axis_name, rb.axis(axis, t), tiled)
+
+
+def pextreme_t(t, x, top, axis_name):
+    return sh.pextreme_t(t, x, top, axis_name)
+
+
+def pextreme_jvp(t, x, top, axis_name):
+    return sh.pextreme_jvp(t, x, top, axis_name)
+
+
+def shard_map_call(plan, args):
+    return sh.shard_map_call(sh.batch_plan(plan), (args,))
+
+
+def vjp_plan(plan):
+    return sh.vjp_plan(plan)
+
+
+def jvp_plan(plan):
+    return sh.jvp_plan(plan)
+
+
+def batch_plan(plan):
+    return sh.batch_plan(plan)

@@ -1376,3 +1376,70 @@ def random_truncated_normal_batched(ans, key_b, lower, upper, shape=None, dtype=
     u = jr.unit_like_batched(key_b, ans)
     return dlower * ((1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)) + \
         dupper * (u * np.exp((ans * ans - upper * upper) * 0.5))
+
+# ------------------------------------------------------------------ collectives
+# Collectives are linear: the tangent goes through the same collective (pmax/pmin:
+# the mean tangent of the devices holding the extreme).
+from astjax.sharding import collectives as sh  # noqa: E402
+
+
+def psum(ans, x, axis_name, dx=None):
+    return sh.psum(dx, axis_name)
+
+
+def pmean(ans, x, axis_name, dx=None):
+    return sh.pmean(dx, axis_name)
+
+
+def pmax(ans, x, axis_name, dx=None):
+    return sh.pextreme_jvp(dx, x, ans, axis_name)
+
+
+def pmin(ans, x, axis_name, dx=None):
+    return sh.pextreme_jvp(dx, x, ans, axis_name)
+
+
+def pvary(ans, x, axis_name, dx=None):
+    return sh.pvary(dx, ())
+
+
+def all_gather(ans, x, axis_name, axis=0, tiled=False, axis_index_groups=None, dx=None):
+    return sh.all_gather(dx, axis_name, axis=axis, tiled=tiled)
+
+
+def psum_scatter(ans, x, axis_name, scatter_dimension=0, tiled=False,
+                 axis_index_groups=None, dx=None):
+    return sh.psum_scatter(dx, axis_name, scatter_dimension=scatter_dimension, tiled=tiled)
+
+
+def ppermute(ans, x, axis_name, perm, dx=None):
+    return sh.ppermute(dx, axis_name, perm)
+
+
+def all_to_all(ans, x, axis_name, split_axis, concat_axis, tiled=False,
+               axis_index_groups=None, dx=None):
+    return sh.all_to_all(dx, axis_name, split_axis, concat_axis, tiled=tiled)
+
+
+def psum_t(ans, t, axis_name, dt=None):
+    return sh.psum_t(dt, axis_name)
+
+
+def pmean_t(ans, t, axis_name, dt=None):
+    return sh.pmean_t(dt, axis_name)
+
+
+def all_gather_t(ans, t, axis_name, axis=0, tiled=False, dt=None):
+    return sh.all_gather_t(dt, axis_name, axis, tiled)
+
+
+def pextreme_t(ans, t, x, top, axis_name, dt=None):
+    return sh.pextreme_t(dt, x, top, axis_name)
+
+
+def pextreme_jvp(ans, t, x, top, axis_name, dt=None):
+    return sh.pextreme_jvp(dt, x, top, axis_name)
+
+
+def shard_map_call(ans, plan, args, dargs=None):
+    return sh.shard_map_call(sh.jvp_plan(plan), (args, dargs))

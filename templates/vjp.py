@@ -1457,3 +1457,72 @@ def random_truncated_normal_batched(g, ans, key_b, lower, upper, shape=None, dty
     g_lower = g * (1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)
     g_upper = g * u * np.exp((ans * ans - upper * upper) * 0.5)
     return ra.unbroadcast(g_lower, lower), ra.unbroadcast(g_upper, upper)
+
+# ------------------------------------------------------------------ collectives
+# Transposes on per-device values (JAX's check_vma=False): psum <-> psum, all_gather <->
+# psum_scatter, ppermute <-> the inverse permutation, all_to_all <-> all_to_all with
+# the split and concat axes swapped.  A shard_map call's rule is a shard_map of the
+# per-shard pullback (astjax/sharding/shard_map.py).
+from astjax.sharding import collectives as sh  # noqa: E402
+
+
+def psum(g, ans, x, axis_name):
+    return sh.psum_t(g, axis_name)
+
+
+def pmean(g, ans, x, axis_name):
+    return sh.pmean_t(g, axis_name)
+
+
+def pmax(g, ans, x, axis_name):
+    return sh.pextreme_t(g, x, ans, axis_name)
+
+
+def pmin(g, ans, x, axis_name):
+    return sh.pextreme_t(g, x, ans, axis_name)
+
+
+def pvary(g, ans, x, axis_name):
+    return sh.pvary(g, ())
+
+
+def all_gather(g, ans, x, axis_name, axis=0, tiled=False, axis_index_groups=None):
+    return sh.all_gather_t(g, axis_name, axis, tiled)
+
+
+def psum_scatter(g, ans, x, axis_name, scatter_dimension=0, tiled=False,
+                 axis_index_groups=None):
+    return sh.all_gather(g, axis_name, axis=scatter_dimension, tiled=tiled)
+
+
+def ppermute(g, ans, x, axis_name, perm):
+    return sh.ppermute(g, axis_name, sh.ppermute_inverse(perm))
+
+
+def all_to_all(g, ans, x, axis_name, split_axis, concat_axis, tiled=False,
+               axis_index_groups=None):
+    return sh.all_to_all(g, axis_name, concat_axis, split_axis, tiled=tiled)
+
+
+def psum_t(g, ans, t, axis_name):
+    return sh.psum_t(g, axis_name)
+
+
+def pmean_t(g, ans, t, axis_name):
+    return sh.pmean_t(g, axis_name)
+
+
+def all_gather_t(g, ans, t, axis_name, axis=0, tiled=False):
+    return sh.all_gather(g, axis_name, axis=axis, tiled=tiled)
+
+
+def pextreme_t(g, ans, t, x, top, axis_name):
+    return sh.pextreme_jvp(g, x, top, axis_name)
+
+
+def pextreme_jvp(g, ans, t, x, top, axis_name):
+    return sh.pextreme_t(g, x, top, axis_name)
+
+
+def shard_map_call(g, ans, plan, args):
+    return sh.shard_map_call(sh.vjp_plan(plan), (args, g))

@@ -611,3 +611,8 @@ SKIP.update({n: "a debugging effect or callback: tests/test_debug.py checks its 
              for n in ("debug_print", "debug_callback", "debug_breakpoint", "pure_callback",
                        "debug_print_batched", "debug_callback_batched",
                        "pure_callback_batched")})
+# Sharding (astjax/sharding): facts of the mesh and static shard_map plans take no array
+# operand; tests/test_sharding.py checks them under vmap on real meshes.
+SKIP.update({n: "a mesh fact or a static shard_map plan: no array operand to batch"
+             for n in ("axis_index", "axis_size", "ppermute_inverse", "vjp_plan", "jvp_plan",
+                       "batch_plan")})

@@ -381,7 +381,7 @@ def test_jvp_template_is_straight_line_over_primitives(name):
             if isinstance(node, (ast.BinOp, ast.UnaryOp)):
                 assert type(node.op).__name__ in P.BY_OPERATOR, name
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                assert node.id in local | {"np", "ra", "jr"}, f"{name}: reads {node.id}"
+                assert node.id in local | {"np", "ra", "jr", "sh"}, f"{name}: reads {node.id}"
         if isinstance(stmt, ast.Assign):
             assert len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name), name
             local.add(stmt.targets[0].id)

@@ -23,14 +23,16 @@ import pytest
 
 from astjax import primitives as P
 from astjax import random as jr
+from astjax.sharding import collectives as sh
 from astjax import runtime_array as ra
 from astjax.templates import vjp as V
 
 EPS = 1e-6
 RTOL = 1e-5
 
-# generated code's modules: NumPy, the array helpers, astjax.random
-MODULES = {"np": np, "ra": ra, "jr": jr}
+# generated code's modules: NumPy, the array helpers, astjax.random,
+# the collectives (astjax/sharding)
+MODULES = {"np": np, "ra": ra, "jr": jr, "sh": sh}
 TABLE = {name: p for name, p in P.REGISTRY.items() if p.code.split(".")[0] in MODULES}
 DIFF = sorted(n for n, p in TABLE.items() if p.differentiable)
 NONDIFF = sorted(n for n, p in TABLE.items() if not p.differentiable)

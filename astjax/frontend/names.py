@@ -24,7 +24,7 @@ class NameGen:
         base = _ident.sub("_", base) or "t"
         if base[0].isdigit():
             base = "v" + base
-        if keyword.iskeyword(base) or base in ("np", "ra", "rt", "rb", "math", "jr", "dbg"):
+        if keyword.iskeyword(base) or base in ("np", "ra", "rt", "rb", "math", "jr", "dbg", "sh"):
             base = base + "_"
         if base not in self.used:
             self.used.add(base)

@@ -1,0 +1,370 @@
+"""Collectives as calls into the current shard's communicator (``sh`` in generated code).
+
+``astjax.lax.psum`` and friends are these functions.  Each runs inside a shard (a
+thread or an MPI process started by ``shard_map``/``pmap``), where a context names
+the mesh axes and holds the communicator; outside any mapped axis they are an error
+naming the user's line.  A collective over the empty tuple of axes is the identity
+of a group of one (JAX's ``psum(x, ())``), which needs no context.
+
+Derivatives (templates/vjp.py, jvp.py, batch.py) follow JAX's ``check_vma=False``
+transposes, the exact transposes on per-device values: psum <-> psum, all_gather <->
+psum_scatter, ppermute <-> the inverse permutation, all_to_all <-> all_to_all with
+split and concat axes swapped.  ``*_t`` helpers are the transposes that JAX's default
+``check_vma=True`` would change (psum -> pbroadcast): inside a ``check_vma=True``
+shard_map a derivative taken *inside* the per-shard function through them is refused
+rather than silently differing from JAX.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from astjax.sharding.errors import fail
+from astjax.tree_util import tree_map
+
+_STATE = threading.local()
+
+
+@dataclass
+class ShardContext:
+    """What a running shard knows: its communicator and the mesh axes' sizes."""
+
+    comm: object
+    axis_sizes: dict
+    check_vma: bool = False
+    transposing: int = 0
+    kind: str = "shard_map"
+    extra: dict = field(default_factory=dict)
+
+
+def current() -> ShardContext | None:
+    stack = getattr(_STATE, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def entered(ctx: ShardContext):
+    stack = getattr(_STATE, "stack", None)
+    if stack is None:
+        stack = _STATE.stack = []
+    stack.append(ctx)
+    try:
+        yield ctx
+    finally:
+        stack.pop()
+
+
+@contextlib.contextmanager
+def transposing():
+    """The driver runs a per-shard derivative of the whole shard_map'ed function."""
+    ctx = current()
+    if ctx is None:
+        yield
+        return
+    ctx.transposing += 1
+    try:
+        yield
+    finally:
+        ctx.transposing -= 1
+
+
+class _Single:
+    """The group of one: collectives over ``()``."""
+
+    @staticmethod
+    def size(axes):
+        return 1
+
+    @staticmethod
+    def index(axes):
+        return 0
+
+    @staticmethod
+    def allgather(x, axes):
+        return [x]
+
+    @staticmethod
+    def allreduce(x, axes, op="sum"):
+        return np.array(x, copy=True)
+
+    @staticmethod
+    def reduce_scatter(blocks, axes):
+        return np.array(blocks[0], copy=True)
+
+    @staticmethod
+    def permute(x, axes, pairs):
+        return np.array(x, copy=True) if (0, 0) in pairs else np.zeros_like(x)
+
+    @staticmethod
+    def alltoall(chunks, axes):
+        return [np.array(chunks[0], copy=True)]
+
+
+def _group(axis_name, what):
+    """(communicator, axes tuple) for a collective over ``axis_name``."""
+    axes = (axis_name,) if isinstance(axis_name, str) else axis_name
+    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, str) for a in axes):
+        fail(f"{what}: axis_name must be a mesh axis name or a tuple of names, got "
+             f"{axis_name!r}")
+    axes = tuple(axes)
+    if not axes:
+        return _Single, axes
+    ctx = current()
+    if ctx is None:
+        fail(f"{what}({axis_name!r}) is called outside any mapped axis",
+             "call it inside a function run by astjax.shard_map, astjax.pmap or "
+             "astjax.vmap(..., axis_name=...)")
+    for a in axes:
+        if a not in ctx.axis_sizes:
+            known = ", ".join(repr(n) for n in ctx.axis_sizes)
+            fail(f"{what}: unknown axis name {a!r}; the mapped axes here are {known}",
+                 "use one of the mesh's axis_names (or pmap's axis_name)")
+    if len(set(axes)) != len(axes):
+        fail(f"{what}: axis {axes} names an axis twice")
+    return ctx.comm, axes
+
+
+def _vma_guard(what):
+    ctx = current()
+    if ctx is not None and ctx.check_vma and not ctx.transposing:
+        fail(f"a derivative taken inside a check_vma=True shard_map goes through {what}: "
+             "JAX's check_vma=True transposes it differently (psum -> pbroadcast), and "
+             "astjax implements check_vma=False's transposes only",
+             "pass check_vma=False to shard_map (JAX then gives the same numbers), or "
+             "differentiate the whole shard_map'ed function from outside")
+
+
+def reverse_mode_guard(what):
+    """A gradient taken inside a check_vma=True shard_map: refused.
+
+    JAX's check_vma=True inserts an implicit pvary where a replicated value meets a
+    device-varying one, whose transpose sums over the devices; astjax's derivatives
+    are check_vma=False's (the local gradient).  Rather than differ silently, refuse.
+    """
+    ctx = current()
+    if ctx is not None and ctx.check_vma and not ctx.transposing:
+        fail(f"{what} inside a shard_map with check_vma=True: JAX would sum the gradients "
+             "of replicated inputs over the devices here (implicit pvary), astjax gives "
+             "the local gradient (JAX's check_vma=False)",
+             "pass check_vma=False to shard_map and psum/pmean the gradients yourself, or "
+             "take the gradient of the whole shard_map'ed function from outside")
+
+
+def _arr(x):
+    return np.asarray(x)
+
+
+def _like(x, out):
+    """Python scalars stay Python scalars (``psum(1, 'i')`` is the axis size)."""
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        return type(x)(out) if np.ndim(out) == 0 else out
+    return out
+
+
+def _reduce(x, axis_name, op, what):
+    comm, axes = _group(axis_name, what)
+    return tree_map(lambda v: _like(v, comm.allreduce(_arr(v), axes, op)), x)
+
+
+def psum(x, axis_name):
+    """Sum over the devices of ``axis_name`` (a name or a tuple of names)."""
+    return _reduce(x, axis_name, "sum", "psum")
+
+
+def pmax(x, axis_name):
+    return _reduce(x, axis_name, "max", "pmax")
+
+
+def pmin(x, axis_name):
+    return _reduce(x, axis_name, "min", "pmin")
+
+
+def pmean(x, axis_name):
+    comm, axes = _group(axis_name, "pmean")
+    n = comm.size(axes)
+
+    def one(v):
+        s = comm.allreduce(_arr(v), axes, "sum")
+        return s / n if np.issubdtype(s.dtype, np.inexact) else s / float(n)
+    return tree_map(one, x)
+
+
+def axis_index(axis_name):
+    """This device's index along ``axis_name`` (tuples: linearized in the given order)."""
+    comm, axes = _group(axis_name, "axis_index")
+    return np.int32(comm.index(axes))
+
+
+def axis_size(axis_name):
+    comm, axes = _group(axis_name, "axis_size")
+    return int(comm.size(axes))
+
+
+def _axis(ax, ndim, what, name):
+    if not -ndim <= ax < ndim:
+        fail(f"{what}: {name}={ax} is out of range for an operand of rank {ndim - 0}")
+    return ax % ndim
+
+
+def all_gather(x, axis_name, *, axis=0, tiled=False, axis_index_groups=None):
+    """Every device's ``x``, stacked along a new ``axis`` (``tiled``: concatenated)."""
+    if axis_index_groups is not None:
+        fail("all_gather: axis_index_groups is not supported")
+    comm, axes = _group(axis_name, "all_gather")
+
+    def one(v):
+        v = _arr(v)
+        parts = comm.allgather(v, axes)
+        if tiled:
+            if v.ndim == 0:
+                fail("all_gather(tiled=True) needs an operand of rank >= 1")
+            return np.concatenate(parts, axis=_axis(axis, v.ndim, "all_gather", "axis"))
+        return np.stack(parts, axis=_axis(axis, v.ndim + 1, "all_gather", "axis"))
+    return tree_map(one, x)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_groups=None):
+    """The sum over ``axis_name``, of which device i keeps block i along
+    ``scatter_dimension`` (untiled: that dimension's size is the axis size, and drops)."""
+    if axis_index_groups is not None:
+        fail("psum_scatter: axis_index_groups is not supported")
+    comm, axes = _group(axis_name, "psum_scatter")
+    n = comm.size(axes)
+
+    def one(v):
+        v = _arr(v)
+        if v.ndim == 0:
+            fail("psum_scatter needs an operand of rank >= 1")
+        d = _axis(scatter_dimension, v.ndim, "psum_scatter", "scatter_dimension")
+        size = v.shape[d]
+        if tiled and size % n or not tiled and size != n:
+            need = f"a multiple of {n}" if tiled else f"equal to {n}"
+            fail(f"psum_scatter: dimension {d} of the operand has size {size}, which "
+                 f"must be {need} (the size of axis {axis_name!r})")
+        blocks = [np.ascontiguousarray(b) for b in np.split(v, n, axis=d)]
+        if not tiled:
+            blocks = [np.squeeze(b, axis=d) for b in blocks]
+        return comm.reduce_scatter(blocks, axes)
+    return tree_map(one, x)
+
+
+def _check_perm(perm, n):
+    try:
+        pairs = [(int(s), int(d)) for s, d in perm]
+    except (TypeError, ValueError):
+        fail(f"ppermute: perm must be a sequence of (source, destination) pairs, got "
+             f"{perm!r}")
+    srcs = [s for s, _ in pairs]
+    dsts = [d for _, d in pairs]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        fail(f"ppermute: perm {perm!r} sends from or to one device twice")
+    if any(not 0 <= i < n for i in srcs + dsts):
+        fail(f"ppermute: perm {perm!r} names a device outside 0..{n - 1}")
+    return tuple(pairs)
+
+
+def ppermute(x, axis_name, perm):
+    """Device ``d`` gets ``x`` of device ``s`` for each pair ``(s, d)``; others zeros."""
+    comm, axes = _group(axis_name, "ppermute")
+    pairs = _check_perm(perm, comm.size(axes))
+    return tree_map(lambda v: comm.permute(_arr(v), axes, pairs), x)
+
+
+def ppermute_inverse(perm):
+    """The permutation that undoes ``perm`` (ppermute's transpose)."""
+    return tuple((int(d), int(s)) for s, d in perm)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False,
+               axis_index_groups=None):
+    """Split ``x`` in axis-size chunks along ``split_axis``; chunk j goes to device j;
+    the received chunks are joined along ``concat_axis`` in device order.  Untiled, the
+    split axis (of the axis size) is removed and a new axis inserted at concat_axis."""
+    if axis_index_groups is not None:
+        fail("all_to_all: axis_index_groups is not supported")
+    comm, axes = _group(axis_name, "all_to_all")
+    n = comm.size(axes)
+
+    def one(v):
+        v = _arr(v)
+        s = _axis(split_axis, v.ndim, "all_to_all", "split_axis")
+        size = v.shape[s]
+        if tiled and size % n or not tiled and size != n:
+            need = f"a multiple of {n}" if tiled else f"equal to {n}"
+            fail(f"all_to_all: split_axis {s} has size {size}, which must be {need} "
+                 f"(the size of axis {axis_name!r})")
+        chunks = [np.ascontiguousarray(c) for c in np.split(v, n, axis=s)]
+        got = comm.alltoall(chunks, axes)
+        if tiled:
+            return np.concatenate(got, axis=_axis(concat_axis, v.ndim, "all_to_all",
+                                                  "concat_axis"))
+        got = [np.squeeze(c, axis=s) for c in got]
+        return np.stack(got, axis=_axis(concat_axis, v.ndim, "all_to_all", "concat_axis"))
+    return tree_map(one, x)
+
+
+def pvary(x, axis_name):
+    """Mark a replicated value as device-varying: the identity on per-device values."""
+    _group(axis_name, "pvary")
+    return tree_map(lambda v: np.array(v, copy=True), x)
+
+
+# ------------------------------------------------------------ transposes (see above)
+
+def psum_t(g, axis_name):
+    """psum's transpose (a psum of the cotangents)."""
+    _vma_guard("psum")
+    return psum(g, axis_name)
+
+
+def pmean_t(g, axis_name):
+    _vma_guard("pmean")
+    return pmean(g, axis_name)
+
+
+def all_gather_t(g, axis_name, axis=0, tiled=False):
+    """all_gather's transpose: psum_scatter along the gathered axis."""
+    _vma_guard("all_gather")
+    return psum_scatter(g, axis_name, scatter_dimension=axis, tiled=tiled)
+
+
+def pextreme_t(g, x, ans, axis_name):
+    """pmax/pmin's transpose: the summed cotangent goes to the devices holding the
+    extreme, shared equally between ties (as JAX shares ties of max)."""
+    _vma_guard("pmax/pmin")
+    hit = (np.asarray(x) == np.asarray(ans)).astype(np.result_type(g, np.float32)
+                                                    if np.ndim(g) >= 0 else float)
+    count = np.maximum(psum(hit, axis_name), 1.0)   # >= 1 where x holds the extreme
+    return psum(g, axis_name) * hit / count
+
+
+def pextreme_jvp(dx, x, ans, axis_name):
+    """pmax/pmin's tangent: the mean of the tangents of the devices holding it."""
+    hit = (np.asarray(x) == np.asarray(ans)).astype(np.result_type(dx, np.float32))
+    return psum(dx * hit, axis_name) / np.maximum(psum(hit, axis_name), 1.0)
+
+
+# ------------------------------------------------ shard_map as a primitive (its plans)
+
+def shard_map_call(plan, args):
+    """A shard_map'ed function's call: the primitive the transformations see."""
+    from astjax.sharding.mapping import run
+    return run(plan, tuple(args))
+
+
+def vjp_plan(plan):
+    from astjax.sharding import mapping as shard_map
+    return shard_map.vjp_plan(plan)
+
+
+def jvp_plan(plan):
+    from astjax.sharding import mapping as shard_map
+    return shard_map.jvp_plan(plan)
+
+
+def batch_plan(plan):
+    from astjax.sharding import mapping as shard_map
+    return shard_map.batch_plan(plan)

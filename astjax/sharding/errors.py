@@ -1,0 +1,29 @@
+"""Sharding errors located at the user's own line (the caller outside astjax)."""
+from __future__ import annotations
+
+import os
+import traceback
+
+from astjax.errors import Location, TransformError
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class ShardingError(TransformError, ValueError):
+    """A mesh, spec or collective used wrongly: names the user's file and line."""
+
+
+def user_location() -> Location | None:
+    """The innermost stack frame that is user code (not astjax, not generated code)."""
+    for fs in reversed(traceback.extract_stack()[:-1]):
+        name = fs.filename
+        if name.startswith("<") or os.path.abspath(name).startswith(_PACKAGE + os.sep):
+            continue
+        if "threading.py" in name or "concurrent" in name:
+            continue
+        return Location(name, fs.lineno, fs.colno or 0, fs.end_colno, fs.name)
+    return None
+
+
+def fail(message: str, hint: str | None = None):
+    raise ShardingError(message, user_location(), hint)

@@ -1,0 +1,696 @@
+"""``shard_map`` and ``pmap``: run a per-shard function on every device of a mesh.
+
+The driver splits the inputs by ``in_specs``, runs the per-shard function once per
+mesh position -- on threads of this process (local devices) or, under ``mpiexec``,
+each process its own position -- with a communicator for the collectives, and joins
+the outputs by ``out_specs``.
+
+For the transformations a shard_map'ed function is generated Python that makes one
+call, ``sh.shard_map_call(plan, (args...))``, a primitive of the registry whose
+rules are shard_maps themselves: its derivative runs the per-shard derivative under
+the same mesh (vjp: the cotangents split like the outputs, replicated inputs'
+cotangents summed over the devices; jvp: tangents split like the inputs), its
+batching rule runs the per-shard function vmapped.  So ``grad``, ``jvp``, ``vmap``
+and ``jit`` of a shard_map'ed function come from the existing transformations.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+
+import numpy as np
+
+from astjax.sharding import blas
+from astjax.sharding import collectives as sh
+from astjax.sharding import distributed
+from astjax.sharding.comm import LocalComm, LocalWorld, MPIComm, _Groups
+from astjax.sharding.errors import fail
+from astjax.sharding.mesh import Mesh, PartitionSpec, devices
+from astjax.sharding.specs import assemble, block_index, check_spec, leaf_specs, split
+from astjax.tree_util import tree_flatten, tree_unflatten
+
+_COUNTER = itertools.count()
+_MPI_COMMS: dict = {}
+
+
+class ShardPlan:
+    """Everything the driver needs, static for the transformations: the per-shard
+    function, the mesh (pmap's: sized per call), the specs (derived plans compute
+    theirs from the call's arguments: ``in_specs_fn``/``out_specs_fn``), how
+    replicated values cross the driver (``in_modes``/``out_modes``) and the
+    replication check."""
+
+    def __init__(self, fun, mesh, in_specs, out_specs, check_vma=True, kind="shard_map",
+                 name=None):
+        self.fun = fun
+        self.mesh = mesh
+        self.in_specs = in_specs
+        self.out_specs = out_specs
+        self.check_vma = check_vma
+        self.kind = kind
+        self.name = name or getattr(fun, "__name__", "f")
+        # how replicated leaves cross the driver (see leaf_modes): user plans copy
+        # inputs to every device and keep one copy of an output
+        self.in_modes = "copy"
+        self.out_modes = "one"
+        self.nargs = None
+
+    def __repr__(self):
+        return f"<{self.kind} plan of {self.name} on {self.mesh!r}>"
+
+
+
+def _groups_of(mesh):
+    cache = {}
+
+    def get(pos):
+        g = cache.get(pos)
+        if g is None:
+            g = cache[pos] = _Groups(mesh.shape, pos)
+        return g
+    return get
+
+
+def run(plan: ShardPlan, args: tuple):
+    """Split, run every shard, assemble (the eager meaning of a shard_map call)."""
+    if isinstance(plan.mesh, Mesh):
+        mesh = plan.mesh
+    else:                      # pmap's mesh: sized by the original call's arguments
+        p, a = plan, args
+        while getattr(p, "parent", None) is not None:
+            p, a = p.parent, a[0]
+        mesh = plan.mesh(a)
+    what = f"{plan.kind}({plan.name})"
+    groups = _groups_of(mesh)
+    in_specs = _plan_in_specs(plan, args)
+    out_specs = _plan_out_specs(plan, args)
+    leaves, tdef = tree_flatten(tuple(args))
+    specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
+    modes = leaf_modes(plan.in_modes, tuple(args), "copy")
+    leaves = [_shared(x, s, mesh) if m == "share" else x
+              for x, s, m in zip(leaves, specs, modes)]
+    world = None if getattr(plan, "local_only", False) else distributed.world()
+    if world is not None:
+        return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
+    per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    n = mesh.size
+    outs = [None] * n
+    errors, broken = [], []
+    lw = LocalWorld(n)
+
+    def shard(pos):
+        comm = LocalComm(lw, mesh.shape, pos)
+        shard_args = tree_unflatten(tdef, [p[pos] for p in per_leaf])
+        ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
+        try:
+            with sh.entered(ctx):
+                outs[pos] = plan.fun(*shard_args)
+        except threading.BrokenBarrierError:
+            broken.append(pos)        # another shard failed first (its error is reported)
+            lw.abort()                # or the wait timed out: the devices diverged
+        except BaseException as e:   # noqa: BLE001  (re-raised below, in the caller)
+            errors.append((pos, e))
+            lw.abort()
+
+    if sh.current() is not None and not getattr(plan, "local_only", False):
+        fail(f"{what} is called inside another shard_map/pmap: nesting is not supported",
+             "use one mesh with several axes")
+    if n == 1:
+        shard(0)
+    else:
+        threads = [threading.Thread(target=shard, args=(p,), name=f"astjax-shard-{p}")
+                   for p in range(n)]
+        with blas.limited_for(n):
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    if errors:
+        raise sorted(errors, key=lambda e: e[0])[0][1]
+    if broken:
+        fail(f"{what}: devices {sorted(broken)} waited in a collective that the others never "
+             f"reached (ASTJAX_COLLECTIVE_TIMEOUT={lw.timeout:g} s)",
+             "every device must call the same collectives in the same order (a "
+             "collective under a branch or loop that differs per device does not)")
+    return _join(plan, mesh, out_specs, outs, groups, what)
+
+
+def _plan_in_specs(plan, args):
+    if getattr(plan, "in_specs_fn", None) is not None:
+        return plan.in_specs_fn(args)
+    return _specs_tuple(plan.in_specs, len(args))
+
+
+def _plan_out_specs(plan, args):
+    if getattr(plan, "out_specs_fn", None) is not None:
+        return plan.out_specs_fn(args)
+    return plan.out_specs
+
+
+def _join(plan, mesh, out_specs, outs, groups, what):
+    out_leaves, out_tdef = tree_flatten(outs[0])
+    specs = leaf_specs(out_specs, outs[0], f"{what}: out_specs")
+    modes = leaf_modes(plan.out_modes, outs[0], "one")
+    per = [tree_flatten(o)[0] for o in outs]
+    joined = [assemble([p[i] for p in per], s, mesh, groups, plan.check_vma,
+                       f"{what}: out_specs", mode=m)
+              for i, (s, m) in enumerate(zip(specs, modes))]
+    joined = [j[()] if j.ndim == 0 and not isinstance(leaf, np.ndarray) else j
+              for j, leaf in zip(joined, out_leaves)]
+    return tree_unflatten(out_tdef, joined)
+
+
+def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
+    if mesh.size != world.size:
+        fail(f"{what}: the mesh has {mesh.size} devices but mpiexec started "
+             f"{world.size} processes", "make the mesh as large as the MPI world")
+    pos = int(np.flatnonzero(mesh.device_ids().ravel() == world.rank)[0])
+    mine = []
+    for x, s in zip(leaves, specs):
+        x = np.asarray(x)
+        check_spec(s, x.ndim, mesh, f"{what}: in_specs")
+        for d in range(len(s)):
+            n = int(np.prod([mesh.shape[a] for a in s.axes_of(d)], dtype=int))
+            if x.shape[d] % n:
+                fail(f"{what}: in_specs: dimension {d} of a value of shape {x.shape} has "
+                     f"size {x.shape[d]}, not divisible by {n} (the mesh axes "
+                     f"{s.axes_of(d)} of {s!r})")
+        mine.append(np.asarray(order="C", a=x[block_index(x.shape, s, mesh, groups(pos))]))
+    key = (id(world), tuple(mesh.shape.items()), pos)
+    comm = _MPI_COMMS.get(key)
+    if comm is None:      # one per mesh: its sub-communicators (Comm.Split) are reused
+        comm = _MPI_COMMS[key] = MPIComm(world, mesh.shape, pos)
+    ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
+    with sh.entered(ctx):
+        out = plan.fun(*tree_unflatten(tdef, mine))
+    # every process gets the global outputs: gather each leaf from all positions
+    leaves_out, out_tdef = tree_flatten(out)
+    gathered = []
+    order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
+             for r in range(world.size)]
+    for leaf in leaves_out:
+        a = np.asarray(order="C", a=np.asarray(leaf))
+        buf = np.empty((world.size,) + a.shape, a.dtype)
+        world.Allgather(a, buf)
+        by_pos = [None] * world.size
+        for r, p in enumerate(order):
+            by_pos[p] = buf[r]
+        gathered.append(by_pos)
+    outs = [tree_unflatten(out_tdef, [g[p] for g in gathered]) for p in range(world.size)]
+    return _join(plan, mesh, out_specs, outs, groups, what)
+
+
+# ------------------------------------------------------------- the user-facing object
+
+def _specs_tuple(in_specs, nargs):
+    if isinstance(in_specs, PartitionSpec) or in_specs is None:
+        return tuple([in_specs] * nargs)
+    return in_specs
+
+
+def _wrapper_source(plan, params, name):
+    import re
+    fname = re.sub(r"\W", "_", f"{name}_{plan.kind}").strip("_") or "sharded"
+    args = ", ".join(params)
+    tup = f"({args},)" if len(params) == 1 else f"({args})"
+    src = (f"def {fname}({args}):\n"
+           f"    out = sh.shard_map_call({fname}_plan, {tup})\n"
+           f"    return out\n")
+    return fname, src
+
+
+def _generated_wrapper(plan, params, name):
+    """The Python the transformations read: one ``sh.shard_map_call`` of the plan."""
+    fname, src = _wrapper_source(plan, params, name)
+    filename = f"<astjax-{plan.kind}-{next(_COUNTER)}>"
+    import linecache
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace = {"sh": sh, f"{fname}_plan": plan}
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    return namespace[fname]
+
+
+class _ShardView:
+    """What ``make_source`` shows for a shard_map'ed function: the call the
+    transformations see, and the per-shard function's core form (collectives are
+    ``sh.*`` calls into the running device's communicator)."""
+
+    core = None
+
+    def __init__(self, plan, params, fun):
+        self.plan, self.params, self.fun = plan, params, fun
+
+    @property
+    def source(self):
+        from astjax import codegen
+        from astjax.frontend.names import NameGen
+        from astjax.frontend.normalize import Normalizer
+        p = self.plan
+        mesh = p.mesh if isinstance(p.mesh, Mesh) else f"a 1-d mesh {p.mesh.axis_name!r}"
+        _, wrapper = _wrapper_source(p, self.params, p.name)
+        per_shard = codegen.print_function(
+            Normalizer(NameGen()).function(self.fun),
+            f"per-shard function of {p.kind}({p.name}): runs once per device, by astjax.")
+        how = "" if p.kind == "shard_map" else \
+            f"# (run vmapped over each device's slice of the {p.kind}ped axis)\n"
+        return (f"# {p.kind} over {mesh!r}: in_specs {p.in_specs!r}, out_specs "
+                f"{p.out_specs!r}\n# the driver splits the arguments by in_specs, runs "
+                f"the per-shard function on every device\n# and joins its outputs by "
+                f"out_specs; the transformations see this one call:\n{wrapper}\n"
+                f"{how}{per_shard}")
+
+
+def _as_function(plan, params, call, user_fun=None):
+    """A Python function (what the transformations take) that runs ``call``, carrying
+    ``_astjax_generated``: the one-call wrapper they read instead of its body."""
+    def sharded(*args, **kwargs):
+        if kwargs:
+            fail(f"{plan.kind}: pass the arguments positionally (keywords are not split "
+                 "by in_specs)")
+        return call(*args)
+    functools.update_wrapper(sharded, plan.fun)
+    sharded.__dict__.pop("__wrapped__", None)
+    made = {}
+
+    def generated():
+        if "fn" not in made:
+            made["fn"] = _generated_wrapper(plan, params, plan.name)
+        return made["fn"]
+    sharded._astjax = plan.kind
+    sharded._astjax_generated = generated
+    # (every transformation of this function replaces _astjax_source with its own)
+    view = _ShardView(plan, params, user_fun or plan.fun)
+    sharded._astjax_source = lambda *args, **kwargs: view
+    return sharded
+
+
+def _param_names(f, nargs=None):
+    """The positional parameters of ``f`` (of the code it runs, for a transformed
+    function), named as the generated wrapper will name them."""
+    try:
+        from astjax.api import signature_of
+        names = list(signature_of(f).names)
+        if names:
+            return names
+    except Exception:   # noqa: BLE001  (not readable by astjax: name them a0, a1...)
+        pass
+    import inspect
+    try:
+        ps = [p for p in inspect.signature(f).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return [p.name for p in ps]
+    except (TypeError, ValueError):
+        return [f"a{i}" for i in range(nargs or 1)]
+
+
+def _fixed_arity(f):
+    """True when ``f`` takes a fixed number of positional arguments (no ``*args``)."""
+    import inspect
+    try:
+        from astjax.api import signature_of
+        sig = signature_of(f).signature
+    except Exception:   # noqa: BLE001
+        try:
+            sig = inspect.signature(f)
+        except (TypeError, ValueError):
+            return False
+    return not any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
+
+
+def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None,
+              check_vma=None, check_rep=None, axis_names=None):
+    """``f`` run once per device of ``mesh`` on the blocks ``in_specs`` give it; the
+    per-device outputs joined by ``out_specs`` (JAX's ``shard_map``).
+
+    ``check_vma`` (alias ``check_rep``, default True) checks at run time that an output
+    ``out_specs`` declares replicated is equal on those devices, and refuses reverse
+    mode inside ``f`` (JAX's check_vma=True would sum replicated inputs' gradients
+    there); derivatives are check_vma=False's (see the README)."""
+    if f is None:
+        return functools.partial(shard_map, mesh=mesh, in_specs=in_specs,
+                                 out_specs=out_specs, check_vma=check_vma,
+                                 check_rep=check_rep, axis_names=axis_names)
+    if not callable(f):
+        fail(f"shard_map: expected a function, got {type(f).__name__}")
+    if mesh is None:
+        fail("shard_map needs mesh=", "mesh = astjax.make_mesh((n,), ('i',))")
+    if not isinstance(mesh, Mesh):
+        fail(f"shard_map: mesh must be an astjax.sharding.Mesh, got {type(mesh).__name__}")
+    if in_specs is None or out_specs is None:
+        fail("shard_map needs in_specs= and out_specs=")
+    if axis_names is not None and set(axis_names) != set(mesh.axis_names):
+        fail(f"shard_map: axis_names={tuple(axis_names)} (manual over part of the mesh) is "
+             "not supported: every mesh axis is manual here",
+             "leave axis_names out, or use a mesh of just those axes")
+    check = True if check_vma is None and check_rep is None else bool(
+        check_vma if check_vma is not None else check_rep)
+    params = _param_names(f)
+    specs = in_specs if isinstance(in_specs, PartitionSpec) or in_specs is None else \
+        _specs_tuple(in_specs, len(params))
+    plan = ShardPlan(f, mesh, specs, out_specs, check)
+    plan.nargs = len(params) if params and _fixed_arity(f) else None
+    _validate_specs(specs, mesh, "in_specs")
+    _validate_specs(out_specs, mesh, "out_specs")
+    return _as_function(plan, params, lambda *args: run(plan, args))
+
+
+def _validate_specs(specs, mesh, what):
+    def walk(s):
+        if isinstance(s, PartitionSpec):
+            axes = s.mesh_axes()
+            for a in axes:
+                if a not in mesh.axis_names:
+                    fail(f"shard_map: unknown axis name {a!r} in {what} {s!r}; the mesh "
+                         f"axes are {mesh.axis_names}")
+            if len(set(axes)) != len(axes):
+                fail(f"shard_map: {what} {s!r} uses a mesh axis twice")
+        elif isinstance(s, (tuple, list)):
+            for e in s:
+                walk(e)
+        elif isinstance(s, dict):
+            for e in s.values():
+                walk(e)
+        elif s is not None:
+            fail(f"shard_map: {what} must be PartitionSpecs (P(...)) in a pytree, got "
+                 f"{s!r}")
+    walk(specs)
+
+
+# ---------------------------------------------------------------- pmap
+
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, axis_size=None):
+    """``fun`` mapped over the leading axis (``in_axes``) of its arguments, one slice per
+    device, with collectives over ``axis_name`` (JAX's ``pmap``).  The mapped axis's
+    size must equal the number of devices used."""
+    if fun is None:
+        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes,
+                                 out_axes=out_axes,
+                                 static_broadcasted_argnums=static_broadcasted_argnums,
+                                 devices=devices, axis_size=axis_size)
+    if not callable(fun):
+        fail(f"pmap: expected a function, got {type(fun).__name__}")
+    static = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) \
+        else tuple(static_broadcasted_argnums)
+    name = axis_name if axis_name is not None else f"_pmap{next(_COUNTER)}"
+    p = Pmapped(fun, name, in_axes, out_axes, static, devices)
+    return _as_function(p._plan, p.dyn_names, p.__call__, fun)
+
+
+def _moved(x, ax, to):
+    return np.moveaxis(np.asarray(x), ax, to)
+
+
+class _PmapMesh:
+    """pmap's 1-d mesh, as large as the mapped axis of the call's arguments."""
+
+    def __init__(self, axis_name, devs):
+        self.axis_name, self.devs = axis_name, devs
+        self.mapped = None
+
+    def __call__(self, args):
+        mapped = self.mapped or (0,) * len(args)
+        sizes = sorted({np.shape(v)[m] for a, m in zip(args, mapped) if m is not None
+                        for v in tree_flatten(a)[0] if np.ndim(v) > m})
+        if len(sizes) != 1:
+            fail(f"pmap: the mapped axes have sizes {sizes}; they must all be the number "
+                 "of devices to map over")
+        n = sizes[0]
+        if self.devs == "virtual":          # vmap(axis_name=): one thread per example
+            from astjax.sharding.mesh import Device
+            devs = [Device(i) for i in range(n)]
+        else:
+            devs = list(self.devs) if self.devs is not None else devices()
+        if n > len(devs):
+            fail(f"pmap: the mapped axis has size {n} but there are {len(devs)} devices",
+                 "set ASTJAX_NUM_CPU_DEVICES, run under mpiexec -n N, or map over fewer")
+        arr = np.empty(n, dtype=object)
+        arr[:] = devs[:n]
+        return Mesh(arr, (self.axis_name,))
+
+
+class Pmapped:
+    """A pmap'ed function: a shard_map over a 1-d mesh whose per-device function is
+    ``vmap(fun)`` on the device's slice (a leading axis of size 1), so grad, jvp and
+    vmap of it come from the same rules as shard_map's."""
+
+    def __init__(self, fun, axis_name, in_axes, out_axes, static, devs):
+        from astjax.batch_api import vmap
+        self.in_axes, self.out_axes, self.static = in_axes, out_axes, static
+        names = _param_names(fun)
+        self.static_names = [names[i] for i in static]
+        self.dyn_names = [n for i, n in enumerate(names) if i not in static]
+        self._fun, self._vmap = fun, vmap
+        plan = ShardPlan(fun, None, None, PartitionSpec(axis_name), check_vma=False,
+                         kind="pmap", name=getattr(fun, "__name__", "f"))
+        plan.mesh = _PmapMesh(axis_name, devs)
+        plan.in_specs = None
+        plan.nargs = len(self.dyn_names)
+        self.axis_name = axis_name
+        self._plan = plan
+        self._bind(None, self._axes_for(len(self.dyn_names)))
+
+    def _axes_for(self, n):
+        ax = self.in_axes
+        if isinstance(ax, (list, tuple)):
+            if len(ax) != n + len(self.static):
+                fail(f"pmap: in_axes has {len(ax)} entries for {n + len(self.static)} "
+                     "arguments")
+            return tuple(a for i, a in enumerate(ax) if i not in self.static)
+        return (ax,) * n
+
+    def _spec(self, ax):
+        return PartitionSpec(*([None] * ax), self.axis_name)
+
+    def _bind(self, statics, axes):
+        for a in axes:
+            if a is not None and (not isinstance(a, int) or a < 0):
+                fail(f"{self._plan.kind}: in_axes entries must be None or non-negative "
+                     f"ints here, got {a!r}", "count the mapped axis from the front")
+        oax = self.out_axes
+        if oax is not None and (not isinstance(oax, int) or oax < 0):
+            fail(f"{self._plan.kind}: out_axes must be None or a non-negative int, got "
+                 f"{oax!r}")
+        fun = self._fun
+        if statics:
+            fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
+        self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=oax)
+        self._plan.mesh.mapped = tuple(axes)
+        self._plan.in_specs = tuple(self._spec(a) if a is not None else PartitionSpec()
+                                    for a in axes)
+        self._plan.out_specs = self._spec(oax) if oax is not None else PartitionSpec()
+
+    def __call__(self, *args):
+        statics = [args[i] for i in self.static]
+        dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
+        if statics:
+            self._bind(statics, self._axes_for(len(dyn)))
+        return run(self._plan, dyn)
+
+
+# ------------------------------------------------- the primitive and its derived plans
+
+def shard_map_call(plan, args):
+    """The primitive every shard_map'ed function is, for the transformations."""
+    return run(plan, tuple(args))
+
+
+def _unnamed_size(spec, sizes):
+    named = set(spec.mesh_axes())
+    return int(np.prod([n for a, n in sizes.items() if a not in named], dtype=int))
+
+
+def _shared(x, spec, mesh):
+    """A replicated input's share: its copies (one per device holding it) add up to it."""
+    n = _unnamed_size(spec, mesh.shape)
+    return np.asarray(x) / n if n > 1 else x
+
+
+def leaf_modes(modes, tree, default):
+    """One mode per leaf of ``tree`` (``modes``: a pytree prefix of strings).
+
+    copy: a replicated input goes whole to every device; share: each copy gets its
+    share (value / copies); one: of a replicated output's copies keep one (they are
+    equal); mean / sum: average / add the copies.  copy <-> sum and share <-> mean
+    (one ~ mean) are each other's transposes."""
+    out = []
+
+    def walk(m, t):
+        if isinstance(m, str) or m is None:
+            out.extend([m or default] * len(tree_flatten(t)[0]))
+        elif isinstance(m, (tuple, list)) and isinstance(t, (tuple, list)) and \
+                len(m) == len(t):
+            for a, b in zip(m, t):
+                walk(a, b)
+        elif isinstance(m, dict) and isinstance(t, dict):
+            for k in sorted(t, key=repr):
+                walk(m.get(k), t[k])
+        else:
+            out.extend([default] * len(tree_flatten(t)[0]))
+    walk(modes, tree)
+    return out
+
+
+_TRANSPOSED = {"copy": "sum", "share": "mean", "one": "share", "mean": "share",
+               "sum": "copy"}
+
+
+def _transposed(modes):
+    if isinstance(modes, str):
+        return _TRANSPOSED[modes]
+    if isinstance(modes, dict):
+        return {k: _transposed(v) for k, v in modes.items()}
+    return tuple(_transposed(m) for m in modes)
+
+
+def _in_specs_for(plan, nargs):
+    specs = plan.in_specs
+    if isinstance(specs, PartitionSpec) or specs is None:
+        return tuple([specs] * nargs)
+    return specs
+
+
+def _derived_source(plan, kind, body):
+    """A generated per-shard function (real source, so astjax transforms it again:
+    derivatives of any order through a shard_map)."""
+    import linecache
+    import re
+    k = plan.nargs
+    names = [f"a{i}" for i in range(k)]
+    unpack = f"    {', '.join(names)}, = args\n" if k else ""
+    fname = re.sub(r"\W", "_", f"{plan.name}_{kind}")
+    src = body.format(fname=fname, unpack=unpack, call=", ".join(names),
+                      dnames=", ".join(f"d{i}" for i in range(k)),
+                      dinst="".join(f"    d{i} = rt.instantiate(d{i}, a{i})\n"
+                                    for i in range(k)),
+                      dcall=", ".join(names + [f"d{i}" for i in range(k)]))
+    filename = f"<astjax-{plan.kind}-{kind}-{next(_COUNTER)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    from astjax import runtime as rt
+    from astjax.api import grad
+    from astjax.forward_api import jvp_function
+    from astjax.tree_util import tree_leaves
+    namespace = {"np": np, "rt": rt, "grad": grad, "tree_leaves": tree_leaves,
+                 "fun": plan.fun}
+    if kind == "jvp":
+        namespace["fun_jvp"] = jvp_function(plan.fun, range(k), ())
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    return namespace[fname]
+
+
+_VJP_SOURCE = """def {fname}_pair(args, g):
+{unpack}    out = fun({call})
+    g = rt.instantiate(g, out)
+    total = 0.0
+    for o, c in zip(tree_leaves(out), tree_leaves(g)):
+        total = total + np.sum(o * c)
+    return total
+
+
+def {fname}(args, g):
+    cts = grad({fname}_pair, argnums=0)(args, g)
+    return cts
+"""
+
+_JVP_SOURCE = """def {fname}(args, dargs):
+{unpack}    dargs = rt.instantiate(dargs, args)
+    {dnames}, = dargs
+{dinst}    both = fun_jvp({dcall})
+    return both[1]
+"""
+
+
+def _derived_plan(plan, kind, fun, in_specs_fn, out_specs, in_modes, out_modes, nargs):
+    new = ShardPlan(fun, plan.mesh, None, out_specs, check_vma=False,
+                    kind=plan.kind + "_" + kind, name=plan.name + "_" + kind)
+    new.in_specs_fn = in_specs_fn
+    new.in_modes, new.out_modes = in_modes, out_modes
+    new.nargs = nargs
+    new.derived = True
+    new.parent = plan
+    new.local_only = getattr(plan, "local_only", False)
+    return new
+
+
+def _need_nargs(plan, what):
+    if plan.nargs is None:
+        fail(f"{what} of {plan.kind}({plan.name}): its per-shard function takes *args, so "
+             "astjax cannot write its derivative code", "give the function named "
+             "parameters")
+
+
+def vjp_plan(plan):
+    """The shard_map of ``plan``'s pullback, per shard: cotangents split like the
+    outputs (a replicated output's shared among its copies), the per-shard pullback
+    (generated code: ``grad`` of <outputs, cotangents>), and cotangents of replicated
+    inputs summed over their copies: the exact transposes of the driver's copies."""
+    found = plan.__dict__.get("_vjp")
+    if found is None:
+        _need_nargs(plan, "the derivative")
+        fun = _derived_source(plan, "vjp", _VJP_SOURCE)
+        found = _derived_plan(
+            plan, "vjp", fun,
+            lambda args: (_plan_in_specs(plan, args[0]), _plan_out_specs(plan, args[0])),
+            None, (plan.in_modes, _transposed(plan.out_modes)),
+            _transposed(plan.in_modes), 2)
+        found.out_specs_fn = lambda args: _plan_in_specs(plan, args[0])
+        plan.__dict__["_vjp"] = found
+    return found
+
+
+def jvp_plan(plan):
+    """The shard_map of ``plan``'s tangent map: tangents split like the inputs, joined
+    like the outputs; per shard, generated jvp code (zero tangents instantiated)."""
+    found = plan.__dict__.get("_jvp")
+    if found is None:
+        _need_nargs(plan, "the tangent")
+        fun = _derived_source(plan, "jvp", _JVP_SOURCE)
+        found = _derived_plan(
+            plan, "jvp", fun,
+            lambda args: (_plan_in_specs(plan, args[0]),) * 2,
+            None, (plan.in_modes, plan.in_modes), plan.out_modes, 2)
+        found.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
+        plan.__dict__["_jvp"] = found
+    return found
+
+
+def batch_plan(plan):
+    """The shard_map whose per-shard function is ``plan``'s vmapped over a trailing
+    batch axis of every input (the batching rule's layout)."""
+    found = plan.__dict__.get("_batch")
+    if found is not None:
+        return found
+    from astjax.batch_api import vmap
+    from astjax.tree_util import tree_map
+    batched = vmap(plan.fun, in_axes=-1, out_axes=-1)
+
+    def per_shard(args):
+        leaves = tree_flatten(tuple(args))[0]
+        size = max([np.shape(v)[-1] for v in leaves if np.ndim(v)] or [1])
+        args = tree_map(lambda v: np.broadcast_to(v, np.shape(v)[:-1] + (size,))
+                        if np.ndim(v) and np.shape(v)[-1] == 1 else v, tuple(args))
+        return batched(*args)
+
+    new = _derived_plan(plan, "batch", per_shard,
+                        lambda args: (_plan_in_specs(plan, args[0]),), None,
+                        (plan.in_modes,), plan.out_modes, None)
+    new.check_vma = plan.check_vma
+    new.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
+    plan.__dict__["_batch"] = new
+    return new
+
+
+def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
+    """``vmap(fun, axis_name=...)``: collectives over ``axis_name`` act over the batch.
+
+    Each example runs as a virtual device of this process (a thread, whatever the
+    device count), so every collective has its exact meaning; grad, jvp and vmap of
+    it come from the shard_map rules.  Simple, exact, and meant for modest batches:
+    a batch of B runs B threads."""
+    if axis_size is not None:
+        fail("vmap: axis_size with axis_name is not supported")
+    p = Pmapped(fun, axis_name, in_axes, out_axes, (), "virtual")
+    p._plan.kind = "vmap"
+    p._plan.local_only = True
+    return _as_function(p._plan, p.dyn_names, p.__call__, fun)
