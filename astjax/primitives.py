@@ -1100,3 +1100,17 @@ _helper("interp_slopes", ("x", "xp", "left", "right", "period"),
         reason=_ND + "a piecewise-constant mask")
 _helper("interp_outside", ("x", "xp", "which"), {"which": 0}, kind="compare",
         reason=_ND + "a piecewise-constant mask")
+
+
+# ------------------------------------------------------------------------------------
+# Custom rules (astjax/custom_rules.py, expanded by astjax/transforms/custom.py): a call
+# of a custom_jvp / custom_vjp / checkpoint function, reverse mode's stand-in for one,
+# and the check of a custom backward rule's result.
+from astjax import runtime as _rt  # noqa: E402
+
+register(Primitive("custom_call", _rt.custom_call, "rt.custom_call", ("rules", "*args"),
+                   diff=("*args",), kind="other"))
+register(Primitive("custom_apply", _rt.custom_apply, "rt.custom_apply",
+                   ("rules", "res", "value", "*args"), diff=("*args",), kind="other"))
+register(Primitive("custom_cotangents", _rt.custom_cotangents, "rt.custom_cotangents",
+                   ("cts", "n", "name"), diff=("cts",), kind="structural"))

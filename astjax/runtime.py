@@ -690,3 +690,26 @@ def tree_moveaxis(x, source, destination):
         return np.moveaxis(x, source, destination)
     from astjax.tree_util import tree_map
     return tree_map(lambda leaf: np.moveaxis(np.asarray(leaf), source, destination), x)
+
+
+# ------------------------------------------- custom rules (astjax/custom_rules.py)
+
+def custom_call(rules, *args):
+    """A call of a custom_jvp / custom_vjp / checkpoint function: its primal."""
+    return rules.primal(*args)
+
+
+def custom_apply(rules, res, value, *args):
+    """Reverse mode's stand-in for a custom call: ``value``, with ``rules``' backward."""
+    return value
+
+
+def custom_cotangents(cts, n, name):
+    """A custom_vjp backward rule's result: a tuple of one cotangent per argument."""
+    if not isinstance(cts, (tuple, list)) or len(cts) != n:
+        got = f"a {type(cts).__name__} of {len(cts)}" if isinstance(cts, (tuple, list)) \
+            else f"a {type(cts).__name__}"
+        raise TypeError(f"the custom_vjp backward rule of {name} returned {got}: it must "
+                        f"return a tuple of {n} cotangent(s), one per argument that is not "
+                        "in nondiff_argnums (None for a zero cotangent)")
+    return cts

@@ -202,3 +202,8 @@ def tree_from_leaves(g, ans, leaves, like):
 
 def tree_leaves_like(g, ans, t, like):
     return rb.tree_from_leaves(g, like)
+
+
+# custom rules: the check of a custom_vjp backward rule's result is the identity
+def custom_cotangents(g, ans, cts, n, name):
+    return g

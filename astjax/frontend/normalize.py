@@ -2357,6 +2357,9 @@ class Normalizer:
         special = SPECIAL_CALLS.get(id(obj))
         if special is not None:
             return special(self, node, hint, target)
+        custom = getattr(type(obj), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
+        if custom is not None:
+            return custom(obj, self, node, hint, target)
         from astjax import forward_api
         if obj is forward_api.jvp:
             return self.inline_jvp(node, hint, target)
