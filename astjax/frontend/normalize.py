@@ -2284,6 +2284,9 @@ class Normalizer:
                     return dict(zip(parts[:len(a.keys)], parts[len(a.keys):]))
                 return tuple(parts) if isinstance(a, gast.Tuple) else list(parts)
             v = self.static_transform(a) if isinstance(a, gast.Call) else self.static_value(a)
+            if v is None and isinstance(a, gast.Name) and self.lookup(a.id, a)[0] == "func":
+                bound = self.lookup(a.id, a)[1]   # grad(f) of a function passed in as f
+                v = bound.obj if isinstance(bound, ObjFunc) else None
             return missing if v is None else v   # (vmap(grad(f)): nested transformations)
 
         values = []
