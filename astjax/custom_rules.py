@@ -168,6 +168,13 @@ class Rules:
         return Rules("vjp", name, self.params, self.diff, primal, fwd=fwd, bwd=bwd)
 
 
+def _where(fn):
+    """``name (file.py:line)`` of a user's rule, for error messages."""
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__name__", repr(fn))
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
 def _tup(items):
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
@@ -312,8 +319,11 @@ class custom_jvp(_Custom):
         nd = [p for i, p in enumerate(pieces) if i in self.nondiff_argnums]
         dp = [p for i, p in enumerate(pieces) if i not in self.nondiff_argnums]
         ts = [f"{n}_t" for n, d in zip(operands, diff) if d]
+        what = (f"the custom_jvp rule {_where(self.jvp)} of {self.__name__} (it must "
+                "return (primal_out, tangent_out))")
         jvp = _define(f"{self.__name__}_jvp_rule", operands + ts,
-                      [f"return rule({', '.join(nd + [_tup(dp), _tup(ts)])})"], ns)
+                      [f"pair = rule({', '.join(nd + [_tup(dp), _tup(ts)])})",
+                       f"return rt.custom_cotangents(pair, 2, {what!r})"], ns)
         return Rules("jvp", self.__name__, operands, diff, primal, jvp=jvp)
 
 
@@ -350,8 +360,10 @@ class custom_vjp(_Custom):
                       [f"return fwd_rule({', '.join(pieces)})"], ns)
         nd = [p for i, p in enumerate(pieces) if i in self.nondiff_argnums]
         ndiff = len(names) - len(self.nondiff_argnums)
+        what = (f"the custom_vjp backward rule {_where(self.bwd)} of {self.__name__} (it "
+                f"must return one cotangent or None per argument not in nondiff_argnums)")
         body = [f"cts = bwd_rule({', '.join(nd + ['res', 'g'])})",
-                f"return rt.custom_cotangents(cts, {ndiff}, {self.__name__!r})"]
+                f"return rt.custom_cotangents(cts, {ndiff}, {what!r})"]
         bwd = _define(f"{self.__name__}_bwd", operands + ["res", "g"], body, ns)
         return Rules("vjp", self.__name__, operands, diff, primal, fwd=fwd, bwd=bwd)
 

@@ -1113,4 +1113,4 @@ register(Primitive("custom_call", _rt.custom_call, "rt.custom_call", ("rules", "
 register(Primitive("custom_apply", _rt.custom_apply, "rt.custom_apply",
                    ("rules", "res", "value", "*args"), diff=("*args",), kind="other"))
 register(Primitive("custom_cotangents", _rt.custom_cotangents, "rt.custom_cotangents",
-                   ("cts", "n", "name"), diff=("cts",), kind="structural"))
+                   ("cts", "n", "what"), diff=("cts",), kind="structural"))

@@ -704,12 +704,10 @@ def custom_apply(rules, res, value, *args):
     return value
 
 
-def custom_cotangents(cts, n, name):
-    """A custom_vjp backward rule's result: a tuple of one cotangent per argument."""
+def custom_cotangents(cts, n, what):
+    """The result of a user's rule checked: a tuple (or list) of ``n`` entries."""
     if not isinstance(cts, (tuple, list)) or len(cts) != n:
         got = f"a {type(cts).__name__} of {len(cts)}" if isinstance(cts, (tuple, list)) \
             else f"a {type(cts).__name__}"
-        raise TypeError(f"the custom_vjp backward rule of {name} returned {got}: it must "
-                        f"return a tuple of {n} cotangent(s), one per argument that is not "
-                        "in nondiff_argnums (None for a zero cotangent)")
+        raise TypeError(f"{what} returned {got}, not a tuple of {n}")
     return cts

@@ -195,6 +195,6 @@ def tree_leaves_like(ans, t, like, dt=None):
     return rb.tree_leaves_like(dt, like)
 
 
-# custom rules: the check of a custom_vjp backward rule's result is the identity
-def custom_cotangents(ans, cts, n, name, dcts=None):
+# custom rules: the check of a user rule's result is the identity
+def custom_cotangents(ans, cts, n, what, dcts=None):
     return rt.detach(dcts)

@@ -204,6 +204,6 @@ def tree_leaves_like(g, ans, t, like):
     return rb.tree_from_leaves(g, like)
 
 
-# custom rules: the check of a custom_vjp backward rule's result is the identity
-def custom_cotangents(g, ans, cts, n, name):
+# custom rules: the check of a user rule's result is the identity
+def custom_cotangents(g, ans, cts, n, what):
     return g
