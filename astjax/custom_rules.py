@@ -74,6 +74,7 @@ class Rules:
         self.primal, self.jvp, self.fwd, self._bwd = primal, jvp, fwd, bwd
         self.policy = policy
         self._batched: dict = {}
+        self._derived: dict = {}
 
     def __call__(self, *xs):
         return self.primal(*xs)
@@ -85,13 +86,29 @@ class Rules:
     def diff_positions(self):
         return [i for i, d in enumerate(self.diff) if d]
 
-    @functools.cached_property
+    @property
     def bwd(self):
-        """The backward rule: the user's, or derived (transpose of jvp; remat)."""
+        """The backward rule for every diff operand (see ``bwd_for``)."""
+        return self.bwd_for(tuple(self.diff_positions))[0]
+
+    def bwd_for(self, wanted):
+        """(backward rule, the operand positions its tuple of cotangents is for).
+
+        The user's ``bwd`` gives every diff operand's cotangent; a derived one (the
+        transpose of a jvp rule, a checkpoint's recompute) is generated for the
+        ``wanted`` operands only, so nothing is saved or computed for the others.
+        """
         if self._bwd is not None:
-            return self._bwd
+            return self._bwd, tuple(self.diff_positions)
+        wanted = tuple(wanted)
+        got = self._derived.get(wanted)
+        if got is None:
+            got = self._derived[wanted] = (self._derive_bwd(wanted), wanted)
+        return got
+
+    def _derive_bwd(self, wanted):
         xs = list(self.params)
-        diff = self.diff_positions
+        tag = "_".join(str(i) for i in wanted)
         ns = {"grad": _grad(), "tree_leaves": _tree_leaves()}
         if self.kind == "remat":
             # the gradient of <g, primal(xs)>: the forward runs again, with its tape
@@ -100,22 +117,23 @@ class Rules:
                           [f"out = primal({', '.join(xs)})"] + _tree_vdot_lines("g", "out", "total")
                           + ["return total"], ns)
             ns["out_dot"] = dot
-            argnums = tuple(diff)
-            call = f"grad(out_dot, argnums={argnums!r})({', '.join(xs)}, g)"
-            return _define(f"{self.name}_recompute_bwd", xs + ["res", "g"],
+            call = f"grad(out_dot, argnums={tuple(wanted)!r})({', '.join(xs)}, g)"
+            return _define(f"{self.name}_recompute_bwd_{tag}", xs + ["res", "g"],
                            [f"return {call}"], ns)
         # kind "jvp": the tangent map t -> jvp(xs, t)[1] is linear; its transpose at g is
-        # the gradient of <g, jvp(xs, t)[1]> in t (any t: zeros)
+        # the gradient of <g, jvp(xs, t)[1]> in t (at any t: zeros)
         ns["jvp"] = self.jvp
+        diff = self.diff_positions
         ts = [f"{xs[i]}_t" for i in diff]
         dot = _define(f"{self.name}_tangent_dot", xs + ts + ["g"],
                       [f"pair = jvp({', '.join(xs + ts)})", "t_out = pair[1]"]
                       + _tree_vdot_lines("g", "t_out", "total") + ["return total"], ns)
         ns["tangent_dot"] = dot
-        argnums = tuple(range(len(xs), len(xs) + len(ts)))
+        argnums = tuple(len(xs) + diff.index(i) for i in wanted)
         zeros = [f"rt.zeros_like({xs[i]})" for i in diff]
         call = f"grad(tangent_dot, argnums={argnums!r})({', '.join(xs + zeros)}, g)"
-        return _define(f"{self.name}_transpose", xs + ["res", "g"], [f"return {call}"], ns)
+        return _define(f"{self.name}_transpose_{tag}", xs + ["res", "g"], [f"return {call}"],
+                       ns)
 
     @functools.cached_property
     def tangent_rule(self):

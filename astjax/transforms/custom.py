@@ -96,9 +96,13 @@ def backward(rad, s, g, positions, ans):
     norm = rad.make_normalizer(names, rad.fn.env)
     full = names.fresh(f"{g}_full")
     stmts = [Prim(full, "instantiate", [Var(g), Var(ans)], loc=s.loc)]
-    body, cts = inline(norm, rules.bwd, list(xs) + [res, Var(full)], rad.d(s.target), s.loc)
+    wanted = tuple(p for p in positions if rules.diff[p])
+    if not wanted:
+        return [], [None] * len(positions)
+    bwd, diffpos = rules.bwd_for(wanted)
+    body, cts = inline(norm, bwd, list(xs) + [res, Var(full)], rad.d(s.target), s.loc)
     stmts += body
-    diffpos = rules.diff_positions
+    diffpos = list(diffpos)
     outs = []
     for pos in positions:
         if not rules.diff[pos]:
