@@ -288,9 +288,9 @@ class _Custom:
                 pieces.append(n)
         return names, operands, pieces, ns
 
-    def _astjax_custom_call(self, norm, node, hint, target):
+    def _astjax_custom_call(self, norm, args, kwargs, node, hint, target):
         """The normalizer's hook: this call becomes ``rt.custom_call(rules, *operands)``."""
-        return normalize_call(self, norm, node, hint, target)
+        return normalize_call(self, norm, args, kwargs, node, hint, target)
 
     def _make_rules(self, statics):
         raise NotImplementedError
@@ -445,11 +445,121 @@ class _Checkpointed(_Custom):
 def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     """``jax.checkpoint`` / ``jax.remat``: under reverse mode, keep only the inputs of
     ``fun`` and recompute its forward in the backward sweep (less memory, more time).
-    Outside reverse mode it is ``fun``."""
+    Outside reverse mode it is ``fun``.  Inside a transformed function ``fun`` may be a
+    nested def or lambda: what it reads from the enclosing function is passed in."""
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
                                  static_argnums=static_argnums)
+    if isinstance(fun, _Lifted):
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        n = len(fun.operands)
+        inner = _Checkpointed(fun.fn, tuple(i + n for i in static_argnums), policy,
+                              prevent_cse)
+        return _WithLeading(inner, fun.operands)
     return _Checkpointed(fun, static_argnums, policy, prevent_cse)
+
+
+class _Lifted:
+    """A nested def or lambda made a module-level function (``lift``): the enclosing
+    function's variables it reads are its leading parameters, ``operands`` at calls."""
+
+    def __init__(self, fn, operands):
+        self.fn, self.operands = fn, list(operands)
+
+
+class _WithLeading:
+    """A checkpointed lifted function: calls pass its captured operands first."""
+
+    def __init__(self, custom, operands):
+        self.custom, self.operands = custom, operands
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("a checkpoint of a nested function is called only inside the "
+                        "function astjax transforms")
+
+    def _astjax_custom_call(self, norm, args, kwargs, node, hint, target):
+        return normalize_call(self.custom, norm, list(self.operands) + list(args), kwargs,
+                              node, hint, target)
+
+
+def function_argument(norm, node, callee):
+    """A function named in ``callee(f)`` inside transformed code: one passed in (its
+    object), or, for ``checkpoint``, a nested def or lambda lifted; else None."""
+    import gast
+    from astjax.frontend.normalize import LocalFunc, ObjFunc
+    bound = None
+    if isinstance(node, gast.Lambda):
+        bound = LocalFunc(node, norm.scope)
+    elif isinstance(node, gast.Name):
+        kind, *rest = norm.lookup(node.id, node)
+        bound = rest[0] if kind == "func" else None
+    if isinstance(bound, ObjFunc):
+        return bound.obj
+    if isinstance(bound, LocalFunc) and callee is checkpoint:
+        return lift(norm, bound)
+    return None
+
+
+def lift(norm, local):
+    """Lambda-lift a nested def or lambda (``LocalFunc``) into a ``_Lifted``."""
+    import ast
+    import gast
+    from astjax.frontend.normalize import ObjFunc
+    node = local.node
+    args = node.args
+    if args.vararg or args.kwarg:
+        norm.error(node, "checkpoint of a function with *args/**kwargs", cls=TransformError)
+    inside = set()
+    for n in gast.walk(node):
+        if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load):
+            inside.add(n.id)
+        elif isinstance(n, (gast.FunctionDef, gast.Lambda)):
+            if isinstance(n, gast.FunctionDef):
+                inside.add(n.name)
+            a = n.args
+            inside.update(x.id for x in a.posonlyargs + a.args + a.kwonlyargs)
+    free = []
+    for n in gast.walk(node):
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and \
+                n.id not in inside and n.id not in free:
+            free.append(n.id)
+    saved = norm.scope
+    norm.scope = local.scope
+    params, operands, ns = [], [], {}
+    try:
+        for name in free:
+            kind, *rest = norm.lookup(name, node)
+            if kind == "local":
+                params.append(name)
+                operands.append(rest[0])
+            elif kind == "object":
+                ns[name] = rest[0]
+            elif isinstance(rest[0], ObjFunc):
+                ns[name] = rest[0].obj
+            else:
+                norm.error(node, f"checkpoint of a nested function that calls the nested "
+                                 f"function {name!r}",
+                           "define the functions it calls at module level",
+                           cls=TransformError)
+    finally:
+        norm.scope = saved
+    tree = gast.gast_to_ast(node)
+    fname = getattr(node, "name", "checkpointed_lambda")
+    extra = [ast.arg(arg=p) for p in params]
+    if isinstance(tree, ast.Lambda):
+        tree.args.args[:0] = extra
+        src = f"def {fname}({ast.unparse(tree.args)}):\n    return {ast.unparse(tree.body)}\n"
+    else:
+        tree.decorator_list = []
+        tree.args.args[:0] = extra
+        src = ast.unparse(ast.fix_missing_locations(ast.Module([tree], []))) + "\n"
+    namespace = dict(local.scope.fsrc.globals) if hasattr(local.scope.fsrc, "globals") else {}
+    namespace.update(ns)
+    label = f"checkpoint({fname}) lifted {next(_serial)}"
+    origins = [norm.location(node)] * (src.count("\n") + 1)
+    codegen.load_source(src, namespace, label, origins)
+    return _Lifted(namespace[fname], operands)
 
 
 remat = checkpoint
@@ -457,7 +567,7 @@ remat = checkpoint
 
 # ------------------------------------------------------------------- the frontend's hook
 
-def normalize_call(custom, norm, node, hint, target):
+def normalize_call(custom, norm, args, kwargs, node, hint, target):
     """Emit the core statement of a call of ``custom`` (a decorated function).
 
     Arguments bound to parameters are operands; a function passed for a nondiff (or
@@ -467,9 +577,8 @@ def normalize_call(custom, norm, node, hint, target):
     from astjax.core import Const, Prim, Var
     from astjax.frontend.normalize import FuncArg, ObjFunc, _is_function_value
     if isinstance(custom, _Checkpointed) and custom.saves_everything:
-        return norm.inline_callable(custom.fun, node, hint, target)
+        return norm.call_function_ref(("object", custom.fun), args, kwargs, node, hint, target)
     name = custom.__name__
-    args, kwargs = norm.call_args(node, hint)
     params = list(inspect.signature(custom.fun).parameters.values())
     if len(args) > len(params):
         norm.error(node, f"{name}() takes {len(params)} arguments but {len(args)} were given",

@@ -2284,9 +2284,8 @@ class Normalizer:
                     return dict(zip(parts[:len(a.keys)], parts[len(a.keys):]))
                 return tuple(parts) if isinstance(a, gast.Tuple) else list(parts)
             v = self.static_transform(a) if isinstance(a, gast.Call) else self.static_value(a)
-            if v is None and isinstance(a, gast.Name) and self.lookup(a.id, a)[0] == "func":
-                bound = self.lookup(a.id, a)[1]   # grad(f) of a function passed in as f
-                v = bound.obj if isinstance(bound, ObjFunc) else None
+            if v is None:   # grad(f) of a function f passed in; checkpoint(nested def)
+                v = custom_rules.function_argument(self, a, callee)
             return missing if v is None else v   # (vmap(grad(f)): nested transformations)
 
         values = []
@@ -2363,7 +2362,7 @@ class Normalizer:
             return special(self, node, hint, target)
         custom = getattr(type(obj), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
         if custom is not None:
-            return custom(obj, self, node, hint, target)
+            return custom(obj, self, *self.call_args(node, hint), node, hint, target)
         from astjax import forward_api
         if obj is forward_api.jvp:
             return self.inline_jvp(node, hint, target)
@@ -2706,6 +2705,8 @@ class Normalizer:
                 return ("element", el)
         else:
             obj = self.static_value(node)
+            if obj is None and isinstance(node, gast.Call):
+                obj = self.static_transform(node)   # lax.scan(checkpoint(f), ...)
             if obj is not None and callable(obj):
                 return ("object", obj)
         self.error(node, "expected a function that astjax can inline here (a lambda, a "
@@ -2718,6 +2719,9 @@ class Normalizer:
         kind, value = ref
         if kind == "element":
             return self.call_element(value, args, kwargs, node, hint, target)
+        custom = getattr(type(value), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
+        if custom is not None:
+            return custom(value, self, args, kwargs, node, hint, target)
         generated = getattr(value, "_astjax_generated", None)
         if kind == "object" and generated is not None:
             value = generated()  # a transformed function: inline the code it runs
