@@ -7,7 +7,7 @@ steps before going back through them.  Prints, for the plain scan and for severa
 the peak memory the gradient allocates (tracemalloc: NumPy's arrays included) and its
 time, in the same run.
 
-Run: python bench/checkpoint.py [n steps]   (default 200x200, 400 steps, float32)
+Run: python bench/checkpoint.py [n steps]   (default 300x300, 1000 steps, float32)
 """
 from __future__ import annotations
 
@@ -28,32 +28,6 @@ from astjax import lax  # noqa: E402
 import wave as wave_example  # noqa: E402
 
 
-def chunk(carry, amplitudes, kappa, density_half_x, density_half_y, injection,
-          receiver_row, dx, dy, dt):
-    """``len(amplitudes)`` steps of the wave simulation (examples/wave.py's step)."""
-    def single_step(carry, amplitude):
-        pressure_past, pressure_present = carry
-        dpressure_dx = np.pad((pressure_present[1:, :] - pressure_present[:-1, :]) / dx,
-                              ((0, 1), (0, 0)))
-        dpressure_dy = np.pad((pressure_present[:, 1:] - pressure_present[:, :-1]) / dy,
-                              ((0, 0), (0, 1)))
-        pressure_xx = dpressure_dx / density_half_x
-        pressure_yy = dpressure_dy / density_half_y
-        dpressurexx_dx = np.pad((pressure_xx[1:, :] - pressure_xx[:-1, :]) / dx,
-                                ((1, 0), (0, 0)))
-        dpressureyy_dy = np.pad((pressure_yy[:, 1:] - pressure_yy[:, :-1]) / dy,
-                                ((0, 0), (1, 0)))
-        pressure_future = (2.0 * pressure_present - pressure_past
-                           + (dt * dt) * (dpressurexx_dx + dpressureyy_dy) * kappa
-                           + amplitude * injection)
-        return (pressure_present, pressure_future), pressure_future[receiver_row]
-
-    return lax.scan(single_step, carry, amplitudes)
-
-
-chunk_checkpointed = astjax.checkpoint(chunk)
-
-
 def misfit_checkpointed(velocity, density, wavelet, source_field, receiver_row, dx, dy, dt,
                         observed, k):
     """examples/wave.py's misfit, its time loop a scan over checkpointed k-step chunks."""
@@ -65,12 +39,30 @@ def misfit_checkpointed(velocity, density, wavelet, source_field, receiver_row, 
     injection = (dt * dt * 4.0 * np.pi) * velocity ** 2 * source_field
     zero = np.zeros_like(velocity)
 
-    def chunk_step(carry, amplitudes):
-        return chunk_checkpointed(carry, amplitudes, kappa, density_half_x, density_half_y,
-                                  injection, receiver_row, dx, dy, dt)
+    def chunk(carry, amplitudes):
+        """``len(amplitudes)`` steps of examples/wave.py's simulation."""
+        def single_step(carry, amplitude):
+            pressure_past, pressure_present = carry
+            dpressure_dx = np.pad((pressure_present[1:, :] - pressure_present[:-1, :]) / dx,
+                                  ((0, 1), (0, 0)))
+            dpressure_dy = np.pad((pressure_present[:, 1:] - pressure_present[:, :-1]) / dy,
+                                  ((0, 0), (0, 1)))
+            pressure_xx = dpressure_dx / density_half_x
+            pressure_yy = dpressure_dy / density_half_y
+            dpressurexx_dx = np.pad((pressure_xx[1:, :] - pressure_xx[:-1, :]) / dx,
+                                    ((1, 0), (0, 0)))
+            dpressureyy_dy = np.pad((pressure_yy[:, 1:] - pressure_yy[:, :-1]) / dy,
+                                    ((0, 0), (1, 0)))
+            pressure_future = (2.0 * pressure_present - pressure_past
+                               + (dt * dt) * (dpressurexx_dx + dpressureyy_dy) * kappa
+                               + amplitude * injection)
+            return (pressure_present, pressure_future), pressure_future[receiver_row]
 
+        return lax.scan(single_step, carry, amplitudes)
+
+    # the whole change: a scan over checkpointed chunks of k steps
     chunks = np.reshape(wavelet, (-1, k))
-    _, traces = lax.scan(chunk_step, (zero, zero), chunks)
+    _, traces = lax.scan(astjax.checkpoint(chunk), (zero, zero), chunks)
     traces = np.reshape(traces, (-1, velocity.shape[1]))
     return 0.5 * np.sum((traces - observed) ** 2)
 
@@ -90,7 +82,7 @@ def measure(fn, repeat=2):
     return best, peak, result
 
 
-def main(n=200, steps=400, ks=(10, 20, 50)):
+def main(n=300, steps=1000, ks=(10, 25, 50, 100)):
     _, velocity, problem, observed = wave_example.setup(n, n, steps, np.float32)
     plain = astjax.value_and_grad(wave_example.misfit)
     t0, m0, (v0, g0) = measure(lambda: plain(velocity, observed=observed, **problem))
