@@ -175,6 +175,9 @@ class _Interpreter:
             return _reduction(prim, args, kwargs)
         if s.prim in ("dot", "matmul"):
             return _product(s.prim, args[0], args[1])
+        if s.prim in ("custom_call", "custom_apply", "custom_cotangents"):
+            from astjax.transforms.custom import abstract_value   # custom rules
+            return abstract_value(s.prim, args)
         like = _cotangent_of(s.prim, prim, args)
         if like is not None:
             return like

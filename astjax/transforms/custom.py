@@ -170,3 +170,13 @@ def batched(bt, s):
     if isinstance(value, Var):
         value = bt.batch_operand(value, pre, loc)
     return pre + [Prim(s.target, "custom_apply", [ref, res, value, xs], loc=loc)]
+
+
+# -------------------------------------------------------------------------- eval_shape
+
+def abstract_value(prim, args):
+    """eval_shape of a custom statement: the primal's shapes (or the value it stands for)."""
+    if prim == "custom_call":
+        from astjax.shapes import eval_shape
+        return eval_shape(args[0].primal, *args[1])
+    return args[2] if prim == "custom_apply" else args[0]
