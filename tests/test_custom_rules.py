@@ -494,3 +494,30 @@ def test_a_function_for_a_differentiable_parameter_is_an_error():
 def test_symbolic_zeros_is_refused_clearly():
     with pytest.raises(NotImplementedError, match="symbolic_zeros"):
         astjax.custom_jvp(np.sin, symbolic_zeros=True)
+
+
+@astjax.custom_vjp
+def round_ste_vjp(x):
+    return np.round(x)
+
+
+def _round_fwd(x):
+    return np.round(x), None
+
+
+def _round_bwd(res, g):
+    return (g,)
+
+
+round_ste_vjp.defvjp(_round_fwd, _round_bwd)
+
+
+def test_straight_through_as_custom_vjp_with_a_non_differentiable_fwd():
+    # np.round in fwd carries no derivative: the rule alone gives it
+    x = np.array([0.3, 1.6, -2.4])
+    expected = np.round(x) + x
+    np.testing.assert_allclose(astjax.grad(lambda x: np.sum(round_ste_vjp(x) * x))(x), expected)
+    np.testing.assert_allclose(astjax.vmap(astjax.grad(lambda x: round_ste_vjp(x) * x))(x),
+                               expected)
+    np.testing.assert_allclose(
+        astjax.grad(lambda x: np.sum(astjax.vmap(round_ste_vjp)(x) * x))(x), expected)

@@ -62,7 +62,8 @@ def expand_for_reverse(fn, make_normalizer):
         for s in stmts:
             for b in core.child_blocks(s):
                 b[:] = block(b)
-            if isinstance(s, Prim) and s.prim == "custom_call":
+            if isinstance(s, Prim) and s.prim == "custom_call" and not getattr(
+                    s, "expanded", False):
                 out.extend(_expand_call(fn, norm, s))
             else:
                 out.append(s)
@@ -84,6 +85,7 @@ def _expand_call(fn, norm, s):
         res = Var(res)
     else:
         stmts = [Prim(y_p, "custom_call", [s.args[0], xs], loc=s.loc)]
+        stmts[0].expanded = True   # the primal run: its derivative is custom_apply's
         res = Const(None)
     return stmts + [Prim(y, "custom_apply", [s.args[0], res, Var(y_p), xs], loc=s.loc)]
 
