@@ -14,8 +14,8 @@ from astjax.batch_api import vmap
 from astjax.jit_api import jit
 from astjax.shapes import ShapeDtypeStruct, eval_shape
 from astjax import lax, tree_util
-from astjax.custom_rules import (checkpoint, checkpoint_policies, custom_jvp, custom_vjp,
-                                 remat)
+from astjax.custom_rules import custom_jvp, custom_vjp
+from astjax.checkpointing import checkpoint, checkpoint_policies, remat
 
 __version__ = "0.1.0"
 

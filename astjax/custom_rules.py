@@ -1,4 +1,7 @@
-"""``custom_jvp``, ``custom_vjp`` and ``checkpoint``: functions whose derivative is given.
+"""``custom_jvp`` and ``custom_vjp``: functions whose derivative is given.
+
+``checkpoint`` (``astjax/checkpointing.py``) is built on the same machinery: a custom
+function whose backward rule recomputes its forward.
 
 A decorated function called outside any transformation runs its primal.  Inside code
 astjax transforms, a call of it becomes ONE core statement, ``y = rt.custom_call(rules,
@@ -31,7 +34,7 @@ from astjax import codegen
 from astjax import runtime as rt
 from astjax.errors import TransformError
 
-__all__ = ["custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies"]
+__all__ = ["custom_jvp", "custom_vjp"]
 
 _serial = itertools.count()
 
@@ -386,102 +389,7 @@ class custom_vjp(_Custom):
         return Rules("vjp", self.__name__, operands, diff, primal, fwd=fwd, bwd=bwd)
 
 
-# ------------------------------------------------------------------------ checkpoint
-
-class checkpoint_policies:
-    """Which intermediates of a checkpointed function the forward sweep keeps.
-
-    astjax's checkpoint keeps the inputs and recomputes the rest in the backward sweep
-    (``nothing_saveable``); ``everything_saveable`` keeps everything (no checkpoint).
-    ``dots_saveable`` and ``dots_with_no_batch_dims_saveable`` are accepted and treated
-    as ``nothing_saveable``: the matrix products are recomputed too (same numbers,
-    more time, less memory).
-    """
-
-    @staticmethod
-    def nothing_saveable(*_, **__):
-        return False
-
-    @staticmethod
-    def everything_saveable(*_, **__):
-        return True
-
-    @staticmethod
-    def dots_saveable(*_, **__):
-        return False
-
-    @staticmethod
-    def dots_with_no_batch_dims_saveable(*_, **__):
-        return False
-
-    checkpoint_dots = dots_saveable
-    checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
-
-
-class _Checkpointed(_Custom):
-    kind = "remat"
-
-    def __init__(self, fun, static_argnums=(), policy=None, prevent_cse=True):
-        if isinstance(static_argnums, int):
-            static_argnums = (static_argnums,)
-        super().__init__(fun, static_argnums)
-        self.static_argnums = self.nondiff_argnums
-        self.policy = policy
-        self.prevent_cse = prevent_cse
-
-    @property
-    def saves_everything(self):
-        return self.policy is checkpoint_policies.everything_saveable
-
-    def _make_rules(self, statics):
-        names, operands, pieces, ns = self._layout(statics)
-        ns.update(fun=self.fun)
-        diff = [names.index(n) not in self.static_argnums for n in operands]
-        primal = _define(f"{self.__name__}_primal", operands,
-                         [f"return fun({', '.join(pieces)})"], ns)
-        return Rules("remat", self.__name__, operands, diff, primal, policy=self.policy)
-
-
-def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
-    """``jax.checkpoint`` / ``jax.remat``: under reverse mode, keep only the inputs of
-    ``fun`` and recompute its forward in the backward sweep (less memory, more time).
-    Outside reverse mode it is ``fun``.  Inside a transformed function ``fun`` may be a
-    nested def or lambda: what it reads from the enclosing function is passed in."""
-    if fun is None:
-        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
-                                 static_argnums=static_argnums)
-    if isinstance(fun, _Lifted):
-        if isinstance(static_argnums, int):
-            static_argnums = (static_argnums,)
-        n = len(fun.operands)
-        inner = _Checkpointed(fun.fn, tuple(i + n for i in static_argnums), policy,
-                              prevent_cse)
-        return _WithLeading(inner, fun.operands)
-    return _Checkpointed(fun, static_argnums, policy, prevent_cse)
-
-
-class _Lifted:
-    """A nested def or lambda made a module-level function (``lift``): the enclosing
-    function's variables it reads are its leading parameters, ``operands`` at calls."""
-
-    def __init__(self, fn, operands):
-        self.fn, self.operands = fn, list(operands)
-
-
-class _WithLeading:
-    """A checkpointed lifted function: calls pass its captured operands first."""
-
-    def __init__(self, custom, operands):
-        self.custom, self.operands = custom, operands
-
-    def __call__(self, *args, **kwargs):
-        raise TypeError("a checkpoint of a nested function is called only inside the "
-                        "function astjax transforms")
-
-    def _astjax_custom_call(self, norm, args, kwargs, node, hint, target):
-        return normalize_call(self.custom, norm, list(self.operands) + list(args), kwargs,
-                              node, hint, target)
-
+# ------------------------------------------------------------------- the frontend's hook
 
 def function_argument(norm, node, callee):
     """A function named in ``callee(f)`` inside transformed code: one passed in (its
@@ -496,76 +404,12 @@ def function_argument(norm, node, callee):
         bound = rest[0] if kind == "func" else None
     if isinstance(bound, ObjFunc):
         return bound.obj
+    from astjax.checkpointing import checkpoint, lift
     if isinstance(bound, LocalFunc) and callee is checkpoint:
         return lift(norm, bound)
     return None
 
 
-def lift(norm, local):
-    """Lambda-lift a nested def or lambda (``LocalFunc``) into a ``_Lifted``."""
-    import ast
-    import gast
-    from astjax.frontend.normalize import ObjFunc
-    node = local.node
-    args = node.args
-    if args.vararg or args.kwarg:
-        norm.error(node, "checkpoint of a function with *args/**kwargs", cls=TransformError)
-    inside = set()
-    for n in gast.walk(node):
-        if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load):
-            inside.add(n.id)
-        elif isinstance(n, (gast.FunctionDef, gast.Lambda)):
-            if isinstance(n, gast.FunctionDef):
-                inside.add(n.name)
-            a = n.args
-            inside.update(x.id for x in a.posonlyargs + a.args + a.kwonlyargs)
-    free = []
-    for n in gast.walk(node):
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and \
-                n.id not in inside and n.id not in free:
-            free.append(n.id)
-    saved = norm.scope
-    norm.scope = local.scope
-    params, operands, ns = [], [], {}
-    try:
-        for name in free:
-            kind, *rest = norm.lookup(name, node)
-            if kind == "local":
-                params.append(name)
-                operands.append(rest[0])
-            elif kind == "object":
-                ns[name] = rest[0]
-            elif isinstance(rest[0], ObjFunc):
-                ns[name] = rest[0].obj
-            else:
-                norm.error(node, f"checkpoint of a nested function that calls the nested "
-                                 f"function {name!r}",
-                           "define the functions it calls at module level",
-                           cls=TransformError)
-    finally:
-        norm.scope = saved
-    tree = gast.gast_to_ast(node)
-    fname = getattr(node, "name", "checkpointed_lambda")
-    extra = [ast.arg(arg=p) for p in params]
-    if isinstance(tree, ast.Lambda):
-        tree.args.args[:0] = extra
-        src = f"def {fname}({ast.unparse(tree.args)}):\n    return {ast.unparse(tree.body)}\n"
-    else:
-        tree.decorator_list = []
-        tree.args.args[:0] = extra
-        src = ast.unparse(ast.fix_missing_locations(ast.Module([tree], []))) + "\n"
-    namespace = dict(local.scope.fsrc.globals) if hasattr(local.scope.fsrc, "globals") else {}
-    namespace.update(ns)
-    label = f"checkpoint({fname}) lifted {next(_serial)}"
-    origins = [norm.location(node)] * (src.count("\n") + 1)
-    codegen.load_source(src, namespace, label, origins)
-    return _Lifted(namespace[fname], operands)
-
-
-remat = checkpoint
-
-
-# ------------------------------------------------------------------- the frontend's hook
 
 def normalize_call(custom, norm, args, kwargs, node, hint, target):
     """Emit the core statement of a call of ``custom`` (a decorated function).
@@ -576,7 +420,7 @@ def normalize_call(custom, norm, args, kwargs, node, hint, target):
     """
     from astjax.core import Const, Prim, Var
     from astjax.frontend.normalize import FuncArg, ObjFunc, _is_function_value
-    if isinstance(custom, _Checkpointed) and custom.saves_everything:
+    if getattr(custom, "saves_everything", False):
         return norm.call_function_ref(("object", custom.fun), args, kwargs, node, hint, target)
     name = custom.__name__
     params = list(inspect.signature(custom.fun).parameters.values())
@@ -611,7 +455,7 @@ def normalize_call(custom, norm, args, kwargs, node, hint, target):
                            "define it with def at module level, not as a lambda or a "
                            "nested def", cls=TransformError)
             statics[i] = a.func.obj
-        elif static and isinstance(custom, _Checkpointed) and isinstance(a, Const):
+        elif static and custom.kind == "remat" and isinstance(a, Const):
             statics[i] = a.value
         else:
             operands.append(norm.plain(a, node))

@@ -2262,9 +2262,9 @@ class Normalizer:
         result is then inlined like any transformed function.
         """
         callee = self.static_value(node.func)
-        from astjax import api, batch_api, custom_rules, jit_api
+        from astjax import api, batch_api, checkpointing, custom_rules, jit_api
         if callee not in api.STATIC_TRANSFORMS + (batch_api.vmap, jit_api.jit,
-                                                  custom_rules.checkpoint):
+                                                  checkpointing.checkpoint):
             return None
         missing = object()
 

@@ -1,0 +1,178 @@
+"""``checkpoint`` / ``remat``: reverse mode recomputes a function's forward.
+
+A checkpointed function is a custom function (``astjax/custom_rules.py``) of kind
+"remat": going forward, reverse mode runs it as one opaque call and keeps only its
+inputs; its backward rule, generated, is the gradient of ``<g, f(inputs)>``, which
+runs the forward again with a tape of its own.  Other transformations see ``f``.
+A nested def or lambda is lambda-lifted (``lift``): what it reads from the enclosing
+function becomes leading parameters, passed at the call.
+"""
+from __future__ import annotations
+
+import functools
+
+from astjax import codegen
+from astjax.custom_rules import Rules, _Custom, _define, _serial
+from astjax.custom_rules import normalize_call
+from astjax.errors import TransformError
+
+__all__ = ["checkpoint", "remat", "checkpoint_policies"]
+
+
+class checkpoint_policies:
+    """Which intermediates of a checkpointed function the forward sweep keeps.
+
+    astjax's checkpoint keeps the inputs and recomputes the rest in the backward sweep
+    (``nothing_saveable``); ``everything_saveable`` keeps everything (no checkpoint).
+    ``dots_saveable`` and ``dots_with_no_batch_dims_saveable`` are accepted and treated
+    as ``nothing_saveable``: the matrix products are recomputed too (same numbers,
+    more time, less memory).
+    """
+
+    @staticmethod
+    def nothing_saveable(*_, **__):
+        return False
+
+    @staticmethod
+    def everything_saveable(*_, **__):
+        return True
+
+    @staticmethod
+    def dots_saveable(*_, **__):
+        return False
+
+    @staticmethod
+    def dots_with_no_batch_dims_saveable(*_, **__):
+        return False
+
+    checkpoint_dots = dots_saveable
+    checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
+
+
+class _Checkpointed(_Custom):
+    kind = "remat"
+
+    def __init__(self, fun, static_argnums=(), policy=None, prevent_cse=True):
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        super().__init__(fun, static_argnums)
+        self.static_argnums = self.nondiff_argnums
+        self.policy = policy
+        self.prevent_cse = prevent_cse
+
+    @property
+    def saves_everything(self):
+        return self.policy is checkpoint_policies.everything_saveable
+
+    def _make_rules(self, statics):
+        names, operands, pieces, ns = self._layout(statics)
+        ns.update(fun=self.fun)
+        diff = [names.index(n) not in self.static_argnums for n in operands]
+        primal = _define(f"{self.__name__}_primal", operands,
+                         [f"return fun({', '.join(pieces)})"], ns)
+        return Rules("remat", self.__name__, operands, diff, primal, policy=self.policy)
+
+
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+    """``jax.checkpoint`` / ``jax.remat``: under reverse mode, keep only the inputs of
+    ``fun`` and recompute its forward in the backward sweep (less memory, more time).
+    Outside reverse mode it is ``fun``.  Inside a transformed function ``fun`` may be a
+    nested def or lambda: what it reads from the enclosing function is passed in."""
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums)
+    if isinstance(fun, _Lifted):
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        n = len(fun.operands)
+        inner = _Checkpointed(fun.fn, tuple(i + n for i in static_argnums), policy,
+                              prevent_cse)
+        return _WithLeading(inner, fun.operands)
+    return _Checkpointed(fun, static_argnums, policy, prevent_cse)
+
+
+class _Lifted:
+    """A nested def or lambda made a module-level function (``lift``): the enclosing
+    function's variables it reads are its leading parameters, ``operands`` at calls."""
+
+    def __init__(self, fn, operands):
+        self.fn, self.operands = fn, list(operands)
+
+
+class _WithLeading:
+    """A checkpointed lifted function: calls pass its captured operands first."""
+
+    def __init__(self, custom, operands):
+        self.custom, self.operands = custom, operands
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("a checkpoint of a nested function is called only inside the "
+                        "function astjax transforms")
+
+    def _astjax_custom_call(self, norm, args, kwargs, node, hint, target):
+        return normalize_call(self.custom, norm, list(self.operands) + list(args), kwargs,
+                              node, hint, target)
+
+
+def lift(norm, local):
+    """Lambda-lift a nested def or lambda (``LocalFunc``) into a ``_Lifted``."""
+    import ast
+    import gast
+    from astjax.frontend.normalize import ObjFunc
+    node = local.node
+    args = node.args
+    if args.vararg or args.kwarg:
+        norm.error(node, "checkpoint of a function with *args/**kwargs", cls=TransformError)
+    inside = set()
+    for n in gast.walk(node):
+        if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load):
+            inside.add(n.id)
+        elif isinstance(n, (gast.FunctionDef, gast.Lambda)):
+            if isinstance(n, gast.FunctionDef):
+                inside.add(n.name)
+            a = n.args
+            inside.update(x.id for x in a.posonlyargs + a.args + a.kwonlyargs)
+    free = []
+    for n in gast.walk(node):
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and \
+                n.id not in inside and n.id not in free:
+            free.append(n.id)
+    saved = norm.scope
+    norm.scope = local.scope
+    params, operands, ns = [], [], {}
+    try:
+        for name in free:
+            kind, *rest = norm.lookup(name, node)
+            if kind == "local":
+                params.append(name)
+                operands.append(rest[0])
+            elif kind == "object":
+                ns[name] = rest[0]
+            elif isinstance(rest[0], ObjFunc):
+                ns[name] = rest[0].obj
+            else:
+                norm.error(node, f"checkpoint of a nested function that calls the nested "
+                                 f"function {name!r}",
+                           "define the functions it calls at module level",
+                           cls=TransformError)
+    finally:
+        norm.scope = saved
+    tree = gast.gast_to_ast(node)
+    fname = getattr(node, "name", "checkpointed_lambda")
+    extra = [ast.arg(arg=p) for p in params]
+    if isinstance(tree, ast.Lambda):
+        tree.args.args[:0] = extra
+        src = f"def {fname}({ast.unparse(tree.args)}):\n    return {ast.unparse(tree.body)}\n"
+    else:
+        tree.decorator_list = []
+        tree.args.args[:0] = extra
+        src = ast.unparse(ast.fix_missing_locations(ast.Module([tree], []))) + "\n"
+    namespace = dict(local.scope.fsrc.globals) if hasattr(local.scope.fsrc, "globals") else {}
+    namespace.update(ns)
+    label = f"checkpoint({fname}) lifted {next(_serial)}"
+    origins = [norm.location(node)] * (src.count("\n") + 1)
+    codegen.load_source(src, namespace, label, origins)
+    return _Lifted(namespace[fname], operands)
+
+
+remat = checkpoint
