@@ -325,8 +325,25 @@ class custom_jvp(_Custom):
         return jvp
 
     def defjvps(self, *jvps):
-        raise NotImplementedError("custom_jvp.defjvps is not supported by astjax; "
-                                  "use defjvp with one rule")
+        """One rule per argument, ``jvp_i(g, ans, *primals)`` (None: no dependence);
+        the output tangent is their sum (JAX's ``defjvps``)."""
+        names = [n for i, n in enumerate(self._signature_names())
+                 if i not in self.nondiff_argnums]
+        if self.nondiff_argnums or len(jvps) != len(names):
+            raise TypeError(f"{self.__name__}.defjvps takes one rule (or None) per argument "
+                            f"({len(names)}), and no nondiff_argnums")
+        ns = {"custom": self}
+        ts = [f"{n}_dot" for n in names]
+        body = [f"{_tup(names)} = primals", f"{_tup(ts)} = tangents",
+                f"ans = custom({', '.join(names)})"]
+        terms = []
+        for k, fn in enumerate(jvps):
+            if fn is not None:
+                ns[f"jvp_{k}"] = fn
+                terms.append(f"jvp_{k}({ts[k]}, ans, {', '.join(names)})")
+        body.append(f"ans_dot = {' + '.join(terms) if terms else 'rt.zeros_like(ans)'}")
+        body.append("return ans, ans_dot")
+        self.defjvp(_define(f"{self.__name__}_jvps", ["primals", "tangents"], body, ns))
 
     def _make_rules(self, statics):
         if self.jvp is None:

@@ -494,6 +494,8 @@ def test_a_function_for_a_differentiable_parameter_is_an_error():
 def test_symbolic_zeros_is_refused_clearly():
     with pytest.raises(NotImplementedError, match="symbolic_zeros"):
         astjax.custom_jvp(np.sin, symbolic_zeros=True)
+    with pytest.raises(TypeError, match="one rule"):
+        astjax.custom_jvp(lambda x, y: x * y).defjvps(None)
 
 
 @astjax.custom_vjp
@@ -521,3 +523,25 @@ def test_straight_through_as_custom_vjp_with_a_non_differentiable_fwd():
                                expected)
     np.testing.assert_allclose(
         astjax.grad(lambda x: np.sum(astjax.vmap(round_ste_vjp)(x) * x))(x), expected)
+
+
+@astjax.custom_jvp
+def sin_mul(x, y):
+    return np.sin(x) * y
+
+
+sin_mul.defjvps(lambda x_dot, ans, x, y: np.cos(x) * x_dot * y,
+                lambda y_dot, ans, x, y: np.sin(x) * y_dot)
+
+
+def test_defjvps_one_rule_per_argument():
+    x, y = np.array([0.3, -1.0]), np.array([2.0, 0.5])
+
+    def f(x, y):
+        return np.sum(sin_mul(x, y) ** 2)
+
+    g = astjax.grad(f, argnums=(0, 1))(x, y)
+    for got, want in zip(g, numerical_grad(f, (x, y), (0, 1))):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    _, t = astjax.jvp(lambda x: sin_mul(x, y), (x,), (np.ones(2),))
+    np.testing.assert_allclose(t, np.cos(x) * y)
