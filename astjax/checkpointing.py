@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from astjax import codegen
+from astjax import codegen, core
+from astjax.core import Const, Prim, Return, Var
 from astjax.custom_rules import Rules, _Custom, _define, _serial
 from astjax.custom_rules import normalize_call
 from astjax.errors import TransformError
@@ -22,11 +23,11 @@ __all__ = ["checkpoint", "remat", "checkpoint_policies"]
 class checkpoint_policies:
     """Which intermediates of a checkpointed function the forward sweep keeps.
 
-    astjax's checkpoint keeps the inputs and recomputes the rest in the backward sweep
-    (``nothing_saveable``); ``everything_saveable`` keeps everything (no checkpoint).
-    ``dots_saveable`` and ``dots_with_no_batch_dims_saveable`` are accepted and treated
-    as ``nothing_saveable``: the matrix products are recomputed too (same numbers,
-    more time, less memory).
+    ``nothing_saveable`` (the default): only the inputs, everything else recomputed;
+    ``everything_saveable``: everything (no checkpoint); ``dots_saveable`` (alias
+    ``checkpoint_dots``) and ``dots_with_no_batch_dims_saveable``: the results of its
+    matrix products (``np.dot``, ``np.matmul``, ``@``), which the backward sweep reads
+    back instead of recomputing them (astjax saves every such product for both).
     """
 
     @staticmethod
@@ -47,6 +48,64 @@ class checkpoint_policies:
 
     checkpoint_dots = dots_saveable
     checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
+
+
+_PRODUCTS = ("dot", "matmul")
+
+
+def _is_product(s):
+    return isinstance(s, Prim) and s.prim in _PRODUCTS and s.target and not s.kwargs and (
+        len(s.args) < 3 or (isinstance(s.args[2], Const) and s.args[2].value is None))
+
+
+def product_versions(primal, name):
+    """(record, replay) of a checkpointed function (policy ``dots_saveable``):
+    ``record(*xs) -> (out, products)`` also returns the results of its matrix products
+    in the order they were made; ``replay(*xs, products)`` reads them back instead of
+    computing them (``rt.saved_dot``: the saved value, the product's derivative)."""
+    from astjax.api import load_functions, normalized
+    names, fn, result = normalized(primal)
+    saved = names.fresh("products")
+
+    def record(stmts):
+        out = []
+        for s in stmts:
+            for b in core.child_blocks(s):
+                b[:] = record(b)
+            out.append(s)
+            if _is_product(s):   # (a functional append: vmap sees the list batched)
+                out.append(Prim(saved, "append", [Var(saved), Var(s.target)], loc=s.loc))
+        return out
+    pair = names.fresh("out_and_products")
+    fn.body = ([Prim(saved, "make_list", [()], loc=fn.loc)] + record(fn.body[:-1]) +
+               [Prim(pair, "make_tuple", [(Var(result), Var(saved))], loc=fn.loc),
+                Return(Var(pair), loc=fn.loc)])
+    fn.name = f"{name}_saving_products"
+    rec = load_functions([(fn, f"{name}, saving its matrix products (checkpoint)")],
+                         fn.env, f"checkpoint {name} record", ["main"]).functions["main"]
+
+    names, fn, result = normalized(primal)
+    products, cursor = names.fresh("products"), names.fresh("cursor")
+
+    def replay(stmts):
+        out = []
+        for s in stmts:
+            for b in core.child_blocks(s):
+                b[:] = replay(b)
+            if _is_product(s):
+                v = names.fresh(f"{s.target}_saved")
+                out.append(Prim(v, "replay", [Var(cursor)], loc=s.loc))
+                out.append(Prim(s.target, f"saved_{s.prim}", [Var(v), s.args[0], s.args[1]],
+                                loc=s.loc))
+            else:
+                out.append(s)
+        return out
+    fn.params = fn.params + [products]
+    fn.body = [Prim(cursor, "replay_start", [Var(products)], loc=fn.loc)] + replay(fn.body)
+    fn.name = f"{name}_reading_products"
+    rep = load_functions([(fn, f"{name}, its matrix products read back (checkpoint)")],
+                         fn.env, f"checkpoint {name} replay", ["main"]).functions["main"]
+    return rec, rep
 
 
 class _Checkpointed(_Custom):

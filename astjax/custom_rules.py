@@ -74,10 +74,11 @@ class Rules:
     def __init__(self, kind, name, params, diff, primal, jvp=None, fwd=None, bwd=None,
                  policy=None):
         self.kind, self.name, self.params, self.diff = kind, name, tuple(params), tuple(diff)
-        self.primal, self.jvp, self.fwd, self._bwd = primal, jvp, fwd, bwd
+        self.primal, self.jvp, self._fwd, self._bwd = primal, jvp, fwd, bwd
         self.policy = policy
         self._batched: dict = {}
         self._derived: dict = {}
+        self._replay = None
 
     def __call__(self, *xs):
         return self.primal(*xs)
@@ -88,6 +89,15 @@ class Rules:
     @property
     def diff_positions(self):
         return [i for i, d in enumerate(self.diff) if d]
+
+    @property
+    def fwd(self):
+        """``fwd(*xs) -> (y, res)``: the user's, or a checkpoint's that saves its matrix
+        products (policy ``dots_saveable``); None: the forward keeps only the inputs."""
+        if self._fwd is None and self.kind == "remat" and _saves_products(self.policy):
+            from astjax.checkpointing import product_versions
+            self._fwd, self._replay = product_versions(self.primal, self.name)
+        return self._fwd
 
     @property
     def bwd(self):
@@ -115,12 +125,15 @@ class Rules:
         ns = {"grad": _grad(), "tree_leaves": _tree_leaves()}
         if self.kind == "remat":
             # the gradient of <g, primal(xs)>: the forward runs again, with its tape
-            ns["primal"] = self.primal
-            dot = _define(f"{self.name}_out_dot", xs + ["g"],
-                          [f"out = primal({', '.join(xs)})"] + _tree_vdot_lines("g", "out", "total")
-                          + ["return total"], ns)
+            # (with the products the forward saved, ``res``, read back instead of made)
+            replay = self.fwd is not None
+            ns["primal"] = self._replay if replay else self.primal
+            args = xs + (["res"] if replay else [])
+            dot = _define(f"{self.name}_out_dot", args + ["g"],
+                          [f"out = primal({', '.join(args)})"]
+                          + _tree_vdot_lines("g", "out", "total") + ["return total"], ns)
             ns["out_dot"] = dot
-            call = f"grad(out_dot, argnums={tuple(wanted)!r})({', '.join(xs)}, g)"
+            call = f"grad(out_dot, argnums={tuple(wanted)!r})({', '.join(args)}, g)"
             return _define(f"{self.name}_recompute_bwd_{tag}", xs + ["res", "g"],
                            [f"return {call}"], ns)
         # kind "jvp": the tangent map t -> jvp(xs, t)[1] is linear; its transpose at g is
@@ -187,6 +200,11 @@ class Rules:
         ns = {"inner": inner, "tree_map": _tree_map(), "lane_sum": _lane_sum}
         bwd = _define(f"{name}_bwd", xs + ["res", "g"], body, ns)
         return Rules("vjp", name, self.params, self.diff, primal, fwd=fwd, bwd=bwd)
+
+
+def _saves_products(policy):
+    from astjax.checkpointing import checkpoint_policies as cp
+    return policy in (cp.dots_saveable, cp.dots_with_no_batch_dims_saveable)
 
 
 def _where(fn):

@@ -1114,3 +1114,9 @@ register(Primitive("custom_apply", _rt.custom_apply, "rt.custom_apply",
                    ("rules", "res", "value", "*args"), diff=("*args",), kind="other"))
 register(Primitive("custom_cotangents", _rt.custom_cotangents, "rt.custom_cotangents",
                    ("cts", "n", "what"), diff=("cts",), kind="structural"))
+# a matrix product a checkpointed function's forward saved (policy dots_saveable): the
+# saved value, with the product's derivative in its operands
+register(Primitive("saved_dot", _rt.saved_dot, "rt.saved_dot", ("value", "a", "b"),
+                   diff=("a", "b"), kind="linalg"))
+register(Primitive("saved_matmul", _rt.saved_matmul, "rt.saved_matmul", ("value", "x", "y"),
+                   diff=("x", "y"), kind="linalg"))

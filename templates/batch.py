@@ -1298,3 +1298,15 @@ def tree_from_leaves(leaves, like):
 
 def tree_leaves_like(t, like):
     return rb.tree_leaves_like(t, like)
+
+
+# ------------------------------------------- matrix products saved by checkpoint
+# (the saved value was computed from the same, batched, operands)
+
+
+def saved_dot(value, a, b):
+    return value
+
+
+def saved_matmul(value, x, y):
+    return value

@@ -199,6 +199,47 @@ def test_policies():
         _close(astjax.grad(g)(X), astjax.grad(lambda x: np.sum(step(x, 0.3)))(X))
 
 
+def _mlp_step(w, x):
+    h = np.tanh(x @ w)
+    for k in range(2):
+        h = np.tanh(np.dot(h, w.T) @ w) + 0.1 * h
+    return h
+
+
+@pytest.mark.parametrize("policy", ["dots_saveable", "dots_with_no_batch_dims_saveable"])
+def test_dots_policies_save_the_products(policy):
+    ck = astjax.checkpoint(_mlp_step, policy=getattr(astjax.checkpoint_policies, policy))
+    rng = np.random.default_rng(1)
+    w, x = rng.standard_normal((4, 4)) * 0.5, rng.standard_normal((3, 4))
+
+    def f(w, x):
+        def body(carry, scale):
+            return ck(w, carry) * scale, np.sum(carry)
+        carry, ys = lax.scan(body, x, np.array([1.0, 0.5, 2.0]))
+        return np.sum(carry ** 2) + np.sum(ys)
+
+    def plain(w, x):
+        def body(carry, scale):
+            return _mlp_step(w, carry) * scale, np.sum(carry)
+        carry, ys = lax.scan(body, x, np.array([1.0, 0.5, 2.0]))
+        return np.sum(carry ** 2) + np.sum(ys)
+
+    _close(astjax.grad(f, argnums=(0, 1))(w, x), astjax.grad(plain, argnums=(0, 1))(w, x))
+    _close(astjax.grad(f, argnums=(0, 1))(w, x), numerical_grad(plain, (w, x), (0, 1)),
+           rtol=1e-6)
+    src = astjax.make_source(astjax.grad(f), simplify=False)(w, x)
+    backward = src.split("backward sweep", 1)[1]
+    # the products come back from the forward, their derivatives from the saved values
+    assert "rt.replay(" in backward and "rt.saved_matmul(" in backward and \
+        "rt.saved_dot(" in backward
+    _close(astjax.hessian(lambda x: f(w, x))(x), astjax.hessian(lambda x: plain(w, x))(x),
+           rtol=1e-10)
+    xs = np.stack([x, 2 * x])
+    _close(astjax.vmap(astjax.grad(f), in_axes=(None, 0))(w, xs),
+           np.stack([astjax.grad(plain)(w, r) for r in xs]))
+    _close(astjax.jit(astjax.grad(f))(w, x), astjax.grad(plain)(w, x))
+
+
 def test_decorator_forms_and_eager_calls():
     assert astjax.remat is astjax.checkpoint
     f = astjax.checkpoint(policy=astjax.checkpoint_policies.nothing_saveable)(step)

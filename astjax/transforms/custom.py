@@ -77,7 +77,7 @@ def _expand_call(fn, norm, s):
     names = fn.env.names
     y = s.target or names.fresh("custom_out")
     y_p = names.fresh(f"{y}_primal")
-    if rules.kind == "vjp":
+    if rules.fwd is not None:
         stmts, pair = inline(norm, rules.fwd, xs, f"{y}_fwd", s.loc)
         res = names.fresh(f"{y}_res")
         stmts += [Prim(y_p, "getitem", [pair, Index((Const(0),))], loc=s.loc),
