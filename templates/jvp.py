@@ -1330,14 +1330,3 @@ def interp(ans, x, xp, fp, left=None, right=None, period=None, dx=None, dxp=None
 
 def interp_basis(ans, x, xp, left=None, right=None, period=None, dx=None):
     return np.expand_dims(dx, -1) * ra.interp_slopes(x, xp, left, right, period)
-
-
-# ------------------------------------------- matrix products saved by checkpoint
-
-
-def saved_dot(ans, value, a, b, da=None, db=None):
-    return np.dot(da, b) + np.dot(a, db)
-
-
-def saved_matmul(ans, value, x, y, dx=None, dy=None):
-    return np.matmul(dx, y) + np.matmul(x, dy)

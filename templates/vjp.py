@@ -1410,19 +1410,3 @@ def interp(g, ans, x, xp, fp, left=None, right=None, period=None):
 
 def interp_basis(g, ans, x, xp, left=None, right=None, period=None):
     return ra.unbroadcast(np.sum(g * ra.interp_slopes(x, xp, left, right, period), axis=-1), x)
-
-
-# ------------------------------------------- matrix products saved by checkpoint
-
-
-def saved_dot(g, ans, value, a, b):
-    return ra.dot_grad_a(g, a, b), ra.dot_grad_b(g, a, b)
-
-
-def saved_matmul(g, ans, value, x, y):
-    x2 = np.reshape(x, ra.matmul_shape(x, y, 0))
-    y2 = np.reshape(y, ra.matmul_shape(x, y, 1))
-    g2 = np.reshape(g, ra.matmul_shape(x, y, 2))
-    gx = ra.unbroadcast(np.matmul(g2, np.swapaxes(y2, -1, -2)), x2)
-    gy = ra.unbroadcast(np.matmul(np.swapaxes(x2, -1, -2), g2), y2)
-    return np.reshape(gx, np.shape(x)), np.reshape(gy, np.shape(y))
