@@ -298,6 +298,8 @@ def _cotangent_of(name, prim, args):
         like = params[prim.meta[0]]
     else:
         return None
+    if isinstance(like, (list, tuple, dict)):
+        return None   # a container's cotangent: the helper itself, on stand-ins
     dtype = (like.dtype if isinstance(like, ShapeDtypeStruct) else np.asarray(like).dtype)
     if not np.issubdtype(dtype, np.inexact):
         dtype = np.dtype(np.float64)
