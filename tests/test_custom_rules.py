@@ -545,3 +545,11 @@ def test_defjvps_one_rule_per_argument():
         np.testing.assert_allclose(got, want, rtol=1e-6)
     _, t = astjax.jvp(lambda x: sin_mul(x, y), (x,), (np.ones(2),))
     np.testing.assert_allclose(t, np.cos(x) * y)
+
+
+def test_eval_shape_of_custom_calls_reads_the_primal():
+    out = astjax.eval_shape(lambda x: np.sum(sin_times(x, x), axis=1) + log1pexp(x)[:, 0],
+                            astjax.ShapeDtypeStruct((2, 3), np.float32))
+    expected = np.sum(sin_times(np.ones((2, 3), np.float32), 1.0), axis=1) + \
+        log1pexp(np.ones((2, 3), np.float32))[:, 0]
+    assert out.shape == expected.shape == (2,) and out.dtype == expected.dtype
