@@ -19,12 +19,15 @@ from astjax.debug import pure_callback
 from astjax import sharding
 from astjax.sharding import (device_count, devices, distributed, make_mesh, pmap,
                              shard_map)
+from astjax.custom_rules import custom_jvp, custom_vjp
+from astjax.checkpointing import checkpoint, checkpoint_policies, remat
 
 __version__ = "0.1.0"
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev",
            "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct",
-           "stop_gradient", "make_source", "clear_cache",
+           "stop_gradient", "make_source", "clear_cache", "custom_jvp", "custom_vjp",
+           "checkpoint", "remat", "checkpoint_policies",
            "tree_util", "lax", "random", "debug", "pure_callback", "AstjaxError",
            "TransformError", "SourceError", "UnsupportedSyntaxError", "DifferentiationError",
            "sharding", "shard_map", "pmap", "make_mesh", "devices", "device_count",

@@ -1287,3 +1287,23 @@ _coll("shard_map_call", ("plan", "args"), diff=("args",),
 for _name in ("vjp_plan", "jvp_plan", "batch_plan"):
     _coll(_name, ("plan",), kind="static", reason=_ND + "a static shard_map plan",
           sample=lambda r: ((_plan_sample(r),), {}))
+
+
+# ------------------------------------------------------------------------------------
+# Custom rules (astjax/custom_rules.py, expanded by astjax/transforms/custom.py): a call
+# of a custom_jvp / custom_vjp / checkpoint function, reverse mode's stand-in for one,
+# and the check of a custom backward rule's result.
+from astjax import runtime as _rt  # noqa: E402
+
+register(Primitive("custom_call", _rt.custom_call, "rt.custom_call", ("rules", "*args"),
+                   diff=("*args",), kind="other"))
+register(Primitive("custom_apply", _rt.custom_apply, "rt.custom_apply",
+                   ("rules", "res", "value", "*args"), diff=("*args",), kind="other"))
+register(Primitive("custom_cotangents", _rt.custom_cotangents, "rt.custom_cotangents",
+                   ("cts", "n", "what"), diff=("cts",), kind="structural"))
+# a matrix product a checkpointed function's forward saved (policy dots_saveable): the
+# saved value, with the product's derivative in its operands
+register(Primitive("saved_dot", _rt.saved_dot, "rt.saved_dot", ("value", "a", "b"),
+                   diff=("a", "b"), kind="linalg"))
+register(Primitive("saved_matmul", _rt.saved_matmul, "rt.saved_matmul", ("value", "x", "y"),
+                   diff=("x", "y"), kind="linalg"))

@@ -690,3 +690,34 @@ def tree_moveaxis(x, source, destination):
         return np.moveaxis(x, source, destination)
     from astjax.tree_util import tree_map
     return tree_map(lambda leaf: np.moveaxis(np.asarray(leaf), source, destination), x)
+
+
+# ------------------------------------------- custom rules (astjax/custom_rules.py)
+
+def custom_call(rules, *args):
+    """A call of a custom_jvp / custom_vjp / checkpoint function: its primal."""
+    return rules.primal(*args)
+
+
+def custom_apply(rules, res, value, *args):
+    """Reverse mode's stand-in for a custom call: ``value``, with ``rules``' backward."""
+    return value
+
+
+def custom_cotangents(cts, n, what):
+    """The result of a user's rule checked: a tuple (or list) of ``n`` entries."""
+    if not isinstance(cts, (tuple, list)) or len(cts) != n:
+        got = f"a {type(cts).__name__} of {len(cts)}" if isinstance(cts, (tuple, list)) \
+            else f"a {type(cts).__name__}"
+        raise TypeError(f"{what} returned {got}, not a tuple of {n}")
+    return cts
+
+
+def saved_dot(value, a, b):
+    """``np.dot(a, b)`` computed earlier (checkpoint's dots policies): its saved value."""
+    return value
+
+
+def saved_matmul(value, x, y):
+    """``x @ y`` computed earlier (checkpoint's dots policies): its saved value."""
+    return value

@@ -175,6 +175,9 @@ class _Interpreter:
             return _reduction(prim, args, kwargs)
         if s.prim in ("dot", "matmul"):
             return _product(s.prim, args[0], args[1])
+        if s.prim in ("custom_call", "custom_apply", "custom_cotangents"):
+            from astjax.transforms.custom import abstract_value   # custom rules
+            return abstract_value(s.prim, args)
         like = _cotangent_of(s.prim, prim, args)
         if like is not None:
             return like
@@ -295,6 +298,8 @@ def _cotangent_of(name, prim, args):
         like = params[prim.meta[0]]
     else:
         return None
+    if isinstance(like, (list, tuple, dict)):
+        return None   # a container's cotangent: the helper itself, on stand-ins
     dtype = (like.dtype if isinstance(like, ShapeDtypeStruct) else np.asarray(like).dtype)
     if not np.issubdtype(dtype, np.inexact):
         dtype = np.dtype(np.float64)

@@ -26,7 +26,8 @@ class Transformation:
     (``grad(f)``, ``vmap(g, in_axes=1)``), the frontend builds it at generation time
     and inlines its generated code.  ``code``: the Generated record behind a call of
     it (its signature is the transformation's own, documented where it registers).
-    ``check``: validates a call's arguments before code is generated.
+    ``check``: validates a call's arguments before code is generated.  ``lift``: turns
+    a nested def or lambda handed to it into a function it can take (``checkpoint``).
     """
 
     name: str
@@ -34,6 +35,7 @@ class Transformation:
     inline: bool = False
     code: Optional[Callable] = None
     check: Optional[Callable] = None
+    lift: Optional[Callable] = None
 
     def main(self, *args):
         """The loaded main function of ``code(*args)``, its globals re-read."""
@@ -46,9 +48,10 @@ _BY_NAME: dict = {}
 _BY_ID: dict = {}
 
 
-def register(name, function, *, inline=False, code=None, check=None) -> Transformation:
+def register(name, function, *, inline=False, code=None, check=None,
+             lift=None) -> Transformation:
     """Record ``function`` as the transformation ``name`` (re-registering replaces it)."""
-    entry = Transformation(name, function, inline, code, check)
+    entry = Transformation(name, function, inline, code, check, lift)
     old = _BY_NAME.get(name)
     if old is not None:
         _BY_ID.pop(id(old.function), None)

@@ -1574,3 +1574,14 @@ def jvp_plan(plan):
 
 def batch_plan(plan):
     return sh.batch_plan(plan)
+
+# ------------------------------------------- matrix products saved by checkpoint
+# (the saved value was computed from the same, batched, operands)
+
+
+def saved_dot(value, a, b):
+    return value
+
+
+def saved_matmul(value, x, y):
+    return value

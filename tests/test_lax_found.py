@@ -563,12 +563,17 @@ TAPE_OPS = {"push", "pop", "new_tape", "pop_tangent", "save_at", "restore_at", "
             "replay_start"}
 # linear second-order container pieces whose rules come with the activity branch
 PENDING = {"cot_at_vjp", "dict_from_values", "append_cotangents_vjp"}
+# calls of custom_jvp / custom_vjp / checkpoint functions: every transformation expands
+# them with the user's rules (astjax/transforms/custom.py), so they have no templates
+CUSTOM_CALLS = {"custom_call", "custom_apply"}
 
 
 def _mode(name):
     p = P.REGISTRY[name]
     if name in TAPE_OPS:
         return "tape"
+    if name in CUSTOM_CALLS:
+        return "custom"
     if p.diff:
         return "differentiable"
     if p.kind in P.CONSTANT_KINDS or name == "stop_gradient":

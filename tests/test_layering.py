@@ -17,7 +17,11 @@ import pytest
 import astjax
 
 ROOT = os.path.dirname(os.path.abspath(astjax.__file__))
-API = {"astjax.api", "astjax.batch_api", "astjax.forward_api", "astjax.jit_api"}
+API = {"astjax.api", "astjax.batch_api", "astjax.forward_api", "astjax.jit_api",
+       # public transformations built on the ones above (they call grad, jvp, vmap)
+       "astjax.custom_rules", "astjax.checkpointing", "astjax.sharding.mapping",
+       # the sharding package's face
+       "astjax.sharding"}
 ABOVE = {"astjax", "astjax.__main__", "astjax.cli", "astjax.demo"}
 
 
@@ -139,5 +143,5 @@ def test_every_transformation_is_registered():
         assert entry.function is getattr(astjax, name)
         assert transform_table.entry_of(getattr(astjax, name)) is entry
     assert {n for n in transform_table.names() if transform_table.get(n).inline} == {
-        "grad", "value_and_grad", "vmap", "jit"}
+        "grad", "value_and_grad", "vmap", "jit", "checkpoint"}
     assert transform_table.entry_of(len) is None and not transform_table.inlinable(len)

@@ -215,6 +215,10 @@ SKIP = {
                  "multi_dot_plan")},
     "unsupported_jvp": "raises NotImplementedError unless every tangent is None: no data",
     "not_none": "an `is not None` test on structure, never batched",
+    **{n: "custom rules: batched by vmapping the user's rules, checked in "
+          "tests/test_custom_rules.py and tests/test_checkpoint.py"
+       for n in ("custom_call", "custom_apply", "custom_cotangents", "saved_dot",
+                 "saved_matmul")},
     "contains": "`k in d`: membership in keys or a list (tests/test_frontend_containers.py)",
     "clamp_index": "lax.switch index: checked in test_vmap (batched index -> select)",
     "scan_length": "number of scan steps: a static fact of the per-example leading axis",

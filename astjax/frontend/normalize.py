@@ -2237,6 +2237,8 @@ class Normalizer:
                     return dict(zip(parts[:len(a.keys)], parts[len(a.keys):]))
                 return tuple(parts) if isinstance(a, gast.Tuple) else list(parts)
             v = self.static_transform(a) if isinstance(a, gast.Call) else self.static_value(a)
+            if v is None:   # grad(f) of a function f passed in; checkpoint(nested def)
+                v = self._function_argument(a, callee)
             return missing if v is None else v   # (vmap(grad(f)): nested transformations)
 
         values = []
@@ -2248,6 +2250,23 @@ class Normalizer:
         n = len(node.args)
         kwargs = {k.arg: v for k, v in zip(node.keywords, values[n:])}
         return callee(*values[:n], **kwargs)
+
+    def _function_argument(self, node, callee):
+        """A function named in ``callee(f)`` inside transformed code: one passed in (its
+        object), or a nested def or lambda the transformation lifts (``checkpoint``:
+        its table entry's ``lift``); else None."""
+        bound = None
+        if isinstance(node, gast.Lambda):
+            bound = LocalFunc(node, self.scope)
+        elif isinstance(node, gast.Name):
+            kind, *rest = self.lookup(node.id, node)
+            bound = rest[0] if kind == "func" else None
+        if isinstance(bound, ObjFunc):
+            return bound.obj
+        entry = transform_table.entry_of(callee)
+        if isinstance(bound, LocalFunc) and entry is not None and entry.lift is not None:
+            return entry.lift(self, bound)
+        return None
 
     def call_args(self, node, hint):
         args = []
@@ -2311,6 +2330,9 @@ class Normalizer:
         special = SPECIAL_CALLS.get(id(obj))
         if special is not None:
             return special(self, node, hint, target)
+        custom = getattr(type(obj), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
+        if custom is not None:
+            return custom(obj, self, *self.call_args(node, hint), node, hint, target)
         if transform_table.is_transformation(obj, "jvp"):
             return self.inline_jvp(node, hint, target)
         if obj is range:
@@ -2652,6 +2674,8 @@ class Normalizer:
                 return ("element", el)
         else:
             obj = self.static_value(node)
+            if obj is None and isinstance(node, gast.Call):
+                obj = self.static_transform(node)   # lax.scan(checkpoint(f), ...)
             if obj is not None and callable(obj):
                 return ("object", obj)
         self.error(node, "expected a function that astjax can inline here (a lambda, a "
@@ -2664,6 +2688,9 @@ class Normalizer:
         kind, value = ref
         if kind == "element":
             return self.call_element(value, args, kwargs, node, hint, target)
+        custom = getattr(type(value), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
+        if custom is not None:
+            return custom(value, self, args, kwargs, node, hint, target)
         generated = getattr(value, "_astjax_generated", None)
         if kind == "object" and generated is not None:
             value = generated()  # a transformed function: inline the code it runs

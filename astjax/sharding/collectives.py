@@ -349,22 +349,36 @@ def pextreme_jvp(dx, x, ans, axis_name):
 
 # ------------------------------------------------ shard_map as a primitive (its plans)
 
+# The driver (astjax/sharding/mapping.py) builds per-shard code with the public
+# transformations, so it sits above the API; it registers itself here when imported
+# (``import astjax`` imports it), and this run-time module never imports it.
+_DRIVER: list = []
+
+
+def register_driver(module):
+    """Record the shard_map driver that runs plans and derives their transforms."""
+    _DRIVER[:] = [module]
+
+
+def driver():
+    """The shard_map driver module (astjax.sharding.mapping)."""
+    if not _DRIVER:
+        raise RuntimeError("astjax.sharding's driver is not loaded (import astjax first)")
+    return _DRIVER[0]
+
+
 def shard_map_call(plan, args):
     """A shard_map'ed function's call: the primitive the transformations see."""
-    from astjax.sharding.mapping import run
-    return run(plan, tuple(args))
+    return driver().run(plan, tuple(args))
 
 
 def vjp_plan(plan):
-    from astjax.sharding import mapping as shard_map
-    return shard_map.vjp_plan(plan)
+    return driver().vjp_plan(plan)
 
 
 def jvp_plan(plan):
-    from astjax.sharding import mapping as shard_map
-    return shard_map.jvp_plan(plan)
+    return driver().jvp_plan(plan)
 
 
 def batch_plan(plan):
-    from astjax.sharding import mapping as shard_map
-    return shard_map.batch_plan(plan)
+    return driver().batch_plan(plan)

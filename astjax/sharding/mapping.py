@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import threading
 
 import numpy as np
@@ -694,3 +695,6 @@ def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
     p._plan.kind = "vmap"
     p._plan.local_only = True
     return _as_function(p._plan, p.dyn_names, p.__call__, fun)
+
+
+sh.register_driver(sys.modules[__name__])

@@ -10,7 +10,8 @@ def local_sine(x, w):
 def sample_plan():
     """A shard_map plan on a mesh of one local device (needs no threads)."""
     from astjax.sharding.mesh import Device, Mesh, P
-    from astjax.sharding.mapping import ShardPlan
+    from astjax.sharding.collectives import driver
+    ShardPlan = driver().ShardPlan
     mesh = Mesh(np.array([Device(0)], dtype=object), ("i",))
     plan = ShardPlan(local_sine, mesh, (P("i"), P()), P("i"), check_vma=True)
     plan.nargs = 2

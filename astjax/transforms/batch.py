@@ -29,6 +29,7 @@ from astjax import primitives as P
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
                          SetItem, SliceAtom, Var, While)
 from astjax.errors import TransformError
+from astjax.transforms import custom
 from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
@@ -274,6 +275,8 @@ class Batching:
                 out.append(self.broadcast(s.target, loc))
             return out
         prim = P.REGISTRY[s.prim]
+        if s.prim in custom.CUSTOM_PRIMS:
+            return custom.batched(self, s)
         if s.prim == "not_none":
             return [s]
         if s.prim in ("push", "pop", "new_tape", "make_tuple", "make_list", "make_dict",

@@ -18,7 +18,7 @@ from astjax import primitives as P
 from astjax.core import (Const, Copy, External, For, If, Prim, Return, SetItem, Var, While)
 from astjax.errors import DifferentiationError
 from astjax.transforms.rules import rule_template
-from astjax.transforms import activity, aliasing
+from astjax.transforms import activity, aliasing, custom
 from astjax.transforms.reverse import _diff_operands, _vars
 
 import astjax.core_prims  # noqa: F401
@@ -173,6 +173,8 @@ class ForwardAD:
         operands = _diff_operands(s)
         if not any(self.active(op) for _, op in operands):
             return [self.zero_tangent(s.target, loc)]
+        if s.prim in custom.CUSTOM_PRIMS:
+            return custom.tangent(self, s)
         src = jvp_template_for(s.prim)
         if src is None:
             raise DifferentiationError(f"primitive {s.prim!r} has no jvp rule", loc,

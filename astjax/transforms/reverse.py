@@ -23,7 +23,7 @@ from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
                          Var, While)
 from astjax.errors import DifferentiationError
-from astjax.transforms import activity, aliasing
+from astjax.transforms import activity, aliasing, custom
 from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
@@ -201,6 +201,7 @@ class ReverseAD:
         # every shape-only read is saved as a stand-in, not the array itself
         self.residuals = residuals
         self.output = output
+        custom.expand_for_reverse(fn, normalizer_factory)   # custom_vjp/jvp, checkpoint
         activity.updates_as_setitems(fn.body)
         if not fn.checked_updates:
             aliasing.detach(fn, aliasing.check_updates(fn))
@@ -491,7 +492,8 @@ class ReverseAD:
         loc = s.loc
         if not wanted:
             return self.reset(d_y, loc) if self.reassigned(s.target) else []
-        src = template_for(s.prim)
+        # (a custom call's backward rule is the user's: transforms/custom.py inlines it)
+        src = template_for(s.prim) if s.prim != "custom_apply" else "custom"
         if src is None:
             raise DifferentiationError(
                 f"primitive {s.prim!r} has no vjp rule", loc,
@@ -551,6 +553,8 @@ class ReverseAD:
         ``positions`` index the flattened differentiable operands (a variadic
         parameter contributes one position per operand).
         """
+        if s.prim == "custom_apply":
+            return custom.backward(self, s, g, positions, ans)
         fnode = src.node
         params = [a.id for a in fnode.args.args]
         bindings = {params[0]: Var(g), params[1]: Var(ans)}
