@@ -83,6 +83,21 @@ def _c_available():
 register(Backend("c", (), _c_passes, _c_load, _c_available))
 
 
+def arg_kinds(params, args) -> dict:
+    """Parameter -> (dtype, ndim, weak type) of the arguments code is built for (a
+    compiled backend shows its kernels typed for them; no array is kept)."""
+    import numpy as np
+    out = {}
+    for p, a in zip(params, args):
+        if type(a) is np.ndarray or isinstance(a, np.generic):
+            out[p] = (a.dtype, a.ndim, None)
+        elif type(a) in (bool, int, float):
+            t = type(a)
+            out[p] = (np.dtype({bool: np.bool_, int: np.int64, float: np.float64}[t]), 0,
+                      None if t is bool else t)
+    return out
+
+
 def backends() -> dict:
     """Each backend's name -> (available here, why not); ``astjax.backends()``."""
     return {b.name: b.available() for b in {id(b): b for b in _REGISTRY.values()}.values()}

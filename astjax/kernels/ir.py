@@ -261,9 +261,10 @@ def _typed_op(op, target, current, int_checks):
 
 def from_group(name, inputs, members, outputs, cost=1):
     """A ``Kernel`` from the fusion pass's record of a group (``fusion._group``):
-    members are (target, ufunc name, operands, operator, location)."""
-    ops = [Op(t, uf, tuple(args), operator or "", loc)
-           for t, uf, args, operator, loc in members]
+    members are (target, ufunc name, operands, operator, location) or, for indexing,
+    padding, casting and reducing statements, the IR statement itself."""
+    ops = [m if isinstance(m, INDEXED) else Op(m[0], m[1], tuple(m[2]), m[3] or "", m[4])
+           for m in members]
     return Kernel(name, list(inputs), ops, list(outputs), cost)
 
 
