@@ -370,7 +370,7 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
         body = list(em.lines)
         f = flat(range(rank))
         body += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
-        outer_simd = (f"{par} simd" if par else "") if rank == 1 else par
+        outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 else par
         code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
     else:
         A, init, combine, final = _reduce_parts(red)
