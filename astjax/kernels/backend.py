@@ -55,7 +55,10 @@ def load(fn, doc, label):
     shown = []
     for s in core.walk(fn.body):
         if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
-                isinstance(s.args[0], Var) and s.args[0].name in calls:
+                isinstance(s.args[0], Var) and s.args[0].name in calls and \
+                "reuse" not in s.kwargs:
+            # (a group computing into a donated argument's memory stays with
+            # run_fused, which honours the donation; kernels write fresh arrays)
             kc = calls[s.args[0].name]
             cost = s.args[2].value if isinstance(s.args[2], core.Const) else 1
             kc.kernel.cost = int(cost) if isinstance(cost, int) else 1
