@@ -660,6 +660,9 @@ def cmd_gen(opts, argv) -> int:
                        f", not {other[0]}",
                        f"astjax show prints the code of {other[0]}: astjax show "
                        f"{opts.target} --transform {shlex.quote(opts.transform)}")
+    for st in req.steps:      # standalone modules are Python: jit's NumPy backend
+        if st.name == "jit":
+            st.kwargs.setdefault("backend", "numpy")
     gen, applied = generate(req)
     for note in req.notes:
         print(note, file=sys.stderr)
