@@ -623,6 +623,9 @@ def _write(text: str):
 def cmd_show(opts) -> int:
     req = _request(opts)
     text = rendered(req, opts.raw)
+    if not getattr(opts, "kernels", False):     # jit's compiled kernels: --kernels
+        from astjax.kernels.backend import without_kernels
+        text = without_kernels(text)
     for note in req.notes:
         print(note, file=sys.stderr)
     if _use_color(opts.color, sys.stdout):
@@ -658,6 +661,9 @@ def cmd_gen(opts, argv) -> int:
                        f", not {other[0]}",
                        f"astjax show prints the code of {other[0]}: astjax show "
                        f"{opts.target} --transform {shlex.quote(opts.transform)}")
+    for st in req.steps:      # standalone modules are Python: jit's NumPy backend
+        if st.name == "jit":
+            st.kwargs.setdefault("backend", "numpy")
     gen, applied = generate(req)
     for note in req.notes:
         print(note, file=sys.stderr)
@@ -770,6 +776,8 @@ def make_parser() -> argparse.ArgumentParser:
     show.add_argument("--raw", action="store_true",
                       help="the code exactly as it runs (the lines a traceback shows), "
                            "without the simplifications made for reading")
+    show.add_argument("--kernels", action="store_true",
+                      help="with jit: also the C text of each compiled kernel")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="ANSI colours: auto (when stdout is a terminal; NO_COLOR turns "
                            "them off), always or never")

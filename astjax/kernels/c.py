@@ -11,311 +11,20 @@ runs it over the output index:
   negative for reversed views): rows of the last axis, each row's start computed from
   the row number.
 
-Numerics follow NumPy exactly: every operand is cast to the loop type NumPy resolved
-(``ir.specialize``), integer ``+ - *`` wrap (done in unsigned arithmetic, which C
-defines), integer ``//`` and ``%`` have Python's signs and give 0 for a zero divisor
-as NumPy does, float ``//`` and ``%`` are NumPy's ``npy_divmod``, ``maximum`` and
-``minimum`` propagate NaN and pick NumPy's operand on ties (signed zeros), and a power
-with a scalar exponent of 0.5 is a square root as in NumPy's loop.  The compiler is
-run without ``-ffast-math`` and with ``-ffp-contract=off`` (``compile.py``), so
-``+ - * /`` round exactly as NumPy's do.
+The scalar expressions (casts, literals, one ufunc each, the divmod and clip helpers)
+come from ``cexpr.py``, shared with the CUDA renderer; this module is the loop
+structure around them.  The compiler is run without ``-ffast-math`` and with
+``-ffp-contract=off`` (``compile.py``), so ``+ - * /`` round exactly as NumPy's do.
 """
 from __future__ import annotations
 
+
+from astjax.kernels.cexpr import (FUNCTIONS, UFUNCS, cast, comment as _comment,  # noqa: F401
+                                  ctype, helpers_text, literal as _literal, op_expr,
+                                  prelude)
 import numpy as np
-
-from astjax.kernels.ir import Typed, Unsupported
-
-_CTYPES = {("b", 1): "npy_bool", ("i", 1): "int8_t", ("i", 2): "int16_t",
-           ("i", 4): "int32_t", ("i", 8): "int64_t", ("u", 1): "uint8_t",
-           ("u", 2): "uint16_t", ("u", 4): "uint32_t", ("u", 8): "uint64_t",
-           ("f", 4): "float", ("f", 8): "double"}
-
-
-def ctype(dt) -> str:
-    dt = np.dtype(dt)
-    try:
-        return _CTYPES[(dt.kind, dt.itemsize)]
-    except KeyError:
-        raise Unsupported(f"dtype {dt}") from None
-
-
-def _wide_unsigned(dt) -> str:
-    """The unsigned type integer arithmetic of ``dt`` wraps in (never promoted to int)."""
-    return "uint64_t" if dt.itemsize == 8 else "uint32_t"
-
-
-def cast(expr: str, src, dst) -> str:
-    src, dst = np.dtype(src), np.dtype(dst)
-    if src == dst:
-        return expr
-    if dst.kind == "b":
-        return f"(npy_bool)({expr} != 0)"
-    if src.kind == "f" and dst.kind in "iu":
-        raise Unsupported(f"cast {src} -> {dst}")      # never a ufunc loop's input cast
-    return f"({ctype(dst)})({expr})"
-
-
-def _literal(value, dt) -> str:
-    dt = np.dtype(dt)
-    if dt.kind == "b":
-        return "1" if value else "0"
-    if dt.kind == "f":
-        v = float(value)
-        if v != v:
-            return "NAN" if dt.itemsize == 8 else "((float)NAN)"
-        if v in (float("inf"), float("-inf")):
-            s = "INFINITY" if v > 0 else "(-INFINITY)"
-            return s if dt.itemsize == 4 else f"((double){s})"
-        text = repr(v) if dt.itemsize == 8 else repr(float(np.float32(v)))
-        if "e" not in text and "." not in text:
-            text += ".0"
-        return text + ("f" if dt.itemsize == 4 else "")
-    if dt.kind == "i" and dt.itemsize == 8 and value == -(1 << 63):
-        return "INT64_MIN"
-    return f"(({ctype(dt)}){int(value)}{'ULL' if dt.kind == 'u' else 'LL'})"
-
-
-_MATH1 = {"sqrt": "sqrt", "cbrt": "cbrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1",
-          "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p", "sin": "sin",
-          "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos",
-          "arctan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-          "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
-          "fabs": "fabs", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
-          "rint": "rint"}
-_MATH2 = {"arctan2": "atan2", "hypot": "hypot", "copysign": "copysign",
-          "fmod": "fmod"}
-_COMPARE = {"greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<=",
-            "equal": "==", "not_equal": "!="}
-_BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
-_LOGICAL = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}
-_INT_ROUNDING = frozenset({"floor", "ceil", "trunc", "rint"})   # on integers: identity
-
-# the ufuncs a kernel can compute (what ``supported`` reports)
-UFUNCS = frozenset(list(_MATH1) + list(_MATH2) + list(_COMPARE) + list(_BITWISE) +
-                   list(_LOGICAL) + ["add", "subtract", "multiply", "divide",
-                                     "floor_divide", "remainder", "power", "negative",
-                                     "positive", "absolute", "square", "reciprocal",
-                                     "sign", "maximum", "minimum", "logical_not",
-                                     "invert", "isnan", "isinf", "isfinite"])
-# elementwise functions that are not ufuncs
-FUNCTIONS = frozenset({"where", "clip"})
-
-
-def _fn(name, dt):
-    return name + ("f" if np.dtype(dt).itemsize == 4 else "")
-
-
-def _suffix(dt) -> str:
-    dt = np.dtype(dt)
-    return f"{dt.kind}{dt.itemsize * 8}"
-
-
-def op_expr(op, a, scalar_args, helpers) -> str:
-    """The C expression of one statement; ``a``: operand expressions already cast to
-    the loop's input type; ``scalar_args``: which operands are the same for every
-    element (NumPy's loops special-case a scalar exponent)."""
-    uf, loop = op.ufunc, op.loop
-    t = loop[0]
-    k = t.kind
-    T = ctype(t)
-    if uf in ("add", "subtract", "multiply"):
-        sym = {"add": "+", "subtract": "-", "multiply": "*"}[uf]
-        if k == "b":
-            if uf == "subtract":
-                raise Unsupported("boolean subtract")
-            return f"({a[0]} {'|' if uf == 'add' else '&'} {a[1]})"
-        if k in "iu":
-            U = _wide_unsigned(t)
-            return f"({T})(({U}){a[0]} {sym} ({U}){a[1]})"
-        return f"({a[0]} {sym} {a[1]})"
-    if uf == "divide":
-        if k != "f":
-            raise Unsupported("integer true division loop")
-        return f"({a[0]} / {a[1]})"
-    if uf in ("floor_divide", "remainder"):
-        helpers.add(("divmod", t.str))
-        fname = ("floordiv_" if uf == "floor_divide" else "mod_") + _suffix(t)
-        if k == "b":
-            raise Unsupported(f"boolean {uf}")
-        return f"{fname}({a[0]}, {a[1]})"
-    if uf == "power":
-        if k != "f":
-            raise Unsupported("integer power")   # negative exponents raise in NumPy
-        p = f"{_fn('pow', t)}({a[0]}, {a[1]})"
-        if scalar_args[1]:   # NumPy's loop: a scalar exponent of 0.5 is a square root
-            return f"({a[1]} == {_literal(0.5, t)} ? {_fn('sqrt', t)}({a[0]}) : {p})"
-        return p
-    if uf in ("negative", "positive"):
-        if k == "b":
-            raise Unsupported(f"boolean {uf}")
-        if uf == "positive":
-            return a[0]
-        if k in "iu":
-            return f"({T})(-({_wide_unsigned(t)}){a[0]})"
-        return f"(-{a[0]})"
-    if uf == "absolute":
-        if k == "b" or k == "u":
-            return a[0]
-        if k == "i":
-            return f"({a[0]} < 0 ? ({T})(-({_wide_unsigned(t)}){a[0]}) : {a[0]})"
-        return f"{_fn('fabs', t)}({a[0]})"
-    if uf == "square":
-        if k == "b":
-            return a[0]
-        if k in "iu":
-            U = _wide_unsigned(t)
-            return f"({T})(({U}){a[0]} * ({U}){a[0]})"
-        return f"({a[0]} * {a[0]})"
-    if uf == "reciprocal":
-        if k != "f":
-            raise Unsupported("integer reciprocal")
-        return f"({_literal(1, t)} / {a[0]})"
-    if uf == "sign":
-        if k == "b":
-            raise Unsupported("boolean sign")
-        if k == "f":
-            return (f"({a[0]} > 0 ? {_literal(1, t)} : ({a[0]} < 0 ? {_literal(-1, t)} : "
-                    f"({a[0]} == 0 ? {_literal(0, t)} : {a[0]})))")
-        return f"({T})(({a[0]} > 0) - ({a[0]} < 0))"
-    if uf in ("maximum", "minimum"):
-        sym = ">" if uf == "maximum" else "<"
-        if k == "f":   # NaN propagates; on ties NumPy gives the second operand
-            return f"(({a[0]} {sym} {a[1]} || isnan({a[0]})) ? {a[0]} : {a[1]})"
-        return f"({a[0]} {sym} {a[1]} ? {a[0]} : {a[1]})"
-    if uf == "where":
-        return f"({a[0]} ? {a[1]} : {a[2]})"
-    if uf == "clip":
-        if k == "b":
-            raise Unsupported("boolean clip")
-        helpers.add(("clip", t.str))
-        return f"clip_{_suffix(t)}({a[0]}, {a[1]}, {a[2]})"
-    if uf in _COMPARE:
-        return f"(npy_bool)({a[0]} {_COMPARE[uf]} {a[1]})"
-    if uf in _LOGICAL:
-        return f"(npy_bool)(({a[0]} != 0) {_LOGICAL[uf]} ({a[1]} != 0))"
-    if uf == "logical_not":
-        return f"(npy_bool)({a[0]} == 0)"
-    if uf in _BITWISE:
-        if k == "f":
-            raise Unsupported(f"float {uf}")
-        return f"({T})({a[0]} {_BITWISE[uf]} {a[1]})"
-    if uf == "invert":
-        if k == "b":
-            return f"(npy_bool)!{a[0]}"
-        if k == "f":
-            raise Unsupported("float invert")
-        return f"({T})(~{a[0]})"
-    if uf in ("isnan", "isinf", "isfinite"):
-        if k != "f":
-            return "(npy_bool)1" if uf == "isfinite" else "(npy_bool)0"
-        return f"(npy_bool)({uf}({a[0]}) != 0)"
-    if uf in _MATH1:
-        if k != "f":
-            if uf in _INT_ROUNDING:
-                return a[0]
-            raise Unsupported(f"np.{uf} integer loop")
-        return f"{_fn(_MATH1[uf], t)}({a[0]})"
-    if uf in _MATH2:
-        if k != "f":
-            raise Unsupported(f"np.{uf} integer loop")
-        return f"{_fn(_MATH2[uf], t)}({a[0]}, {a[1]})"
-    raise Unsupported(f"np.{uf}")
-
-
-_PRELUDE = """\
-#include <stdint.h>
-#include <math.h>
-typedef unsigned char npy_bool;
-"""
-
-
-def _divmod_helpers(dtstr) -> str:
-    dt = np.dtype(dtstr)
-    T, s = ctype(dt), _suffix(dt)
-    if dt.kind == "i":
-        lo = {1: "INT8_MIN", 2: "INT16_MIN", 4: "INT32_MIN", 8: "INT64_MIN"}[dt.itemsize]
-        return f"""\
-/* Python's floor division and remainder; a zero divisor gives 0, as in NumPy */
-static inline {T} floordiv_{s}({T} a, {T} b) {{
-    if (b == 0) return 0;
-    if (b == -1) return a == {lo} ? a : ({T})-a;
-    {T} q = a / b;
-    if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;
-    return q;
-}}
-static inline {T} mod_{s}({T} a, {T} b) {{
-    if (b == 0 || b == -1) return 0;
-    {T} r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}}
-"""
-    if dt.kind == "u":
-        return f"""\
-static inline {T} floordiv_{s}({T} a, {T} b) {{ return b == 0 ? 0 : a / b; }}
-static inline {T} mod_{s}({T} a, {T} b) {{ return b == 0 ? 0 : a % b; }}
-"""
-    f = "f" if dt.itemsize == 4 else ""
-    return f"""\
-/* NumPy's npy_divmod: Python's signs, the quotient snapped to an integer */
-static inline {T} divmod_{s}({T} a, {T} b, {T} *modulus) {{
-    {T} mod = fmod{f}(a, b);
-    if (!b) {{ *modulus = mod; return a / b; }}
-    {T} div = (a - mod) / b;
-    if (mod) {{
-        if (isless(b, 0) != isless(mod, 0)) {{ mod += b; div -= 1; }}
-    }} else {{
-        mod = copysign{f}(0, b);
-    }}
-    {T} floordiv;
-    if (div) {{
-        floordiv = floor{f}(div);
-        if (isgreater(div - floordiv, 0.5{f})) floordiv += 1;
-    }} else {{
-        floordiv = copysign{f}(0, a / b);
-    }}
-    *modulus = mod;
-    return floordiv;
-}}
-static inline {T} floordiv_{s}({T} a, {T} b) {{
-    {T} mod;
-    return b ? divmod_{s}(a, b, &mod) : a / b;
-}}
-static inline {T} mod_{s}({T} a, {T} b) {{
-    {T} mod;
-    if (!b) return fmod{f}(a, b);
-    divmod_{s}(a, b, &mod);
-    return mod;
-}}
-"""
-
-
-def _clip_helper(dtstr) -> str:
-    dt = np.dtype(dtstr)
-    T, s = ctype(dt), _suffix(dt)
-    if dt.kind == "f":
-        return f"""\
-/* NumPy's clip: min(max(a, lo), hi), a NaN anywhere propagates */
-static inline {T} clip_{s}({T} a, {T} lo, {T} hi) {{
-    const {T} m = (isnan(a) || a > lo) ? a : lo;
-    return (isnan(m) || m < hi) ? m : hi;
-}}
-"""
-    return f"""\
-static inline {T} clip_{s}({T} a, {T} lo, {T} hi) {{
-    const {T} m = a > lo ? a : lo;
-    return m < hi ? m : hi;
-}}
-"""
-
-
-def _comment(loc) -> str:
-    if loc is None:
-        return ""
-    text = loc.source_line().strip().replace("*/", "* /")
-    name = str(loc.filename).rsplit("/", 1)[-1]
-    return f"/* {name}:{loc.lineno}  {text} */"
+from astjax.kernels import ir
+from astjax.kernels.ir import Typed
 
 
 def render(typed: Typed, cname: str, openmp: bool) -> str:
@@ -422,8 +131,281 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
 """
     if not openmp:      # one thread: the parallel branch is never taken
         loops = loops.replace("    if (nthreads > 1) {", "    if (0) {")
-    pre = [_PRELUDE]
-    for kind, dtstr in sorted(helpers):
-        pre.append(_divmod_helpers(dtstr) if kind == "divmod" else _clip_helper(dtstr))
+    pre = [prelude(), helpers_text(helpers)]
     head = f"/* astjax kernel {k.name}: {len(typed.ops)} statements of a fused group */\n"
     return head + "".join(pre) + "\n" + elem + "\n" + loops
+
+
+# ---------------------------------------------------------------------------------
+# Indexed kernels (slices, transposes, pads, casts, reductions: ir.TypedIndexed)
+
+class _Emitter:
+    """The statements computing values at index tuples, each (value, index) once.
+
+    A value read at several indices (``p[1:] - p[:-1]``) is recomputed at each: its
+    producer's statements are emitted again for the other index (the fusion pass
+    only fuses such reads when the producer is cheap)."""
+
+    def __init__(self, typed, baked):
+        self.typed = typed
+        self.baked = dict(baked)
+        self.defs = {op.target: op for op in typed.ops}
+        self.lines: list = []
+        self.memo: dict = {}
+        self.helpers: set = set()
+        self.count = 0
+        self.last_comment = None
+
+    def p(self, name) -> str:
+        v = self.baked.get(name)
+        return name if v is None else str(v)
+
+    def fresh(self, base):
+        self.count += 1
+        return f"{base}_{self.count}"
+
+    def emit(self, line, loc=None):
+        c = _comment(loc)
+        if c and c != self.last_comment:
+            self.lines.append(c)
+            self.last_comment = c
+        self.lines.append(line)
+
+    def index(self, base, expr) -> str:
+        """An index expression held in a named temporary (unless trivial)."""
+        if expr.isidentifier() or expr.lstrip("-").isdigit():
+            return expr
+        name = self.fresh(base)
+        self.lines.append(f"const int64_t {name} = {expr};")
+        return name
+
+    def value(self, v, idx) -> str:
+        rank = self.typed.values[v][1]
+        idx = tuple("0" if self.baked.get(f"dim_{v}_{a}") == 1 else idx[a]
+                    for a in range(rank))
+        key = (v, idx)
+        got = self.memo.get(key)
+        if got is not None:
+            return got
+        if v.startswith("in"):
+            j = int(v[2:])
+            inp = self.typed.inputs[j]
+            if inp.ndim == 0:
+                return f"s{j}"
+            terms = []
+            for a, e in enumerate(idx):
+                st = self.p(f"st_{v}_{a}")
+                if e == "0" or st == "0":
+                    continue
+                terms.append(e if st == "1" else f"{e} * {st}")
+            name = self.fresh(v)
+            self.lines.append(f"const {ctype(inp.dtype)} {name} = "
+                              f"p{j}[{' + '.join(terms) or '0'}];")
+        else:
+            name = self._node(self.defs[v], idx)
+        self.memo[key] = name
+        return name
+
+    def _node(self, op, idx) -> str:
+        values = self.typed.values
+        if isinstance(op, ir.TypedOp):
+            exprs, scal = [], []
+            for (name, dt), lt in zip(op.args, op.loop[:-1]):
+                if name == "const":
+                    exprs.append(_literal(dt, lt))
+                    scal.append(True)
+                    continue
+                r = values[name][1]
+                exprs.append(cast(self.value(name, idx[len(idx) - r:]), dt, lt))
+                scal.append(name.startswith("in") and
+                            self.typed.inputs[int(name[2:])].ndim == 0)
+            expr = op_expr(op, exprs, scal, self.helpers)
+            T = ctype(op.loop[-1])
+        elif isinstance(op, ir.TSlice):
+            src = []
+            for a, m in enumerate(op.maps):
+                if m[0] == "fixed":
+                    src.append(self.p(f"at_{op.target}_{a}"))
+                    continue
+                i = idx[m[1]]
+                start, step = self.p(f"start_{op.target}_{a}"), self.p(f"step_{op.target}_{a}")
+                e = i if step == "1" else ("0" if i == "0" else f"{i} * {step}")
+                if start != "0":
+                    e = start if e == "0" else f"{start} + {e}"
+                src.append(self.index("k", e))
+            return self.value(op.source, tuple(src))
+        elif isinstance(op, ir.TTranspose):
+            src = [None] * len(op.axes)
+            for j, a in enumerate(op.axes):
+                src[a] = idx[j]
+            return self.value(op.source, tuple(src))
+        elif isinstance(op, ir.TPad):
+            src, guards = [], []
+            for a, (lo, hi) in enumerate(op.widths):
+                i = idx[a]
+                if not lo and not hi:
+                    src.append(i)
+                    continue
+                d = self.p(f"dim_{op.source}_{a}")
+                j = self.index("j", f"{i} - {lo}" if lo else i)
+                clamp = j
+                if lo:
+                    guards.append(f"{j} >= 0")
+                if hi:
+                    guards.append(f"{j} < {d}")
+                    clamp = f"({j} >= {d} ? {d} - 1 : {j})"
+                if lo:
+                    clamp = f"({j} < 0 ? 0 : {clamp})"
+                src.append(self.index("c", clamp))
+            inner = self.value(op.source, tuple(src))
+            if op.mode == "edge" or not guards:
+                return inner
+            expr = f"({' && '.join(guards)}) ? {inner} : {_literal(op.value, op.dtype)}"
+            T = ctype(op.dtype)
+        else:                                    # TCast
+            expr = cast(self.value(op.source, idx), op.src, op.dtype)
+            T = ctype(op.dtype)
+        name = self.fresh(op.target)
+        self.emit(f"const {T} {name} = {expr};", op.loc)
+        return name
+
+
+def _reduce_parts(red):
+    """C for a reduction: (accumulator type, initial value, combine(acc, v) statement,
+    final value expression of acc and the element count)."""
+    A = ctype(red.acc)
+    if red.op in ("sum", "mean"):
+        init = _literal(0, red.acc)
+        if red.acc.kind == "f":
+            def combine(acc, v):
+                return f"{acc} += ({A}){v};"
+        else:
+            U = "uint64_t"
+
+            def combine(acc, v):
+                return f"{acc} = ({A})(({U}){acc} + ({U})({A}){v});"
+        if red.op == "mean":
+            def final(acc, count):
+                return f"({ctype(red.dtype)})({acc} / (double)({count}))"
+        else:
+            def final(acc, count):
+                return f"({ctype(red.dtype)}){acc}"
+        return A, init, combine, final
+    sym = ">" if red.op == "max" else "<"
+    dt = red.acc
+    if dt.kind == "f":
+        init = _literal(float("-inf") if red.op == "max" else float("inf"), dt)
+
+        def combine(acc, v):
+            return f"{acc} = (({acc} {sym} {v} || isnan({acc})) ? {acc} : {v});"
+    else:
+        if dt.kind == "b":
+            init = "0" if red.op == "max" else "1"
+        else:
+            info = np.iinfo(dt)
+            init = _literal(info.min if red.op == "max" else info.max, dt)
+
+        def combine(acc, v):
+            return f"{acc} = ({acc} {sym} {v} ? {acc} : {v});"
+
+    def final(acc, count):
+        return acc
+    return A, init, combine, final
+
+
+def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
+    """The C text of an indexed kernel: ``int cname(const int64_t *P, int32_t
+    nthreads, void **ptrs)``, ``P`` the values of ``typed.params`` (those in
+    ``baked`` are literals here), ``ptrs`` the inputs then the results (C-contiguous,
+    freshly allocated)."""
+    em = _Emitter(typed, baked)
+    bk = em.baked
+    red = typed.reduce
+    dom_value = red.source if red is not None else typed.outputs[0][0]
+    rank = typed.values[dom_value][1]
+    dims = [em.p(f"dim_{dom_value}_{a}") for a in range(rank)]
+    idx = tuple(f"i{a}" for a in range(rank))
+    nin = len(typed.inputs)
+    decl = [f"    const int64_t {n} = P[{k}];" for k, n in enumerate(typed.params)
+            if n not in bk]
+    decl.append("    (void)P;")
+    for j, inp in enumerate(typed.inputs):
+        T = ctype(inp.dtype)
+        if inp.ndim == 0:
+            decl.append(f"    const {T} s{j} = *(const {T} *)ptrs[{j}];")
+        else:
+            decl.append(f"    const {T} *restrict p{j} = (const {T} *)ptrs[{j}];")
+    for j, (_, dt) in enumerate(typed.outputs):
+        T = ctype(dt)
+        decl.append(f"    {T} *restrict q{j} = ({T} *)ptrs[{nin + j}];")
+    par = ("#pragma omp parallel for schedule(static) num_threads(nthreads) "
+           "if(nthreads > 1)") if openmp else ""
+    simd = "#pragma omp simd" if openmp else ""
+
+    def flat(axes):
+        e = "0"
+        for a in axes:
+            e = f"i{a}" if e == "0" else f"({e}) * {dims[a]} + i{a}"
+        return e
+
+    def loops(axes, body, depth, pragma_outer, pragma_inner):
+        """Nested for loops over ``axes`` around ``body`` lines."""
+        text, ind = [], "    " * depth
+        for n, a in enumerate(axes):
+            prag = pragma_outer if n == 0 else ""
+            if n == len(axes) - 1 and pragma_inner:
+                prag = pragma_inner if n else (pragma_outer or pragma_inner)
+            if prag:
+                text.append(ind + prag)
+            text.append(f"{ind}for (int64_t i{a} = 0; i{a} < {dims[a]}; i{a}++) {{")
+            ind += "    "
+        text += [ind + line for line in body]
+        for _ in axes:
+            ind = ind[:-4]
+            text.append(ind + "}")
+        return text
+
+    if red is None:
+        results = [em.value(v, idx) for v, _ in typed.outputs]
+        body = list(em.lines)
+        f = flat(range(rank))
+        body += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
+        outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 else par
+        code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
+    else:
+        A, init, combine, final = _reduce_parts(red)
+        src = em.value(red.source, idx)
+        body = list(em.lines) + [combine("acc", src)]
+        kept = [a for a in range(rank) if a not in red.axes]
+        count = " * ".join(dims[a] for a in red.axes)
+        if kept:
+            inner = [f"{A} acc = {init};"] + loops(list(red.axes), body, 0, "", "") + \
+                [f"q0[{flat(kept)}] = {final('acc', count)};"]
+            code = loops(kept, inner, 1, par, "")
+        else:
+            d0 = dims[0]
+            inner_axes = list(range(1, rank))
+            per = [f"{A} acc = {init};",
+                   f"for (int64_t i0 = {d0} * t / nt; i0 < {d0} * (t + 1) / nt; i0++) {{"]
+            per += ["    " + line for line in loops(inner_axes, body, 0, "", "")]
+            per += ["}", "part[t] = acc;"]
+            omp = ("#pragma omp parallel for schedule(static, 1) num_threads(nt) "
+                   "if(nt > 1)") if openmp else ""
+            code = ["    const int32_t nt = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : "
+                    "nthreads);",
+                    f"    {A} part[64];"]
+            if omp:
+                code.append("    " + omp)
+            code.append("    for (int32_t t = 0; t < nt; t++) {")
+            code += ["        " + line for line in per]
+            code += ["    }", f"    {A} acc = {init};",
+                     "    for (int32_t t = 0; t < nt; t++) {",
+                     "        " + combine("acc", "part[t]"), "    }",
+                     f"    q0[0] = {final('acc', count)};"]
+    pre = [prelude(), helpers_text(em.helpers)]
+    what = "reduction" if red is not None else "loop fusion"
+    head = (f"/* astjax kernel {typed.kernel.name}: {len(typed.kernel.ops)} statements "
+            f"({what} over the {'source' if red else 'output'} index) */\n")
+    sig = (f"int {cname}(const int64_t *restrict P, int32_t nthreads, void **ptrs) {{")
+    return head + "".join(pre) + "\n" + sig + "\n" + "\n".join(decl) + "\n" + \
+        "\n".join(code) + "\n    (void)nthreads;\n    return 0;\n}\n"
