@@ -1,0 +1,258 @@
+r"""Inlining: a call of a function known at generation time becomes its body.
+
+Arguments are evaluated in the caller (a function-valued argument stays a static
+value, ``FuncArg``); the callee's parameters are bound to them (substituted where the
+callee never reassigns them), its locals renamed apart, and its body lowered into the
+caller's code with its return value in the caller's target.  Free names of a lambda
+or nested def resolve in the scope that defined it: closures keep their captured
+environment.  ``*args``/``**kwargs`` parameters bind static packs of the operands.
+
+>>> from astjax.frontend.normalize import Normalizer
+>>> from astjax.codegen import print_function
+>>> def f(x):
+...     def scale(v, *rest, by=2.0):
+...         return v * by + rest[0]
+...     return scale(x, 1.0, by=3.0)
+>>> print(print_function(Normalizer().function(f)).strip())
+"""
+from __future__ import annotations
+
+import functools
+import types
+
+import gast
+
+from astjax import primitives as P
+from astjax.core import Copy, Prim, Var
+from astjax.errors import TransformError
+from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
+    _rebound_names, _short
+from astjax.frontend.source import get_function_source, unwrap_callable
+from astjax.frontend.static_values import (_STATIC_FUNCS, FuncArg, LocalFunc, ObjFunc,
+                                           StaticSeq, _Mixed, FuncChoice, Bound)
+
+
+class Inliner:
+    """Normalizer mixin: call arguments, and calls of functions inlined in place."""
+
+    def call_args(self, node, hint):
+        args = []
+        for a in node.args:
+            if isinstance(a, gast.Starred):
+                self.error(a, "*args in a call is not supported here",
+                           "pass the arguments one by one")
+            args.append(self.arg_operand(a, hint))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                self.error(node, "**kwargs in a call is not supported here",
+                           "pass keyword arguments explicitly")
+            kwargs[kw.arg] = self.arg_operand(kw.value, hint)
+        return args, kwargs
+
+    def arg_operand(self, node, hint):
+        """A call argument: an operand, or a FuncArg when it denotes a function."""
+        if isinstance(node, gast.Lambda):
+            return FuncArg(LocalFunc(node, self.scope))
+        if isinstance(node, gast.Name):
+            kind, *rest = self.lookup(node.id, node)
+            if kind == "func":
+                return FuncArg(rest[0])
+        if isinstance(node, (gast.List, gast.Tuple, gast.Dict, gast.Subscript, gast.IfExp)) \
+                and self._denotes_function(node) or isinstance(node, gast.Call) and \
+                self._is_partial(node) or isinstance(
+                    node, (gast.Name, gast.Attribute)) and isinstance(self._peek(node),
+                                                                      StaticSeq):
+            el = self._static_element(node, hint)  # a list of functions, fs[0]...
+            return FuncArg(el) if isinstance(el, _STATIC_FUNCS) else el
+        if isinstance(node, (gast.Name, gast.Attribute)):
+            obj = self.static_value(node)
+            if callable(obj) and not isinstance(obj, type) and not isinstance(
+                    obj, types.ModuleType):
+                name = getattr(obj, "__name__", "f")
+                return FuncArg(ObjFunc(obj, self.object_operand(obj, name)))
+        return self.expr(node, hint)
+
+    def plain(self, op, node):
+        """An operand for a primitive or an external call (a function becomes a value)."""
+        if isinstance(op, FuncArg):
+            if isinstance(op.func, ObjFunc):
+                return op.func.operand
+            if isinstance(op.func, StaticSeq) and op.func.operand is not None:
+                return op.func.operand
+            if isinstance(op.func, _Mixed):
+                self.call_element(op.func, [], {}, node, "", None)  # the error
+            if isinstance(op.func, (StaticSeq, FuncChoice, Bound)):
+                self.error(node, "a list of functions, a function chosen at run time or a "
+                                 "partial can only be called, looped over, indexed, or "
+                                 "passed to a Python function here",
+                           "astjax inlines functions where they are called",
+                           cls=TransformError)
+            self.error(node, "a lambda or nested function can only be called or passed to "
+                             "another Python function here",
+                       "astjax inlines functions where they are called", cls=TransformError)
+        return op
+
+    # ------------------------------------------------------------------ inlining
+
+    def inline_callable(self, obj, node, hint, target):
+        args, kwargs = self.call_args(node, hint)
+        return self.call_function_ref(("object", obj), args, kwargs, node, hint, target)
+
+    def function_ref(self, node):
+        """What a function-valued expression denotes, for inlining with given operands.
+
+        Returns ("local", LocalFunc) for lambdas and nested defs, ("object", callable)
+        for functions reached through globals, closures or attributes.
+        """
+        if isinstance(node, gast.Lambda):
+            return ("local", LocalFunc(node, self.scope))
+        if isinstance(node, gast.Name):
+            kind, *rest = self.lookup(node.id, node)
+            if kind == "func":
+                if isinstance(rest[0], ObjFunc):
+                    return ("object", rest[0].obj)
+                if isinstance(rest[0], LocalFunc):
+                    return ("local", rest[0])
+                return ("element", rest[0])  # a switch, a partial, a list (an error)
+            if kind == "object" and callable(rest[0]):
+                return ("object", rest[0])
+        elif isinstance(node, (gast.Subscript, gast.IfExp, gast.Call)) and \
+                self._denotes_function(node):
+            el = self._static_element(node, "f")
+            if isinstance(el, _STATIC_FUNCS):
+                return ("element", el)
+        else:
+            obj = self.static_value(node)
+            if obj is not None and callable(obj):
+                return ("object", obj)
+        self.error(node, "expected a function that astjax can inline here (a lambda, a "
+                         "nested def, or a function defined in a file)",
+                   "pass the function itself, not a value computed at run time",
+                   cls=TransformError)
+
+    def call_function_ref(self, ref, args, kwargs, node, hint, target):
+        """Inline (or, for a primitive, emit) a call of ``ref`` on evaluated operands."""
+        kind, value = ref
+        if kind == "element":
+            return self.call_element(value, args, kwargs, node, hint, target)
+        generated = getattr(value, "_astjax_generated", None)
+        if kind == "object" and generated is not None:
+            value = generated()  # a transformed function: inline the code it runs
+        if kind == "local":
+            name = getattr(value.node, "name", "lambda")
+            scope = Scope(value.scope.fsrc, name, parent=value.scope)
+            if id(value.node) in self.inline_stack:
+                self.error(node, f"recursive call to {name} cannot be inlined",
+                           "rewrite the recursion as a loop", cls=TransformError)
+            return self._inline(scope, value.node, args, kwargs, node, hint, target,
+                                code=id(value.node))
+        prim = P.lookup_callable(value)
+        if prim is not None:
+            out = self._out(target, hint, _short(prim.name))
+            self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
+            return Var(out)
+        func, pargs, pkwargs = unwrap_callable(value)
+        if _is_library(func):
+            self.error(node, f"{getattr(func, '__qualname__', func)} cannot be inlined here",
+                       "wrap it in a lambda or a def of your own", cls=TransformError)
+        # keyed on the function object, by identity: code objects compare equal by
+        # contents (wrappers with the same text in two modules), and closures of one
+        # def or partials of one function (a decorator's wrapper around another) share
+        # code while being different functions; real recursion still repeats an object
+        key = value if isinstance(value, functools.partial) else func
+        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or any(
+                c is key for c in self.inline_stack):
+            self.error(node, f"recursive call to {func.__name__} cannot be inlined",
+                       "rewrite the recursion as a loop", cls=TransformError)
+        fsrc = get_function_source(func)
+        pre = [self.object_operand(v, "arg") for v in pargs]
+        pkw = {k: self.object_operand(v, k) for k, v in pkwargs.items()}
+        pkw.update(kwargs)
+        scope = Scope(fsrc, fsrc.name, parent=None)
+        return self._inline(scope, fsrc.node, pre + list(args), pkw, node, hint, target,
+                            code=key)
+
+    def inline_local(self, lf: LocalFunc, node, hint, target):
+        args, kwargs = self.call_args(node, hint)
+        name = getattr(lf.node, "name", "lambda")
+        scope = Scope(lf.scope.fsrc, name, parent=lf.scope)
+        if id(lf.node) in self.inline_stack:
+            self.error(node, f"recursive call to {name} cannot be inlined",
+                       "rewrite the recursion as a loop", cls=TransformError)
+        return self._inline(scope, lf.node, args, kwargs, node, hint, target, code=id(lf.node))
+
+    def _inline(self, scope, fnode, args, kwargs, call_node, hint, target, code):
+        a = fnode.args
+        if a.vararg or a.kwarg:
+            self.error(call_node, f"cannot inline {scope.name}: *args/**kwargs parameters",
+                       "give the function explicit parameters", cls=TransformError)
+        params = _params_of(a)
+        positional = [x.id for x in a.posonlyargs + a.args]
+        if len(args) > len(positional):
+            self.error(call_node, f"{scope.name}() takes {len(positional)} positional "
+                                  f"arguments but {len(args)} were given", cls=TransformError)
+        bound = dict(zip(positional, args))
+        for k, v in kwargs.items():
+            if k not in params or k in bound:
+                self.error(call_node, f"{scope.name}() got an unexpected keyword {k!r}",
+                           cls=TransformError)
+            bound[k] = v
+        defaults = self._defaults_of(scope, fnode)
+        caller_scope, caller_loops, caller_loc = self.scope, self.loops, self.loc
+        scope.local_names = _assigned_names(fnode) | set(params)
+        assigned = _rebound_names(fnode)
+        passed = {a.name for a in list(args) + list(kwargs.values()) if isinstance(a, Var)}
+        if target is not None and target not in passed:
+            result = target
+        else:
+            result = self.tmp(hint or scope.name, "out")
+        # bind parameters: substitute operands for parameters the callee never reassigns
+        for p in params:
+            if p in bound:
+                v = bound[p]
+            elif p in defaults:
+                v = defaults[p]
+            else:
+                self.error(call_node, f"{scope.name}() missing argument {p!r}",
+                           cls=TransformError)
+            if isinstance(v, FuncArg):
+                scope.local_funcs[p] = v.func  # calls of p inline the function passed
+            elif p in assigned:
+                var = self.fresh(p)
+                self.emit(Copy(var, v))
+                scope.rename[p] = Var(var)
+            else:
+                scope.rename[p] = v
+        self._rename_locals(scope, fnode)
+        self.scope, self.loops = scope, []
+        self.inline_stack.append(code)
+        try:
+            self._body(scope, fnode, result)
+        finally:
+            self.inline_stack.pop()
+            self.scope, self.loops, self.loc = caller_scope, caller_loops, caller_loc
+        if target is not None and result != target:
+            self.emit(Copy(target, Var(result)))
+            return Var(target)
+        return Var(result)
+
+    def _defaults_of(self, scope, fnode):
+        out = {}
+        a = fnode.args
+        pos = a.posonlyargs + a.args
+        if scope.parent is None and hasattr(scope.fsrc, "defaults"):
+            for k, v in scope.fsrc.defaults.items():
+                out[k] = self.object_operand(v, k)
+            return out
+        saved = self.scope
+        self.scope = scope.parent or saved
+        try:
+            for p, d in zip(pos[len(pos) - len(a.defaults):], a.defaults):
+                out[p.id] = self.expr(d, p.id)
+            for p, d in zip(a.kwonlyargs, a.kw_defaults):
+                if d is not None:
+                    out[p.id] = self.expr(d, p.id)
+        finally:
+            self.scope = saved
+        return out
