@@ -23,7 +23,7 @@ import types
 import gast
 
 from astjax import primitives as P
-from astjax.core import Copy, Prim, Var
+from astjax.core import Const, Copy, Index, Prim, Var
 from astjax.errors import TransformError
 from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
     _rebound_names, _short
@@ -36,19 +36,111 @@ class Inliner:
     """Normalizer mixin: call arguments, and calls of functions inlined in place."""
 
     def call_args(self, node, hint):
+        """Evaluate a call's arguments; ``*seq`` and ``**d`` spread packs of known size."""
         args = []
         for a in node.args:
             if isinstance(a, gast.Starred):
-                self.error(a, "*args in a call is not supported here",
-                           "pass the arguments one by one")
+                args.extend(self.spread(a.value, hint))
+                continue
             args.append(self.arg_operand(a, hint))
         kwargs = {}
         for kw in node.keywords:
             if kw.arg is None:
-                self.error(node, "**kwargs in a call is not supported here",
-                           "pass keyword arguments explicitly")
+                for k, v in self.spread_keywords(kw.value, hint).items():
+                    if k in kwargs:
+                        self.error(kw.value, f"got multiple values for keyword argument {k!r}",
+                                   cls=TransformError)
+                    kwargs[k] = v
+                continue
             kwargs[kw.arg] = self.arg_operand(kw.value, hint)
         return args, kwargs
+
+    def spread(self, node, hint):
+        """The operands ``*node`` passes: its length must be known at generation time."""
+        if isinstance(node, (gast.Tuple, gast.List)) and not any(
+                isinstance(e, gast.Starred) for e in node.elts):
+            return [self.arg_operand(e, hint) for e in node.elts]
+        el = self._peek(node) if isinstance(node, (gast.Name, gast.Attribute)) else None
+        if el is None and isinstance(node, gast.Subscript) and self._denotes_function(node):
+            el = self._static_element(node, hint)
+        if isinstance(el, StaticSeq) and el.keys is None:
+            return [FuncArg(i) if isinstance(i, _STATIC_FUNCS) else i for i in el.items]
+        if isinstance(node, gast.Name):
+            n = self.known_length(node.id)
+            if n is not None:
+                seq = self.load_name(node.id, node)
+                out = []
+                for k in range(n):
+                    item = self.tmp(node.id, "item")
+                    self.emit(Prim(item, "getitem", [seq, Index((Const(k),))]))
+                    out.append(Var(item))
+                return out
+        value = self.static_value(node)
+        if isinstance(value, (tuple, list)) and len(value) <= 256:
+            return [self.arg_operand_of(v, hint) for v in value]
+        self.error(node, "*args in a call needs a sequence whose length is known when the "
+                         "code is generated",
+                   "spread a tuple written in the function (ps = (a, b); f(*ps)), a "
+                   "*args parameter, or a list/tuple held in a global", cls=TransformError)
+
+    def spread_keywords(self, node, hint):
+        """The keyword operands ``**node`` passes (its keys known at generation time)."""
+        if isinstance(node, gast.Dict) and all(isinstance(k, gast.Constant) and isinstance(
+                k.value, str) for k in node.keys):
+            return {k.value: self.arg_operand(v, k.value) for k, v in zip(node.keys, node.values)}
+        el = self._peek(node) if isinstance(node, (gast.Name, gast.Attribute)) else None
+        if isinstance(el, StaticSeq) and el.keys is not None:
+            return {k: FuncArg(i) if isinstance(i, _STATIC_FUNCS) else i
+                    for k, i in zip(el.keys, el.items)}
+        value = self.static_value(node)
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {k: self.arg_operand_of(v, k) for k, v in value.items()}
+        self.error(node, "**kwargs in a call needs a dict whose keys are known when the "
+                         "code is generated",
+                   "spread a **kwargs parameter or a dict literal with string keys",
+                   cls=TransformError)
+
+    def arg_operand_of(self, value, hint):
+        """A Python object known now, as a call argument (functions stay static)."""
+        el = self._from_object(value, hint)
+        return FuncArg(el) if isinstance(el, _STATIC_FUNCS) else el
+
+    def known_length(self, name):
+        """The length of local ``name`` when every binding of it is a literal of one length.
+
+        A tuple is immutable; a list qualifies only when it is never a method's
+        receiver nor passed whole to a call (nothing can append to it).
+        """
+        scope = self.scope
+        if scope.node is None or name not in scope.local_names or \
+                name in _params_of(scope.node.args):
+            return None
+        body = scope.node.body if isinstance(scope.node.body, list) else [scope.node.body]
+        lengths, stack = set(), list(body)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (gast.FunctionDef, gast.Lambda)):
+                continue
+            if isinstance(n, gast.Assign) and any(
+                    isinstance(t, gast.Name) and t.id == name for t in n.targets):
+                if len(n.targets) != 1 or not isinstance(n.value, (gast.Tuple, gast.List)) or \
+                        any(isinstance(e, gast.Starred) for e in n.value.elts):
+                    return None
+                lengths.add((type(n.value), len(n.value.elts)))
+            elif isinstance(n, gast.Name) and n.id == name and isinstance(
+                    n.ctx, (gast.Store, gast.Del)) and not _assign_target(n, body):
+                return None
+            elif isinstance(n, gast.Attribute) and isinstance(n.value, gast.Name) and \
+                    n.value.id == name:
+                return None
+            elif isinstance(n, gast.Call) and any(
+                    isinstance(a, gast.Name) and a.id == name for a in n.args):
+                return None
+            stack.extend(gast.iter_child_nodes(n))
+        if len(lengths) != 1:
+            return None
+        kind, n = lengths.pop()
+        return n
 
     def arg_operand(self, node, hint):
         """A call argument: an operand, or a FuncArg when it denotes a function."""
@@ -67,6 +159,8 @@ class Inliner:
             return FuncArg(el) if isinstance(el, _STATIC_FUNCS) else el
         if isinstance(node, (gast.Name, gast.Attribute)):
             obj = self.static_value(node)
+            if isinstance(obj, types.ModuleType):   # make_step(np, ...): bound now
+                return FuncArg(ObjFunc(obj, self.object_operand(obj, getattr(node, "id", "m"))))
             if callable(obj) and not isinstance(obj, type) and not isinstance(
                     obj, types.ModuleType):
                 name = getattr(obj, "__name__", "f")
@@ -78,8 +172,10 @@ class Inliner:
         if isinstance(op, FuncArg):
             if isinstance(op.func, ObjFunc):
                 return op.func.operand
-            if isinstance(op.func, StaticSeq) and op.func.operand is not None:
-                return op.func.operand
+            if isinstance(op.func, StaticSeq):
+                packed = self.static_as_value(op.func, "args")
+                if packed is not None:
+                    return packed
             if isinstance(op.func, _Mixed):
                 self.call_element(op.func, [], {}, node, "", None)  # the error
             if isinstance(op.func, (StaticSeq, FuncChoice, Bound)):
@@ -184,23 +280,32 @@ class Inliner:
 
     def _inline(self, scope, fnode, args, kwargs, call_node, hint, target, code):
         a = fnode.args
-        if a.vararg or a.kwarg:
-            self.error(call_node, f"cannot inline {scope.name}: *args/**kwargs parameters",
-                       "give the function explicit parameters", cls=TransformError)
         params = _params_of(a)
         positional = [x.id for x in a.posonlyargs + a.args]
-        if len(args) > len(positional):
+        if len(args) > len(positional) and not a.vararg:
             self.error(call_node, f"{scope.name}() takes {len(positional)} positional "
                                   f"arguments but {len(args)} were given", cls=TransformError)
         bound = dict(zip(positional, args))
+        extra_kw = {}
         for k, v in kwargs.items():
-            if k not in params or k in bound:
+            if k in bound or k not in params and not a.kwarg:
                 self.error(call_node, f"{scope.name}() got an unexpected keyword {k!r}",
                            cls=TransformError)
-            bound[k] = v
+            if k in params:
+                bound[k] = v
+            else:
+                extra_kw[k] = v
+        # *args / **kwargs: packs of known length and keys (static values)
+        if a.vararg:
+            scope.local_funcs[a.vararg.id] = StaticSeq(
+                [_static_item(v) for v in args[len(positional):]])
+        if a.kwarg:
+            scope.local_funcs[a.kwarg.id] = StaticSeq(
+                [_static_item(v) for v in extra_kw.values()], keys=tuple(extra_kw))
         defaults = self._defaults_of(scope, fnode)
         caller_scope, caller_loops, caller_loc = self.scope, self.loops, self.loc
         scope.local_names = _assigned_names(fnode) | set(params)
+        scope.node = fnode
         assigned = _rebound_names(fnode)
         passed = {a.name for a in list(args) + list(kwargs.values()) if isinstance(a, Var)}
         if target is not None and target not in passed:
@@ -243,16 +348,29 @@ class Inliner:
         pos = a.posonlyargs + a.args
         if scope.parent is None and hasattr(scope.fsrc, "defaults"):
             for k, v in scope.fsrc.defaults.items():
-                out[k] = self.object_operand(v, k)
+                out[k] = self.arg_operand_of(v, k)  # def f(x, act=np.tanh, xp=np): static
             return out
         saved = self.scope
         self.scope = scope.parent or saved
         try:
             for p, d in zip(pos[len(pos) - len(a.defaults):], a.defaults):
-                out[p.id] = self.expr(d, p.id)
+                out[p.id] = self.arg_operand(d, p.id)
             for p, d in zip(a.kwonlyargs, a.kw_defaults):
                 if d is not None:
-                    out[p.id] = self.expr(d, p.id)
+                    out[p.id] = self.arg_operand(d, p.id)
         finally:
             self.scope = saved
         return out
+
+
+def _static_item(v):
+    """A call operand as an item of a static pack (a function stays a static value)."""
+    return v.func if isinstance(v, FuncArg) else v
+
+
+def _assign_target(name_node, body):
+    """Whether ``name_node`` is the whole target of a plain ``name = ...`` in ``body``."""
+    for n in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(n, gast.Assign) and len(n.targets) == 1 and n.targets[0] is name_node:
+            return True
+    return False

@@ -204,7 +204,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         fsrc = get_function_source(func)
         node = fsrc.node
         args = node.args
-        scope = Scope(fsrc, fsrc.name)
+        scope = Scope(fsrc, fsrc.name, node=node)
         self.scope = scope
         if args.vararg or args.kwarg:
             self.error(args.vararg or args.kwarg,
@@ -226,7 +226,8 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             # def f(x, act=np.tanh): a function default left unbound is inlined like a
             # function passed in (callers that pass another one key the code on it)
             if p not in scope.local_funcs and p not in pkwargs and \
-                    p not in params[:len(pargs)] and _is_function_value(v):
+                    p not in params[:len(pargs)] and (_is_function_value(v) or
+                                                      isinstance(v, types.ModuleType)):
                 scope.local_funcs[p] = ObjFunc(v, self.object_operand(v, p))
         self._rename_locals(scope, node)
         self.scope = scope
@@ -923,6 +924,13 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
     # ---------------------------------------------------------------- assignment
 
     def assign(self, target, value_node):
+        if isinstance(target, gast.Name) and isinstance(value_node, (gast.Name, gast.Attribute)):
+            module = self.static_value(value_node)
+            if isinstance(module, types.ModuleType):   # xp = np: a module, bound now
+                self.store_name(target.id, target)
+                self.scope.local_funcs[target.id] = ObjFunc(
+                    module, self.object_operand(module, target.id))
+                return
         if isinstance(target, gast.Name) and isinstance(value_node, gast.Lambda):
             self.store_name(target.id, target)
             self.scope.local_funcs[target.id] = LocalFunc(value_node, self.scope)
@@ -1090,6 +1098,9 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             if isinstance(rest[0], StaticSeq) and rest[0].operand is not None:
                 return rest[0].operand  # a global list of functions, used as a value
             if isinstance(rest[0], StaticSeq):
+                packed = self.static_as_value(rest[0], name)
+                if packed is not None:
+                    return packed  # *args, **kwargs used as a value: a tuple, a dict
                 self.error(node, f"{name!r} is a list of functions: it can only be looped "
                                  "over, indexed, or passed to a Python function here",
                            "astjax inlines functions where they are called",
@@ -1123,6 +1134,9 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
                 return None
             if kind == "object":
                 return rest[0]
+            if kind == "func" and isinstance(rest[0], ObjFunc) and isinstance(
+                    rest[0].obj, types.ModuleType):
+                return rest[0].obj   # a module passed in or assigned: xp.sin is np.sin
             return None
         if isinstance(node, gast.Attribute):
             base = self.static_value(node.value)
@@ -1363,6 +1377,19 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
     def expr_Subscript(self, node, hint, target):
         if any(self.static_value(node.value) is b for b in (np.r_, np.c_)):
             return self.index_concat(node, hint, target)
+        base_el = self._peek(node.value) if isinstance(node.value, (gast.Name, gast.Attribute)) \
+            else None
+        held = isinstance(base_el, StaticSeq) and base_el.operand is not None and not \
+            isinstance(node.slice, gast.Constant)   # a global list indexed at run time
+        if not held and self._denotes_function(node):
+            # args[0], kw["scale"], fs[0]: an item of a static pack, picked now
+            el = self._static_element(node, hint)
+            value = self.static_as_value(el, hint)
+            if value is None:
+                self.error(node, "this item is a function: it can only be called or passed "
+                                 "to a function here",
+                           "astjax inlines functions where they are called", cls=TransformError)
+            return value
         base = self.expr(node.value, hint)
         index = self.index(node.slice, base.name if isinstance(base, Var) else hint)
         out = self._out(target, base.name if isinstance(base, Var) else hint, "at")

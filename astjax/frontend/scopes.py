@@ -31,6 +31,7 @@ class Scope:
     ret_target: str | None = None
     ret_flag: str | None = None
     simple_return: bool = True
+    node: object = None                              # its gast FunctionDef/Lambda
 
 
 @dataclass

@@ -118,6 +118,31 @@ _STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, Bound, _Mixed)
 class StaticValues:
     """Normalizer mixin: build, bind, index, iterate and call static values."""
 
+    def static_as_value(self, el, hint):
+        """A static pack of operands (``*args``, ``**kwargs``) as one run-time value.
+
+        Returns None when the pack holds a function (it has no run-time value).
+        """
+        if isinstance(el, ObjFunc):
+            return el.operand
+        if not isinstance(el, StaticSeq):
+            return el if not isinstance(el, _STATIC_FUNCS) else None
+        if el.operand is not None:
+            return el.operand
+        items = []
+        for item in el.items:
+            v = self.static_as_value(item, hint)
+            if v is None or isinstance(item, ObjFunc):
+                return None
+            items.append(v)
+        if el.keys is not None:
+            out = self.tmp(hint, "dict")
+            self.emit(Prim(out, "make_dict", [Const(tuple(el.keys)), tuple(items)]))
+        else:
+            out = self.tmp(hint, "tuple")
+            self.emit(Prim(out, "make_tuple", [tuple(items)]))
+        return Var(out)
+
     # ------------------------------------------------------- functions as values
     #
     # A function, or a container holding functions, is known when code is generated:
