@@ -24,7 +24,7 @@ import gast
 
 from astjax import primitives as P
 from astjax.core import Const, Copy, Index, Prim, Var
-from astjax.errors import TransformError
+from astjax.errors import TransformError, UnsupportedSyntaxError
 from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
     _rebound_names, _short
 from astjax.frontend.source import get_function_source, unwrap_callable
@@ -81,7 +81,8 @@ class Inliner:
         self.error(node, "*args in a call needs a sequence whose length is known when the "
                          "code is generated",
                    "spread a tuple written in the function (ps = (a, b); f(*ps)), a "
-                   "*args parameter, or a list/tuple held in a global", cls=TransformError)
+                   "*args parameter, or a list/tuple held in a global",
+                   cls=UnsupportedSyntaxError)
 
     def spread_keywords(self, node, hint):
         """The keyword operands ``**node`` passes (its keys known at generation time)."""
@@ -92,13 +93,23 @@ class Inliner:
         if isinstance(el, StaticSeq) and el.keys is not None:
             return {k: FuncArg(i) if isinstance(i, _STATIC_FUNCS) else i
                     for k, i in zip(el.keys, el.items)}
+        if isinstance(node, gast.Name):
+            keys = self.known_keys(node.id)
+            if keys is not None:
+                d = self.load_name(node.id, node)
+                out = {}
+                for k in keys:
+                    item = self.tmp(k, "kw")
+                    self.emit(Prim(item, "getitem", [d, Index((Const(k),))]))
+                    out[k] = Var(item)
+                return out
         value = self.static_value(node)
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return {k: self.arg_operand_of(v, k) for k, v in value.items()}
         self.error(node, "**kwargs in a call needs a dict whose keys are known when the "
                          "code is generated",
                    "spread a **kwargs parameter or a dict literal with string keys",
-                   cls=TransformError)
+                   cls=UnsupportedSyntaxError)
 
     def arg_operand_of(self, value, hint):
         """A Python object known now, as a call argument (functions stay static)."""
@@ -106,41 +117,64 @@ class Inliner:
         return FuncArg(el) if isinstance(el, _STATIC_FUNCS) else el
 
     def known_length(self, name):
-        """The length of local ``name`` when every binding of it is a literal of one length.
+        """The length of local ``name`` when every binding of it is a tuple or list
+        literal of one length (see ``known_literal``)."""
+        found = self.known_literal(name, (gast.Tuple, gast.List))
+        return None if found is None else len(found.elts)
 
-        A tuple is immutable; a list qualifies only when it is never a method's
-        receiver nor passed whole to a call (nothing can append to it).
+    def known_keys(self, name):
+        """The keys of local ``name`` when every binding of it is a dict literal with the
+        same constant string keys."""
+        found = self.known_literal(name, (gast.Dict,))
+        return None if found is None else [k.value for k in found.keys]
+
+    def known_literal(self, name, kinds):
+        """One literal binding of ``name`` when all its bindings have the same shape.
+
+        A tuple is immutable; a list or dict qualifies only when it is never a
+        method's receiver, never passed whole to a call and (a dict) never gets an
+        item assigned: nothing can change its length or keys.
         """
         scope = self.scope
         if scope.node is None or name not in scope.local_names or \
                 name in _params_of(scope.node.args):
             return None
         body = scope.node.body if isinstance(scope.node.body, list) else [scope.node.body]
-        lengths, stack = set(), list(body)
+        shapes, stack, first = set(), list(body), None
         while stack:
             n = stack.pop()
             if isinstance(n, (gast.FunctionDef, gast.Lambda)):
                 continue
             if isinstance(n, gast.Assign) and any(
                     isinstance(t, gast.Name) and t.id == name for t in n.targets):
-                if len(n.targets) != 1 or not isinstance(n.value, (gast.Tuple, gast.List)) or \
-                        any(isinstance(e, gast.Starred) for e in n.value.elts):
+                v = n.value
+                if len(n.targets) != 1 or not isinstance(v, kinds):
                     return None
-                lengths.add((type(n.value), len(n.value.elts)))
+                if isinstance(v, gast.Dict):
+                    if not all(isinstance(k, gast.Constant) and isinstance(k.value, str)
+                               for k in v.keys):
+                        return None
+                    shapes.add(tuple(k.value for k in v.keys))
+                else:
+                    if any(isinstance(e, gast.Starred) for e in v.elts):
+                        return None
+                    shapes.add(len(v.elts))
+                first = v
             elif isinstance(n, gast.Name) and n.id == name and isinstance(
                     n.ctx, (gast.Store, gast.Del)) and not _assign_target(n, body):
                 return None
             elif isinstance(n, gast.Attribute) and isinstance(n.value, gast.Name) and \
                     n.value.id == name:
                 return None
+            elif isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and \
+                    isinstance(n.value, gast.Name) and n.value.id == name and \
+                    kinds == (gast.Dict,):
+                return None
             elif isinstance(n, gast.Call) and any(
                     isinstance(a, gast.Name) and a.id == name for a in n.args):
                 return None
             stack.extend(gast.iter_child_nodes(n))
-        if len(lengths) != 1:
-            return None
-        kind, n = lengths.pop()
-        return n
+        return first if len(shapes) == 1 else None
 
     def arg_operand(self, node, hint):
         """A call argument: an operand, or a FuncArg when it denotes a function."""

@@ -13,7 +13,7 @@ def tanh(x):
     return np.tanh(x)
 >>> float(f(0.5)) == float(np.tanh(0.5))
 True
->>> as_python_function(len) is len   # not a NumPy primitive: left alone
+>>> as_python_function(len) is len   # not a NumPy function: left alone
 True
 """
 from __future__ import annotations
@@ -31,10 +31,11 @@ _WRAPPERS: dict = {}
 
 
 def _needs_wrapper(fun) -> bool:
-    prim = P.lookup_callable(fun)
-    if prim is None:
+    if P.lookup_callable(fun) is None:
         return False
-    return not isinstance(fun, types.FunctionType) or _is_library(fun)
+    numpy = isinstance(fun, np.ufunc) or (getattr(fun, "__module__", None) or "").split(
+        ".")[0] == "numpy"
+    return numpy and (not isinstance(fun, types.FunctionType) or _is_library(fun))
 
 
 def as_python_function(fun):
