@@ -199,7 +199,8 @@ class Inliner:
                     obj, types.ModuleType):
                 name = getattr(obj, "__name__", "f")
                 return FuncArg(ObjFunc(obj, self.object_operand(obj, name)))
-        return self.expr(node, hint)
+        op = self.expr(node, hint, static_ok=True)
+        return FuncArg(op) if isinstance(op, _STATIC_FUNCS) else op
 
     def plain(self, op, node):
         """An operand for a primitive or an external call (a function becomes a value)."""
@@ -363,6 +364,7 @@ class Inliner:
                 scope.rename[p] = Var(var)
             else:
                 scope.rename[p] = v
+                scope.substituted.add(p)
         self._rename_locals(scope, fnode)
         self.scope, self.loops = scope, []
         self.inline_stack.append(code)
@@ -371,10 +373,50 @@ class Inliner:
         finally:
             self.inline_stack.pop()
             self.scope, self.loops, self.loc = caller_scope, caller_loops, caller_loc
+        if scope.static_result is not None:
+            return scope.static_result   # a closure or a pack of them: bound by the caller
         if target is not None and result != target:
             self.emit(Copy(target, Var(result)))
             return Var(target)
         return Var(result)
+
+    def return_static(self, value):
+        """``return step`` / ``return init_fun, apply_fun`` in an inlined function.
+
+        A function (or a pack holding one) returned is a static value: it becomes the
+        call's result at generation time, closing over the callee's scope.  Parameters
+        that were substituted by the caller's variables are copied first, so the
+        closure keeps the values of the call even if the caller rebinds them.
+        Returns whether ``value`` was such a value.
+        """
+        scope = self.scope
+        if scope is self.top_scope:
+            return False
+        if isinstance(value, gast.Name):
+            try:
+                kind, el = self.lookup(value.id, value)[:2]
+            except TransformError:
+                return False
+            if kind != "func":
+                return False
+        elif isinstance(value, gast.Lambda) or self._denotes_function(value):
+            el = self._static_element(value, scope.name)
+        else:
+            return False
+        if not isinstance(el, _STATIC_FUNCS):
+            return False
+        if not scope.simple_return:
+            self.error(value, "a function returned early (before the end of the function) "
+                              "is not supported", "return it at the end", cls=TransformError)
+        for p in sorted(scope.substituted):
+            v = scope.rename.get(p)
+            if isinstance(v, Var):
+                pinned = self.fresh(p)
+                self.emit(Copy(pinned, v))
+                scope.rename[p] = Var(pinned)
+        scope.substituted.clear()
+        scope.static_result = el
+        return True
 
     def _defaults_of(self, scope, fnode):
         out = {}

@@ -144,6 +144,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         self.out: list = []
         self.loc: Location | None = None
         self.scope: Scope | None = None
+        self.top_scope: Scope | None = None
         self.loops: list[LoopCtx] = []
         self.inline_stack: list = []
         self.func_uses: list = []   # (scope, name, binding, node): reads of bound functions
@@ -205,7 +206,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         node = fsrc.node
         args = node.args
         scope = Scope(fsrc, fsrc.name, node=node)
-        self.scope = scope
+        self.scope = self.top_scope = scope
         if args.vararg or args.kwarg:
             self.error(args.vararg or args.kwarg,
                        f"{fsrc.name}: *args/**kwargs parameters are not supported",
@@ -305,7 +306,8 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         """Normalize a function body whose return value goes into ``result``."""
         scope.ret_target = result
         if isinstance(node, gast.Lambda):
-            self.expr(node.body, result, target=result)
+            if not self.return_static(node.body):
+                self.expr(node.body, result, target=result)
             return
         stmts = node.body
         if stmts and isinstance(stmts[0], gast.Expr) and isinstance(
@@ -412,6 +414,8 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
     def stmt_Return(self, st):
         scope = self.scope
         if scope.simple_return:
+            if st.value is not None and self.return_static(st.value):
+                return set()   # a closure returned: bound by the caller (inline.py)
             if st.value is None:
                 self.emit(Copy(scope.ret_target, Const(None)))
             else:
@@ -961,7 +965,9 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             return
         if isinstance(target, gast.Name):
             var = self.store_name(target.id, target)
-            self.expr(value_node, var, target=var)
+            el = self.expr(value_node, var, target=var, static_ok=True)
+            if isinstance(el, _STATIC_FUNCS):   # step = make_step(c): a closure, bound now
+                self.scope.local_funcs[target.id] = el
         elif isinstance(target, (gast.Tuple, gast.List)):
             if isinstance(value_node, (gast.Tuple, gast.List)) and len(value_node.elts) == len(
                     target.elts) and any(isinstance(e, gast.Lambda) for e in value_node.elts):
@@ -987,7 +993,10 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
                     self.assign_operand(t, item)
             else:
                 hint = "_".join(t.id for t in target.elts if isinstance(t, gast.Name)) or "value"
-                src = self.expr(value_node, hint)
+                src = self.expr(value_node, hint, static_ok=True)
+                if isinstance(src, _STATIC_FUNCS):   # init_fun, apply_fun = layer(...)
+                    self._bind_static(target, src)
+                    return
                 self.assign_operand(target, src)
         elif isinstance(target, gast.Subscript):
             base = self.subscript_base(target)
@@ -1158,10 +1167,11 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
 
     # -------------------------------------------------------------- expressions
 
-    def expr(self, node, hint, target=None, discard=False):
+    def expr(self, node, hint, target=None, discard=False, static_ok=False):
         """Evaluate an expression; returns an operand (Var or Const).
 
-        With ``target``, the final operation assigns that name directly.
+        With ``target``, the final operation assigns that name directly.  With
+        ``static_ok``, a call returning a function gives that static value instead.
         """
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
@@ -1171,6 +1181,16 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             result = method(node, hint, target, discard=discard)
         else:
             result = method(node, hint, target)
+        if isinstance(result, _STATIC_FUNCS):
+            if static_ok or discard:
+                return result
+            value = self.static_as_value(result, hint)
+            if value is None:
+                self.error(node, "this call returns a function: it can only be called, "
+                                 "assigned to a name or passed to a function here",
+                           "astjax inlines functions where they are called",
+                           cls=TransformError)
+            result = value
         if discard:
             return result
         if target is not None and not (isinstance(result, Var) and result.name == target):
@@ -1685,6 +1705,11 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             obj = self.static_value(func)
             if obj is None and isinstance(func, gast.Call):
                 obj = self.static_transform(func)
+            if obj is None and isinstance(func, gast.Call):
+                el = self.expr(func, hint, static_ok=True)   # make_adder(2)(x)
+                if isinstance(el, _STATIC_FUNCS):
+                    args, kwargs = self.call_args(node, hint)
+                    return self.call_element(el, args, kwargs, node, hint, target)
             if obj is None:
                 self._refuse_run_time_callee(func, None)
         return self.call_object(obj, node, hint, target, discard)

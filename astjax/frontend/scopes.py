@@ -32,6 +32,8 @@ class Scope:
     ret_flag: str | None = None
     simple_return: bool = True
     node: object = None                              # its gast FunctionDef/Lambda
+    static_result: object = None   # a function (or pack) it returns: bound, not emitted
+    substituted: set = field(default_factory=set)    # parameters replaced by operands
 
 
 @dataclass
