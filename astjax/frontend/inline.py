@@ -57,6 +57,19 @@ class Inliner:
 
     def spread(self, node, hint):
         """The operands ``*node`` passes: its length must be known at generation time."""
+        items = self.static_items_of(node, hint)
+        if items is not None:
+            return items
+        self.error(node, "*args in a call needs a sequence whose length is known when the "
+                         "code is generated",
+                   "spread a tuple written in the function (ps = (a, b); f(*ps)), a "
+                   "*args parameter, or a list/tuple held in a global",
+                   cls=UnsupportedSyntaxError)
+
+    def static_items_of(self, node, hint):
+        """The items of a sequence whose length is known now (operands or FuncArgs), or
+        None: a literal, a static pack, a local always bound to literals of one length,
+        a global tuple/list."""
         if isinstance(node, (gast.Tuple, gast.List)) and not any(
                 isinstance(e, gast.Starred) for e in node.elts):
             return [self.arg_operand(e, hint) for e in node.elts]
@@ -78,11 +91,7 @@ class Inliner:
         value = self.static_value(node)
         if isinstance(value, (tuple, list)) and len(value) <= 256:
             return [self.arg_operand_of(v, hint) for v in value]
-        self.error(node, "*args in a call needs a sequence whose length is known when the "
-                         "code is generated",
-                   "spread a tuple written in the function (ps = (a, b); f(*ps)), a "
-                   "*args parameter, or a list/tuple held in a global",
-                   cls=UnsupportedSyntaxError)
+        return None
 
     def spread_keywords(self, node, hint):
         """The keyword operands ``**node`` passes (its keys known at generation time)."""
@@ -257,6 +266,10 @@ class Inliner:
             obj = self.static_value(node)
             if obj is not None and callable(obj):
                 return ("object", obj)
+        if isinstance(node, gast.Call):
+            el = self.expr(node, "f", static_ok=True)   # lax.scan(make_step(c), ...)
+            if isinstance(el, _STATIC_FUNCS):
+                return ("element", el)
         self.error(node, "expected a function that astjax can inline here (a lambda, a "
                          "nested def, or a function defined in a file)",
                    "pass the function itself, not a value computed at run time",
