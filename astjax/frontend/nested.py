@@ -2,18 +2,38 @@ r"""Transformations written inside a transformed function: ``jvp(f, ...)``,
 ``vmap(f)(x)``, ``grad(lambda ...)(x)``, ``jit(g)``.
 
 The transformation is applied at generation time to a Python function and the code
-it runs is inlined.  A lambda or nested def that closes over run-time values of the
-enclosing function is first *lifted*: turned into a real function whose captured
-run-time values are trailing parameters (unbatched, not differentiated), while the
-functions and modules it captures stay bound by name.
+it runs is inlined.  A lambda, nested def or partial that closes over run-time values
+of the enclosing function is first *lifted*: written out as a real function whose
+captured run-time values are trailing parameters (unbatched by ``vmap``, not
+differentiated by ``grad``), while the functions, modules and constants it captures
+are bound by name in its namespace.  Nothing of this is left in the generated code:
+the transformed lifted function is inlined like any other.
+
+>>> import numpy as np
+>>> from astjax import vmap
+>>> from astjax.frontend.normalize import Normalizer
+>>> from astjax.frontend.static_values import LocalFunc
+>>> def gram(xs):
+...     return vmap(lambda a: np.sum(a * xs))(xs)
+>>> norm = Normalizer()
+>>> fn = norm.function(gram)
+>>> lifted = [f for f in norm.lifted]
+>>> print(lifted[0]._astjax_lifted_source, end="")
+def lambda_lifted(a, xs):
+    return np.sum(a * xs)
 """
 from __future__ import annotations
 
+import ast
 import inspect
 
 import gast
 
+from astjax import codegen
+from astjax.core import Const, Var
 from astjax.errors import TransformError
+from astjax.frontend.scopes import Scope, _assigned_names
+from astjax.frontend.static_values import _STATIC_FUNCS, Applied, Bound, LocalFunc, ObjFunc
 
 
 class NestedTransforms:
@@ -77,12 +97,251 @@ class NestedTransforms:
             v = self.static_transform(a) if isinstance(a, gast.Call) else self.static_value(a)
             return missing if v is None else v   # (vmap(grad(f)): nested transformations)
 
-        values = []
-        for a in list(node.args) + [k.value for k in node.keywords]:
+        if not node.args:
+            return None
+        fun, applied = self.transform_argument(node.args[0])
+        if fun is None:
+            return None
+        values = [fun]
+        for a in list(node.args[1:]) + [k.value for k in node.keywords]:
             v = literal(a)
             if v is missing:
                 return None
             values.append(v)
         n = len(node.args)
         kwargs = {k.arg: v for k, v in zip(node.keywords, values[n:])}
-        return callee(*values[:n], **kwargs)
+        args = values[:n]
+        if applied is not None and callee is batch_api.vmap:
+            # the captured values come after the parameters: never batched
+            in_axes = kwargs.pop("in_axes", args[1] if len(args) > 1 else 0)
+            args = args[:1]
+            if isinstance(in_axes, (tuple, list)):
+                in_axes = tuple(in_axes) + (None,) * (len(applied.params) - len(in_axes))
+            else:
+                in_axes = (in_axes,) * len(applied.params)
+            kwargs["in_axes"] = in_axes + (None,) * len(applied.captured)
+        result = callee(*args, **kwargs)
+        if applied is None:
+            return result
+        return Applied(result, applied.params, applied.defaults, applied.captured)
+
+    # ------------------------------------------------------------------ lifting
+
+    def transform_argument(self, node):
+        """The function a transformation written here receives as its first argument.
+
+        Returns (Python function, Applied template or None).  A lambda, nested def or
+        partial is lifted (see the module docstring); a function reached by name is
+        passed as it is.
+        """
+        if isinstance(node, gast.Call):
+            inner = self.static_transform(node)
+            if isinstance(inner, Applied):
+                return inner.func, inner
+            if inner is not None:
+                return inner, None
+        el = None
+        if isinstance(node, gast.Lambda):
+            el = LocalFunc(node, self.scope)
+        elif isinstance(node, gast.Name):
+            kind, *rest = self.lookup(node.id, node)
+            if kind == "func":
+                el = rest[0]
+            elif kind == "object":
+                return rest[0], None
+        elif self._denotes_function(node):
+            el = self._static_element(node, "f")
+        if el is None:
+            obj = self.static_value(node)
+            return (obj, None) if obj is not None and callable(obj) else (None, None)
+        if isinstance(el, ObjFunc):
+            return el.obj, None
+        if not isinstance(el, _STATIC_FUNCS):
+            return None, None
+        fn, params, defaults, captured = self.lift(el, node)
+        return fn, Applied(None, params, defaults, captured)
+
+    def call_applied(self, el, args, kwargs, node, hint, target):
+        """Call a transformed lifted function: the user's arguments by parameter, the
+        defaults filled in, the captured values after them."""
+        if len(args) > len(el.params):
+            self.error(node, f"this function takes {len(el.params)} positional arguments "
+                             f"but {len(args)} were given", cls=TransformError)
+        bound = dict(zip(el.params, args))
+        for k, v in kwargs.items():
+            if k not in el.params or k in bound:
+                self.error(node, f"unexpected keyword argument {k!r}", cls=TransformError)
+            bound[k] = v
+        full = []
+        for p in el.params:
+            if p in bound:
+                full.append(bound[p])
+            elif p in el.defaults:
+                full.append(el.defaults[p])
+            else:
+                self.error(node, f"missing argument {p!r}", cls=TransformError)
+        full = [self.plain(a, node) for a in full]
+        return self.call_function_ref(("object", el.func), full + list(el.captured), {},
+                                      node, hint, target)
+
+    def lift(self, el, node):
+        """(function, parameters, default operands, captured operands) for a static
+        function value, as a real Python function taking its captured run-time values
+        after its parameters."""
+        if isinstance(el, ObjFunc):
+            sig = _signature(el.obj)
+            if sig is None:
+                self.error(node, "cannot read the parameters of this function",
+                           "wrap it in a lambda", cls=TransformError)
+            defaults = {p.name: self.object_operand(p.default, f"{p.name}_default")
+                        for p in sig.parameters.values()
+                        if p.default is not inspect.Parameter.empty}
+            return el.obj, [p for p in sig.parameters], defaults, []
+        if isinstance(el, Bound):
+            return self._lift_partial(el, node)
+        if isinstance(el, LocalFunc):
+            return self._lift_local(el, node)
+        self.error(node, "this function is chosen at run time: a transformation needs the "
+                         "function itself", "apply the transformation to each function "
+                         "and choose among the results", cls=TransformError)
+
+    def _lift_partial(self, el, node):
+        func, params, defaults, captured = self.lift(el.func, node)
+        if len(el.args) > len(params):
+            self.error(node, "partial binds more arguments than the function takes",
+                       cls=TransformError)
+        fixed = dict(zip(params, el.args))
+        for k, v in el.kwargs.items():
+            if k not in params:
+                self.error(node, f"partial binds unknown parameter {k!r}",
+                           cls=TransformError)
+            fixed[k] = v
+        rest = [p for p in params if p not in fixed]
+        namespace = {"_partial_of": func}
+        caps, cap_ops, passed = [], [], []
+        for p in params:
+            if p not in fixed:
+                passed.append(f"{p}={p}")
+                continue
+            v = self.plain(fixed[p], node)
+            if isinstance(v, Const):
+                namespace[f"{p}_fixed"] = v.value
+                passed.append(f"{p}={p}_fixed")
+            else:
+                caps.append(f"{p}_fixed")
+                cap_ops.append(v)
+                passed.append(f"{p}={p}_fixed")
+        inner_caps = [f"captured_{k}" for k in range(len(captured))]
+        sig = ", ".join(rest + caps + inner_caps)
+        call = ", ".join([a for a in (", ".join(passed), ", ".join(inner_caps)) if a])
+        name = f"{getattr(func, '__name__', 'f').strip('<>')}_partial"
+        src = f"def {name}({sig}):\n    return _partial_of({call})\n"
+        fn = self._load_lifted(src, namespace, name, node)
+        return fn, rest, {p: d for p, d in defaults.items() if p in rest}, cap_ops + list(
+            captured)
+
+    def _lift_local(self, el, node):
+        fnode = el.node
+        a = fnode.args
+        if a.vararg or a.kwarg:
+            self.error(node, "a function with *args/**kwargs cannot be transformed here",
+                       "give it explicit parameters", cls=TransformError)
+        params = [x.id for x in a.posonlyargs + a.args + a.kwonlyargs]
+        local = _assigned_names(fnode) | set(params)
+        namespace, caps, cap_ops, wrappers = {}, [], [], []
+        saved = self.scope
+        self.scope = el.scope
+        try:
+            defaults = self._defaults_of(Scope(el.scope.fsrc, "lifted", parent=el.scope),
+                                         fnode)
+            for name in _free_names(fnode):
+                if name in local:
+                    continue
+                try:
+                    kind, *rest = self.lookup(name, fnode)
+                except TransformError:
+                    continue   # (a name local to a nested lambda)
+                if kind == "object":
+                    namespace[name] = rest[0]
+                elif kind == "local":
+                    op = rest[0]
+                    if isinstance(op, Const):
+                        namespace[name] = op.value
+                    elif isinstance(op, Var):
+                        caps.append(name)
+                        cap_ops.append(op)
+                    else:
+                        self.error(node, f"cannot capture {name!r} here", cls=TransformError)
+                elif isinstance(rest[0], ObjFunc):
+                    namespace[name] = rest[0].obj
+                else:
+                    fn, sub_params, sub_defaults, sub_caps = self.lift(rest[0], node)
+                    if not sub_caps and not sub_defaults:
+                        namespace[name] = fn
+                        continue
+                    # a local function closing over run-time values: a def in the lifted
+                    # body forwards to its own lifted form with those values
+                    inner = f"{name}_lifted"
+                    namespace[inner] = fn
+                    extra = []
+                    for k, op in enumerate(sub_caps):
+                        cap = f"{name}_captured_{k}"
+                        caps.append(cap)
+                        cap_ops.append(op)
+                        extra.append(cap)
+                    for p, d in sub_defaults.items():
+                        if not isinstance(d, Const):
+                            self.error(node, f"{name}: a default computed at run time "
+                                             "cannot be captured here", cls=TransformError)
+                        namespace[f"{name}_default_{p}"] = d.value
+                    sig = ", ".join(p + (f"={name}_default_{p}" if p in sub_defaults else "")
+                                    for p in sub_params)
+                    wrappers.append(f"def {name}({sig}):\n    return {inner}("
+                                    + ", ".join(sub_params + extra) + ")")
+        finally:
+            self.scope = saved
+        tree = gast.gast_to_ast(_copy(fnode))
+        base = getattr(fnode, "name", "lambda")
+        name = f"{base}_lifted"
+        if isinstance(tree, ast.Lambda):
+            body = [ast.Return(tree.body)]
+        else:
+            body = tree.body
+        fd = ast.FunctionDef(
+            name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params + caps],
+                                          kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=[ast.parse(w).body[0] for w in wrappers] + body, decorator_list=[],
+            returns=None, type_params=[])
+        src = ast.unparse(ast.fix_missing_locations(ast.Module([fd], []))) + "\n"
+        fn = self._load_lifted(src, namespace, name, fnode)
+        return fn, params, defaults, cap_ops
+
+    def _load_lifted(self, src, namespace, name, node):
+        """Compile a lifted function; errors in it point at the user's ``node``."""
+        loc = self.location(node)
+        codegen.load_source(src, namespace, f"lifted {name}", [loc] * (src.count("\n") + 1))
+        fn = namespace[name]
+        fn._astjax_lifted_source = src
+        self.__dict__.setdefault("lifted", []).append(fn)
+        return fn
+
+
+def _signature(obj):
+    try:
+        return inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+
+
+def _free_names(fnode):
+    """Names read in a function (nested lambdas included), in order of appearance."""
+    seen = []
+    for n in gast.walk(fnode):
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in seen:
+            seen.append(n.id)
+    return seen
+
+
+def _copy(node):
+    import copy
+    return copy.deepcopy(node)

@@ -50,7 +50,7 @@ from astjax.frontend.scopes import (LoopCtx, Scope, _assigned_names, _is_library
                                     _ordered_names, _params_of, _rebound_names, _short)
 from astjax.frontend.source import get_function_source, unwrap_callable
 from astjax.frontend.static_values import (_STATIC_FUNCS, Bound, FuncArg,  # noqa: F401
-                                           FuncChoice, LocalFunc, ObjFunc, StaticSeq,
+                                           FuncChoice, LocalFunc, ObjFunc, StaticSeq, Applied,
                                            StaticValues, _is_function_value, _Lazy, _Mixed)
 
 import astjax.core_prims  # noqa: F401  (registers the core primitives)
@@ -1705,6 +1705,9 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             obj = self.static_value(func)
             if obj is None and isinstance(func, gast.Call):
                 obj = self.static_transform(func)
+                if isinstance(obj, Applied):   # vmap(lambda a: ... xs ...)(xs)
+                    args, kwargs = self.call_args(node, hint)
+                    return self.call_element(obj, args, kwargs, node, hint, target)
             if obj is None and isinstance(func, gast.Call):
                 el = self.expr(func, hint, static_ok=True)   # make_adder(2)(x)
                 if isinstance(el, _STATIC_FUNCS):

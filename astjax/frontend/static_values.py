@@ -112,7 +112,21 @@ class _Mixed:
     name: str
 
 
-_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, Bound, _Mixed)
+@dataclass
+class Applied:
+    """A transformation of a lifted function: ``vmap(lambda a: ... xs ...)``.
+
+    ``func`` is the transformed Python function; a call binds the user's arguments to
+    ``params`` (filling ``defaults``, operands) and passes ``captured`` after them.
+    """
+
+    func: object
+    params: list
+    defaults: dict
+    captured: list
+
+
+_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, Bound, _Mixed, Applied)
 
 
 class StaticValues:
@@ -218,10 +232,16 @@ class StaticValues:
         if isinstance(node, gast.IfExp):
             return self._denotes_function(node.body) and self._denotes_function(node.orelse)
         if isinstance(node, gast.Call):
-            if self._is_partial(node):
+            if self._is_partial(node) or self._is_transform(node):
                 return True
             return self._peek(node) is not None
         return False
+
+    def _is_transform(self, node):
+        """``vmap(f, ...)``, ``grad(f)``, ``jit(f)`` written here: a function value."""
+        from astjax import api, batch_api, jit_api
+        return isinstance(node, gast.Call) and self.static_value(node.func) in \
+            api.STATIC_TRANSFORMS + (batch_api.vmap, jit_api.jit)
 
     def _is_partial(self, node):
         """``functools.partial(f, ...)`` of a function astjax can inline."""
@@ -260,6 +280,11 @@ class StaticValues:
             args = [self.arg_operand(a, hint) for a in node.args[1:]]
             kwargs = {k.arg: self.arg_operand(k.value, k.arg) for k in node.keywords}
             return Bound(func, args, kwargs)
+        if isinstance(node, gast.Call) and self._is_transform(node):
+            made = self.static_transform(node)
+            if made is not None:
+                return made if isinstance(made, Applied) else ObjFunc(
+                    made, self.object_operand(made, hint))
         if isinstance(node, gast.Call):
             el = self._peek(node)
             if el is not None:
@@ -378,6 +403,8 @@ class StaticValues:
         if isinstance(el, Bound):
             return self.call_element(el.func, list(el.args) + list(args),
                                      {**el.kwargs, **kwargs}, node, hint, target)
+        if isinstance(el, Applied):
+            return self.call_applied(el, args, kwargs, node, hint, target)
         if isinstance(el, _Mixed):
             self.error(node, f"{el.name!r} holds a function on some paths through the code "
                              "before this call and not on others",
