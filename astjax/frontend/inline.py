@@ -149,7 +149,7 @@ class Inliner:
                 name in _params_of(scope.node.args):
             return None
         body = scope.node.body if isinstance(scope.node.body, list) else [scope.node.body]
-        shapes, stack, first = set(), list(body), None
+        shapes, stack, first, mutated = set(), list(body), None, False
         while stack:
             n = stack.pop()
             if isinstance(n, (gast.FunctionDef, gast.Lambda)):
@@ -174,16 +174,18 @@ class Inliner:
                 return None
             elif isinstance(n, gast.Attribute) and isinstance(n.value, gast.Name) and \
                     n.value.id == name:
-                return None
+                mutated = True   # (a method of a list or dict may change it)
             elif isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and \
                     isinstance(n.value, gast.Name) and n.value.id == name and \
                     kinds == (gast.Dict,):
-                return None
+                mutated = True
             elif isinstance(n, gast.Call) and any(
                     isinstance(a, gast.Name) and a.id == name for a in n.args):
-                return None
+                mutated = True
             stack.extend(gast.iter_child_nodes(n))
-        return first if len(shapes) == 1 else None
+        if len(shapes) != 1 or mutated and not isinstance(first, gast.Tuple):
+            return None
+        return first
 
     def arg_operand(self, node, hint):
         """A call argument: an operand, or a FuncArg when it denotes a function."""

@@ -32,6 +32,7 @@ import gast
 from astjax import codegen
 from astjax.core import Const, Var
 from astjax.errors import TransformError
+from astjax.frontend.numpy_functions import as_python_function
 from astjax.frontend.scopes import Scope, _assigned_names
 from astjax.frontend.static_values import _STATIC_FUNCS, Applied, Bound, LocalFunc, ObjFunc
 
@@ -42,16 +43,38 @@ class NestedTransforms:
     def inline_jvp(self, node, hint, target):
         """``jvp(f, (x, ...), (t, ...))`` inside transformed code: inline f's jvp code."""
         from astjax import forward_api
-        if len(node.args) != 3 or node.keywords or not all(
-                isinstance(a, (gast.Tuple, gast.List)) for a in node.args[1:]):
+        if len(node.args) != 3 or node.keywords:
             self.error(node, "jvp inside a transformed function needs the form "
-                             "jvp(f, (x, ...), (t, ...))", cls=TransformError)
-        fun = self.static_value(node.args[0])
-        if fun is None or not callable(fun):
-            self.error(node.args[0], "jvp needs a function defined in a file here",
-                       "pass a module-level function, not a lambda", cls=TransformError)
-        primals = [self.plain(self.arg_operand(e, hint), node) for e in node.args[1].elts]
-        tangents = [self.plain(self.arg_operand(e, hint), node) for e in node.args[2].elts]
+                             "jvp(f, primals, tangents)", cls=TransformError)
+        fun, applied = self.transform_argument(node.args[0])
+        if fun is None:
+            self.error(node.args[0], "jvp needs a function here",
+                       "pass a function, a lambda or a nested def", cls=TransformError)
+        packs = [self.static_items_of(a, hint) for a in node.args[1:]]
+        if any(p is None for p in packs):
+            self.error(node, "jvp: the primals and tangents must be tuples whose length is "
+                             "known when the code is generated",
+                       "write them as tuples, (x,) and (t,), or assign tuples to a name",
+                       cls=TransformError)
+        primals = [self.plain(p, node) for p in packs[0]]
+        tangents = [self.plain(t, node) for t in packs[1]]
+        if applied is not None:
+            # a lifted function: its defaults and captured values follow the primals,
+            # with zero tangents
+            if len(primals) > len(applied.params):
+                self.error(node, "jvp: more primals than the function takes",
+                           cls=TransformError)
+            if len(primals) != len(tangents):
+                self.error(node, "jvp: as many tangents as primals are needed",
+                           cls=TransformError)
+            for p in applied.params[len(primals):]:
+                if p not in applied.defaults:
+                    self.error(node, f"jvp: missing argument {p!r}", cls=TransformError)
+            rest = [self.plain(applied.defaults[p], node)
+                    for p in applied.params[len(primals):]] + list(applied.captured)
+            generated = forward_api.jvp_function(fun, range(len(primals)), ())
+            return self.call_function_ref(("object", generated), primals + rest + tangents,
+                                          {}, node, hint, target)
         if len(primals) != len(tangents):
             self.error(node, "jvp: as many tangents as primals are needed", cls=TransformError)
         generated = forward_api.jvp_function(fun, range(len(primals)), ())
@@ -128,6 +151,10 @@ class NestedTransforms:
     # ------------------------------------------------------------------ lifting
 
     def transform_argument(self, node):
+        fun, applied = self._transform_argument(node)
+        return as_python_function(fun) if fun is not None else None, applied
+
+    def _transform_argument(self, node):
         """The function a transformation written here receives as its first argument.
 
         Returns (Python function, Applied template or None).  A lambda, nested def or
