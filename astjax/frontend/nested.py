@@ -12,15 +12,29 @@ the transformed lifted function is inlined like any other.
 >>> import numpy as np
 >>> from astjax import vmap
 >>> from astjax.frontend.normalize import Normalizer
->>> from astjax.frontend.static_values import LocalFunc
+>>> from astjax.codegen import print_function
 >>> def gram(xs):
 ...     return vmap(lambda a: np.sum(a * xs))(xs)
 >>> norm = Normalizer()
 >>> fn = norm.function(gram)
 >>> lifted = [f for f in norm.lifted]
 >>> print(lifted[0]._astjax_lifted_source, end="")
-def lambda_lifted(a, xs):
+def anonymous(a, xs):
     return np.sum(a * xs)
+>>> src = print_function(fn)
+>>> print("\n".join(line for line in src.splitlines() if "#" not in line))
+def gram(xs):
+    n_tuple = (xs,)
+    n = rb.leaf_axis_size(n_tuple, 0)
+    outs = []
+    for i in range(0, n):
+        outs_tree_index = rt.tree_index(xs, i)
+        outs_out_mul = outs_tree_index * xs
+        outs_out = np.sum(outs_out_mul)
+        outs = rt.append(outs, outs_out)
+    stacked = rt.tree_stack(outs, False)
+    gram = stacked
+    return gram
 """
 from __future__ import annotations
 
@@ -151,6 +165,8 @@ class NestedTransforms:
     # ------------------------------------------------------------------ lifting
 
     def transform_argument(self, node):
+        """(function, Applied template or None) for a transformation's first argument
+        (a NumPy function becomes a generated function calling it)."""
         fun, applied = self._transform_argument(node)
         return as_python_function(fun) if fun is not None else None, applied
 
@@ -186,7 +202,7 @@ class NestedTransforms:
         if not isinstance(el, _STATIC_FUNCS):
             return None, None
         fn, params, defaults, captured = self.lift(el, node)
-        return fn, Applied(None, params, defaults, captured)
+        return fn, Applied(None, params, defaults, [op for _, op in captured])
 
     def call_applied(self, el, args, kwargs, node, hint, target):
         """Call a transformed lifted function: the user's arguments by parameter, the
@@ -212,9 +228,9 @@ class NestedTransforms:
                                       node, hint, target)
 
     def lift(self, el, node):
-        """(function, parameters, default operands, captured operands) for a static
-        function value, as a real Python function taking its captured run-time values
-        after its parameters."""
+        """(function, parameters, default operands, captured (name, operand) pairs)
+        for a static function value, as a real Python function taking its captured
+        run-time values after its parameters."""
         if isinstance(el, ObjFunc):
             sig = _signature(el.obj)
             if sig is None:
@@ -245,7 +261,7 @@ class NestedTransforms:
             fixed[k] = v
         rest = [p for p in params if p not in fixed]
         namespace = {"_partial_of": func}
-        caps, cap_ops, passed = [], [], []
+        caps, passed = [], []
         for p in params:
             if p not in fixed:
                 passed.append(f"{p}={p}")
@@ -255,17 +271,16 @@ class NestedTransforms:
                 namespace[f"{p}_fixed"] = v.value
                 passed.append(f"{p}={p}_fixed")
             else:
-                caps.append(f"{p}_fixed")
-                cap_ops.append(v)
-                passed.append(f"{p}={p}_fixed")
-        inner_caps = [f"captured_{k}" for k in range(len(captured))]
-        sig = ", ".join(rest + caps + inner_caps)
-        call = ", ".join([a for a in (", ".join(passed), ", ".join(inner_caps)) if a])
-        name = f"{getattr(func, '__name__', 'f').strip('<>')}_partial"
+                caps.append((p, v))
+                passed.append(f"{p}={p}")
+        caps = _merge_captured(caps, captured, set(rest))
+        inner = [n for n, _ in caps if n not in fixed]
+        sig = ", ".join(rest + [n for n, _ in caps])
+        call = ", ".join(passed + inner)
+        name = _fresh_name(getattr(func, "__name__", "f").strip("<>"), namespace)
         src = f"def {name}({sig}):\n    return _partial_of({call})\n"
         fn = self._load_lifted(src, namespace, name, node)
-        return fn, rest, {p: d for p, d in defaults.items() if p in rest}, cap_ops + list(
-            captured)
+        return fn, rest, {p: d for p, d in defaults.items() if p in rest}, caps
 
     def _lift_local(self, el, node):
         fnode = el.node
@@ -275,7 +290,7 @@ class NestedTransforms:
                        "give it explicit parameters", cls=TransformError)
         params = [x.id for x in a.posonlyargs + a.args + a.kwonlyargs]
         local = _assigned_names(fnode) | set(params)
-        namespace, caps, cap_ops, wrappers = {}, [], [], []
+        namespace, caps, wrappers = {}, [], []
         saved = self.scope
         self.scope = el.scope
         try:
@@ -295,8 +310,7 @@ class NestedTransforms:
                     if isinstance(op, Const):
                         namespace[name] = op.value
                     elif isinstance(op, Var):
-                        caps.append(name)
-                        cap_ops.append(op)
+                        caps = _merge_captured(caps, [(name, op)], local)
                     else:
                         self.error(node, f"cannot capture {name!r} here", cls=TransformError)
                 elif isinstance(rest[0], ObjFunc):
@@ -308,14 +322,14 @@ class NestedTransforms:
                         continue
                     # a local function closing over run-time values: a def in the lifted
                     # body forwards to its own lifted form with those values
-                    inner = f"{name}_lifted"
+                    inner = _fresh_name(f"{name}_", namespace)
                     namespace[inner] = fn
-                    extra = []
-                    for k, op in enumerate(sub_caps):
-                        cap = f"{name}_captured_{k}"
-                        caps.append(cap)
-                        cap_ops.append(op)
-                        extra.append(cap)
+                    caps = _merge_captured(caps, sub_caps, local)
+                    extra = [_find_captured(caps, op) for _, op in sub_caps]
+                    if set(extra) & set(sub_params):
+                        self.error(node, f"{name}: a captured variable has the name of one "
+                                         "of its parameters", "rename one of them",
+                                   cls=TransformError)
                     for p, d in sub_defaults.items():
                         if not isinstance(d, Const):
                             self.error(node, f"{name}: a default computed at run time "
@@ -328,29 +342,55 @@ class NestedTransforms:
         finally:
             self.scope = saved
         tree = gast.gast_to_ast(_copy(fnode))
-        base = getattr(fnode, "name", "lambda")
-        name = f"{base}_lifted"
+        name = _fresh_name(getattr(fnode, "name", "anonymous"), namespace)
         if isinstance(tree, ast.Lambda):
             body = [ast.Return(tree.body)]
         else:
             body = tree.body
         fd = ast.FunctionDef(
-            name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params + caps],
+            name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params + [
+                n for n, _ in caps]],
                                           kwonlyargs=[], kw_defaults=[], defaults=[]),
             body=[ast.parse(w).body[0] for w in wrappers] + body, decorator_list=[],
             returns=None, type_params=[])
         src = ast.unparse(ast.fix_missing_locations(ast.Module([fd], []))) + "\n"
         fn = self._load_lifted(src, namespace, name, fnode)
-        return fn, params, defaults, cap_ops
+        return fn, params, defaults, caps
 
     def _load_lifted(self, src, namespace, name, node):
         """Compile a lifted function; errors in it point at the user's ``node``."""
         loc = self.location(node)
         codegen.load_source(src, namespace, f"lifted {name}", [loc] * (src.count("\n") + 1))
         fn = namespace[name]
+        if name.startswith("anonymous"):
+            fn.__name__ = fn.__qualname__ = "<lambda>"   # named like the user's lambda
         fn._astjax_lifted_source = src
         self.__dict__.setdefault("lifted", []).append(fn)
         return fn
+
+
+def _fresh_name(base, taken):
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def _merge_captured(caps, more, reserved):
+    """Captured (name, operand) pairs plus ``more``: one parameter per operand, named
+    after the user's variable (renamed apart only on a clash)."""
+    caps = list(caps)
+    for name, op in more:
+        if any(o == op for _, o in caps):
+            continue
+        taken = {n for n, _ in caps} | set(reserved)
+        caps.append((_fresh_name(name, taken), op))
+    return caps
+
+
+def _find_captured(caps, op):
+    return next(n for n, o in caps if o == op)
 
 
 def _signature(obj):

@@ -1054,6 +1054,10 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
                 self.scope.local_names:
             self.error(target, "in-place updates are supported on local variables only",
                        "copy the value into a local first (y = x.copy(); y[i] = v)")
+        if isinstance(self._peek(target.value), StaticSeq):
+            self.error(target, "a *args/**kwargs pack or a list of functions cannot be "
+                               "updated in place", "build a new tuple or dict instead",
+                       cls=TransformError)
         op = self.load_name(target.value.id, target.value)
         if not isinstance(op, Var):
             self.error(target, "cannot update a constant in place")
@@ -1824,6 +1828,9 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
 
     def method_call(self, node, func, hint, target, discard):
         name = func.attr
+        packed = self.pack_method(node, func, hint, target)   # kwargs.get/pop
+        if packed is not None:
+            return packed
         handled = self._container_method(node, func, hint, target)
         if handled is not None:
             return handled

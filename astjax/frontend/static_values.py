@@ -17,7 +17,16 @@ calls inline the function, and a choice made by a run-time value (``fs[i]``,
 ...     for g in fs:
 ...         total = total + g(x)
 ...     return total
->>> print(print_function(Normalizer().function(f)).strip())
+>>> src = print_function(Normalizer().function(f))
+>>> print("\n".join(line for line in src.splitlines() if "#" not in line))
+def f(x):
+    total = 0.0
+    total_sin = np.sin(x)
+    total = total + total_sin
+    total_out = x * x
+    total = total + total_out
+    f = total
+    return f
 """
 from __future__ import annotations
 
@@ -129,6 +138,10 @@ class Applied:
 _STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, Bound, _Mixed, Applied)
 
 
+_MUTATING = {"append", "extend", "insert", "remove", "clear", "update", "setdefault",
+             "popitem", "pop", "sort", "reverse"}
+
+
 class StaticValues:
     """Normalizer mixin: build, bind, index, iterate and call static values."""
 
@@ -182,7 +195,7 @@ class StaticValues:
 
     def _from_object(self, obj, hint, ref=None):
         """A Python object as a static element: functions and containers of them."""
-        if self._is_function_object(obj):
+        if self._is_function_object(obj) or isinstance(obj, types.ModuleType):
             return ObjFunc(obj, self.object_operand(obj, getattr(obj, "__name__", hint), ref))
         if self._holds_functions(obj):
             if isinstance(obj, dict):
@@ -236,6 +249,53 @@ class StaticValues:
                 return True
             return self._peek(node) is not None
         return False
+
+    def pack_method(self, node, func, hint, target):
+        """A method of a ``*args``/``**kwargs`` pack, or None when ``func`` is not one.
+
+        ``kwargs.get(k, d)`` and ``kwargs.pop(k, d)`` with a constant key are resolved
+        now (``pop`` rebinds the name to the pack without ``k``); any other method
+        that would change the pack is refused: it would change a copy, silently.
+        """
+        if not isinstance(func.value, gast.Name):
+            return None
+        try:
+            kind, *rest = self.lookup(func.value.id, func.value)
+        except TransformError:
+            return None
+        pack = rest[0] if kind == "func" else None
+        if not isinstance(pack, StaticSeq) or pack.operand is not None:
+            return None
+        name = func.attr
+        if name in ("get", "pop") and pack.keys is not None:
+            if not node.args or not isinstance(node.args[0], gast.Constant) or \
+                    len(node.args) > 2 or node.keywords:
+                self.error(node, f"{func.value.id}.{name}() needs a constant key here",
+                           "write the key as a string", cls=TransformError)
+            key = node.args[0].value
+            if key in pack.keys:
+                found = pack.items[pack.keys.index(key)]
+            elif len(node.args) == 2:
+                found = self.arg_operand(node.args[1], hint)
+                found = found.func if isinstance(found, FuncArg) else found
+            elif name == "pop":
+                self.error(node, f"{func.value.id} has no key {key!r}", cls=TransformError)
+            else:
+                found = Const(None)
+            if name == "pop" and key in pack.keys:
+                if func.value.id not in self.scope.local_funcs:
+                    self.error(node, f"{func.value.id}.pop() changes a pack of an enclosing "
+                                     "function", "copy it first: kw = dict(kwargs)",
+                               cls=TransformError)
+                k = pack.keys.index(key)
+                self.scope.local_funcs[func.value.id] = StaticSeq(
+                    pack.items[:k] + pack.items[k + 1:], keys=pack.keys[:k] + pack.keys[k + 1:])
+            return found
+        if name in _MUTATING:
+            self.error(node, f"{func.value.id}.{name}() would change the *args/**kwargs pack "
+                             "in place, which is not supported",
+                       "build a new tuple or dict instead", cls=TransformError)
+        return None
 
     def _is_transform(self, node):
         """``vmap(f, ...)``, ``grad(f)``, ``jit(f)`` written here: a function value."""
@@ -316,7 +376,7 @@ class StaticValues:
         n = len(seq.items)
         if isinstance(index, SliceAtom):
             bounds = [b.value if isinstance(b, Const) else b for b in
-                      (index.start, index.stop, index.step)]
+                      (index.lower, index.upper, index.step)]
             if seq.keys is None and all(b is None or isinstance(b, int) for b in bounds):
                 return StaticSeq(seq.items[slice(*bounds)])
             self.error(node, "a list of functions can be sliced with constant bounds only",
