@@ -183,7 +183,8 @@ def test_no_source_raises_source_error_with_hint(label, call):
     assert isinstance(info.value, astjax.SourceError), type(info.value)
     message = str(info.value)
     assert "hint:" in message, message
-    name = {"np.spacing": "spacing", "len": "len", "math.sin": "sin", "exec-lambda": "lambda"}[label]
+    name = {"np.spacing": "spacing", "len": "len", "math.sin": "sin",
+            "exec-lambda": "lambda"}[label]
     assert name in message, message
 
 

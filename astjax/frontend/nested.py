@@ -44,11 +44,12 @@ import inspect
 import gast
 
 from astjax import codegen
-from astjax.core import Const, Var
+from astjax.core import Const, Copy, Index, Prim, Var
 from astjax.errors import TransformError
 from astjax.frontend.numpy_functions import as_python_function
 from astjax.frontend.scopes import Scope, _assigned_names
-from astjax.frontend.static_values import _STATIC_FUNCS, Applied, Bound, LocalFunc, ObjFunc
+from astjax.frontend.static_values import (_STATIC_FUNCS, Applied, Bound, LocalFunc,
+                                           ObjFunc, StaticSeq)
 
 
 class NestedTransforms:
@@ -367,6 +368,84 @@ class NestedTransforms:
         fn._astjax_lifted_source = src
         self.__dict__.setdefault("lifted", []).append(fn)
         return fn
+
+    # ------------------------------------------------- vjp / linearize written here
+
+    def _primal_values(self, node, what):
+        """(function, primal operands with defaults and captured values, count given)."""
+        if len(node.args) < 2 or node.keywords:
+            self.error(node, f"{what} inside a transformed function needs the form "
+                             f"{what}(f, x, ...) (has_aux is not supported here)",
+                       cls=TransformError)
+        fun, applied = self.transform_argument(node.args[0])
+        if fun is None:
+            self.error(node.args[0], f"{what} needs a function here",
+                       "pass a function, a lambda or a nested def", cls=TransformError)
+        args = []
+        for a in node.args[1:]:
+            if isinstance(a, gast.Starred):
+                args.extend(self.spread(a.value, "primal"))
+            else:
+                args.append(self.arg_operand(a, "primal"))
+        primals = [self._pinned_copy(self.plain(a, node)) for a in args]
+        if applied is not None:
+            rest = [self.plain(applied.defaults[p], node) if p in applied.defaults else None
+                    for p in applied.params[len(primals):]]
+            if any(r is None for r in rest) or len(primals) > len(applied.params):
+                self.error(node, f"{what}: the primals do not match the function's "
+                                 "parameters", cls=TransformError)
+            return fun, primals + rest + list(applied.captured), len(primals)
+        from astjax.api import signature_of
+        sig = signature_of(fun)
+        for name in sig.names[len(primals):]:
+            default = sig.signature.parameters[name].default
+            if default is inspect.Parameter.empty:
+                self.error(node, f"{what}: {sig.fname}() missing argument {name!r}",
+                           cls=TransformError)
+            primals.append(self.object_operand(default, f"{name}_default"))
+        return fun, primals, len(args)
+
+    def _pinned_copy(self, op):
+        """A user's variable copied, so a function built on it keeps today's value."""
+        if isinstance(op, Var) and self._is_user_variable(op.name):
+            pin = self.fresh(op.name)
+            self.emit(Copy(pin, op))
+            return Var(pin)
+        return op
+
+    def inline_vjp(self, node, hint, target):
+        """``out, pull = vjp(f, x, ...)`` here: the forward sweep runs now, ``pull`` is a
+        function value (the backward sweep bound to the residuals), inlined where it
+        is called or transformed (``vmap(pull)(cts)``)."""
+        from astjax.api import _get_reverse
+        fun, values, n = self._primal_values(node, "vjp")
+        gen = _get_reverse(fun, "vjp", tuple(range(n)), False)[0]
+        gen.refresh()
+        both = self.call_function_ref(("object", gen.functions["fwd"]), values, {}, node,
+                                      f"{hint or 'vjp'}_fwd", None)
+        out = self.tmp(hint, "out")
+        residuals = self.tmp(hint, "residuals")
+        self.emit(Prim(out, "getitem", [both, Index((Const(0),))]))
+        self.emit(Prim(residuals, "getitem", [both, Index((Const(1),))]))
+        bwd = gen.functions["bwd"]
+        pull = Bound(ObjFunc(bwd, self.object_operand(bwd, "pullback")), [Var(residuals)], {})
+        return StaticSeq([Var(out), pull])
+
+    def inline_linearize(self, node, hint, target):
+        """``out, f_jvp = linearize(f, x, ...)`` here: ``out`` computed now, ``f_jvp`` a
+        function value (the jvp at the primals, keeping its tangent output)."""
+        from astjax import forward_api
+        fun, values, n = self._primal_values(node, "linearize")
+        jvp_f = forward_api.jvp_function(fun, range(n), ())
+        tangents = [f"t{k}" for k in range(n)]
+        primals = [f"p{k}" for k in range(len(values))]
+        src = (f"def linearized({', '.join(primals + tangents)}):\n"
+               f"    return jvp_at({', '.join(primals + tangents)})[1]\n")
+        fn = self._load_lifted(src, {"jvp_at": jvp_f}, "linearized", node)
+        out = self.call_function_ref(("object", fun), list(values), {}, node,
+                                     hint or "out", None)
+        return StaticSeq([out, Bound(ObjFunc(fn, self.object_operand(fn, "f_jvp")),
+                                     list(values), {})])
 
 
 def _fresh_name(base, taken):

@@ -1742,6 +1742,10 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         from astjax import forward_api
         if obj is forward_api.jvp:
             return self.inline_jvp(node, hint, target)
+        from astjax import api
+        if obj is api.vjp or obj is forward_api.linearize:   # out, pull = vjp(f, x)
+            return (self.inline_vjp if obj is api.vjp else self.inline_linearize)(
+                node, hint, target)
         if obj is range:
             args, _ = self.call_args(node, hint)
             args = [self.plain(a, node) for a in args]
