@@ -60,7 +60,9 @@ def gram_local_kernel(x):
 
 def switch_lambdas(x):
     branches = [lambda y: np.sin(y), lambda y: y * y, lambda y: np.cos(y) * 2.0]
-    return np.sum(lax.switch(1, branches, x)) + np.sum(lax.switch(x.shape[0] % 3, branches, x))
+    chosen = np.argmax(x) % 3          # a run-time index (batched under vmap)
+    return (np.sum(lax.switch(1, branches, x)) + np.sum(lax.switch(x.shape[0] % 3, branches, x))
+            + np.sum(lax.switch(chosen, [lambda y: np.sin(y), lambda y: y * y], x)))
 
 
 def make_step(c):
@@ -164,6 +166,20 @@ def dict_comprehension(x):
     return np.sum(d["u"] * d["v"])
 
 
+def make_scale(c):
+    return lambda a: a * c
+
+
+def closure_keeps_values(x):
+    c = x * 2.0
+    scale = make_scale(c)
+    c = c * 10.0                       # the closure was made with the old c
+    total = 0.0
+    for i in range(3):
+        total = total + np.sum(make_scale(x * i)(x))   # a factory called in a loop
+    return np.sum(scale(x)) + np.sum(c) + total
+
+
 def make_adder(c):
     return lambda a: a + c
 
@@ -229,7 +245,8 @@ def stax_program(x):
 PROGRAMS = {f.__name__: f for f in [
     sgd_tree_map, gram, gram_local_kernel, switch_lambdas, scan_make_step, module_argument,
     functions_in_list, function_default, partial_vmap, reduce_lambda, star_args_kwargs,
-    jvp_in_variables, dict_comprehension, closure_called_directly, stax_program]}
+    jvp_in_variables, dict_comprehension, closure_called_directly, stax_program,
+    closure_keeps_values]}
 
 
 # ---------------------------------------------------------------------- helpers
@@ -301,6 +318,7 @@ def test_cookbook_grad_of_numpy_functions():
     close(grad(grad(grad(np.tanh)))(2.0), (second(2.0 + 1e-6) - second(2.0 - 1e-6)) / 2e-6)
     close(astjax.jacfwd(np.exp)(X), np.diag(np.exp(X)), 1e-12)
     close(astjax.jacrev(np.exp)(X), np.diag(np.exp(X)), 1e-12)
+    close(astjax.jacobian(np.exp)(X), np.diag(np.exp(X)), 1e-12)
     close(jit(np.tanh)(X), np.tanh(X), 1e-15)
     close(vmap(np.sin)(BATCH), np.sin(BATCH), 1e-15)
     close(jvp(np.exp, (X,), (X,))[1], np.exp(X) * X, 1e-12)
