@@ -1138,37 +1138,6 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             return Const(obj)
         return Var(self.env.value_ref(obj, hint))
 
-    def static_value(self, node):
-        """The Python object an expression denotes when it is a global/module path."""
-        if isinstance(node, gast.Name):
-            try:
-                kind, *rest = self.lookup(node.id, node)
-            except TransformError:
-                return None
-            if kind == "object":
-                return rest[0]
-            if kind == "func" and isinstance(rest[0], ObjFunc) and isinstance(
-                    rest[0].obj, types.ModuleType):
-                return rest[0].obj   # a module passed in or assigned: xp.sin is np.sin
-            return None
-        if isinstance(node, gast.Attribute):
-            base = self.static_value(node.value)
-            if isinstance(base, (types.ModuleType, type)) or (
-                    base is not None and type(base).__name__ in ("_ArrayFunctionDispatcher",)):
-                if not hasattr(base, node.attr):
-                    self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute "
-                                     f"{node.attr!r}", cls=TransformError)
-                return getattr(base, node.attr)
-            return None
-        if isinstance(node, gast.Call) and len(node.args) == 2 and not node.keywords and \
-                isinstance(node.args[1], gast.Constant) and isinstance(node.args[1].value, str) \
-                and self.static_value(node.func) is getattr:
-            # getattr(np, "sin"): a module path spelled as a call
-            base = self.static_value(node.args[0])
-            if isinstance(base, (types.ModuleType, type)) and hasattr(base, node.args[1].value):
-                return getattr(base, node.args[1].value)
-        return None
-
     # -------------------------------------------------------------- expressions
 
     def expr(self, node, hint, target=None, discard=False, static_ok=False):
