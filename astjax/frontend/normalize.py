@@ -16,13 +16,16 @@ What happens here, in one pass over the AST:
   ``enumerate``, ``reversed``, ``sorted`` (a permutation from ``rt.sort_order``, the
   elements gathered with ``getitem``), ``map``, ``filter``, dict views.  Every element
   is read from its container with ``getitem``, so no dependence is dropped;
-* functions are values bound when code is generated: ``f = np.sin``, lists, tuples
-  and dicts of functions (loops over them are unrolled), ``fs[0]``, partials made in
-  the function; a choice made at run time (``fs[i]``, ``f if c else g``, a name
-  bound differently in the branches of an ``if``) becomes a switch.  A call of a
-  value computed at run time is refused where it is written;
+* functions are values bound when code is generated (``static_values.py``, the
+  binding-time split): ``f = np.sin``, lists, tuples and dicts of functions (loops
+  over them are unrolled), ``fs[0]``, partials, modules, ``*args``/``**kwargs``
+  packs, closures returned by factories; a choice made at run time (``fs[i]``,
+  ``f if c else g``, a name bound differently in the branches of an ``if``) becomes
+  a switch.  A call of a value computed at run time is refused where it is written;
 * calls to user functions, nested ``def``s and lambdas are inlined, with their
-  locals renamed apart;
+  locals renamed apart (``inline.py``); transformations written inside the function
+  (``vmap(lambda a: ...)(xs)``, ``grad``, ``jit``, ``jvp``, ``vjp``, ``linearize``)
+  are applied now, lambdas closing over run-time values lifted first (``nested.py``);
 * anything unsupported raises ``TransformError`` at the user's line.
 """
 from __future__ import annotations
