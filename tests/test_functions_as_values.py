@@ -492,3 +492,17 @@ def test_frontend_doctests():
         result = doctest.testmod(module)
         assert result.attempted > 0, module.__name__
         assert result.failed == 0, module.__name__
+
+
+def shadowed_constant(x):
+    n = 3
+    k = 2
+    inner = vmap(lambda a: (lambda n: a * n)(2.0) + n)(x)
+    return np.sum(inner) + np.sum(vmap(lambda a: np.sum(np.stack([a] * k)) + sum(
+        a * k for k in range(3)))(x))
+
+
+def test_lifted_constants_respect_shadowing():
+    for f in (jit(shadowed_constant), shadowed_constant):
+        close(f(X), np.sum(X * 2.0 + 3) + np.sum(2 * X + 3 * X), 1e-12)
+    close(grad(shadowed_constant)(X), np.full_like(X, 7.0), 1e-12)

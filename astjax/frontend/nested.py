@@ -268,7 +268,9 @@ class NestedTransforms:
                 passed.append(f"{p}={p}")
                 continue
             v = self.plain(fixed[p], node)
-            if isinstance(v, Const):
+            if isinstance(v, Const) and _is_literal(v.value):
+                passed.append(f"{p}={v.value!r}")     # constants stay constants
+            elif isinstance(v, Const):
                 namespace[f"{p}_fixed"] = v.value
                 passed.append(f"{p}={p}_fixed")
             else:
@@ -291,7 +293,7 @@ class NestedTransforms:
                        "give it explicit parameters", cls=TransformError)
         params = [x.id for x in a.posonlyargs + a.args + a.kwonlyargs]
         local = _assigned_names(fnode) | set(params)
-        namespace, caps, wrappers = {}, [], []
+        namespace, caps, wrappers, constants = {}, [], [], {}
         saved = self.scope
         self.scope = el.scope
         try:
@@ -310,6 +312,8 @@ class NestedTransforms:
                     op = rest[0]
                     if isinstance(op, Const):
                         namespace[name] = op.value
+                        if _is_literal(op.value):
+                            constants[name] = op.value
                     elif isinstance(op, Var):
                         caps = _merge_captured(caps, [(name, op)], local)
                     else:
@@ -342,7 +346,7 @@ class NestedTransforms:
                                     + ", ".join(sub_params + extra) + ")")
         finally:
             self.scope = saved
-        tree = gast.gast_to_ast(_copy(fnode))
+        tree = _Substitute(constants).visit(gast.gast_to_ast(_copy(fnode)))
         name = _fresh_name(getattr(fnode, "name", "anonymous"), namespace)
         if isinstance(tree, ast.Lambda):
             body = [ast.Return(tree.body)]
@@ -446,6 +450,37 @@ class NestedTransforms:
                                      hint or "out", None)
         return StaticSeq([out, Bound(ObjFunc(fn, self.object_operand(fn, "f_jvp")),
                                      list(values), {})])
+
+
+def _is_literal(value):
+    return type(value) in (bool, int, float, str, type(None))
+
+
+class _Substitute(ast.NodeTransformer):
+    """Captured constants (ints used as shapes, flags) written into the lifted code."""
+
+    def __init__(self, constants):
+        self.constants = constants
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.constants:
+            return ast.copy_location(ast.Constant(self.constants[node.id]), node)
+        return node
+
+    def _scoped(self, node):
+        # a nested function or comprehension binding the name shadows the constant
+        bound = {n.arg for n in ast.walk(node) if isinstance(n, ast.arg)} | {
+            n.id for n in ast.walk(node) if isinstance(n, ast.Name) and
+            isinstance(n.ctx, ast.Store)}
+        saved = self.constants
+        self.constants = {k: v for k, v in saved.items() if k not in bound}
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.constants = saved
+
+    visit_Lambda = visit_FunctionDef = visit_ListComp = visit_SetComp = _scoped
+    visit_DictComp = visit_GeneratorExp = _scoped
 
 
 def _fresh_name(base, taken):
