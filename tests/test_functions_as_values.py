@@ -498,7 +498,7 @@ def shadowed_constant(x):
     n = 3
     k = 2
     inner = vmap(lambda a: (lambda n: a * n)(2.0) + n)(x)
-    return np.sum(inner) + np.sum(vmap(lambda a: np.sum(np.stack([a] * k)) + sum(
+    return np.sum(inner) + np.sum(vmap(lambda a: np.sum(np.ones(k) * a) + sum(
         a * k for k in range(3)))(x))
 
 
