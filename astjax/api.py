@@ -257,8 +257,8 @@ def make_source(fun, simplify=True):
 transform_table.register("grad", grad, inline=True)
 transform_table.register("value_and_grad", value_and_grad, inline=True)
 transform_table.register(
-    "vjp", vjp, code=lambda fun, primals, has_aux=False: get_reverse(
-        fun, "vjp", 0, has_aux, primals)[0])
+    "vjp", vjp, code=lambda fun, primals, has_aux=False, argnums=0: get_reverse(
+        fun, "vjp", argnums, has_aux, primals)[0])
 
 __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
            "TransformError"]

@@ -470,7 +470,9 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
             result.append(arr)
         return tree_unflatten(tdef, result)
 
-    out = wrap(fun, batched_fun, "vmap", None, None)
+    # other transformations read it as a loop over the inner vmap (jit(vmap(vmap(f))))
+    out = wrap(fun, batched_fun, "vmap",
+               lambda: _loop_function(inner, in_axes, out_axes, axis_size), None)
     out._astjax_vmap = (inner, in_axes, out_axes, axis_size)
     return out
 

@@ -169,5 +169,7 @@ def function_arguments(args) -> tuple:
 
 def plain_callable(fun):
     """The function a transformation should read for ``fun``: the functions ``vjp`` and
-    ``linearize`` return stand for generated code bound to their residuals."""
-    return getattr(fun, "_astjax_plain", fun)
+    ``linearize`` return stand for generated code bound to their residuals, and a NumPy
+    function (``grad(np.tanh)``) for a generated function calling it."""
+    from astjax.frontend.numpy_functions import as_python_function
+    return as_python_function(getattr(fun, "_astjax_plain", fun))

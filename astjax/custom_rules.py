@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import re
 
 import numpy as np
 
@@ -43,6 +44,7 @@ serial_rules = itertools.count()
 
 def define_function(fname, params, body, namespace):
     """Compile ``def fname(params): body`` with ``namespace`` as its globals."""
+    fname = re.sub(r"\W", "_", fname.replace("<lambda>", "lambda"))   # lifted lambdas
     src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in body)
     ns = {"np": np, "rt": rt, **namespace}
     codegen.load_source(src, ns, f"custom rule {fname} {next(serial_rules)}")

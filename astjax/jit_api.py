@@ -177,6 +177,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, backend=backend)
+    from astjax.frontend.numpy_functions import as_python_function
+    fun = as_python_function(fun)  # jit(np.tanh): a generated function calling it
     _check_callable(fun, "jit")
     chosen_backend = backends.get(backend)
     if getattr(fun, "_astjax", None) in ASSEMBLED and \

@@ -62,6 +62,52 @@ def misfit(velocity, density, wavelet, source_field, receiver_row, dx, dy, dt, o
     return 0.5 * np.sum((traces - observed) ** 2)
 
 
+def make_step(xp, velocity, density, source_field, receiver_row, dx, dy, dt):
+    """The time step as a closure, for any NumPy-like module ``xp`` (written once).
+
+    This is the usual way the simulation is written for JAX: a factory builds the step
+    function over the model, ``lax.scan`` runs it.  Under astjax the factory, the
+    module argument and the closure it returns are resolved when the code is
+    generated: the step is inlined into the scan loop.
+    """
+    kappa = density * velocity ** 2
+    density_half_x = xp.pad(0.5 * (density[1:, :] + density[:-1, :]), ((0, 1), (0, 0)),
+                            mode="edge")
+    density_half_y = xp.pad(0.5 * (density[:, 1:] + density[:, :-1]), ((0, 0), (0, 1)),
+                            mode="edge")
+    injection = (dt * dt * 4.0 * xp.pi) * velocity ** 2 * source_field
+
+    def step(carry, amplitude):
+        pressure_past, pressure_present = carry
+        pressure_xx = xp.pad((pressure_present[1:, :] - pressure_present[:-1, :]) / dx,
+                             ((0, 1), (0, 0))) / density_half_x
+        pressure_yy = xp.pad((pressure_present[:, 1:] - pressure_present[:, :-1]) / dy,
+                             ((0, 0), (0, 1))) / density_half_y
+        laplacian = (xp.pad((pressure_xx[1:, :] - pressure_xx[:-1, :]) / dx, ((1, 0), (0, 0)))
+                     + xp.pad((pressure_yy[:, 1:] - pressure_yy[:, :-1]) / dy, ((0, 0), (1, 0))))
+        pressure_future = (2.0 * pressure_present - pressure_past
+                           + (dt * dt) * laplacian * kappa + amplitude * injection)
+        return (pressure_present, pressure_future), pressure_future[receiver_row]
+
+    return step
+
+
+def simulate_steps(velocity, density, wavelet, source_field, receiver_row, dx, dy, dt):
+    """``simulate`` written with ``step = make_step(np, ...)`` and ``lax.scan(step, ...)``."""
+    step = make_step(np, velocity, density, source_field, receiver_row, dx, dy, dt)
+    zero = np.zeros_like(velocity)
+    (_, last), traces = lax.scan(step, (zero, zero), wavelet)
+    return traces, last
+
+
+def misfit_steps(velocity, density, wavelet, source_field, receiver_row, dx, dy, dt,
+                 observed):
+    """``misfit`` through the make_step form of the simulation."""
+    traces, _ = simulate_steps(velocity, density, wavelet, source_field, receiver_row,
+                               dx, dy, dt)
+    return 0.5 * np.sum((traces - observed) ** 2)
+
+
 def simulate_loop(velocity, density, wavelet, source_field, receiver_row, dx, dy, dt):
     """The same simulation as a plain NumPy for-loop (the benchmark's reference)."""
     kappa = density * velocity ** 2
@@ -104,9 +150,9 @@ def setup(nx=80, ny=80, steps=300, dtype=np.float32):
     return cast(true_v), cast(start_v), problem, observed
 
 
-def invert(velocity, problem, observed, iters=8, step=60.0, log=print):
+def invert(velocity, problem, observed, iters=8, step=60.0, log=print, loss=None):
     """Gradient descent on the misfit; the update's largest entry is ``step`` m/s."""
-    value_and_grad = astjax.value_and_grad(misfit)
+    value_and_grad = astjax.value_and_grad(loss or misfit)
     history = []
     for it in range(iters):
         value, g = value_and_grad(velocity, observed=observed, **problem)
@@ -136,9 +182,12 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--iters", type=int, default=8)
     parser.add_argument("--png", default="wave.png")
+    parser.add_argument("--form", choices=("closure", "make_step"), default="closure",
+                        help="the simulation as one function, or step = make_step(np, ...)")
     args = parser.parse_args(argv)
     true_v, velocity, problem, observed = setup(args.nx, args.nx, args.steps)
-    recovered, history = invert(velocity, problem, observed, args.iters)
+    loss = misfit_steps if args.form == "make_step" else misfit
+    recovered, history = invert(velocity, problem, observed, args.iters, loss=loss)
     print(f"misfit {history[0]:.6g} -> {history[-1]:.6g}")
     try:
         _, last = simulate(true_v, **problem)

@@ -9,6 +9,8 @@ and an optional target, and returns the operand holding the result.
 """
 from __future__ import annotations
 
+import functools
+
 import gast
 
 from astjax import lax
@@ -243,7 +245,46 @@ def handle_map(norm, node, hint, target):
     return Var(out)
 
 
+def handle_functools_reduce(norm, node, hint, target):
+    """``functools.reduce(f, seq[, initial])``: unrolled over a sequence of known length
+    (a literal, ``*args``), else a loop over the items of the run-time sequence."""
+    b = _bind(norm, node, ["function", "iterable", "initial"], {"initial": None}, "reduce")
+    ref = norm.function_ref(b["function"])
+    acc = _out(norm, target, hint, "reduced")
+    items = norm.static_items_of(b["iterable"], hint)
+    if items is not None:
+        items = [norm.plain(i, node) for i in items]
+        if "initial" in b:
+            norm.expr(b["initial"], acc, target=acc)
+        elif not items:
+            norm.error(node, "reduce() of an empty sequence with no initial value",
+                       cls=TransformError)
+        else:
+            norm.emit(Copy(acc, items.pop(0)))
+        for item in items:
+            norm.call_function_ref(ref, [Var(acc), item], {}, node, acc, acc)
+        return Var(acc)
+    seq = norm.expr(b["iterable"], hint)
+    n = norm.tmp(hint, "count")
+    norm.emit(Prim(n, "len", [seq]))
+    if "initial" in b:
+        norm.expr(b["initial"], acc, target=acc)
+        start = Const(0)
+    else:
+        norm.emit(Prim(acc, "getitem", [seq, Index((Const(0),))]))
+        start = Const(1)
+    i = norm.fresh("i")
+    item = norm.tmp(hint, "item")
+    body: list = []
+    with norm.emitting(body):
+        norm.emit(Prim(item, "getitem", [seq, Index((Var(i),))]))
+        norm.call_function_ref(ref, [Var(acc), Var(item)], {}, node, acc, acc)
+    norm.emit(For(i, Prim(None, "range", [start, Var(n), Const(None)]), body))
+    return Var(acc)
+
+
 HANDLERS = {
+    id(functools.reduce): handle_functools_reduce,
     id(lax.cond): handle_cond,
     id(lax.switch): handle_switch,
     id(lax.select): handle_select,

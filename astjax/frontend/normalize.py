@@ -16,24 +16,26 @@ What happens here, in one pass over the AST:
   ``enumerate``, ``reversed``, ``sorted`` (a permutation from ``rt.sort_order``, the
   elements gathered with ``getitem``), ``map``, ``filter``, dict views.  Every element
   is read from its container with ``getitem``, so no dependence is dropped;
-* functions are values bound when code is generated: ``f = np.sin``, lists, tuples
-  and dicts of functions (loops over them are unrolled), ``fs[0]``, partials made in
-  the function; a choice made at run time (``fs[i]``, ``f if c else g``, a name
-  bound differently in the branches of an ``if``) becomes a switch.  A call of a
-  value computed at run time is refused where it is written;
+* functions are values bound when code is generated (``static_values.py``, the
+  binding-time split): ``f = np.sin``, lists, tuples and dicts of functions (loops
+  over them are unrolled), ``fs[0]``, partials, modules, ``*args``/``**kwargs``
+  packs, closures returned by factories; a choice made at run time (``fs[i]``,
+  ``f if c else g``, a name bound differently in the branches of an ``if``) becomes
+  a switch.  A call of a value computed at run time is refused where it is written;
 * calls to user functions, nested ``def``s and lambdas are inlined, with their
-  locals renamed apart;
+  locals renamed apart (``inline.py``); transformations written inside the function
+  (``vmap(lambda a: ...)(xs)``, ``grad``, ``jit``, ``jvp``, ``vjp``, ``linearize``)
+  are applied now, lambdas closing over run-time values lifted first (``nested.py``);
 * anything unsupported raises ``TransformError`` at the user's line.
 """
 from __future__ import annotations
 
 import builtins
 import functools
-import inspect
 import operator
 import types
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import gast
 
@@ -42,14 +44,19 @@ import numpy as np
 from astjax import codegen, core
 from astjax import primitives as P
 from astjax import transform_table
-from astjax.binding import signature_of
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
                          SetItem, SliceAtom, Var, While)
 from astjax.errors import Location, TransformError, UnsupportedSyntaxError
 from astjax.frontend.names import NameGen
+from astjax.frontend.inline import Inliner
+from astjax.frontend.nested import NestedTransforms
 from astjax.frontend.passes import refusal
-from astjax.frontend.resolve import scope_info
+from astjax.frontend.scopes import (LoopCtx, Scope, _assigned_names, _is_library,  # noqa: F401
+                                    _ordered_names, _params_of, _rebound_names, _short)
 from astjax.frontend.source import get_function_source, unwrap_callable
+from astjax.frontend.static_values import (_STATIC_FUNCS, Bound, FuncArg,  # noqa: F401
+                                           FuncChoice, LocalFunc, ObjFunc, StaticSeq, Applied,
+                                           StaticValues, _is_function_value, _Lazy, _Mixed)
 
 import astjax.core_prims  # noqa: F401  (registers the core primitives)
 
@@ -113,148 +120,11 @@ class Env:
         return out
 
 
-# ------------------------------------------------------------------------------ scopes
-
-@dataclass
-class LocalFunc:
-    node: object          # gast.FunctionDef | gast.Lambda
-    scope: "Scope"        # the scope it was defined in (its free names resolve there)
-
-
-@dataclass
-class ObjFunc:
-    """A local name bound to a known callable (``apply(np.tanh, x)`` binds f = np.tanh)."""
-
-    obj: object
-    operand: object
-
-
-def _is_function_value(value) -> bool:
-    """A callable that calls inline (a function), not an array or a class."""
-    return callable(value) and not isinstance(value, (np.ndarray, np.generic, type))
-
-
-@dataclass
-class FuncArg:
-    """A call argument that is a function: inlined callees receive the function itself."""
-
-    func: object  # LocalFunc | ObjFunc
-
-
-@dataclass
-class StaticSeq:
-    """A list, tuple or dict holding functions: known when code is generated.
-
-    ``fs = [np.sin, lambda t: t * t]`` binds ``fs`` to one of these; loops over it are
-    unrolled and ``fs[0](x)`` inlines the function, so no call of a function value is
-    left for run time (where its derivative would be lost).  Items are LocalFunc,
-    ObjFunc, StaticSeq or plain operands.
-    """
-
-    items: list
-    keys: tuple | None = None   # a dict's keys (its items are then the values)
-    operand: object = None      # the run-time value, for a container found in globals
-
-
-@dataclass
-class FuncChoice:
-    """A function chosen by a run-time value (``fs[i]``, ``f if c else g``).
-
-    ``cases``: (test operand, function); ``otherwise``: the function when no test
-    holds, or None for an IndexError.  A call becomes an ``if`` chain (a switch).
-    """
-
-    cases: list
-    otherwise: object = None
-
-
-@dataclass
-class _Lazy:
-    """Element ``k`` of a run-time walk zipped with a static container (read when bound)."""
-
-    walk: object
-    k: int
-
-
-@dataclass
-class Bound:
-    """``functools.partial(f, a, k=b)`` made in the function: f with operands bound."""
-
-    func: object
-    args: list
-    kwargs: dict
-
-
-@dataclass
-class _Mixed:
-    """A name that holds a function on some paths and something else on others."""
-
-    name: str
-
-
-_STATIC_FUNCS = (LocalFunc, ObjFunc, StaticSeq, FuncChoice, Bound, _Mixed)
-
-
-@dataclass
-class Scope:
-    """One function being normalized (the outer one, or one being inlined)."""
-
-    fsrc: object                    # FunctionSource (for free names, file, defaults)
-    name: str
-    parent: "Scope | None" = None
-    rename: dict = field(default_factory=dict)       # user local name -> operand
-    local_names: set = field(default_factory=set)
-    local_funcs: dict = field(default_factory=dict)
-    ret_target: str | None = None
-
-
-@dataclass
-class LoopCtx:
-    brk: str | None = None
-    cont: str | None = None
-
-
-def _assigned_names(fn_node) -> set:
-    """Names local to a function (beniget: parameters, assignments, nested defs)."""
-    return set(scope_info(fn_node).locals)
-
-
-def _rebound_names(fn_node) -> set:
-    """Names the function body itself assigns (a parameter here is reassigned)."""
-    out = set()
-    body = fn_node.body if isinstance(fn_node.body, list) else [fn_node.body]
-    stack = list(body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (gast.FunctionDef, gast.Lambda)):
-            if isinstance(n, gast.FunctionDef):
-                out.add(n.name)
-            continue
-        if isinstance(n, gast.Name) and isinstance(n.ctx, (gast.Store, gast.Del)):
-            out.add(n.id)
-        if isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and isinstance(
-                n.value, gast.Name):
-            out.add(n.value.id)  # y[i] = v updates y in place: never substitute it
-        if isinstance(n, (gast.ListComp, gast.GeneratorExp, gast.SetComp, gast.DictComp)):
-            for g in n.generators:
-                stack.append(g.iter)
-            continue
-        stack.extend(gast.iter_child_nodes(n))
-    return out
-
-
-def _ordered_names(fn_node):
-    return list(scope_info(fn_node).locals)
-
-
-def _params_of(args: gast.arguments):
-    names = [a.id for a in args.posonlyargs + args.args + args.kwonlyargs]
-    return names
 
 
 # -------------------------------------------------------------------------- normalizer
 
-class Normalizer:
+class Normalizer(StaticValues, NestedTransforms, Inliner):
     """Builds one core Function; inlined callees share its names and emission."""
 
     MAX_INLINE_DEPTH = 64
@@ -265,6 +135,7 @@ class Normalizer:
         self.out: list = []
         self.loc: Location | None = None
         self.scope: Scope | None = None
+        self.top_scope: Scope | None = None
         self.loops: list[LoopCtx] = []
         self.inline_stack: list = []
         self.func_uses: list = []   # (scope, name, binding, node): reads of bound functions
@@ -325,8 +196,8 @@ class Normalizer:
         fsrc = get_function_source(func)
         node = fsrc.node
         args = node.args
-        scope = Scope(fsrc, fsrc.name)
-        self.scope = scope
+        scope = Scope(fsrc, fsrc.name, node=node)
+        self.scope = self.top_scope = scope
         if args.vararg or args.kwarg:
             self.error(args.vararg or args.kwarg,
                        f"{fsrc.name}: *args/**kwargs parameters are not supported",
@@ -347,7 +218,8 @@ class Normalizer:
             # def f(x, act=np.tanh): a function default left unbound is inlined like a
             # function passed in (callers that pass another one key the code on it)
             if p not in scope.local_funcs and p not in pkwargs and \
-                    p not in params[:len(pargs)] and _is_function_value(v):
+                    p not in params[:len(pargs)] and (_is_function_value(v) or
+                                                      isinstance(v, types.ModuleType)):
                 scope.local_funcs[p] = ObjFunc(v, self.object_operand(v, p))
         self._rename_locals(scope, node)
         self.scope = scope
@@ -425,7 +297,8 @@ class Normalizer:
         """Normalize a function body whose return value goes into ``result``."""
         scope.ret_target = result
         if isinstance(node, gast.Lambda):
-            self.expr(node.body, result, target=result)
+            if not self.return_static(node.body):
+                self.expr(node.body, result, target=result)
             return
         stmts = node.body
         if stmts and isinstance(stmts[0], gast.Expr) and isinstance(
@@ -508,6 +381,8 @@ class Normalizer:
     def stmt_Return(self, st):
         # the last statement: astjax/frontend/passes/returns.py lowered the others
         scope = self.scope
+        if st.value is not None and self.return_static(st.value):
+            return set()   # a closure returned: bound by the caller (inline.py)
         if st.value is None:
             self.emit(Copy(scope.ret_target, Const(None)))
         else:
@@ -1014,6 +889,13 @@ class Normalizer:
     # ---------------------------------------------------------------- assignment
 
     def assign(self, target, value_node):
+        if isinstance(target, gast.Name) and isinstance(value_node, (gast.Name, gast.Attribute)):
+            module = self.static_value(value_node)
+            if isinstance(module, types.ModuleType):   # xp = np: a module, bound now
+                self.store_name(target.id, target)
+                self.scope.local_funcs[target.id] = ObjFunc(
+                    module, self.object_operand(module, target.id))
+                return
         if isinstance(target, gast.Name) and isinstance(value_node, gast.Lambda):
             self.store_name(target.id, target)
             self.scope.local_funcs[target.id] = LocalFunc(value_node, self.scope)
@@ -1044,7 +926,9 @@ class Normalizer:
             return
         if isinstance(target, gast.Name):
             var = self.store_name(target.id, target)
-            self.expr(value_node, var, target=var)
+            el = self.expr(value_node, var, target=var, static_ok=True)
+            if isinstance(el, _STATIC_FUNCS):   # step = make_step(c): a closure, bound now
+                self.scope.local_funcs[target.id] = el
         elif isinstance(target, (gast.Tuple, gast.List)):
             if isinstance(value_node, (gast.Tuple, gast.List)) and len(value_node.elts) == len(
                     target.elts) and any(isinstance(e, gast.Lambda) for e in value_node.elts):
@@ -1070,7 +954,10 @@ class Normalizer:
                     self.assign_operand(t, item)
             else:
                 hint = "_".join(t.id for t in target.elts if isinstance(t, gast.Name)) or "value"
-                src = self.expr(value_node, hint)
+                src = self.expr(value_node, hint, static_ok=True)
+                if isinstance(src, _STATIC_FUNCS):   # init_fun, apply_fun = layer(...)
+                    self._bind_static(target, src)
+                    return
                 self.assign_operand(target, src)
         elif isinstance(target, gast.Subscript):
             base = self.subscript_base(target)
@@ -1128,6 +1015,10 @@ class Normalizer:
                 self.scope.local_names:
             self.error(target, "in-place updates are supported on local variables only",
                        "copy the value into a local first (y = x.copy(); y[i] = v)")
+        if isinstance(self._peek(target.value), StaticSeq):
+            self.error(target, "a *args/**kwargs pack or a list of functions cannot be "
+                               "updated in place", "build a new tuple or dict instead",
+                       cls=TransformError)
         op = self.load_name(target.value.id, target.value)
         if not isinstance(op, Var):
             self.error(target, "cannot update a constant in place")
@@ -1181,6 +1072,9 @@ class Normalizer:
             if isinstance(rest[0], StaticSeq) and rest[0].operand is not None:
                 return rest[0].operand  # a global list of functions, used as a value
             if isinstance(rest[0], StaticSeq):
+                packed = self.static_as_value(rest[0], name)
+                if packed is not None:
+                    return packed  # *args, **kwargs used as a value: a tuple, a dict
                 self.error(node, f"{name!r} is a list of functions: it can only be looped "
                                  "over, indexed, or passed to a Python function here",
                            "astjax inlines functions where they are called",
@@ -1205,40 +1099,13 @@ class Normalizer:
             return Const(obj)
         return Var(self.env.value_ref(obj, hint))
 
-    def static_value(self, node):
-        """The Python object an expression denotes when it is a global/module path."""
-        if isinstance(node, gast.Name):
-            try:
-                kind, *rest = self.lookup(node.id, node)
-            except TransformError:
-                return None
-            if kind == "object":
-                return rest[0]
-            return None
-        if isinstance(node, gast.Attribute):
-            base = self.static_value(node.value)
-            if isinstance(base, (types.ModuleType, type)) or (
-                    base is not None and type(base).__name__ in ("_ArrayFunctionDispatcher",)):
-                if not hasattr(base, node.attr):
-                    self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute "
-                                     f"{node.attr!r}", cls=TransformError)
-                return getattr(base, node.attr)
-            return None
-        if isinstance(node, gast.Call) and len(node.args) == 2 and not node.keywords and \
-                isinstance(node.args[1], gast.Constant) and isinstance(node.args[1].value, str) \
-                and self.static_value(node.func) is getattr:
-            # getattr(np, "sin"): a module path spelled as a call
-            base = self.static_value(node.args[0])
-            if isinstance(base, (types.ModuleType, type)) and hasattr(base, node.args[1].value):
-                return getattr(base, node.args[1].value)
-        return None
-
     # -------------------------------------------------------------- expressions
 
-    def expr(self, node, hint, target=None, discard=False):
+    def expr(self, node, hint, target=None, discard=False, static_ok=False):
         """Evaluate an expression; returns an operand (Var or Const).
 
-        With ``target``, the final operation assigns that name directly.
+        With ``target``, the final operation assigns that name directly.  With
+        ``static_ok``, a call returning a function gives that static value instead.
         """
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
@@ -1248,6 +1115,16 @@ class Normalizer:
             result = method(node, hint, target, discard=discard)
         else:
             result = method(node, hint, target)
+        if isinstance(result, _STATIC_FUNCS):
+            if static_ok or discard:
+                return result
+            value = self.static_as_value(result, hint)
+            if value is None:
+                self.error(node, "this call returns a function: it can only be called, "
+                                 "assigned to a name or passed to a function here",
+                           "astjax inlines functions where they are called",
+                           cls=TransformError)
+            result = value
         if discard:
             return result
         if target is not None and not (isinstance(result, Var) and result.name == target):
@@ -1454,6 +1331,19 @@ class Normalizer:
     def expr_Subscript(self, node, hint, target):
         if any(self.static_value(node.value) is b for b in (np.r_, np.c_)):
             return self.index_concat(node, hint, target)
+        base_el = self._peek(node.value) if isinstance(node.value, (gast.Name, gast.Attribute)) \
+            else None
+        held = isinstance(base_el, StaticSeq) and base_el.operand is not None and not \
+            isinstance(node.slice, gast.Constant)   # a global list indexed at run time
+        if not held and self._denotes_function(node):
+            # args[0], kw["scale"], fs[0]: an item of a static pack, picked now
+            el = self._static_element(node, hint)
+            value = self.static_as_value(el, hint)
+            if value is None:
+                self.error(node, "this item is a function: it can only be called or passed "
+                                 "to a function here",
+                           "astjax inlines functions where they are called", cls=TransformError)
+            return value
         base = self.expr(node.value, hint)
         index = self.index(node.slice, base.name if isinstance(base, Var) else hint)
         out = self._out(target, base.name if isinstance(base, Var) else hint, "at")
@@ -1503,423 +1393,6 @@ class Normalizer:
     def expr_Lambda(self, node, hint, target):
         self.error(node, "a lambda can only be called or assigned to a name here",
                    "astjax inlines lambdas where they are called")
-
-    # ------------------------------------------------------- functions as values
-    #
-    # A function, or a container holding functions, is known when code is generated:
-    # it is bound at generation time (scope.local_funcs), loops over it are unrolled,
-    # calls inline it.  A choice made by a run-time value (``fs[i]``, ``f if c else
-    # g``, a name bound to different functions in the two branches of an ``if``)
-    # becomes a switch.  What cannot be resolved so is a located error: a call of a
-    # function value left for run time would lose its derivative.
-
-    @staticmethod
-    def _is_function_object(obj):
-        return callable(obj) and not isinstance(obj, (type, types.ModuleType))
-
-    def _holds_functions(self, obj, depth=0):
-        """A list/tuple/dict (nested, small) with a function among its entries."""
-        if depth > 4 or type(obj) not in (list, tuple, dict) or len(obj) > 256:
-            return False  # a big container is data: looking through it would cost
-        values = obj.values() if isinstance(obj, dict) else obj
-        if isinstance(obj, dict) and not all(isinstance(k, (str, int)) for k in obj):
-            return False
-        return any(self._is_function_object(v) or self._holds_functions(v, depth + 1)
-                   for v in values)
-
-    def _from_object(self, obj, hint, ref=None):
-        """A Python object as a static element: functions and containers of them."""
-        if self._is_function_object(obj):
-            return ObjFunc(obj, self.object_operand(obj, getattr(obj, "__name__", hint), ref))
-        if self._holds_functions(obj):
-            if isinstance(obj, dict):
-                return StaticSeq([self._from_object(v, hint) for v in obj.values()],
-                                 keys=tuple(obj), operand=self.object_operand(obj, hint, ref))
-            return StaticSeq([self._from_object(v, hint) for v in obj],
-                             operand=self.object_operand(obj, hint, ref))
-        return self.object_operand(obj, hint)
-
-    def _peek(self, node):
-        """The static element a name or attribute denotes, without emitting code."""
-        if isinstance(node, gast.Name):
-            try:
-                kind, *rest = self.lookup(node.id, node)
-            except TransformError:
-                return None
-            if kind == "func":
-                return rest[0]
-            if kind == "object" and (self._is_function_object(rest[0]) or
-                                     self._holds_functions(rest[0])):
-                return self._from_object(rest[0], node.id, rest[1])
-            return None
-        if isinstance(node, (gast.Attribute, gast.Call)):
-            try:
-                obj = self.static_value(node)
-            except TransformError:
-                return None
-            if obj is not None and (self._is_function_object(obj) or self._holds_functions(obj)):
-                return self._from_object(obj, getattr(node, "attr", "f"))
-        return None
-
-    def _denotes_function(self, node):
-        """Whether an expression denotes a function or a container holding functions."""
-        if isinstance(node, gast.Lambda):
-            return True
-        if isinstance(node, (gast.Name, gast.Attribute)):
-            return self._peek(node) is not None
-        if isinstance(node, (gast.List, gast.Tuple)):
-            return any(self._denotes_function(e) for e in node.elts
-                       if not isinstance(e, gast.Starred))
-        if isinstance(node, gast.Dict):
-            return all(isinstance(k, gast.Constant) for k in node.keys) and any(
-                self._denotes_function(v) for v in node.values)
-        if isinstance(node, gast.Subscript):
-            return isinstance(self._peek(node.value), StaticSeq) or (
-                isinstance(node.value, gast.Subscript) and self._denotes_function(node.value))
-        if isinstance(node, gast.IfExp):
-            return self._denotes_function(node.body) and self._denotes_function(node.orelse)
-        if isinstance(node, gast.Call):
-            if self._is_partial(node):
-                return True
-            return self._peek(node) is not None
-        return False
-
-    def _is_partial(self, node):
-        """``functools.partial(f, ...)`` of a function astjax can inline."""
-        return isinstance(node, gast.Call) and node.args and not any(
-            isinstance(a, gast.Starred) for a in node.args) and all(
-            k.arg is not None for k in node.keywords) and \
-            self.static_value(node.func) is functools.partial and \
-            self._denotes_function(node.args[0])
-
-    def _static_element(self, node, hint="f"):
-        """Build the static element ``node`` denotes (see ``_denotes_function``)."""
-        if isinstance(node, gast.Lambda):
-            return LocalFunc(node, self.scope)
-        if isinstance(node, (gast.Name, gast.Attribute)):
-            el = self._peek(node)
-            if el is not None:
-                return el
-            return self.expr(node, hint)
-        if isinstance(node, (gast.List, gast.Tuple)):
-            if any(isinstance(e, gast.Starred) for e in node.elts):
-                self.error(node, "starred items in a list of functions are not supported",
-                           "list the functions one by one")
-            return StaticSeq([self._static_element(e, hint) if self._denotes_function(e)
-                              else self.expr(e, hint) for e in node.elts])
-        if isinstance(node, gast.Dict):
-            return StaticSeq([self._static_element(v, hint) if self._denotes_function(v)
-                              else self.expr(v, hint) for v in node.values],
-                             keys=tuple(k.value for k in node.keys))
-        if isinstance(node, gast.IfExp):
-            test = self._pinned(self.condition(node.test), hint)
-            a = self._static_element(node.body, hint)
-            b = self._static_element(node.orelse, hint)
-            return FuncChoice([(test, a)], b)
-        if isinstance(node, gast.Call) and self._is_partial(node):
-            func = self._static_element(node.args[0], hint)
-            args = [self.arg_operand(a, hint) for a in node.args[1:]]
-            kwargs = {k.arg: self.arg_operand(k.value, k.arg) for k in node.keywords}
-            return Bound(func, args, kwargs)
-        if isinstance(node, gast.Call):
-            el = self._peek(node)
-            if el is not None:
-                return el
-        if isinstance(node, gast.Subscript):
-            seq = self._static_element(node.value, hint)
-            if not isinstance(seq, StaticSeq):
-                self.error(node, "only a list, tuple or dict of functions can be indexed here",
-                           "hold the functions in a list/dict literal", cls=TransformError)
-            return self._static_index(seq, node, hint)
-        return self.expr(node, hint)
-
-    def _pinned(self, test, hint):
-        """A test operand copied to a fresh name, so later assignments cannot change it.
-
-        Temporaries the normalizer made are assigned once per execution of their
-        statement already; only a user's variable needs the copy.
-        """
-        if not isinstance(test, Var) or not self._is_user_variable(test.name):
-            return test
-        pin = self.tmp(hint, "pick")
-        self.emit(Copy(pin, test))
-        return Var(pin)
-
-    def _static_index(self, seq, node, hint):
-        """``fs[k]`` (constant k: the element) or ``fs[i]`` (a switch on i)."""
-        sl = node.slice
-        index = self._index_item(sl, hint) if not isinstance(sl, gast.Tuple) else None
-        n = len(seq.items)
-        if isinstance(index, SliceAtom):
-            bounds = [b.value if isinstance(b, Const) else b for b in
-                      (index.start, index.stop, index.step)]
-            if seq.keys is None and all(b is None or isinstance(b, int) for b in bounds):
-                return StaticSeq(seq.items[slice(*bounds)])
-            self.error(node, "a list of functions can be sliced with constant bounds only",
-                       "slice with numbers (fs[1:]), or index it", cls=TransformError)
-        if isinstance(index, Const):
-            k = index.value
-            if seq.keys is not None:
-                if k not in seq.keys:
-                    self.error(node, f"key {k!r} is not in the dict of functions",
-                               f"its keys: {', '.join(map(repr, seq.keys))}",
-                               cls=TransformError)
-                return seq.items[seq.keys.index(k)]
-            if not isinstance(k, int) or not -n <= k < n:
-                self.error(node, f"index {k!r} is out of range for a list of {n} functions",
-                           f"use an index from {-n} to {n - 1}", cls=TransformError)
-            return seq.items[k]
-        if not isinstance(index, Var):
-            self.error(node, "unsupported index into a list of functions",
-                       "index with a number or an integer variable", cls=TransformError)
-        if not all(isinstance(e, (LocalFunc, ObjFunc, FuncChoice)) for e in seq.items):
-            self.error(node, "a run-time index can choose among functions only",
-                       "index the list with a constant, or hold only functions in it",
-                       cls=TransformError)
-        cases = []
-        eq = P.BY_OPERATOR["Eq"]
-        labels = seq.keys if seq.keys is not None else range(n)
-        for k, (label, el) in enumerate(zip(labels, seq.items)):
-            hit = self.tmp(hint, "is")
-            self.emit(Prim(hit, eq.name, self.bind(eq, [index, Const(label)], {}, node)))
-            if seq.keys is None:
-                hit_neg = self.tmp(hint, "is")
-                self.emit(Prim(hit_neg, eq.name, self.bind(eq, [index, Const(k - n)], {},
-                                                             node)))
-                either = self.tmp(hint, "is")
-                self.emit(Prim(either, "any_flag", [(Var(hit), Var(hit_neg))]))
-                hit = either
-            cases.append((Var(hit), el))
-        return FuncChoice(cases, None)
-
-    def _is_user_variable(self, name):
-        scope = self.scope
-        while scope is not None:
-            if any(isinstance(v, Var) and v.name == name for v in scope.rename.values()):
-                return True
-            scope = scope.parent
-        return False
-
-    def call_element(self, el, args, kwargs, node, hint, target):
-        """Call a static element on evaluated operands (inline it, or switch)."""
-        if isinstance(el, LocalFunc):
-            return self.call_function_ref(("local", el), args, kwargs, node, hint, target)
-        if isinstance(el, ObjFunc):
-            obj = el.obj
-            if P.lookup_callable(obj) is None and not (
-                    isinstance(obj, functools.partial) or isinstance(
-                        obj, types.MethodType) and not _is_library(obj.__func__) or (
-                        isinstance(obj, types.FunctionType) and not _is_library(obj)) or
-                    getattr(obj, "_astjax_generated", None) is not None):
-                args = [self.plain(a, node) for a in args]
-                kwargs = {k: self.plain(v, node) for k, v in kwargs.items()}
-                out = self._out(target, hint, _short(getattr(obj, "__name__", "call")))
-                self.emit(External(out, el.operand, args, kwargs))
-                return Var(out)
-            return self.call_function_ref(("object", obj), args, kwargs, node, hint, target)
-        if isinstance(el, FuncChoice):
-            out = self._out(target, hint, "out")
-            if el.otherwise is None:
-                err = self.tmp(hint, "error")
-                tail = [External(err, Var(self.env.value_ref(IndexError, "IndexError")),
-                                 [Const("index out of range for the list of functions")],
-                                 loc=self.loc), Raise(Var(err), loc=self.loc)]
-            else:
-                tail = []
-                with self.emitting(tail):
-                    self.call_element(el.otherwise, args, kwargs, node, hint, out)
-            for test, option in reversed(el.cases):
-                body: list = []
-                with self.emitting(body):
-                    self.call_element(option, args, kwargs, node, hint, out)
-                tail = [If(test, body, tail, loc=self.loc)]
-            for st in tail:
-                self.out.append(st)
-            return Var(out)
-        if isinstance(el, Bound):
-            return self.call_element(el.func, list(el.args) + list(args),
-                                     {**el.kwargs, **kwargs}, node, hint, target)
-        if isinstance(el, _Mixed):
-            self.error(node, f"{el.name!r} holds a function on some paths through the code "
-                             "before this call and not on others",
-                       "bind it to a function on every path (or, after a loop, again "
-                       "before the call)", cls=TransformError)
-        if isinstance(el, StaticSeq):
-            self.error(node, "a list of functions is not callable",
-                       "index it, or loop over it", cls=TransformError)
-        self.error(node, "this value is computed at run time and cannot be called in a "
-                         "transformed function",
-                   "call functions directly, or hold them in a list or dict",
-                   cls=TransformError)
-
-    # ----- loops over static containers: unrolled
-
-    def _static_iterable(self, node):
-        """Whether iterating ``node`` walks a container of functions (pure check)."""
-        if isinstance(node, gast.Call):
-            fn = self.static_value(node.func)
-            if fn in (zip, enumerate, reversed):
-                return any(self._static_iterable(a) for a in node.args)
-            if isinstance(node.func, gast.Attribute) and node.func.attr in (
-                    "items", "keys", "values") and not node.args:
-                return isinstance(self._peek(node.func.value), StaticSeq) or isinstance(
-                    node.func.value, (gast.Dict,)) and self._denotes_function(node.func.value)
-            return False
-        if isinstance(node, (gast.List, gast.Tuple, gast.Dict)):
-            return self._denotes_function(node)
-        if isinstance(node, (gast.Name, gast.Attribute)):
-            return isinstance(self._peek(node), StaticSeq)
-        if isinstance(node, gast.Subscript):
-            return self._denotes_function(node)
-        return False
-
-    def _static_items(self, node):
-        """(elements, trip-count limits) of an unrolled iteration over ``node``.
-
-        Elements are static elements, operands, ``_Lazy`` reads of a run-time
-        sequence zipped in, or lists of those (zip, enumerate, items).  The limits are
-        lengths of zipped run-time sequences: iteration k runs while k < each.
-        """
-        if isinstance(node, gast.Call):
-            fn = self.static_value(node.func)
-            if fn is zip:
-                parts, limits = [], []
-                for a in node.args:
-                    if self._static_iterable(a):
-                        els, lim = self._static_items(a)
-                        parts.append(els)
-                        limits += lim
-                    else:
-                        walk = self._walk(a)
-                        limits.append(walk.count())
-                        parts.append(walk)
-                n = min(len(p) for p in parts if isinstance(p, list))
-                return [[p[k] if isinstance(p, list) else _Lazy(p, k) for p in parts]
-                        for k in range(n)], limits
-            if fn is enumerate:
-                start = 0
-                if len(node.args) > 1 or node.keywords:
-                    s = node.args[1] if len(node.args) > 1 else node.keywords[0].value
-                    if not isinstance(s, gast.Constant) or not isinstance(s.value, int):
-                        self.error(s, "enumerate() over functions needs a constant start",
-                                   "write the start as a number", cls=TransformError)
-                    start = s.value
-                els, limits = self._static_items(node.args[0])
-                return [[Const(start + k), e] for k, e in enumerate(els)], limits
-            if fn is reversed:
-                els, limits = self._static_items(node.args[0])
-                if limits:
-                    self.error(node, "reversed() of a zip holding functions is not supported",
-                               "reverse the list of functions itself: zip(fs[::-1], ...)",
-                               cls=TransformError)
-                return list(reversed(els)), limits
-            seq = self._static_element(node.func.value)
-            if not isinstance(seq, StaticSeq) or seq.keys is None:
-                self.error(node, f"{node.func.attr}() needs a dict",
-                           "call it on a dict of functions", cls=TransformError)
-            keys = [Const(k) for k in seq.keys]
-            view = node.func.attr
-            return ([list(p) for p in zip(keys, seq.items)] if view == "items" else
-                    keys if view == "keys" else list(seq.items)), []
-        seq = self._static_element(node)
-        if not isinstance(seq, StaticSeq):
-            self.error(node, "expected a list, tuple or dict of functions",
-                       "loop over a list of functions, or over a sequence of values",
-                       cls=TransformError)
-        return ([Const(k) for k in seq.keys] if seq.keys is not None else list(seq.items)), []
-
-    def _bind_static(self, target, el):
-        """Bind an unrolled loop's target to one element."""
-        if isinstance(el, _Lazy):
-            el = el.walk.item(Const(el.k))
-        if isinstance(el, list):
-            if isinstance(target, (gast.Tuple, gast.List)):
-                if len(target.elts) != len(el) or any(
-                        isinstance(e, gast.Starred) for e in target.elts):
-                    self.error(target, f"cannot unpack {len(el)} values into "
-                                       f"{len(target.elts)} names",
-                               "use as many names as the items have values",
-                               cls=TransformError)
-                for t, e in zip(target.elts, el):
-                    self._bind_static(t, e)
-                return
-            el = [e.walk.item(Const(e.k)) if isinstance(e, _Lazy) else e for e in el]
-            if any(isinstance(e, _STATIC_FUNCS) for e in el):
-                el = StaticSeq(el)
-            else:
-                el = self._pack(el)
-        if isinstance(el, _STATIC_FUNCS):
-            if isinstance(target, gast.Name):
-                self.store_name(target.id, target)
-                self.scope.local_funcs[target.id] = el
-                return
-            if isinstance(target, (gast.Tuple, gast.List)) and isinstance(el, StaticSeq) and \
-                    el.keys is None:
-                self._bind_static(target, list(el.items))
-                return
-            self.error(target, "cannot unpack this function value",
-                       "assign it to one name", cls=TransformError)
-        self.assign_operand(target, el)
-
-    def _unrolled(self, elements, limits, run_one):
-        """Emit ``run_one(k, element)`` for each element; returns the blocks.
-
-        Iteration k (after the first) runs under ``if`` guards built by the caller from
-        the exit flags; the limits of zipped run-time sequences guard every
-        iteration: ``k < len(seq)``.
-        """
-        blocks = []
-        for k, el in enumerate(elements):
-            block: list = []
-            with self.emitting(block):
-                run_one(k, el)
-            lt = P.BY_OPERATOR["Lt"]
-            for lim in reversed(limits):
-                t = self.fresh("in_range")
-                block = [Prim(t, lt.name, self.bind(lt, [Const(k), lim], {}, None), loc=self.loc),
-                         If(Var(t), block, [], loc=self.loc)]
-            blocks.append(block)
-        return blocks
-
-    def _for_unrolled(self, st):
-        """``for target in <container of functions>``: one copy of the body per element."""
-        if st.orelse:
-            self.error(st, "'else' on a loop is not supported",
-                       "use a flag variable set before 'break'")
-        elements, limits = self._static_items(st.iter)
-        ctx = LoopCtx()
-        self.loops.append(ctx)
-        jumps: set = set()
-
-        def run_one(k, el):
-            self._bind_static(st.target, el)
-            jumps.update(self.stmt_list(st.body))
-
-        try:
-            blocks = self._unrolled(elements, limits, run_one)
-        finally:
-            self.loops.pop()
-        self.loc = self.location(st)
-        if ctx.cont:
-            for b in blocks:
-                b.insert(0, Copy(ctx.cont, Const(False), loc=self.loc))
-        exit_flags = sorted(f for f in jumps - {ctx.cont} if f)
-        if ctx.brk:
-            self.emit(Copy(ctx.brk, Const(False)))
-        self._chain_blocks(blocks, exit_flags)
-        return jumps - {ctx.brk, ctx.cont}
-
-    def _chain_blocks(self, blocks, exit_flags):
-        """Emit unrolled iterations; each later one runs only while no exit flag is set."""
-        rest: list = []
-        for block in reversed(blocks):
-            if rest and exit_flags:
-                go = self.fresh("go_on")
-                rest = [Prim(go, "no_flags", [tuple(Var(f) for f in exit_flags)], loc=self.loc),
-                        If(Var(go), rest, [], loc=self.loc)]
-            rest = list(block) + rest
-        for st in rest:
-            self.out.append(st)
 
     # ------------------------------------------------------------ comprehensions
 
@@ -2166,6 +1639,14 @@ class Normalizer:
             obj = self.static_value(func)
             if obj is None and isinstance(func, gast.Call):
                 obj = self.static_transform(func)
+                if isinstance(obj, Applied):   # vmap(lambda a: ... xs ...)(xs)
+                    args, kwargs = self.call_args(node, hint)
+                    return self.call_element(obj, args, kwargs, node, hint, target)
+            if obj is None and isinstance(func, gast.Call):
+                el = self.expr(func, hint, static_ok=True)   # make_adder(2)(x)
+                if isinstance(el, _STATIC_FUNCS):
+                    args, kwargs = self.call_args(node, hint)
+                    return self.call_element(el, args, kwargs, node, hint, target)
             if obj is None:
                 self._refuse_run_time_callee(func, None)
         return self.call_object(obj, node, hint, target, discard)
@@ -2184,148 +1665,6 @@ class Normalizer:
                    "call the function directly, or hold functions in a list/dict literal "
                    "(fs = [f, g]) and index or loop over it", cls=TransformError)
 
-    def inline_jvp(self, node, hint, target):
-        """``jvp(f, (x, ...), (t, ...))`` inside transformed code: inline f's jvp code."""
-        if len(node.args) != 3 or node.keywords or not all(
-                isinstance(a, (gast.Tuple, gast.List)) for a in node.args[1:]):
-            self.error(node, "jvp inside a transformed function needs the form "
-                             "jvp(f, (x, ...), (t, ...))", cls=TransformError)
-        fun = self.static_value(node.args[0])
-        if fun is None or not callable(fun):
-            self.error(node.args[0], "jvp needs a function defined in a file here",
-                       "pass a module-level function, not a lambda", cls=TransformError)
-        primals = [self.plain(self.arg_operand(e, hint), node) for e in node.args[1].elts]
-        tangents = [self.plain(self.arg_operand(e, hint), node) for e in node.args[2].elts]
-        if len(primals) != len(tangents):
-            self.error(node, "jvp: as many tangents as primals are needed", cls=TransformError)
-        generated = transform_table.get("jvp").main(fun, tuple(range(len(primals))), ())
-        # the generated code takes every parameter, then the tangents: fill in defaults
-        sig = signature_of(fun)
-        for name in sig.names[len(primals):]:
-            default = sig.signature.parameters[name].default
-            if default is inspect.Parameter.empty:
-                self.error(node, f"jvp: {sig.fname}() missing argument {name!r}",
-                           cls=TransformError)
-            primals.append(self.object_operand(default, f"{name}_default"))
-        return self.call_function_ref(("object", generated), primals + tangents, {}, node,
-                                      hint, target)
-
-    def static_transform(self, node):
-        """``grad(f)`` written inside a function: build the transformed function now.
-
-        Only astjax transformations applied to functions and constants qualify; the
-        result is then inlined like any transformed function.
-        """
-        callee = self.static_value(node.func)
-        if not transform_table.inlinable(callee):
-            return None
-        missing = object()
-
-        def literal(a):
-            # constants, -1, and tuples/lists/dicts of them (vmap's axes pytrees)
-            if isinstance(a, gast.Constant):
-                return a.value
-            if isinstance(a, gast.UnaryOp) and isinstance(a.op, gast.USub) and \
-                    isinstance(a.operand, gast.Constant):
-                return -a.operand.value
-            if isinstance(a, (gast.Tuple, gast.List, gast.Dict)):
-                parts = [literal(e) for e in (a.elts if not isinstance(a, gast.Dict)
-                                              else a.keys + a.values)]
-                if any(p is missing for p in parts):
-                    return missing
-                if isinstance(a, gast.Dict):
-                    return dict(zip(parts[:len(a.keys)], parts[len(a.keys):]))
-                return tuple(parts) if isinstance(a, gast.Tuple) else list(parts)
-            v = self.static_transform(a) if isinstance(a, gast.Call) else self.static_value(a)
-            if v is None:   # grad(f) of a function f passed in; checkpoint(nested def)
-                v = self._function_argument(a, callee)
-            return missing if v is None else v   # (vmap(grad(f)): nested transformations)
-
-        values = []
-        for a in list(node.args) + [k.value for k in node.keywords]:
-            v = literal(a)
-            if v is missing:
-                return None
-            values.append(v)
-        n = len(node.args)
-        kwargs = {k.arg: v for k, v in zip(node.keywords, values[n:])}
-        return callee(*values[:n], **kwargs)
-
-    def _function_argument(self, node, callee):
-        """A function named in ``callee(f)`` inside transformed code: one passed in (its
-        object), or a nested def or lambda the transformation lifts (``checkpoint``:
-        its table entry's ``lift``); else None."""
-        bound = None
-        if isinstance(node, gast.Lambda):
-            bound = LocalFunc(node, self.scope)
-        elif isinstance(node, gast.Name):
-            kind, *rest = self.lookup(node.id, node)
-            bound = rest[0] if kind == "func" else None
-        if isinstance(bound, ObjFunc):
-            return bound.obj
-        entry = transform_table.entry_of(callee)
-        if isinstance(bound, LocalFunc) and entry is not None and entry.lift is not None:
-            return entry.lift(self, bound)
-        return None
-
-    def call_args(self, node, hint):
-        args = []
-        for a in node.args:
-            if isinstance(a, gast.Starred):
-                self.error(a, "*args in a call is not supported here",
-                           "pass the arguments one by one")
-            args.append(self.arg_operand(a, hint))
-        kwargs = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                self.error(node, "**kwargs in a call is not supported here",
-                           "pass keyword arguments explicitly")
-            kwargs[kw.arg] = self.arg_operand(kw.value, hint)
-        return args, kwargs
-
-    def arg_operand(self, node, hint):
-        """A call argument: an operand, or a FuncArg when it denotes a function."""
-        if isinstance(node, gast.Lambda):
-            return FuncArg(LocalFunc(node, self.scope))
-        if isinstance(node, gast.Name):
-            kind, *rest = self.lookup(node.id, node)
-            if kind == "func":
-                return FuncArg(rest[0])
-        if isinstance(node, (gast.List, gast.Tuple, gast.Dict, gast.Subscript, gast.IfExp)) \
-                and self._denotes_function(node) or isinstance(node, gast.Call) and \
-                self._is_partial(node) or isinstance(
-                    node, (gast.Name, gast.Attribute)) and isinstance(self._peek(node),
-                                                                      StaticSeq):
-            el = self._static_element(node, hint)  # a list of functions, fs[0]...
-            return FuncArg(el) if isinstance(el, _STATIC_FUNCS) else el
-        if isinstance(node, (gast.Name, gast.Attribute)):
-            obj = self.static_value(node)
-            if callable(obj) and not isinstance(obj, type) and not isinstance(
-                    obj, types.ModuleType):
-                name = getattr(obj, "__name__", "f")
-                return FuncArg(ObjFunc(obj, self.object_operand(obj, name)))
-        return self.expr(node, hint)
-
-    def plain(self, op, node):
-        """An operand for a primitive or an external call (a function becomes a value)."""
-        if isinstance(op, FuncArg):
-            if isinstance(op.func, ObjFunc):
-                return op.func.operand
-            if isinstance(op.func, StaticSeq) and op.func.operand is not None:
-                return op.func.operand
-            if isinstance(op.func, _Mixed):
-                self.call_element(op.func, [], {}, node, "", None)  # the error
-            if isinstance(op.func, (StaticSeq, FuncChoice, Bound)):
-                self.error(node, "a list of functions, a function chosen at run time or a "
-                                 "partial can only be called, looped over, indexed, or "
-                                 "passed to a Python function here",
-                           "astjax inlines functions where they are called",
-                           cls=TransformError)
-            self.error(node, "a lambda or nested function can only be called or passed to "
-                             "another Python function here",
-                       "astjax inlines functions where they are called", cls=TransformError)
-        return op
-
     def call_object(self, obj, node, hint, target, discard=False):
         special = SPECIAL_CALLS.get(id(obj))
         if special is not None:
@@ -2335,6 +1674,10 @@ class Normalizer:
             return custom(obj, self, *self.call_args(node, hint), node, hint, target)
         if transform_table.is_transformation(obj, "jvp"):
             return self.inline_jvp(node, hint, target)
+        if transform_table.is_transformation(obj, "vjp"):   # out, pull = vjp(f, x)
+            return self.inline_vjp(node, hint, target)
+        if transform_table.is_transformation(obj, "linearize"):
+            return self.inline_linearize(node, hint, target)
         if obj is range:
             args, _ = self.call_args(node, hint)
             args = [self.plain(a, node) for a in args]
@@ -2421,6 +1764,9 @@ class Normalizer:
 
     def method_call(self, node, func, hint, target, discard):
         name = func.attr
+        packed = self.pack_method(node, func, hint, target)   # kwargs.get/pop
+        if packed is not None:
+            return packed
         handled = self._container_method(node, func, hint, target)
         if handled is not None:
             return handled
@@ -2643,176 +1989,6 @@ class Normalizer:
             out.append(v)
         return out
 
-    # ------------------------------------------------------------------ inlining
-
-    def inline_callable(self, obj, node, hint, target):
-        args, kwargs = self.call_args(node, hint)
-        return self.call_function_ref(("object", obj), args, kwargs, node, hint, target)
-
-    def function_ref(self, node):
-        """What a function-valued expression denotes, for inlining with given operands.
-
-        Returns ("local", LocalFunc) for lambdas and nested defs, ("object", callable)
-        for functions reached through globals, closures or attributes.
-        """
-        if isinstance(node, gast.Lambda):
-            return ("local", LocalFunc(node, self.scope))
-        if isinstance(node, gast.Name):
-            kind, *rest = self.lookup(node.id, node)
-            if kind == "func":
-                if isinstance(rest[0], ObjFunc):
-                    return ("object", rest[0].obj)
-                if isinstance(rest[0], LocalFunc):
-                    return ("local", rest[0])
-                return ("element", rest[0])  # a switch, a partial, a list (an error)
-            if kind == "object" and callable(rest[0]):
-                return ("object", rest[0])
-        elif isinstance(node, (gast.Subscript, gast.IfExp, gast.Call)) and \
-                self._denotes_function(node):
-            el = self._static_element(node, "f")
-            if isinstance(el, _STATIC_FUNCS):
-                return ("element", el)
-        else:
-            obj = self.static_value(node)
-            if obj is None and isinstance(node, gast.Call):
-                obj = self.static_transform(node)   # lax.scan(checkpoint(f), ...)
-            if obj is not None and callable(obj):
-                return ("object", obj)
-        self.error(node, "expected a function that astjax can inline here (a lambda, a "
-                         "nested def, or a function defined in a file)",
-                   "pass the function itself, not a value computed at run time",
-                   cls=TransformError)
-
-    def call_function_ref(self, ref, args, kwargs, node, hint, target):
-        """Inline (or, for a primitive, emit) a call of ``ref`` on evaluated operands."""
-        kind, value = ref
-        if kind == "element":
-            return self.call_element(value, args, kwargs, node, hint, target)
-        custom = getattr(type(value), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
-        if custom is not None:
-            return custom(value, self, args, kwargs, node, hint, target)
-        generated = getattr(value, "_astjax_generated", None)
-        if kind == "object" and generated is not None:
-            value = generated()  # a transformed function: inline the code it runs
-        if kind == "local":
-            name = getattr(value.node, "name", "lambda")
-            scope = Scope(value.scope.fsrc, name, parent=value.scope)
-            if id(value.node) in self.inline_stack:
-                self.error(node, f"recursive call to {name} cannot be inlined",
-                           "rewrite the recursion as a loop", cls=TransformError)
-            return self._inline(scope, value.node, args, kwargs, node, hint, target,
-                                code=id(value.node))
-        prim = P.lookup_callable(value)
-        if prim is not None:
-            out = self._out(target, hint, _short(prim.name))
-            self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
-            return Var(out)
-        func, pargs, pkwargs = unwrap_callable(value)
-        if _is_library(func):
-            self.error(node, f"{getattr(func, '__qualname__', func)} cannot be inlined here",
-                       "wrap it in a lambda or a def of your own", cls=TransformError)
-        # keyed on the function object, by identity: code objects compare equal by
-        # contents (wrappers with the same text in two modules), and closures of one
-        # def or partials of one function (a decorator's wrapper around another) share
-        # code while being different functions; real recursion still repeats an object
-        key = value if isinstance(value, functools.partial) else func
-        if len(self.inline_stack) > self.MAX_INLINE_DEPTH or any(
-                c is key for c in self.inline_stack):
-            self.error(node, f"recursive call to {func.__name__} cannot be inlined",
-                       "rewrite the recursion as a loop", cls=TransformError)
-        fsrc = get_function_source(func)
-        pre = [self.object_operand(v, "arg") for v in pargs]
-        pkw = {k: self.object_operand(v, k) for k, v in pkwargs.items()}
-        pkw.update(kwargs)
-        scope = Scope(fsrc, fsrc.name, parent=None)
-        return self._inline(scope, fsrc.node, pre + list(args), pkw, node, hint, target,
-                            code=key)
-
-    def inline_local(self, lf: LocalFunc, node, hint, target):
-        args, kwargs = self.call_args(node, hint)
-        name = getattr(lf.node, "name", "lambda")
-        scope = Scope(lf.scope.fsrc, name, parent=lf.scope)
-        if id(lf.node) in self.inline_stack:
-            self.error(node, f"recursive call to {name} cannot be inlined",
-                       "rewrite the recursion as a loop", cls=TransformError)
-        return self._inline(scope, lf.node, args, kwargs, node, hint, target, code=id(lf.node))
-
-    def _inline(self, scope, fnode, args, kwargs, call_node, hint, target, code):
-        a = fnode.args
-        if a.vararg or a.kwarg:
-            self.error(call_node, f"cannot inline {scope.name}: *args/**kwargs parameters",
-                       "give the function explicit parameters", cls=TransformError)
-        params = _params_of(a)
-        positional = [x.id for x in a.posonlyargs + a.args]
-        if len(args) > len(positional):
-            self.error(call_node, f"{scope.name}() takes {len(positional)} positional "
-                                  f"arguments but {len(args)} were given", cls=TransformError)
-        bound = dict(zip(positional, args))
-        for k, v in kwargs.items():
-            if k not in params or k in bound:
-                self.error(call_node, f"{scope.name}() got an unexpected keyword {k!r}",
-                           cls=TransformError)
-            bound[k] = v
-        defaults = self._defaults_of(scope, fnode)
-        caller_scope, caller_loops, caller_loc = self.scope, self.loops, self.loc
-        scope.local_names = _assigned_names(fnode) | set(params)
-        assigned = _rebound_names(fnode)
-        passed = {a.name for a in list(args) + list(kwargs.values()) if isinstance(a, Var)}
-        if target is not None and target not in passed:
-            result = target
-        else:
-            result = self.tmp(hint or scope.name, "out")
-        # bind parameters: substitute operands for parameters the callee never reassigns
-        for p in params:
-            if p in bound:
-                v = bound[p]
-            elif p in defaults:
-                v = defaults[p]
-            else:
-                self.error(call_node, f"{scope.name}() missing argument {p!r}",
-                           cls=TransformError)
-            if isinstance(v, FuncArg):
-                scope.local_funcs[p] = v.func  # calls of p inline the function passed
-            elif p in assigned:
-                var = self.fresh(p)
-                self.emit(Copy(var, v))
-                scope.rename[p] = Var(var)
-            else:
-                scope.rename[p] = v
-        self._rename_locals(scope, fnode)
-        self.scope, self.loops = scope, []
-        self.inline_stack.append(code)
-        try:
-            self._body(scope, fnode, result)
-        finally:
-            self.inline_stack.pop()
-            self.scope, self.loops, self.loc = caller_scope, caller_loops, caller_loc
-        if target is not None and result != target:
-            self.emit(Copy(target, Var(result)))
-            return Var(target)
-        return Var(result)
-
-    def _defaults_of(self, scope, fnode):
-        out = {}
-        a = fnode.args
-        pos = a.posonlyargs + a.args
-        if scope.parent is None and hasattr(scope.fsrc, "defaults"):
-            for k, v in scope.fsrc.defaults.items():
-                out[k] = self.object_operand(v, k)
-            return out
-        saved = self.scope
-        self.scope = scope.parent or saved
-        try:
-            for p, d in zip(pos[len(pos) - len(a.defaults):], a.defaults):
-                out[p.id] = self.expr(d, p.id)
-            for p, d in zip(a.kwonlyargs, a.kw_defaults):
-                if d is not None:
-                    out[p.id] = self.expr(d, p.id)
-        finally:
-            self.scope = saved
-        return out
-
-
 _RUN_TIME = object()  # a callee or receiver known only at run time
 
 _CANONICAL_MODULES = {"numpy": "np", "astjax.runtime_array": "ra", "astjax.runtime": "rt",
@@ -2854,21 +2030,6 @@ def _name_op(idx):
 def _hint_of(op, default):
     return op.name if isinstance(op, Var) else default
 
-
-def _short(name):
-    return {"matmul": "matmul", "getitem": "item", "multiply": "mul", "subtract": "sub",
-            "divide": "div", "true_divide": "div", "power": "pow"}.get(name, name)
-
-
-def _is_library(fn) -> bool:
-    """Functions of NumPy and the standard library are called, not inlined."""
-    mod = getattr(fn, "__module__", "") or ""
-    return mod.split(".")[0] in ("numpy", "math", "builtins", "functools", "operator",
-                                 "scipy") or mod in _ASTJAX_LIBRARY
-
-
-_ASTJAX_LIBRARY = {"astjax.runtime", "astjax.runtime_array", "astjax.runtime_batch",
-                   "astjax.tree_util", "astjax.api", "astjax.forward_api", "astjax.batch_api"}
 
 
 _HINTS = {
