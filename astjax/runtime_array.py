@@ -90,6 +90,13 @@ def unbroadcast(t, x):
     if type(t) is np.ndarray and type(x) is np.ndarray and t.shape == x.shape and \
             t.dtype == x.dtype:
         return t      # the common case, without the general path's overhead
+    if isinstance(x, (list, tuple)) and isinstance(t, (list, tuple)) and len(t) != len(x):
+        # a list/tuple cotangent longer than its primal: ``seq * n`` repeated the items
+        # (Python's repetition, not NumPy's product); summing would scale it by n
+        raise UnsupportedDerivativeError(
+            "the derivative of repeating a list or tuple (seq * n) whose items or count "
+            "are known only at run time: write the list and a constant count where it is "
+            "used ([x] * 2), or use np.tile / np.repeat on an array")
     shape = np.shape(x)
     tshape = np.shape(t)
     out = t

@@ -1153,6 +1153,9 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         return prim
 
     def expr_BinOp(self, node, hint, target):
+        repeated = self._repeated_display(node, hint, target)
+        if repeated is not None:
+            return repeated
         prim = self.operator_prim(node.op, node)
         left = self.expr(node.left, hint)
         right = self.expr(node.right, hint)
@@ -1162,6 +1165,27 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         out = self._out(target, hint, _OP_NAMES.get(type(node.op).__name__, prim.name))
         self.emit(Prim(out, prim.name, self.bind(prim, [left, right], {}, node)))
         return Var(out)
+
+    def _repeated_display(self, node, hint, target):
+        """``[x] * 2``, ``3 * (a, b)``: Python's repetition of a list or tuple written
+        here, by a count known now, is the longer literal (each item evaluated once), so
+        derivatives see each item used n times instead of a NumPy product."""
+        if not isinstance(node.op, gast.Mult):
+            return None
+        for seq, count in ((node.left, node.right), (node.right, node.left)):
+            if not isinstance(seq, (gast.List, gast.Tuple)) or any(
+                    isinstance(e, gast.Starred) for e in seq.elts):
+                continue
+            n = count.value if isinstance(count, gast.Constant) else self.static_value(count)
+            if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+                continue
+            items = tuple(self.expr(e, hint) for e in seq.elts)
+            prim, suffix = (("make_list", "list") if isinstance(seq, gast.List)
+                            else ("make_tuple", "tuple"))
+            out = self._out(target, hint, suffix)
+            self.emit(Prim(out, prim, [items * max(int(n), 0)]))
+            return Var(out)
+        return None
 
     def expr_UnaryOp(self, node, hint, target):
         operand = self.expr(node.operand, hint)
