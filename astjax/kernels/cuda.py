@@ -1,0 +1,180 @@
+"""CUDA C for a typed kernel: the same IR and scalar expressions as the C renderer.
+
+One ``Typed`` kernel becomes a CUDA module of four ``extern "C" __global__`` entry
+points around one ``__device__`` element function (one statement per NumPy statement
+of the group, each commented with the user's line, rendered by ``c.op_expr``: the
+numerics are exactly those of the C backend and of NumPy):
+
+* ``<name>_contig32`` / ``<name>_contig64``: every array operand is C-contiguous with
+  the output's shape; a grid-stride loop over the flat index in 32-bit index math when
+  every index fits, else 64-bit;
+* ``<name>_strided32`` / ``<name>_strided64``: any broadcast or strided views; the
+  output index is split into coordinates (``shape``) and each operand's offset is the
+  dot product with its element strides (``st[k * ndim + d]``, 0 on broadcast axes).
+
+Operands that are one element for the whole loop (Python numbers, size-1 arrays) are
+passed by value; arrays by pointer.  ``Module.kernels`` lists each entry point's
+parameters (C type, name), which is what the host runtime packs and what the CPU
+emulator (``cuda_emulate.py``) builds its launchers from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astjax.kernels import c as c_render
+from astjax.kernels.c import ctype
+from astjax.kernels.ir import Typed
+
+# Types and constants NVRTC has no headers for; the CPU shim (cuda_shim.h) defines
+# ASTJAX_CUDA_SHIM and takes them from <cstdint>/<cmath> instead.
+PRELUDE = """\
+#ifndef ASTJAX_CUDA_SHIM
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define INT8_MIN (-128)
+#define INT16_MIN (-32767 - 1)
+#define INT32_MIN (-2147483647 - 1)
+#define INT64_MIN (-9223372036854775807LL - 1)
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#ifndef ASTJAX_CUDA_PRELUDE
+#define ASTJAX_CUDA_PRELUDE
+typedef unsigned char npy_bool;
+/* C99's quiet comparisons (false on NaN, as < and > are) */
+#define isless(a, b) ((a) < (b))
+#define isgreater(a, b) ((a) > (b))
+#endif
+"""
+
+# threads per block the runtime launches with (a multiple of the warp size)
+BLOCK = 256
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str               # the extern "C" symbol
+    params: tuple           # (C type, parameter name): "T" by value, "T *" pointer
+
+
+@dataclass(frozen=True)
+class Module:
+    text: str
+    kernels: dict           # "contig32" | "contig64" | "strided32" | "strided64" -> Entry
+
+
+def _device(text: str) -> str:
+    """C helper functions as device functions (``static inline`` -> ``__device__``)."""
+    return text.replace("static inline ", "static __device__ __forceinline__ ")
+
+
+def _element(typed: Typed, cname: str):
+    """The element function's text and the helper texts it needs."""
+    helpers: set = set()
+    scalar = {f"in{j}": inp.scalar for j, inp in enumerate(typed.inputs)}
+    params = [f"{ctype(inp.dtype)} in{j}" for j, inp in enumerate(typed.inputs)]
+    params += [f"{ctype(dt)} *__restrict__ out{j}" for j, (_, dt) in enumerate(typed.outputs)]
+    body, last = [], None
+    for op in typed.ops:
+        comment = c_render._comment(op.loc)
+        if comment and comment != last:
+            body.append(f"    {comment}")
+            last = comment
+        exprs, scal = [], []
+        for (name, dt), lt in zip(op.args, op.loop[:-1]):
+            if name == "const":
+                exprs.append(c_render._literal(dt, lt))
+                scal.append(True)
+            else:
+                exprs.append(c_render.cast(name, dt, lt))
+                scal.append(scalar[name])
+        expr = c_render.op_expr(op, exprs, scal, helpers)
+        scalar[op.target] = all(scal)
+        body.append(f"    const {ctype(op.loop[-1])} {op.target} = {expr};")
+    for j, (name, _) in enumerate(typed.outputs):
+        body.append(f"    *out{j} = {name};")
+    text = (f"static __device__ __forceinline__ void {cname}_element("
+            f"{', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n")
+    pre = []
+    for kind, dtstr in sorted(helpers):
+        pre.append(c_render._divmod_helpers(dtstr) if kind == "divmod"
+                   else c_render._clip_helper(dtstr))
+    return text, _device("".join(pre))
+
+
+def _operand_params(typed: Typed):
+    out = []
+    for j, inp in enumerate(typed.inputs):
+        T = ctype(inp.dtype)
+        out.append((T, f"s{j}") if inp.scalar else (f"const {T} *__restrict__", f"p{j}"))
+    for j, (_, dt) in enumerate(typed.outputs):
+        out.append((f"{ctype(dt)} *__restrict__", f"q{j}"))
+    return out
+
+
+def _signature(name, params):
+    return (f'extern "C" __global__ void {name}(' +
+            ", ".join(f"{t} {n}" for t, n in params)
+            + ")")
+
+
+def _call(typed, cname, index_of):
+    args = [f"s{j}" if inp.scalar else f"p{j}[{index_of(j)}]"
+            for j, inp in enumerate(typed.inputs)]
+    args += [f"&q{j}[i]" for j in range(len(typed.outputs))]
+    return f"{cname}_element({', '.join(args)});"
+
+
+def _grid_loop(I):
+    return (f"    const {I} step = ({I})blockDim.x * ({I})gridDim.x;\n"
+            f"    for ({I} i = ({I})blockIdx.x * ({I})blockDim.x + ({I})threadIdx.x; "
+            f"i < n; i += step) {{\n")
+
+
+def render(typed: Typed, cname: str) -> Module:
+    """The CUDA module of ``typed``; its entry points are named ``cname_<variant>``."""
+    element, helpers = _element(typed, cname)
+    ops = _operand_params(typed)
+    arrays = [j for j, inp in enumerate(typed.inputs) if not inp.scalar]
+    parts, kernels = [], {}
+    for bits, I in ((32, "int32_t"), (64, "int64_t")):
+        name = f"{cname}_contig{bits}"
+        params = (("int64_t", "n_"),) + tuple(ops)
+        kernels[f"contig{bits}"] = Entry(name, params)
+        parts.append(
+            f"{_signature(name, params)} {{\n"
+            f"    const {I} n = ({I})n_;\n" + _grid_loop(I) +
+            f"        {_call(typed, cname, lambda j: 'i')}\n"
+            "    }\n}\n")
+        name = f"{cname}_strided{bits}"
+        params = (("int64_t", "n_"), ("int32_t", "ndim"),
+                  ("const int64_t *__restrict__", "shape"),
+                  ("const int64_t *__restrict__", "st")) + tuple(ops)
+        kernels[f"strided{bits}"] = Entry(name, params)
+        offsets = "".join(f"        {I} o{j} = 0;\n" for j in arrays)
+        steps = "".join(f"            o{j} += c * ({I})st[{j} * ndim + d];\n" for j in arrays)
+        parts.append(
+            f"{_signature(name, params)} {{\n"
+            f"    const {I} n = ({I})n_;\n" + _grid_loop(I) + offsets +
+            f"        {I} rest = i;\n"
+            "        for (int32_t d = ndim - 1; d >= 0; d--) {\n"
+            f"            const {I} extent = ({I})shape[d];\n"
+            f"            const {I} c = rest % extent;\n"
+            "            rest /= extent;\n" + steps +
+            "        }\n"
+            f"        {_call(typed, cname, lambda j: f'o{j}')}\n"
+            "    }\n}\n")
+    head = (f"/* astjax CUDA kernel {typed.kernel.name}: {len(typed.ops)} statements of a "
+            "fused group */\n")
+    text = head + PRELUDE + helpers + "\n" + element + "\n" + "\n".join(parts)
+    return Module(text, kernels)
+
+
+def cuda_name(kernel) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
