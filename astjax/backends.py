@@ -38,7 +38,7 @@ def register(backend: Backend) -> None:
 def get(name: str | None) -> Backend:
     """The backend called ``name`` (None: ``$ASTJAX_BACKEND``, else NumPy), or a clear
     error."""
-    name = name or os.environ.get("ASTJAX_BACKEND") or "numpy"
+    name = name or os.environ.get("ASTJAX_BACKEND") or _automatic()
     backend = _REGISTRY.get(name)
     if backend is None:
         usable = sorted(n for n, b in _REGISTRY.items() if b.available()[0])
@@ -81,6 +81,32 @@ def _c_available():
 # compiled C kernels for the fused groups (astjax/kernels); opt-in until it covers the
 # whole fusion plan
 register(Backend("c", (), _c_passes, _c_load, _c_available))
+
+
+def _cuda_passes():
+    from astjax.kernels import cuda_runtime
+    return cuda_runtime.passes()
+
+
+def _cuda_load(fn, doc, label):
+    from astjax.kernels import cuda_runtime
+    return cuda_runtime.load(fn, doc, label)
+
+
+def _cuda_available():
+    from astjax.kernels import cuda_runtime
+    return cuda_runtime.available()
+
+
+# CUDA kernels for the fused groups, CuPy between them (astjax/kernels/cuda*.py); its
+# code can be generated and shown anywhere, running it needs CuPy and a GPU
+register(Backend("cuda", ("gpu",), _cuda_passes, _cuda_load, _cuda_available))
+
+
+def _automatic() -> str:
+    """The default: "cuda" when CuPy sees a GPU, else "numpy"."""
+    from astjax.kernels import cuda_runtime
+    return "cuda" if cuda_runtime.gpu_visible() else "numpy"
 
 
 def backends() -> dict:

@@ -12,8 +12,9 @@ numerics are exactly those of the C backend and of NumPy):
   output index is split into coordinates (``shape``) and each operand's offset is the
   dot product with its element strides (``st[k * ndim + d]``, 0 on broadcast axes).
 
-Operands that are one element for the whole loop (Python numbers, size-1 arrays) are
-passed by value; arrays by pointer.  ``Module.kernels`` lists each entry point's
+Operands that are one element for the whole loop are passed by value (Python numbers,
+NumPy scalars) or read once through a pointer (size-1 device arrays); arrays by
+pointer.  ``Module.kernels`` lists each entry point's
 parameters (C type, name), which is what the host runtime packs and what the CPU
 emulator (``cuda_emulate.py``) builds its launchers from.
 """
@@ -108,11 +109,12 @@ def _element(typed: Typed, cname: str):
     return text, _device("".join(pre))
 
 
-def _operand_params(typed: Typed):
+def _operand_params(typed: Typed, pointers):
     out = []
     for j, inp in enumerate(typed.inputs):
         T = ctype(inp.dtype)
-        out.append((T, f"s{j}") if inp.scalar else (f"const {T} *__restrict__", f"p{j}"))
+        by_value = inp.scalar and j not in pointers
+        out.append((T, f"s{j}") if by_value else (f"const {T} *__restrict__", f"p{j}"))
     for j, (_, dt) in enumerate(typed.outputs):
         out.append((f"{ctype(dt)} *__restrict__", f"q{j}"))
     return out
@@ -124,9 +126,9 @@ def _signature(name, params):
             + ")")
 
 
-def _call(typed, cname, index_of):
-    args = [f"s{j}" if inp.scalar else f"p{j}[{index_of(j)}]"
-            for j, inp in enumerate(typed.inputs)]
+def _call(typed, cname, index_of, pointers):
+    args = [(f"p{j}[0]" if j in pointers else f"s{j}") if inp.scalar
+            else f"p{j}[{index_of(j)}]" for j, inp in enumerate(typed.inputs)]
     args += [f"&q{j}[i]" for j in range(len(typed.outputs))]
     return f"{cname}_element({', '.join(args)});"
 
@@ -137,10 +139,13 @@ def _grid_loop(I):
             f"i < n; i += step) {{\n")
 
 
-def render(typed: Typed, cname: str) -> Module:
-    """The CUDA module of ``typed``; its entry points are named ``cname_<variant>``."""
+def render(typed: Typed, cname: str, pointer_scalars=()) -> Module:
+    """The CUDA module of ``typed``; its entry points are named ``cname_<variant>``.
+    ``pointer_scalars``: inputs of one element passed as a device pointer (a size-1
+    array on the device: reading it on the host would synchronize), not by value."""
+    pointers = frozenset(pointer_scalars)
     element, helpers = _element(typed, cname)
-    ops = _operand_params(typed)
+    ops = _operand_params(typed, pointers)
     arrays = [j for j, inp in enumerate(typed.inputs) if not inp.scalar]
     parts, kernels = [], {}
     for bits, I in ((32, "int32_t"), (64, "int64_t")):
@@ -150,7 +155,7 @@ def render(typed: Typed, cname: str) -> Module:
         parts.append(
             f"{_signature(name, params)} {{\n"
             f"    const {I} n = ({I})n_;\n" + _grid_loop(I) +
-            f"        {_call(typed, cname, lambda j: 'i')}\n"
+            f"        {_call(typed, cname, lambda j: 'i', pointers)}\n"
             "    }\n}\n")
         name = f"{cname}_strided{bits}"
         params = (("int64_t", "n_"), ("int32_t", "ndim"),
@@ -168,7 +173,7 @@ def render(typed: Typed, cname: str) -> Module:
             f"            const {I} c = rest % extent;\n"
             "            rest /= extent;\n" + steps +
             "        }\n"
-            f"        {_call(typed, cname, lambda j: f'o{j}')}\n"
+            f"        {_call(typed, cname, lambda j: f'o{j}', pointers)}\n"
             "    }\n}\n")
     head = (f"/* astjax CUDA kernel {typed.kernel.name}: {len(typed.ops)} statements of a "
             "fused group */\n")

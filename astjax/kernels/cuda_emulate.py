@@ -65,8 +65,9 @@ def _launcher(entry, barriers: bool) -> str:
 class _Function:
     """One entry point: called as a CuPy RawKernel is, ``f(grid, block, args)``."""
 
-    def __init__(self, lib, entry):
+    def __init__(self, lib, entry, record):
         self.entry = entry
+        self.record = record
         self.func = getattr(lib, f"astjax_launch_{entry.name}")
         self.func.argtypes = (ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p)
         self.func.restype = ctypes.c_int
@@ -86,6 +87,7 @@ class _Function:
                 keep.append(_CTYPES[base](a.item() if isinstance(a, np.generic) else a))
         argv = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(v) for v in keep])
         self.launches += 1
+        self.record.append((self.entry.name, int(grid), int(block)))
         if self.func(int(grid), int(block), argv) != 0:
             raise RuntimeError(f"{self.entry.name}: invalid launch ({grid}, {block})")
 
@@ -104,11 +106,13 @@ class EmulatedDevice:
         self._libs: dict = {}
         self._dir = tempfile.mkdtemp(prefix="astjax-cuda-emu-")
         self.compiled = 0
+        self.launched: list = []          # (entry point, grid, block) of every launch
+        self.modules: list = []           # every Module built (tests compile them again)
 
     def function(self, module, variant):
         entry = module.kernels[variant]
         lib = self._library(module)
-        return _Function(lib, entry)
+        return _Function(lib, entry, self.launched)
 
     def _library(self, module):
         key = hashlib.sha256(module.text.encode()).hexdigest()[:24]
@@ -116,6 +120,7 @@ class EmulatedDevice:
             lib = self._libs.get(key)
             if lib is None:
                 lib = self._libs[key] = self._build(module, key)
+                self.modules.append(module)
             return lib
 
     def _build(self, module, key):

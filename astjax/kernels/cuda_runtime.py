@@ -1,0 +1,391 @@
+"""The ``"cuda"`` jit backend: fused groups as CUDA kernels, the rest on CuPy.
+
+Same passes and host code as the C backend (``kernels/backend.py``); ``load`` swaps
+each ``run_fused(group, ...)`` call for a ``CudaKernelCall`` of the group's kernel
+and loads the host code with ``np`` bound to the device's array module
+(``device.rebind``: CuPy, so matrix products run on cuBLAS, FFTs on cuFFT...).
+Arguments are moved to the device on entry (NumPy arrays become CuPy arrays);
+results stay there, as JAX returns device arrays.
+
+A ``CudaKernelCall`` specializes its kernel per combination of argument kinds
+(``ir.specialize``), renders it (``cuda.render``) and gets its entry points from the
+device once; per call it only computes the broadcast shape, allocates the results on
+the device and launches: grid-stride loops, ``cuda.BLOCK`` threads per block, at most
+``device.max_blocks`` blocks, 32-bit index math when every index fits.  Whatever the
+kernel cannot take as NumPy would runs the group's block function, on the device
+array module.
+
+Devices: ``CupyDevice`` (a GPU through ``cupy.RawModule``, whose kernels go through
+CuPy's on-disk cache) or, for tests without a GPU, ``cuda_emulate.EmulatedDevice``
+(``use_device``).  Without CuPy, calling a ``backend="cuda"`` function raises an error
+saying how to install it; generating and showing its code needs no GPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+
+import numpy as np
+
+from astjax import core
+from astjax.api import Generated
+from astjax.core import External, Var
+from astjax.errors import ArgumentError
+from astjax.kernels import cuda as cuda_render, ir
+from astjax.kernels.ir import Unsupported
+
+INSTALL = ('the CUDA backend needs CuPy and a GPU: pip install "astjax[cuda]" '
+           "(the cupy-cuda13x wheel, CUDA 13)")
+_INT32_LIMIT = (1 << 31) - 1
+
+
+# ------------------------------------------------------------------- devices
+
+class CupyDevice:
+    """The current CuPy device: kernels through ``cupy.RawModule``."""
+
+    name = "cuda"
+
+    def __init__(self):
+        import cupy
+        from astjax import device
+        self.xp = cupy
+        self.ndarray = cupy.ndarray
+        device.register_array_module(cupy.ndarray, cupy)
+        dev = cupy.cuda.Device()
+        sms = cupy.cuda.runtime.getDeviceProperties(dev.id)["multiProcessorCount"]
+        self.max_blocks = sms * 32
+        self.block = cuda_render.BLOCK
+        self._modules: dict = {}
+        self._index: dict = {}
+
+    def function(self, module, variant):
+        from astjax.kernels.cuda_nvrtc import OPTIONS
+        mod = self._modules.get(module.text)
+        if mod is None:
+            options = tuple(o for o in OPTIONS if o != "-default-device")
+            mod = self._modules[module.text] = self.xp.RawModule(code=module.text,
+                                                                  options=options)
+        return mod.get_function(module.kernels[variant].name)
+
+    def asarray(self, a):
+        return self.xp.asarray(a)
+
+    def empty(self, shape, dtype):
+        return self.xp.empty(shape, dtype)
+
+    def to_host(self, a):
+        return self.xp.asnumpy(a)
+
+    def index_array(self, values: tuple):
+        got = self._index.get(values)
+        if got is None:
+            if len(self._index) > 256:
+                self._index.clear()
+            got = self._index[values] = self.xp.asarray(np.array(values, np.int64))
+        return got
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_visible() -> bool:
+    """CuPy is installed and sees at least one GPU (probed once)."""
+    import importlib.util
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:       # noqa: BLE001  (no driver, no device: CuPy raises its own)
+        return False
+
+
+_override: list = []
+_default: list = []
+
+
+def current_device():
+    """The device kernels run on: ``use_device``'s, else the GPU; else the error
+    saying how to get one."""
+    if _override:
+        return _override[-1]
+    if not _default:
+        if not gpu_visible():
+            raise ArgumentError(INSTALL)
+        _default.append(CupyDevice())
+    return _default[0]
+
+
+@contextlib.contextmanager
+def use_device(dev):
+    """Run ``backend="cuda"`` code on ``dev`` (an ``EmulatedDevice`` in tests)."""
+    _override.append(dev)
+    try:
+        yield dev
+    finally:
+        _override.pop()
+
+
+def available():
+    """Always usable for showing code; running it needs a GPU (``current_device``)."""
+    return True, ""
+
+
+# --------------------------------------------------------------- kernel calls
+
+class _Spec:
+    __slots__ = ("module", "typed", "out_dtypes", "checks", "functions")
+
+    def __init__(self, module, typed):
+        self.module = module
+        self.typed = typed
+        self.out_dtypes = typed.out_dtypes
+        self.checks = [(i, np.iinfo(dt)) for i, dt in typed.int_checks]
+        self.functions: dict = {}
+
+
+class CudaKernelCall:
+    """One fused group as a CUDA kernel (``block``: its fallback, on the device)."""
+
+    def __init__(self, kernel: ir.Kernel, block=None, device=None):
+        self.kernel = kernel
+        self.block = block
+        self.device = device
+        self.specs: dict = {}
+        self.__name__ = kernel.name
+        everything = tuple(range(len(kernel.inputs)))
+        self.partial = [d for d in ir.output_deps(kernel) if d != everything]
+
+    def __repr__(self):
+        return f"<astjax CUDA kernel {self.kernel.name}>"
+
+    def spec(self, kinds, pointers):
+        key = (kinds, pointers)
+        got = self.specs.get(key, False)
+        if got is False:
+            try:
+                typed = ir.specialize(self.kernel, kinds)
+                module = cuda_render.render(typed, cuda_render.cuda_name(self.kernel),
+                                            pointer_scalars=pointers)
+            except Unsupported:
+                got = None
+            else:
+                got = _Spec(module, typed)
+            self.specs[key] = got
+        return got
+
+    def __call__(self, *args):
+        dev = self.device or current_device()
+        darray = dev.ndarray
+        kinds, shapes, pointers, moved = [], [], [], []
+        for k, a in enumerate(args):
+            t = type(a)
+            if t is np.ndarray and darray is not np.ndarray:
+                a = dev.asarray(a)          # a host array reaching device code
+                t = type(a)
+            if t is darray:
+                dt = a.dtype
+                if dt.char not in ir.SUPPORTED or not dt.isnative:
+                    return self.block(*args)
+                scalar = a.size == 1
+                kinds.append((dt, scalar, None))
+                if scalar:
+                    pointers.append(k)
+                shapes.append(a.shape)
+            else:
+                try:
+                    kinds.append(ir.input_kind(a))
+                except Unsupported:
+                    return self.block(*args)
+            moved.append(a)
+        kinds, pointers = tuple(kinds), tuple(pointers)
+        spec = self.spec(kinds, pointers)
+        if spec is None or not shapes:
+            return self.block(*args)
+        shape = shapes[0]
+        if len(shapes) > 1 and any(sh != shape for sh in shapes):
+            try:
+                shape = np.broadcast_shapes(*shapes)
+            except ValueError:
+                return self.block(*args)
+        if not shape:
+            return self.block(*args)
+        for deps in self.partial:
+            if np.broadcast_shapes(*(np.shape(args[i]) for i in deps)) != shape:
+                return self.block(*args)
+        for i, info in spec.checks:
+            if not info.min <= args[i] <= info.max:
+                return self.block(*args)
+        n = math.prod(shape)
+        outs = [dev.empty(shape, dt) for dt in spec.out_dtypes]
+        if n:
+            self._launch(dev, spec, moved, kinds, shape, n, outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _launch(self, dev, spec, args, kinds, shape, n, outs):
+        block = dev.block
+        blocks = min(-(-n // block), dev.max_blocks)
+        fits = n + blocks * block <= _INT32_LIMIT
+        operands, contiguous, reach = [], True, 0
+        strides = []
+        for a, (dt, scalar, weak), inp in zip(args, kinds, spec.typed.inputs):
+            if scalar and not isinstance(a, dev.ndarray):
+                operands.append(inp.dtype.type(a))      # by value
+                strides.append(None)
+                continue
+            operands.append(a)
+            if scalar:
+                strides.append(None)
+                continue
+            if a.shape != shape or not a.flags.c_contiguous:
+                contiguous = False
+            st = [0] * len(shape)
+            pad = len(shape) - a.ndim
+            for d in range(a.ndim):
+                if a.shape[d] != 1:
+                    s, r = divmod(a.strides[d], a.itemsize)
+                    if r:
+                        return self._fallback(outs, args)
+                    st[pad + d] = s
+                    reach += abs(s) * (a.shape[d] - 1)
+            strides.append(st)
+        operands += outs
+        if contiguous:
+            variant = "contig32" if fits else "contig64"
+            head = (np.int64(n),)
+        else:
+            variant = "strided32" if fits and reach <= _INT32_LIMIT else "strided64"
+            table = []
+            for st in strides:          # one row per input, as the kernel indexes them
+                table += st if st is not None else [0] * len(shape)
+            head = (np.int64(n), np.int32(len(shape)), dev.index_array(tuple(shape)),
+                    dev.index_array(tuple(table)))
+        fn = spec.functions.get(variant)
+        if fn is None:
+            fn = spec.functions[variant] = dev.function(spec.module, variant)
+        fn((blocks,), (block,), head + tuple(operands))
+
+    def _fallback(self, outs, args):
+        got = self.block(*args)
+        got = got if isinstance(got, tuple) else (got,)
+        for o, g in zip(outs, got):
+            o[...] = g
+
+
+# ------------------------------------------------------------------- backend
+
+def load(fn, doc, label):
+    """Host code on the device's array module; each fused group a CUDA kernel."""
+    from astjax import device, runtime_fusion
+    from astjax.api import _base_namespace
+    from astjax import codegen
+    run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
+    calls = {}
+    for helper in fn.helpers:
+        plan = getattr(helper, "kernel_plan", None)
+        if plan is None:
+            continue
+        inputs, members, outputs = plan
+        name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
+        kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, 1)
+        calls[helper.name] = CudaKernelCall(kernel)
+    shown = []
+    for s in core.walk(fn.body):
+        if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
+                isinstance(s.args[0], Var) and s.args[0].name in calls:
+            kc = calls[s.args[0].name]
+            ref = fn.env.value_ref(kc, kc.kernel.name)
+            s.func = Var(ref)
+            s.args = list(s.args[3:])
+            s.kwargs = {}
+            shown.append(kc)
+    origins: list = []
+    source = codegen.print_with_helpers(fn, doc, origins)
+    host = {"source": source, "origins": origins}
+    namespace = _base_namespace()
+    namespace.update(fn.env.current())
+    texts = _display(fn, shown)
+    shown_source = source + ("\n\n" + "\n\n".join(texts) if texts else "")
+    state = {}
+
+    def bound():
+        """The host code loaded on the device's array module (on the first call)."""
+        dev = current_device()
+        got = state.get(id(dev))
+        if got is None:
+            ns = device.rebind(namespace, dev.xp)
+            codegen.load_source(host["source"], ns, f"{label} on {dev.name}",
+                                host["origins"])
+            for block_name, kc in calls.items():
+                kc.block = ns[block_name]
+            got = state[id(dev)] = (dev, ns)
+        return got
+
+    main_name = fn.name
+
+    @functools.wraps(lambda *a, **k: None)
+    def main(*args, **kwargs):
+        dev, ns = bound()
+        for kc in calls.values():
+            kc.device = dev
+        args = [_to_device(dev, a) for a in args]
+        kwargs = {k: _to_device(dev, v) for k, v in kwargs.items()}
+        return ns[main_name](*args, **kwargs)
+    main.__name__ = main.__qualname__ = main_name
+    gen = _DeviceGenerated(shown_source, {"main": main}, namespace, fn.env, [(fn, doc)])
+    gen.bound = bound
+    return gen
+
+
+def _to_device(dev, a):
+    from astjax.tree_util import tree_map
+    if dev.ndarray is np.ndarray:
+        return a
+
+    def put(x):
+        return dev.asarray(x) if type(x) is np.ndarray else x
+    return put(a) if type(a) is np.ndarray else tree_map(put, a)
+
+
+class _DeviceGenerated(Generated):
+    """``api.Generated`` for device code: ``refresh`` re-binds rebound globals to the
+    device's array module."""
+
+    bound = None
+
+    def refresh(self):
+        from astjax import device
+        self.namespace.update(self.env.current())
+        if self.bound is not None and (_override or _default):
+            dev, ns = self.bound()
+            ns.update(device.rebind(self.env.current(), dev.xp))
+
+
+def _display(fn, kcs):
+    """Each kernel's CUDA text for the dtypes known statically (float64 otherwise)."""
+    known = dict(getattr(fn, "kernel_arg_dtypes", {}))
+    out = []
+    for kc in kcs:
+        kinds, guessed = [], False
+        for name in kc.kernel.inputs:
+            dt = known.get(name)
+            if dt is None:
+                dt, guessed = np.dtype(np.float64), True
+            kinds.append((np.dtype(dt), False, None))
+        try:
+            typed = ir.specialize(kc.kernel, tuple(kinds))
+            text = cuda_render.render(typed, cuda_render.cuda_name(kc.kernel)).text
+        except Unsupported as e:
+            out.append(f"/* {kc.kernel.name}: runs on CuPy for these dtypes ({e}) */")
+            continue
+        for name, (_, dt) in zip(kc.kernel.outputs, typed.outputs):
+            known[name] = dt
+        note = ("/* shown for float64 operands: the kernel is specialized to the "
+                "operands' dtypes when it runs */\n" if guessed else "")
+        out.append(note + text)
+    return out
+
+
+def passes():
+    from astjax.kernels import backend
+    return backend.passes()
