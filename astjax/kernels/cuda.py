@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from astjax.kernels import c as c_render
-from astjax.kernels.c import ctype
+from astjax.kernels import cexpr
+from astjax.kernels.cexpr import ctype
 from astjax.kernels.ir import Typed
 
 # Types and constants NVRTC has no headers for; the CPU shim (cuda_shim.h) defines
@@ -70,9 +70,7 @@ class Module:
     kernels: dict           # "contig32" | "contig64" | "strided32" | "strided64" -> Entry
 
 
-def _device(text: str) -> str:
-    """C helper functions as device functions (``static inline`` -> ``__device__``)."""
-    return text.replace("static inline ", "static __device__ __forceinline__ ")
+DEVICE = "static __device__ __forceinline__"
 
 
 def _element(typed: Typed, cname: str):
@@ -83,30 +81,26 @@ def _element(typed: Typed, cname: str):
     params += [f"{ctype(dt)} *__restrict__ out{j}" for j, (_, dt) in enumerate(typed.outputs)]
     body, last = [], None
     for op in typed.ops:
-        comment = c_render._comment(op.loc)
+        comment = cexpr.comment(op.loc)
         if comment and comment != last:
             body.append(f"    {comment}")
             last = comment
         exprs, scal = [], []
         for (name, dt), lt in zip(op.args, op.loop[:-1]):
             if name == "const":
-                exprs.append(c_render._literal(dt, lt))
+                exprs.append(cexpr.literal(dt, lt))
                 scal.append(True)
             else:
-                exprs.append(c_render.cast(name, dt, lt))
+                exprs.append(cexpr.cast(name, dt, lt))
                 scal.append(scalar[name])
-        expr = c_render.op_expr(op, exprs, scal, helpers)
+        expr = cexpr.op_expr(op, exprs, scal, helpers)
         scalar[op.target] = all(scal)
         body.append(f"    const {ctype(op.loop[-1])} {op.target} = {expr};")
     for j, (name, _) in enumerate(typed.outputs):
         body.append(f"    *out{j} = {name};")
-    text = (f"static __device__ __forceinline__ void {cname}_element("
+    text = (f"{DEVICE} void {cname}_element("
             f"{', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n")
-    pre = []
-    for kind, dtstr in sorted(helpers):
-        pre.append(c_render._divmod_helpers(dtstr) if kind == "divmod"
-                   else c_render._clip_helper(dtstr))
-    return text, _device("".join(pre))
+    return text, cexpr.helpers_text(helpers, qualifier=DEVICE)
 
 
 def _operand_params(typed: Typed, pointers):
@@ -183,3 +177,63 @@ def render(typed: Typed, cname: str, pointer_scalars=()) -> Module:
 
 def cuda_name(kernel) -> str:
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
+
+
+# ------------------------------------------------------------------ reductions
+
+_REDUCE = {"add": "sum", "maximum": "max", "minimum": "min"}
+
+
+def reduction(dtype, ufunc: str = "add") -> Module:
+    """A block-level tree reduction of ``n`` elements of ``dtype`` with ``ufunc``
+    (``add``, ``maximum``, ``minimum``; NaN propagates as in NumPy).
+
+    Entry ``partial``: each block folds its grid-stride share into a register, the
+    block's threads combine theirs in shared memory (halving strides between
+    ``__syncthreads``), and thread 0 writes the block's value; the host launches it
+    again with one block over the partial values.  Two passes and no atomics, so the
+    result does not depend on scheduling (launch with a power-of-two block of at most
+    ``BLOCK`` threads)."""
+    import numpy as np
+    from astjax.kernels.ir import TypedOp
+    dt = np.dtype(dtype)
+    T = ctype(dt)
+    if ufunc not in _REDUCE or dt.kind not in "iuf":
+        from astjax.kernels.ir import Unsupported
+        raise Unsupported(f"reduction {ufunc} of {dt}")
+    helpers: set = set()
+    op = TypedOp("r", ufunc, (("a", dt), ("b", dt)), (dt, dt, dt))
+    combine = cexpr.op_expr(op, ["a", "b"], [False, False], helpers)
+    if ufunc == "add":
+        identity = cexpr.literal(0, dt)
+    elif dt.kind == "f":
+        identity = cexpr.literal(float("-inf") if ufunc == "maximum" else float("inf"), dt)
+    else:
+        info = np.iinfo(dt)
+        identity = cexpr.literal(int(info.min if ufunc == "maximum" else info.max), dt)
+    name = f"astjax_{_REDUCE[ufunc]}_{dt.kind}{dt.itemsize * 8}"
+    params = (("int64_t", "n"), (f"const {T} *__restrict__", "x"),
+              (f"{T} *__restrict__", "partial"))
+    text = (f"/* astjax CUDA reduction: {ufunc} of {dt} */\n" + PRELUDE +
+            cexpr.helpers_text(helpers, qualifier=DEVICE) + f"""
+{DEVICE} {T} {name}_combine({T} a, {T} b) {{
+    return {combine};
+}}
+
+{_signature(name, params)} {{
+    __shared__ {T} buf[{BLOCK}];
+    const unsigned t = threadIdx.x;
+    {T} acc = {identity};
+    const int64_t step = (int64_t)blockDim.x * (int64_t)gridDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + t; i < n; i += step)
+        acc = {name}_combine(acc, x[i]);
+    buf[t] = acc;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{
+        if (t < s) buf[t] = {name}_combine(buf[t], buf[t + s]);
+        __syncthreads();
+    }}
+    if (t == 0) partial[blockIdx.x] = buf[0];
+}}
+""")
+    return Module(text, {"partial": Entry(name, params)})

@@ -389,3 +389,21 @@ def _display(fn, kcs):
 def passes():
     from astjax.kernels import backend
     return backend.passes()
+
+
+def reduce(x, ufunc="add", device=None):
+    """``ufunc.reduce`` of all of ``x`` (a device array) by ``cuda.reduction``: a
+    block-level tree reduction per block, then one block over the partial values; a
+    0-d device array, as CuPy's reductions give."""
+    dev = device or current_device()
+    module = cuda_render.reduction(x.dtype, ufunc)
+    fn = dev.function(module, "partial")
+    x = x if x.flags.c_contiguous else dev.xp.ascontiguousarray(x)
+    n = x.size
+    block = dev.block
+    blocks = max(1, min(-(-n // block), dev.max_blocks))
+    partial = dev.empty((blocks,), x.dtype)
+    fn((blocks,), (block,), (np.int64(n), x, partial))
+    out = dev.empty((1,), x.dtype)
+    fn((1,), (block,), (np.int64(blocks), partial, out))
+    return out.reshape(())
