@@ -44,6 +44,10 @@ typedef unsigned long long uint64_t;
 #define INT64_MIN (-9223372036854775807LL - 1)
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
+/* copysign(0, b) on a double: CUDA's overloads make an int first operand ambiguous */
+static __device__ __forceinline__ double copysign(int a, double b) {
+    return copysign((double)a, b);
+}
 #endif
 #ifndef ASTJAX_CUDA_PRELUDE
 #define ASTJAX_CUDA_PRELUDE
