@@ -14,11 +14,12 @@ from astjax.batch_api import vmap
 from astjax.jit_api import jit
 from astjax.shapes import ShapeDtypeStruct, eval_shape
 from astjax import lax, tree_util
+from astjax.device import device_get, device_put
 
 __version__ = "0.1.0"
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev",
            "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct",
-           "stop_gradient", "make_source", "clear_cache",
+           "stop_gradient", "make_source", "clear_cache", "device_put", "device_get",
            "tree_util", "lax", "AstjaxError", "TransformError", "SourceError",
            "UnsupportedSyntaxError", "DifferentiationError"]

@@ -235,6 +235,8 @@ def _dispatcher(f, bindings):
             if type(a) not in _PLAIN:
                 xp = _module_of(a)
                 if xp is not None:
+                    args = [_moved(v, xp) for v in args]
+                    kwargs = {k: _moved(v, xp) for k, v in kwargs.items()}
                     return bindings.functions(xp)[name](*args, **kwargs)
         return f(*args, **kwargs)
     call.__astjax_host__ = f
@@ -242,6 +244,20 @@ def _dispatcher(f, bindings):
 
 
 # ------------------------------------------------------------------ moving data
+
+def _moved(value, xp):
+    """NumPy arrays in ``value`` (a pytree of plain containers) as ``xp`` arrays: the
+    code runs on one array module, so host arrays mixed with device arrays (basis
+    tangents made by the API layer, constants) move to the device, as in JAX."""
+    t = type(value)
+    if t is numpy.ndarray:
+        return xp.asarray(value)
+    if t is list or t is tuple:
+        return t(_moved(v, xp) for v in value)
+    if t is dict:
+        return {k: _moved(v, xp) for k, v in value.items()}
+    return value
+
 
 def _cupy():
     try:
