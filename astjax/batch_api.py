@@ -15,7 +15,6 @@ from astjax.api import (ASSEMBLED, _cache_for, _check_callable, _fun_name,
                         keyword_passed, load_functions, normalized, plain_callable,
                         signature_of)
 from astjax.core import Const, Copy, Return, Var
-from astjax.device import array_module
 from astjax.errors import ArgumentError
 from astjax.transforms.batch import Batching
 from astjax.tree_util import tree_flatten, tree_leaves, tree_unflatten
@@ -124,7 +123,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
                 if a is None:
                     new.append(leaf)
                     continue
-                arr = array_module(leaf).asarray(leaf)      # CuPy arrays stay CuPy
+                # CuPy arrays stay CuPy (np.* functions dispatch to them, np.asarray fails)
+                arr = leaf if hasattr(leaf, "__array_function__") else np.asarray(leaf)
                 if not -arr.ndim <= a < max(arr.ndim, 1) or arr.ndim == 0:
                     raise ArgumentError(f"vmap: in_axes {a} is out of range for argument "
                                         f"{k} of shape {arr.shape}")
@@ -588,26 +588,25 @@ def _leave(out, out_axes, size, batched):
     axes = _axes_per_leaf(out_axes, out, "out_axes")
     result = []
     for leaf, a in zip(leaves, axes):
-        xp = array_module(leaf)         # CuPy results stay on the device
         if a is None:
             if batched:
                 # the batched code holds every output batched; one whose lanes all
                 # agree does not depend on the batched inputs
-                arr = xp.asarray(leaf)
-                if not (arr.ndim and arr.shape[-1] in (1, size) and xp.array_equal(
-                        arr, xp.broadcast_to(arr[..., :1], arr.shape), equal_nan=True)):
+                arr = leaf if hasattr(leaf, "__array_function__") else np.asarray(leaf)
+                if not (arr.ndim and arr.shape[-1] in (1, size) and np.array_equal(
+                        arr, np.broadcast_to(arr[..., :1], arr.shape), equal_nan=True)):
                     raise ArgumentError("vmap: out_axes=None for an output that depends "
                                         "on the batched inputs")
                 leaf = arr[..., 0]
             result.append(leaf)
             continue
-        arr = xp.asarray(leaf)
+        arr = leaf if hasattr(leaf, "__array_function__") else np.asarray(leaf)
         if not batched:
-            arr = xp.broadcast_to(arr[..., None], arr.shape + (size,))
+            arr = np.broadcast_to(arr[..., None], arr.shape + (size,))
         elif arr.ndim == 0 or arr.shape[-1] != size:  # a lane-independent value
-            arr = xp.broadcast_to(arr, arr.shape[:-1] + (size,)) if arr.ndim and \
-                arr.shape[-1] == 1 else xp.broadcast_to(arr[..., None], arr.shape + (size,))
-        result.append(xp.moveaxis(arr, -1, a if a >= 0 else arr.ndim + a))
+            arr = np.broadcast_to(arr, arr.shape[:-1] + (size,)) if arr.ndim and \
+                arr.shape[-1] == 1 else np.broadcast_to(arr[..., None], arr.shape + (size,))
+        result.append(np.moveaxis(arr, -1, a if a >= 0 else arr.ndim + a))
     return tree_unflatten(tdef, result)
 
 

@@ -17,7 +17,6 @@ first time one of its arrays is seen.
 from __future__ import annotations
 
 import builtins
-import functools
 import importlib.util
 import sys
 import threading
@@ -227,20 +226,34 @@ def dispatching(loaded: dict, source, namespace, label, origins) -> dict:
 
 
 def _dispatcher(f, bindings):
-    name = f.__name__
+    return _Dispatch(f, bindings)
 
-    @functools.wraps(f)
-    def call(*args, **kwargs):
+
+class _Dispatch:
+    """A generated function that runs on its arguments' array module.  It carries
+    the function's own ``__code__``, defaults and names, which callers read (binding
+    keyword-only parameters, origins of lines): only the call differs."""
+
+    def __init__(self, f, bindings):
+        self.__wrapped__ = f
+        self.__astjax_host__ = f
+        self._bindings = bindings
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__", "__code__",
+                     "__defaults__", "__kwdefaults__", "__globals__", "__annotations__"):
+            setattr(self, attr, getattr(f, attr))
+
+    def __call__(self, *args, **kwargs):
         for a in args:
             if type(a) not in _PLAIN:
                 xp = _module_of(a)
                 if xp is not None:
                     args = [_moved(v, xp) for v in args]
                     kwargs = {k: _moved(v, xp) for k, v in kwargs.items()}
-                    return bindings.functions(xp)[name](*args, **kwargs)
-        return f(*args, **kwargs)
-    call.__astjax_host__ = f
-    return call
+                    return self._bindings.functions(xp)[self.__name__](*args, **kwargs)
+        return self.__wrapped__(*args, **kwargs)
+
+    def __repr__(self):
+        return repr(self.__wrapped__)
 
 
 # ------------------------------------------------------------------ moving data
