@@ -658,6 +658,13 @@ def cmd_gen(opts, argv) -> int:
                        f"astjax show prints the code of {other[0]}: astjax show "
                        f"{opts.target} --transform {shlex.quote(opts.transform)}")
     gen, applied = generate(req)
+    # a compiled backend (jit(backend="cuda")): the module is its host code in NumPy,
+    # the kernels' text goes with it (astjax/kernels/cuda_runtime.py: kernel_text)
+    kernels = getattr(gen, "kernel_text", None)
+    if kernels:
+        for st in req.steps:
+            st.kwargs.pop("backend", None)
+        gen, applied = generate(req)
     for note in req.notes:
         print(note, file=sys.stderr)
     entry = _entry_for(req, applied, opts.name)
@@ -676,6 +683,9 @@ def cmd_gen(opts, argv) -> int:
     text = standalone_module(gen, entry, title=title, command=command,
                              module_name=module_name, max_const_size=opts.max_const_size,
                              version=getattr(astjax, "__version__", None))
+    if kernels:
+        from astjax.kernels.cuda_runtime import kernels_appendix
+        text += kernels_appendix(kernels, out)
     if out in (None, "-"):
         _write(text)
     else:

@@ -327,3 +327,32 @@ def test_every_kernel_built_here_went_through_nvrtc():
     if not NVRTC:
         pytest.skip(nv.available()[1])
     assert DEVICE.modules and DEVICE.ptx == len(DEVICE.modules)
+
+
+def test_astjax_show_and_gen_with_the_cuda_backend(tmp_path, capsys):
+    from astjax import cli
+    target = os.path.join(os.path.dirname(__file__), "programs", "fusable.py")
+    assert cli.main(["show", f"{target}:two_results", "-t", "jit(backend='cuda')",
+                     "-a", "f32[30,30], f32[30]", "--color", "never"]) == 0
+    shown = capsys.readouterr().out
+    assert "def jit_two_results(a, b):" in shown and "c_kernel(a, b)" in shown
+    assert 'extern "C" __global__ void c_kernel_contig32(' in shown and "tanhf(" in shown
+    out = tmp_path / "two.py"
+    assert cli.main(["gen", f"{target}:two_results", "-t", "jit(backend='cuda')",
+                     "-a", "f32[30,30], f32[30]", "-o", str(out)]) == 0
+    cu = (tmp_path / "two.cu").read_text()
+    assert 'extern "C" __global__' in cu and "/* fusable.py:" in cu
+    mod = load_module(out)
+    assert mod.CUDA_SOURCE.strip() == cu.strip()
+    a, b = TF._r(30, 30, dtype=np.float32), TF._r(30, dtype=np.float32)
+    assert identical(mod.jit_two_results(a, b), F.two_results(a, b))   # NumPy-only host
+    if NVRTC:
+        assert ".entry c_kernel_strided64" in nv.compile_ptx(cu)
+
+
+def load_module(path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

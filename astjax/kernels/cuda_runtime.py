@@ -334,6 +334,7 @@ def load(fn, doc, label):
     main.__name__ = main.__qualname__ = main_name
     gen = _DeviceGenerated(shown_source, {"main": main}, namespace, fn.env, [(fn, doc)])
     gen.bound = bound
+    gen.kernel_text = "\n\n".join(texts)
     return gen
 
 
@@ -349,9 +350,10 @@ def _to_device(dev, a):
 
 class _DeviceGenerated(Generated):
     """``api.Generated`` for device code: ``refresh`` re-binds rebound globals to the
-    device's array module."""
+    device's array module; ``kernel_text``: the kernels' CUDA text (``astjax gen``)."""
 
     bound = None
+    kernel_text = ""
 
     def refresh(self):
         from astjax import device
@@ -407,3 +409,16 @@ def reduce(x, ufunc="add", device=None):
     out = dev.empty((1,), x.dtype)
     fn((1,), (block,), (np.int64(blocks), partial, out))
     return out.reshape(())
+
+
+def kernels_appendix(kernels: str, out) -> str:
+    """What ``astjax gen`` adds to the NumPy module of a ``backend="cuda"`` jit: the
+    kernels' CUDA text as ``CUDA_SOURCE`` (and, writing ``OUT.py``, as ``OUT.cu``)."""
+    import os
+    if out not in (None, "-"):
+        path = os.path.splitext(out)[0] + ".cu"
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(kernels + "\n")
+    return ("\n\n# The fused groups above as the CUDA kernels jit(backend=\"cuda\") runs "
+            "(compile with\n# cupy.RawModule(code=CUDA_SOURCE, options=(\"--fmad=false\",)))."
+            "\nCUDA_SOURCE = r\"\"\"\n" + kernels + "\n\"\"\"\n")
