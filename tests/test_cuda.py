@@ -356,3 +356,71 @@ def load_module(path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+# ================================= host code on a device array module (as CuPy)
+
+SCALE = 2.0
+
+
+def scaled(x):
+    return x * SCALE + 1.0
+
+
+class ArrayModuleDevice(CheckedDevice):
+    """The CPU device with its own array type (test_cuda_dispatch's DeviceArray and
+    fakecupy), as CuPy's: host code must run on the module, NumPy arguments must be
+    moved, results must stay device arrays."""
+
+    def __init__(self):
+        import test_cuda_dispatch as TD
+        super().__init__(max_blocks=3, block=64)
+        self.xp, self.ndarray, self.TD = TD.FAKE, TD.DeviceArray, TD
+        self._libs = DEVICE._libs           # the kernels are the same texts
+
+    def asarray(self, a):
+        return np.array(a).view(self.ndarray)
+
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype).view(self.ndarray)
+
+    def index_array(self, values):
+        return np.array(values, np.int64).view(self.ndarray)
+
+
+@pytest.mark.parametrize("index", [0, 2, 4, 6, 8, 10, 16, 19, 23, 24, 26])
+def test_host_code_runs_on_the_device_array_module(index):
+    dev = ArrayModuleDevice()
+    f, args = TF.CASES[index]
+    a = args()
+    expected = outcome(astjax.jit(f), a)
+    dev.xp.calls.clear()
+    with cr.use_device(dev):
+        value, error = outcome(astjax.jit(f, backend="cuda"), a)
+    assert identical(error, expected[1])
+    if error is None:
+        leaves = astjax.tree_util.tree_leaves(value)
+        arrays = [v for v in leaves if isinstance(v, np.ndarray)]
+        assert all(type(v) is dev.ndarray for v in arrays), value
+        host = astjax.tree_util.tree_map(
+            lambda v: v.view(np.ndarray) if isinstance(v, np.ndarray) else v, value)
+        same = TC.near if TC._transcendental(f) else identical
+        assert same(host, expected[0]), (host, expected[0])
+
+
+def test_rebinding_a_global_is_seen_by_device_code():
+    global SCALE
+    dev = ArrayModuleDevice()
+    x = TF._r(5, 4)
+    jf = astjax.jit(scaled, backend="cuda")
+    with cr.use_device(dev):
+        assert np.array_equal(jf(x), x * 2.0 + 1.0)
+        SCALE = 3.0
+        try:
+            assert np.array_equal(jf(x), x * 3.0 + 1.0)
+        finally:
+            SCALE = 2.0
+    assert len(dev.launched) == 2
+    if not cr.gpu_visible():
+        with pytest.raises(ArgumentError, match="pip install"):     # no device here
+            jf(x)

@@ -177,12 +177,13 @@ class CudaKernelCall:
     def __call__(self, *args):
         dev = self.device or current_device()
         darray = dev.ndarray
+        if darray is not np.ndarray and any(type(a) is np.ndarray for a in args):
+            # a host array reaching device code (a constant): moved, for the kernel and
+            # for the fallback alike
+            args = tuple(dev.asarray(a) if type(a) is np.ndarray else a for a in args)
         kinds, shapes, pointers, moved = [], [], [], []
         for k, a in enumerate(args):
             t = type(a)
-            if t is np.ndarray and darray is not np.ndarray:
-                a = dev.asarray(a)          # a host array reaching device code
-                t = type(a)
             if t is darray:
                 dt = a.dtype
                 if dt.char not in ir.SUPPORTED or not dt.isnative:
@@ -357,10 +358,16 @@ class _DeviceGenerated(Generated):
 
     def refresh(self):
         from astjax import device
-        self.namespace.update(self.env.current())
+        current = self.env.current()
+        last = getattr(self, "_last", None)
+        if last is not None and len(last) == len(current) and all(
+                last.get(k, self) is v for k, v in current.items()):
+            return                      # nothing rebound since the last call
+        self._last = dict(current)
+        self.namespace.update(current)
         if self.bound is not None and (_override or _default):
             dev, ns = self.bound()
-            ns.update(device.rebind(self.env.current(), dev.xp))
+            ns.update(device.rebind(current, dev.xp))
 
 
 def _display(fn, kcs):
