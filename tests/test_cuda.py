@@ -153,6 +153,30 @@ def test_grid_stride_loops_and_64_bit_index_variants(monkeypatch):
     assert TC.ulps(got[0], want[0]) == 0
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16], ids=str)
+def test_vectorized_variant_only_where_aligned(dtype):
+    kc = _cuda_group(f"vec_{np.dtype(dtype).name}", ["add", "maximum"], 2)
+    base = TC.values(dtype, (4 * 37 + 1,))
+    other = TC.values(dtype, (4 * 37 + 1,), seed=1)
+    variants = []
+    for x, y in [(base[:-1], other[:-1]),          # aligned, n % 4 == 0: vec4
+                 (base[1:], other[1:]),            # one element off: not aligned
+                 (base[:-2], other[:-2]),          # n % 4 != 0
+                 (base[:-1], np.dtype(dtype).type(3))]:   # a scalar operand: vec4
+        with np.errstate(all="ignore"):
+            got = kc(x, y)
+            want = (np.add(x, y), np.maximum(x, y))
+        assert identical(got, want)
+        variants.append(DEVICE.launched[-1][0].rsplit("_", 1)[1])
+    aligned = base.ctypes.data % cuda.vec_alignment(dtype) == 0 and \
+        other.ctypes.data % cuda.vec_alignment(dtype) == 0
+    assert variants[2] == "contig32"
+    if aligned:
+        assert variants[0] == variants[3] == "vec4"
+        if np.dtype(dtype).itemsize > 1:
+            assert variants[1] == "contig32"
+
+
 def test_empty_zero_d_and_unsupported_operands_run_the_block_function():
     kc = _cuda_group("edge", ["add"], 2)
     before = len(DEVICE.launched)
@@ -258,7 +282,7 @@ def test_groups_really_run_as_cuda_kernels(device):
     assert identical(jf(x), F.poly(x))
     assert identical(jf(x[::-1, ::3]), F.poly(x[::-1, ::3]))
     names = [n for n, _, _ in device.launched[before:]]
-    assert names == ["poly_kernel_contig32", "poly_kernel_strided32"]
+    assert names == ["poly_kernel_vec4", "poly_kernel_strided32"]
     gen = jf._astjax_source(x)
     assert not any(isinstance(v, KernelCall) for v in gen.namespace.values())
 

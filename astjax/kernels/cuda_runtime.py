@@ -78,6 +78,9 @@ class CupyDevice:
     def to_host(self, a):
         return self.xp.asnumpy(a)
 
+    def data_ptr(self, a):
+        return a.data.ptr
+
     def index_array(self, values: tuple):
         got = self._index.get(values)
         if got is None:
@@ -253,6 +256,11 @@ class CudaKernelCall:
         operands += outs
         if contiguous:
             variant = "contig32" if fits else "contig64"
+            if fits and n % cuda_render.VEC == 0 and all(
+                    dev.data_ptr(a) % cuda_render.vec_alignment(a.dtype) == 0
+                    for a in operands if isinstance(a, dev.ndarray) and a.size != 1):
+                variant = "vec4"
+                blocks = min(-(-(n // cuda_render.VEC) // block), dev.max_blocks)
             head = (np.int64(n),)
         else:
             variant = "strided32" if fits and reach <= _INT32_LIMIT else "strided64"

@@ -38,6 +38,7 @@ using std::isnan;
 #define __forceinline__ inline
 #define __restrict__ __restrict
 #define __shared__ static
+#define __align__(n) alignas(n)
 
 struct dim3 {
     unsigned int x, y, z;
