@@ -237,6 +237,9 @@ class _Dispatch:
     def __init__(self, f, bindings):
         self.__wrapped__ = f
         self.__astjax_host__ = f
+        # transformations reading this function (vmap of linearize's tangent...) inline
+        # the generated function itself, as they do for transformed functions
+        self._astjax_generated = lambda: f
         self._bindings = bindings
         for attr in ("__name__", "__qualname__", "__doc__", "__module__", "__code__",
                      "__defaults__", "__kwdefaults__", "__globals__", "__annotations__"):
