@@ -35,19 +35,45 @@ def register(backend: Backend) -> None:
         _REGISTRY[name] = backend
 
 
+# what jit runs with when nothing chooses: the first of these that works here
+DEFAULT_ORDER = ("c", "numpy")
+_noticed: set = set()
+
+
 def get(name: str | None) -> Backend:
-    """The backend called ``name`` (None: ``$ASTJAX_BACKEND``, else NumPy), or a clear
-    error."""
-    name = name or os.environ.get("ASTJAX_BACKEND") or _automatic()
+    """The backend called ``name``, or a clear error.  None: ``$ASTJAX_BACKEND``, else
+    "cuda" when CuPy sees a GPU, else the best available (compiled C when a compiler
+    works, else NumPy, saying why once on stderr).  ``"cpu"`` is the best available
+    CPU backend, the same choice."""
+    name = name or os.environ.get("ASTJAX_BACKEND") or None
+    if name is None and _gpu_visible():
+        name = "cuda"
+    if name is None or name == "cpu":
+        return _best()
     backend = _REGISTRY.get(name)
     if backend is None:
         usable = sorted(n for n, b in _REGISTRY.items() if b.available()[0])
         raise ArgumentError(f"jit: backend {name!r} is not available here; these are: "
-                            f"{', '.join(usable)}")
+                            f"{', '.join(usable)}, cpu")
     ok, why = backend.available()
     if not ok:
         raise ArgumentError(f"jit: backend {name!r} cannot run here: {why}")
     return backend
+
+
+def _best() -> Backend:
+    skipped = []
+    for name in DEFAULT_ORDER:
+        backend = _REGISTRY[name]
+        ok, why = backend.available()
+        if ok:
+            if skipped and skipped[0] not in _noticed:
+                _noticed.add(skipped[0])
+                sys.stderr.write(f"astjax: jit runs with {name}, not {skipped[0][0]}: "
+                                 f"{skipped[0][1]}\n")
+            return backend
+        skipped.append((name, why))
+    raise ArgumentError("jit: no backend can run here")  # NumPy always can
 
 
 def _numpy_passes():
@@ -60,7 +86,7 @@ def _numpy_load(fn, doc, label):
     return load_functions([(fn, doc)], fn.env, label, ["main"])
 
 
-register(Backend("numpy", ("cpu",), _numpy_passes, _numpy_load, lambda: (True, "")))
+register(Backend("numpy", (), _numpy_passes, _numpy_load, lambda: (True, "")))
 
 
 def _c_passes():
@@ -78,8 +104,8 @@ def _c_available():
     return cc.available()
 
 
-# compiled C kernels for the fused groups (astjax/kernels); opt-in until it covers the
-# whole fusion plan
+# compiled C kernels for the fused groups (astjax/kernels): the default where a C
+# compiler works
 register(Backend("c", (), _c_passes, _c_load, _c_available))
 
 
@@ -103,10 +129,25 @@ def _cuda_available():
 register(Backend("cuda", ("gpu",), _cuda_passes, _cuda_load, _cuda_available))
 
 
-def _automatic() -> str:
-    """The default: "cuda" when CuPy sees a GPU, else "numpy"."""
+def _gpu_visible() -> bool:
+    """CuPy is installed and sees a GPU: jit's default is then "cuda"."""
     from astjax.kernels import cuda_runtime
-    return "cuda" if cuda_runtime.gpu_visible() else "numpy"
+    return cuda_runtime.gpu_visible()
+
+
+def arg_kinds(params, args) -> dict:
+    """Parameter -> (dtype, ndim, weak type) of the arguments code is built for (a
+    compiled backend shows its kernels typed for them; no array is kept)."""
+    import numpy as np
+    out = {}
+    for p, a in zip(params, args):
+        if type(a) is np.ndarray or isinstance(a, np.generic):
+            out[p] = (a.dtype, a.ndim, None)
+        elif type(a) in (bool, int, float):
+            t = type(a)
+            out[p] = (np.dtype({bool: np.bool_, int: np.int64, float: np.float64}[t]), 0,
+                      None if t is bool else t)
+    return out
 
 
 def backends() -> dict:

@@ -150,6 +150,7 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
                   if not (getattr(s, "_private", False) and s.target in donated_names)]
     fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes, donated=donated_names)
     fn.name = names.fresh(f"jit_{fname}")
+    fn.arg_kinds = backends.arg_kinds(fn.params, dynamic)   # shown kernels' types
     if not to_run:
         return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                               f"jit({fname})", ["main"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 import warnings
 
@@ -253,7 +254,7 @@ def test_power_with_a_scalar_half_is_a_square_root_as_in_numpy():
 def test_fusable_programs_through_the_c_backend(index):
     f, args = TF.CASES[index]
     a = args()
-    expected = outcome(astjax.jit(f), a)       # the NumPy backend: NumPy itself, exactly
+    expected = outcome(astjax.jit(f, backend="numpy"), a)   # NumPy itself, exactly
     actual = outcome(astjax.jit(f, backend="c"), a)
     same = near if _transcendental(f) else identical
     assert same(actual[0], expected[0]), (actual[0], expected[0])
@@ -289,7 +290,8 @@ def test_gradients_and_loops_through_the_c_backend():
     w = np.array([0.3, -0.2, 1.5])
     x, y = TF._r(50, 4), TF._r(50, 4, seed=1)
     g = astjax.jit(astjax.grad(loss), backend="c")(w, x, y)
-    np.testing.assert_allclose(g, astjax.jit(astjax.grad(loss))(w, x, y), rtol=1e-13)
+    np.testing.assert_allclose(g, astjax.jit(astjax.grad(loss), backend="numpy")(w, x, y),
+                               rtol=1e-13)
     x = TF._r(9, 2)
     assert near(astjax.jit(F.chain_in_loop, backend="c")(x, 4), F.chain_in_loop(x, 4))
 
@@ -316,12 +318,14 @@ def test_make_source_shows_the_host_code_and_each_kernel():
     assert "tanhf(" in text                   # float32 stays float32
 
 
-def test_backends_are_listed_and_numpy_stays_the_default():
+def test_backends_are_listed_and_compiled_c_is_the_default():
     listed = astjax.backends()
     assert listed == backends.backends()
     assert listed["numpy"] == (True, "") and listed["c"][0]
-    assert backends.get(None).name == "numpy" and backends.get("cpu").name == "numpy"
-    assert backends.get("c").name == "c"
+    assert backends.get(None).name == "c" and backends.get("cpu").name == "c"
+    assert backends.get("c").name == "c" and backends.get("numpy").name == "numpy"
+    x = TF._r(30, 4, dtype=np.float32)
+    assert "static inline void" in astjax.make_source(astjax.jit(F.poly))(x)
 
 
 def test_astjax_backend_chooses_the_default(monkeypatch):
@@ -370,7 +374,17 @@ def test_no_compiler_makes_the_backend_unavailable_with_the_reason(monkeypatch):
             astjax.jit(F.poly, backend="c")
         assert backends.backends()["c"][0] is False
         x = TF._r(5, 3)
-        assert identical(astjax.jit(F.poly)(x), F.poly(x))   # NumPy is unaffected
+        assert identical(astjax.jit(F.poly, backend="numpy")(x), F.poly(x))
+        # the default (and "cpu") falls back to NumPy, saying why once on stderr
+        backends._noticed.clear()
+        err = []
+        monkeypatch.setattr(sys, "stderr", type("E", (), {"write": err.append})())
+        for name in (None, "cpu", None):
+            jf = astjax.jit(F.poly, backend=name)
+            assert "run_fused(" in astjax.make_source(jf)(x)
+            assert identical(jf(x), F.poly(x))
+        assert len(err) == 1 and "/nonexistent/cc" in err[0] and "numpy" in err[0]
+        assert err[0].count("\n") == 1
     finally:
         monkeypatch.delenv("CC")
         cc.reset()

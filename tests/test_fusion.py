@@ -28,6 +28,12 @@ from test_passes import P_, identical, make, outcome, source
 MODES = ["whole", "blocked"]
 
 
+def numpy_jit(*args, **kwargs):
+    """jit with the NumPy backend: these tests are about its plan (block functions,
+    run_fused's row blocks); tests/test_ckernels*.py run the same programs compiled."""
+    return astjax.jit(*args, backend="numpy", **kwargs)
+
+
 def _force_blocks(monkeypatch):
     monkeypatch.setattr(rf, "MIN_WORK", 0)
     monkeypatch.setattr(rf, "BLOCK_ELEMENTS", 1)
@@ -62,7 +68,7 @@ def _calls(fn):
 
 class TestPlan:
     def test_poly_is_one_group_writing_its_result_through_out(self):
-        text = astjax.make_source(astjax.jit(F.poly))(np.ones((4, 3)))
+        text = astjax.make_source(numpy_jit(F.poly))(np.ones((4, 3)))
         assert text.count("run_fused(") == 1
         assert "def poly_group(x, poly_out=None):" in text
         assert "out=poly_out" in text
@@ -177,7 +183,7 @@ def test_jit_gives_exactly_what_numpy_gives(index, mode, request, monkeypatch):
     _mode(request, monkeypatch, mode)
     a = args()
     expected = outcome(f, a)
-    actual = outcome(astjax.jit(f), a)
+    actual = outcome(numpy_jit(f), a)
     assert identical(actual[0], expected[0]), (actual[0], expected[0])
     assert identical(actual[1], expected[1])
 
@@ -197,11 +203,11 @@ def test_large_arrays_really_run_in_blocks_on_threads(monkeypatch):
 
     monkeypatch.setattr(rf, "_executor", lambda n: Spy(real(n)))
     x = _r(1000, 1100, dtype=np.float32)         # 4 statements x 1.1e6 elements
-    assert identical(astjax.jit(F.poly)(x), F.poly(x))
+    assert identical(numpy_jit(F.poly)(x), F.poly(x))
     assert submitted and submitted[0][0] > 0    # the second half went to a worker
     submitted.clear()
     small = _r(100, 10, dtype=np.float32)
-    assert identical(astjax.jit(F.poly)(small), F.poly(small))
+    assert identical(numpy_jit(F.poly)(small), F.poly(small))
     assert not submitted
 
 
@@ -210,13 +216,13 @@ def test_one_thread_still_blocks_and_stays_exact(monkeypatch):
     monkeypatch.setattr(rf, "MIN_WORK", 0)
     monkeypatch.setattr(rf, "BLOCK_ELEMENTS", 5)
     x = _r(13, 4)
-    assert identical(astjax.jit(F.reassigned)(x), F.reassigned(x))
+    assert identical(numpy_jit(F.reassigned)(x), F.reassigned(x))
 
 
 def test_numpy_error_state_reaches_the_worker_threads(blocked):
     x = np.array([[0.0, 1.0], [2.0, 0.0], [1.0, 1.0]])
     y = _r(3, 2)
-    jf = astjax.jit(F.divide_by)
+    jf = numpy_jit(F.divide_by)
     with np.errstate(divide="raise"):
         with pytest.raises(FloatingPointError):
             jf(x, y)
@@ -229,7 +235,7 @@ def test_ndarray_subclasses_keep_their_type(blocked):
         pass
 
     x = _r(6, 3).view(Tagged)
-    got, want = astjax.jit(F.poly)(x), F.poly(x)
+    got, want = numpy_jit(F.poly)(x), F.poly(x)
     assert type(got) is Tagged and np.array_equal(got, want)
 
 
@@ -238,13 +244,13 @@ def test_compositions_with_fused_code(mode, request, monkeypatch):
     _mode(request, monkeypatch, mode)
     test_jit.test_compositions()          # jit(grad), grad(jit), jit(vmap) of the MLP
     xs = _r(4, 6, 3)
-    got = astjax.jit(astjax.vmap(F.broadcast_rows, in_axes=(0, None)))(xs, _r(3))
+    got = numpy_jit(astjax.vmap(F.broadcast_rows, in_axes=(0, None)))(xs, _r(3))
     want = np.stack([F.broadcast_rows(x, _r(3)) for x in xs])
     np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
 def test_fused_code_reads_well():
-    text = astjax.make_source(astjax.jit(F.two_results))(_r(4, 3), _r(3))
+    text = astjax.make_source(numpy_jit(F.two_results))(_r(4, 3), _r(3))
     main, group = text.split("\n\n\ndef ", 1)
     assert "two_results_results = run_fused(" in main or "run_fused(" in main
     assert "# fusable.py:" in group            # comments point at the user's lines
@@ -298,8 +304,8 @@ def test_random_chains_are_exact_in_blocks(text, seed, shapes, dtype, blocked):
     # drops dead arithmetic, as JAX's would compute inf there; nothing to compare
     result = expected[0]
     assume(not (isinstance(result[0], str) and result[1] is ZeroDivisionError))
-    actual = outcome(astjax.jit(module.chain), args)
+    actual = outcome(numpy_jit(module.chain), args)
     assert identical(actual[0], expected[0]), text
     # the same with x donated: its memory may hold a result, never change one
-    donated = outcome(astjax.jit(module.chain, donate_argnums=0), args)
+    donated = outcome(numpy_jit(module.chain, donate_argnums=0), args)
     assert identical(donated[0], expected[0]), text

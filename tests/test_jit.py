@@ -75,11 +75,20 @@ def test_compositions():
 
 
 def test_make_source_shows_the_optimized_code():
-    text = astjax.make_source(astjax.jit(poly))(X)
+    text = astjax.make_source(astjax.jit(poly, backend="numpy"))(X)
     assert "def jit_poly" in text
     code = [line for line in text.splitlines() if not line.strip().startswith("#")]
     squares = sum(line.count("x * x") + line.count("np.square(x)") for line in code)
     assert squares == 1  # the repeated product is computed once
+
+
+def test_make_source_shows_the_optimized_code_and_its_kernel():
+    text = astjax.make_source(astjax.jit(poly, backend="c"))(X)
+    host, rest = text.split("\n\n\ndef ", 1)
+    assert "def jit_poly" in host and "_kernel(x)" in host
+    kernel = rest[rest.index("/* astjax kernel"):]
+    squares = kernel.count("(in0 * in0)")
+    assert squares == 1  # the repeated product is computed once, in the kernel
 
 
 def test_unknown_backend_is_refused():
@@ -239,8 +248,13 @@ def test_transformations_of_jit_read_code_without_runtime_dispatch():
     groups and buffer-reuse helpers that only the running code calls."""
     x = np.random.default_rng(3).standard_normal((6, 3))
     t = np.ones_like(x)
-    jf = astjax.jit(tanh_energy)
-    assert "run_fused(" in astjax.make_source(jf)(x)
+    for backend, call in [("numpy", "run_fused("), ("c", "_kernel(")]:
+        jf = astjax.jit(tanh_energy, backend=backend)
+        assert call in astjax.make_source(jf)(x)
+        _transformations_read_the_code(jf, x, t)
+
+
+def _transformations_read_the_code(jf, x, t):
     want = astjax.jvp(tanh_energy, (x,), (t,))
     got = astjax.jvp(jf, (x,), (t,))
     np.testing.assert_allclose(got[0], want[0], rtol=1e-14)

@@ -15,8 +15,8 @@ import numpy as np
 
 from astjax import core
 from astjax.core import External, Var
-from astjax.kernels import compile as cc, ir
-from astjax.kernels.runtime import KernelCall, c_text
+from astjax.kernels import c as c_render, compile as cc, ir
+from astjax.kernels.runtime import KernelCall, _cname, c_text
 
 
 class _Fusion:
@@ -55,7 +55,10 @@ def load(fn, doc, label):
     shown = []
     for s in core.walk(fn.body):
         if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
-                isinstance(s.args[0], Var) and s.args[0].name in calls:
+                isinstance(s.args[0], Var) and s.args[0].name in calls and \
+                "reuse" not in s.kwargs:
+            # (a group computing into a donated argument's memory stays with
+            # run_fused, which honours the donation; kernels write fresh arrays)
             kc = calls[s.args[0].name]
             cost = s.args[2].value if isinstance(s.args[2], core.Const) else 1
             kc.kernel.cost = int(cost) if isinstance(cost, int) else 1
@@ -75,8 +78,13 @@ def load(fn, doc, label):
 
 
 def _display(fn, kcs):
-    """Each kernel's C text for the dtypes known statically (see the module doc)."""
-    known = {k: v for k, v in getattr(fn, "kernel_arg_dtypes", {}).items()}
+    """Each kernel's C text for the argument types jit built the code for (values
+    made on the host between kernels are shown as float64 of the arguments' largest
+    rank: see the module doc)."""
+    known = dict(getattr(fn, "arg_kinds", {}) or {})
+    for name, dt in getattr(fn, "kernel_arg_dtypes", {}).items():
+        known.setdefault(name, (np.dtype(dt), None, None))
+    top = max([k[1] for k in known.values() if k[1] is not None], default=1)
     try:
         _, _, omp = cc.compiler()
     except cc.CompilerUnavailable:
@@ -85,20 +93,27 @@ def _display(fn, kcs):
     for kc in kcs:
         kinds, guessed = [], False
         for name in kc.kernel.inputs:
-            dt = known.get(name)
-            if dt is None:
-                dt, guessed = np.dtype(np.float64), True
-            kinds.append((np.dtype(dt), False, None))
-        try:
-            typed = ir.specialize(kc.kernel, tuple(kinds))
-            text = c_text(typed, bool(omp))
-        except ir.Unsupported as e:
-            out.append(f"/* {kc.kernel.name}: runs with NumPy for these dtypes ({e}) */")
-            continue
-        for name, (_, dt) in zip(kc.kernel.outputs, typed.outputs):
-            known[name] = dt
+            dt, nd, weak = known.get(name, (None, None, None))
+            if dt is None or nd is None:
+                dt, nd, weak, guessed = (dt or np.dtype(np.float64)), top, None, True
+            kinds.append((np.dtype(dt), nd, weak))
         note = ("/* shown for float64 operands: the kernel is specialized to the "
                 "operands' dtypes when it runs */\n" if guessed else "")
+        try:
+            if kc.indexed:
+                typed = ir.specialize_indexed(kc.kernel, tuple(kinds))
+                text = c_render.render_indexed(typed, _cname(kc.kernel), bool(omp))
+                ranks = [typed.values[v][1] for v, _ in typed.outputs]
+            else:
+                typed = ir.specialize(kc.kernel, tuple(
+                    (dt, nd == 0, weak) for dt, nd, weak in kinds))
+                text = c_text(typed, bool(omp))
+                ranks = [max([k[1] for k in kinds], default=0)] * len(typed.outputs)
+        except ir.Unsupported as e:
+            out.append(f"/* {kc.kernel.name}: runs with NumPy for these types ({e}) */")
+            continue
+        for name, (_, dt), nd in zip(kc.kernel.outputs, typed.outputs, ranks):
+            known[name] = (dt, nd, None)
         out.append(note + text)
     return out
 

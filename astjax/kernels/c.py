@@ -22,6 +22,8 @@ from __future__ import annotations
 from astjax.kernels.cexpr import (FUNCTIONS, UFUNCS, cast, comment as _comment,  # noqa: F401
                                   ctype, helpers_text, literal as _literal, op_expr,
                                   prelude)
+import numpy as np
+from astjax.kernels import ir
 from astjax.kernels.ir import Typed
 
 
@@ -132,3 +134,278 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
     pre = [prelude(), helpers_text(helpers)]
     head = f"/* astjax kernel {k.name}: {len(typed.ops)} statements of a fused group */\n"
     return head + "".join(pre) + "\n" + elem + "\n" + loops
+
+
+# ---------------------------------------------------------------------------------
+# Indexed kernels (slices, transposes, pads, casts, reductions: ir.TypedIndexed)
+
+class _Emitter:
+    """The statements computing values at index tuples, each (value, index) once.
+
+    A value read at several indices (``p[1:] - p[:-1]``) is recomputed at each: its
+    producer's statements are emitted again for the other index (the fusion pass
+    only fuses such reads when the producer is cheap)."""
+
+    def __init__(self, typed, baked):
+        self.typed = typed
+        self.baked = dict(baked)
+        self.defs = {op.target: op for op in typed.ops}
+        self.lines: list = []
+        self.memo: dict = {}
+        self.helpers: set = set()
+        self.count = 0
+        self.last_comment = None
+
+    def p(self, name) -> str:
+        v = self.baked.get(name)
+        return name if v is None else str(v)
+
+    def fresh(self, base):
+        self.count += 1
+        return f"{base}_{self.count}"
+
+    def emit(self, line, loc=None):
+        c = _comment(loc)
+        if c and c != self.last_comment:
+            self.lines.append(c)
+            self.last_comment = c
+        self.lines.append(line)
+
+    def index(self, base, expr) -> str:
+        """An index expression held in a named temporary (unless trivial)."""
+        if expr.isidentifier() or expr.lstrip("-").isdigit():
+            return expr
+        name = self.fresh(base)
+        self.lines.append(f"const int64_t {name} = {expr};")
+        return name
+
+    def value(self, v, idx) -> str:
+        rank = self.typed.values[v][1]
+        idx = tuple("0" if self.baked.get(f"dim_{v}_{a}") == 1 else idx[a]
+                    for a in range(rank))
+        key = (v, idx)
+        got = self.memo.get(key)
+        if got is not None:
+            return got
+        if v.startswith("in"):
+            j = int(v[2:])
+            inp = self.typed.inputs[j]
+            if inp.ndim == 0:
+                return f"s{j}"
+            terms = []
+            for a, e in enumerate(idx):
+                st = self.p(f"st_{v}_{a}")
+                if e == "0" or st == "0":
+                    continue
+                terms.append(e if st == "1" else f"{e} * {st}")
+            name = self.fresh(v)
+            self.lines.append(f"const {ctype(inp.dtype)} {name} = "
+                              f"p{j}[{' + '.join(terms) or '0'}];")
+        else:
+            name = self._node(self.defs[v], idx)
+        self.memo[key] = name
+        return name
+
+    def _node(self, op, idx) -> str:
+        values = self.typed.values
+        if isinstance(op, ir.TypedOp):
+            exprs, scal = [], []
+            for (name, dt), lt in zip(op.args, op.loop[:-1]):
+                if name == "const":
+                    exprs.append(_literal(dt, lt))
+                    scal.append(True)
+                    continue
+                r = values[name][1]
+                exprs.append(cast(self.value(name, idx[len(idx) - r:]), dt, lt))
+                scal.append(name.startswith("in") and
+                            self.typed.inputs[int(name[2:])].ndim == 0)
+            expr = op_expr(op, exprs, scal, self.helpers)
+            T = ctype(op.loop[-1])
+        elif isinstance(op, ir.TSlice):
+            src = []
+            for a, m in enumerate(op.maps):
+                if m[0] == "fixed":
+                    src.append(self.p(f"at_{op.target}_{a}"))
+                    continue
+                i = idx[m[1]]
+                start, step = self.p(f"start_{op.target}_{a}"), self.p(f"step_{op.target}_{a}")
+                e = i if step == "1" else ("0" if i == "0" else f"{i} * {step}")
+                if start != "0":
+                    e = start if e == "0" else f"{start} + {e}"
+                src.append(self.index("k", e))
+            return self.value(op.source, tuple(src))
+        elif isinstance(op, ir.TTranspose):
+            src = [None] * len(op.axes)
+            for j, a in enumerate(op.axes):
+                src[a] = idx[j]
+            return self.value(op.source, tuple(src))
+        elif isinstance(op, ir.TPad):
+            src, guards = [], []
+            for a, (lo, hi) in enumerate(op.widths):
+                i = idx[a]
+                if not lo and not hi:
+                    src.append(i)
+                    continue
+                d = self.p(f"dim_{op.source}_{a}")
+                j = self.index("j", f"{i} - {lo}" if lo else i)
+                clamp = j
+                if lo:
+                    guards.append(f"{j} >= 0")
+                if hi:
+                    guards.append(f"{j} < {d}")
+                    clamp = f"({j} >= {d} ? {d} - 1 : {j})"
+                if lo:
+                    clamp = f"({j} < 0 ? 0 : {clamp})"
+                src.append(self.index("c", clamp))
+            inner = self.value(op.source, tuple(src))
+            if op.mode == "edge" or not guards:
+                return inner
+            expr = f"({' && '.join(guards)}) ? {inner} : {_literal(op.value, op.dtype)}"
+            T = ctype(op.dtype)
+        else:                                    # TCast
+            expr = cast(self.value(op.source, idx), op.src, op.dtype)
+            T = ctype(op.dtype)
+        name = self.fresh(op.target)
+        self.emit(f"const {T} {name} = {expr};", op.loc)
+        return name
+
+
+def _reduce_parts(red):
+    """C for a reduction: (accumulator type, initial value, combine(acc, v) statement,
+    final value expression of acc and the element count)."""
+    A = ctype(red.acc)
+    if red.op in ("sum", "mean"):
+        init = _literal(0, red.acc)
+        if red.acc.kind == "f":
+            def combine(acc, v):
+                return f"{acc} += ({A}){v};"
+        else:
+            U = "uint64_t"
+
+            def combine(acc, v):
+                return f"{acc} = ({A})(({U}){acc} + ({U})({A}){v});"
+        if red.op == "mean":
+            def final(acc, count):
+                return f"({ctype(red.dtype)})({acc} / (double)({count}))"
+        else:
+            def final(acc, count):
+                return f"({ctype(red.dtype)}){acc}"
+        return A, init, combine, final
+    sym = ">" if red.op == "max" else "<"
+    dt = red.acc
+    if dt.kind == "f":
+        init = _literal(float("-inf") if red.op == "max" else float("inf"), dt)
+
+        def combine(acc, v):
+            return f"{acc} = (({acc} {sym} {v} || isnan({acc})) ? {acc} : {v});"
+    else:
+        if dt.kind == "b":
+            init = "0" if red.op == "max" else "1"
+        else:
+            info = np.iinfo(dt)
+            init = _literal(info.min if red.op == "max" else info.max, dt)
+
+        def combine(acc, v):
+            return f"{acc} = ({acc} {sym} {v} ? {acc} : {v});"
+
+    def final(acc, count):
+        return acc
+    return A, init, combine, final
+
+
+def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
+    """The C text of an indexed kernel: ``int cname(const int64_t *P, int32_t
+    nthreads, void **ptrs)``, ``P`` the values of ``typed.params`` (those in
+    ``baked`` are literals here), ``ptrs`` the inputs then the results (C-contiguous,
+    freshly allocated)."""
+    em = _Emitter(typed, baked)
+    bk = em.baked
+    red = typed.reduce
+    dom_value = red.source if red is not None else typed.outputs[0][0]
+    rank = typed.values[dom_value][1]
+    dims = [em.p(f"dim_{dom_value}_{a}") for a in range(rank)]
+    idx = tuple(f"i{a}" for a in range(rank))
+    nin = len(typed.inputs)
+    decl = [f"    const int64_t {n} = P[{k}];" for k, n in enumerate(typed.params)
+            if n not in bk]
+    decl.append("    (void)P;")
+    for j, inp in enumerate(typed.inputs):
+        T = ctype(inp.dtype)
+        if inp.ndim == 0:
+            decl.append(f"    const {T} s{j} = *(const {T} *)ptrs[{j}];")
+        else:
+            decl.append(f"    const {T} *restrict p{j} = (const {T} *)ptrs[{j}];")
+    for j, (_, dt) in enumerate(typed.outputs):
+        T = ctype(dt)
+        decl.append(f"    {T} *restrict q{j} = ({T} *)ptrs[{nin + j}];")
+    par = ("#pragma omp parallel for schedule(static) num_threads(nthreads) "
+           "if(nthreads > 1)") if openmp else ""
+    simd = "#pragma omp simd" if openmp else ""
+
+    def flat(axes):
+        e = "0"
+        for a in axes:
+            e = f"i{a}" if e == "0" else f"({e}) * {dims[a]} + i{a}"
+        return e
+
+    def loops(axes, body, depth, pragma_outer, pragma_inner):
+        """Nested for loops over ``axes`` around ``body`` lines."""
+        text, ind = [], "    " * depth
+        for n, a in enumerate(axes):
+            prag = pragma_outer if n == 0 else ""
+            if n == len(axes) - 1 and pragma_inner:
+                prag = pragma_inner if n else (pragma_outer or pragma_inner)
+            if prag:
+                text.append(ind + prag)
+            text.append(f"{ind}for (int64_t i{a} = 0; i{a} < {dims[a]}; i{a}++) {{")
+            ind += "    "
+        text += [ind + line for line in body]
+        for _ in axes:
+            ind = ind[:-4]
+            text.append(ind + "}")
+        return text
+
+    if red is None:
+        results = [em.value(v, idx) for v, _ in typed.outputs]
+        body = list(em.lines)
+        f = flat(range(rank))
+        body += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
+        outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 else par
+        code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
+    else:
+        A, init, combine, final = _reduce_parts(red)
+        src = em.value(red.source, idx)
+        body = list(em.lines) + [combine("acc", src)]
+        kept = [a for a in range(rank) if a not in red.axes]
+        count = " * ".join(dims[a] for a in red.axes)
+        if kept:
+            inner = [f"{A} acc = {init};"] + loops(list(red.axes), body, 0, "", "") + \
+                [f"q0[{flat(kept)}] = {final('acc', count)};"]
+            code = loops(kept, inner, 1, par, "")
+        else:
+            d0 = dims[0]
+            inner_axes = list(range(1, rank))
+            per = [f"{A} acc = {init};",
+                   f"for (int64_t i0 = {d0} * t / nt; i0 < {d0} * (t + 1) / nt; i0++) {{"]
+            per += ["    " + line for line in loops(inner_axes, body, 0, "", "")]
+            per += ["}", "part[t] = acc;"]
+            omp = ("#pragma omp parallel for schedule(static, 1) num_threads(nt) "
+                   "if(nt > 1)") if openmp else ""
+            code = ["    const int32_t nt = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : "
+                    "nthreads);",
+                    f"    {A} part[64];"]
+            if omp:
+                code.append("    " + omp)
+            code.append("    for (int32_t t = 0; t < nt; t++) {")
+            code += ["        " + line for line in per]
+            code += ["    }", f"    {A} acc = {init};",
+                     "    for (int32_t t = 0; t < nt; t++) {",
+                     "        " + combine("acc", "part[t]"), "    }",
+                     f"    q0[0] = {final('acc', count)};"]
+    pre = [prelude(), helpers_text(em.helpers)]
+    what = "reduction" if red is not None else "loop fusion"
+    head = (f"/* astjax kernel {typed.kernel.name}: {len(typed.kernel.ops)} statements "
+            f"({what} over the {'source' if red else 'output'} index) */\n")
+    sig = (f"int {cname}(const int64_t *restrict P, int32_t nthreads, void **ptrs) {{")
+    return head + "".join(pre) + "\n" + sig + "\n" + "\n".join(decl) + "\n" + \
+        "\n".join(code) + "\n    (void)nthreads;\n    return 0;\n}\n"

@@ -296,3 +296,129 @@ def reduction(dtype, ufunc: str = "add") -> Module:
 }}
 """)
     return Module(text, {"partial": Entry(name, params)})
+
+
+# ---------------------------------------------------------------- indexed kernels
+
+def _decompose(flat, axes, dims, ind):
+    """Lines splitting ``flat`` (C order over ``axes``) into ``i<axis>`` indices."""
+    lines = [f"{ind}int64_t rest = {flat};"]
+    for n, a in enumerate(reversed(axes)):
+        if n == len(axes) - 1:
+            lines.append(f"{ind}const int64_t i{a} = rest;")
+        else:
+            lines += [f"{ind}const int64_t i{a} = rest % {dims[a]};",
+                      f"{ind}rest /= {dims[a]};"]
+    if not axes:
+        lines.append(f"{ind}(void)rest;")
+    return lines
+
+
+def render_indexed(typed, cname: str, baked=(), pointer_scalars=()) -> Module:
+    """CUDA for an indexed kernel (``ir.TypedIndexed``: slices, transposes, pads, casts,
+    a reduction ending the group).  The element computation is the C renderer's
+    (``c._Emitter``: reads through the IR's index maps, guarded pad reads); around it:
+
+    * no reduction: ``<name>_indexed``, a grid-stride loop over the flat output index,
+      split into coordinates with the run-time dims;
+    * a reduction keeping some axes: ``<name>_indexed``, one thread per result
+      element, looping over the reduced axes;
+    * a reduction over every axis: ``<name>_partial``, a grid-stride share per thread
+      combined by a block-level tree reduction in shared memory (one value per block),
+      then ``<name>_final``, one block combining the blocks' values.
+
+    Run-time integers come in ``P`` (``typed.params`` order; those in ``baked`` are
+    literals); 0-d inputs by value, or through a pointer for ``pointer_scalars``."""
+    from astjax.kernels import c as c_render
+    pointers = frozenset(pointer_scalars)
+    em = c_render._Emitter(typed, baked)
+    red = typed.reduce
+    dom = red.source if red is not None else typed.outputs[0][0]
+    rank = typed.values[dom][1]
+    dims = [em.p(f"dim_{dom}_{a}") for a in range(rank)]
+    idx = tuple(f"i{a}" for a in range(rank))
+    ops = []
+    for j, inp in enumerate(typed.inputs):
+        T = ctype(inp.dtype)
+        if inp.ndim == 0 and j not in pointers:
+            ops.append((T, f"s{j}"))
+        else:
+            ops.append((f"const {T} *__restrict__", f"p{j}"))
+    for j, (_, dt) in enumerate(typed.outputs):
+        ops.append((f"{ctype(dt)} *__restrict__", f"q{j}"))
+    decl = [f"    const int64_t {n} = P[{k}];" for k, n in enumerate(typed.params)
+            if n not in em.baked]
+    decl += [f"    const {ctype(inp.dtype)} s{j} = p{j}[0];"
+             for j, inp in enumerate(typed.inputs) if inp.ndim == 0 and j in pointers]
+    decl.append("    (void)P;")
+    head_params = (("int64_t", "n"), ("const int64_t *__restrict__", "P"))
+    grid = ("    const int64_t step = (int64_t)blockDim.x * (int64_t)gridDim.x;\n"
+            "    for (int64_t flat = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; "
+            "flat < n; flat += step) {\n")
+    parts, kernels = [], {}
+    if red is None:
+        results = [em.value(v, idx) for v, _ in typed.outputs]
+        body = _decompose("flat", list(range(rank)), dims, "        ")
+        body += ["        " + line for line in em.lines]
+        body += [f"        q{j}[flat] = {r};" for j, r in enumerate(results)]
+        name = f"{cname}_indexed"
+        params = head_params + tuple(ops)
+        kernels["indexed"] = Entry(name, params)
+        parts.append(f"{_signature(name, params)} {{\n" + "\n".join(decl) + "\n" + grid +
+                     "\n".join(body) + "\n    }\n}\n")
+    else:
+        A, init, combine, final = c_render._reduce_parts(red)
+        src = em.value(red.source, idx)
+        kept = [a for a in range(rank) if a not in red.axes]
+        count = " * ".join(dims[a] for a in red.axes)
+        if kept:
+            body = _decompose("flat", kept, dims, "        ")
+            body.append(f"        {A} acc = {init};")
+            ind = "        "
+            for a in red.axes:
+                body.append(f"{ind}for (int64_t i{a} = 0; i{a} < {dims[a]}; i{a}++) {{")
+                ind += "    "
+            body += [ind + line for line in em.lines] + [ind + combine("acc", src)]
+            for _ in red.axes:
+                ind = ind[:-4]
+                body.append(ind + "}")
+            body.append(f"        q0[flat] = {final('acc', count)};")
+            name = f"{cname}_indexed"
+            params = head_params + tuple(ops)
+            kernels["indexed"] = Entry(name, params)
+            parts.append(f"{_signature(name, params)} {{\n" + "\n".join(decl) + "\n" +
+                         grid + "\n".join(body) + "\n    }\n}\n")
+        else:
+            def tree(store):
+                return (f"    buf[t] = acc;\n    __syncthreads();\n"
+                        "    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {\n"
+                        f"        if (t < s) {{ {combine('buf[t]', 'buf[t + s]')} }}\n"
+                        "        __syncthreads();\n    }\n"
+                        f"    if (t == 0) {store}\n")
+            body = _decompose("flat", list(range(rank)), dims, "        ")
+            body += ["        " + line for line in em.lines] + ["        " + combine("acc", src)]
+            name = f"{cname}_partial"
+            params = head_params + tuple(ops[:-1]) + ((f"{A} *__restrict__", "part"),)
+            kernels["partial"] = Entry(name, params)
+            parts.append(f"{_signature(name, params)} {{\n" + "\n".join(decl) + "\n" +
+                         f"    __shared__ {A} buf[{BLOCK}];\n    const unsigned t = "
+                         f"threadIdx.x;\n    {A} acc = {init};\n" + grid +
+                         "\n".join(body) + "\n    }\n" +
+                         tree("part[blockIdx.x] = buf[0];") + "}\n")
+            name = f"{cname}_final"
+            params = (("int64_t", "nparts"), ("const int64_t *__restrict__", "P"),
+                      (f"const {A} *__restrict__", "part"), ops[-1])
+            kernels["final"] = Entry(name, params)
+            pdecl = [line for line in decl if " = P[" in line or "(void)P" in line]
+            parts.append(f"{_signature(name, params)} {{\n" + "\n".join(pdecl) + "\n" +
+                         f"    __shared__ {A} buf[{BLOCK}];\n    const unsigned t = "
+                         f"threadIdx.x;\n    {A} acc = {init};\n"
+                         "    for (int64_t k = t; k < nparts; k += blockDim.x) "
+                         f"{{ {combine('acc', 'part[k]')} }}\n" +
+                         tree(f"q0[0] = {final('buf[0]', count)};") + "}\n")
+    what = "reduction" if red is not None else "loop fusion"
+    head = (f"/* astjax CUDA kernel {typed.kernel.name}: {len(typed.kernel.ops)} "
+            f"statements ({what} over the {'source' if red else 'output'} index) */\n")
+    text = (head + PRELUDE + cexpr.helpers_text(em.helpers, qualifier=DEVICE) + "\n" +
+            "\n".join(parts))
+    return Module(text, kernels)

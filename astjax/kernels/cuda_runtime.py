@@ -156,8 +156,12 @@ class CudaKernelCall:
         self.device = device
         self.specs: dict = {}
         self.__name__ = kernel.name
+        self.indexed = not ir.is_elementwise(kernel)
+        self.typed_indexed: dict = {}    # kinds -> TypedIndexed or None
+        self.layouts: dict = {}          # (kinds, shapes, strides, ints) -> Layout
         everything = tuple(range(len(kernel.inputs)))
-        self.partial = [d for d in ir.output_deps(kernel) if d != everything]
+        self.partial = [] if self.indexed else [
+            d for d in ir.output_deps(kernel) if d != everything]
 
     def __repr__(self):
         return f"<astjax CUDA kernel {self.kernel.name}>"
@@ -184,6 +188,8 @@ class CudaKernelCall:
             # a host array reaching device code (a constant): moved, for the kernel and
             # for the fallback alike
             args = tuple(dev.asarray(a) if type(a) is np.ndarray else a for a in args)
+        if self.indexed:
+            return self._call_indexed(dev, args)
         kinds, shapes, pointers, moved = [], [], [], []
         for k, a in enumerate(args):
             t = type(a)
@@ -274,6 +280,95 @@ class CudaKernelCall:
             fn = spec.functions[variant] = dev.function(spec.module, variant)
         fn((blocks,), (block,), head + tuple(operands))
 
+    # -- indexed kernels (slices, pads, transposes, casts, reductions) ------------
+
+    def _call_indexed(self, dev, args):
+        darray = dev.ndarray
+        kinds, key, pointers = [], [], []
+        for k, a in enumerate(args):
+            if type(a) is darray:
+                dt = a.dtype
+                if dt.char not in ir.SUPPORTED or not dt.isnative:
+                    return self.block(*args)
+                kinds.append((dt, a.ndim, None))
+                key.append((a.shape, a.strides))
+                if a.ndim == 0:
+                    pointers.append(k)       # read on the device, not synchronized
+            else:
+                try:
+                    kinds.append(ir.indexed_kind(a))
+                except Unsupported:
+                    return self.block(*args)
+                key.append(a if isinstance(a, (int, np.integer)) else None)
+        kinds, pointers = tuple(kinds), tuple(pointers)
+        typed = self.typed_indexed.get(kinds, False)
+        if typed is False:
+            try:
+                typed = ir.specialize_indexed(self.kernel, kinds)
+            except Unsupported:
+                typed = None
+            self.typed_indexed[kinds] = typed
+        if typed is None:
+            return self.block(*args)
+        for i, dt in typed.int_checks:
+            info = np.iinfo(dt)
+            if not info.min <= args[i] <= info.max:
+                return self.block(*args)
+        lkey = (kinds, tuple(key))
+        lay = self.layouts.get(lkey, False)
+        if lay is False:
+            from astjax.kernels import layout
+            try:
+                lay = layout.layout(typed, args)
+            except Unsupported:
+                lay = None
+            if len(self.layouts) > 256:
+                self.layouts.clear()
+            self.layouts[lkey] = lay
+        if lay is None:
+            return self.block(*args)
+        outs = [dev.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
+        n = math.prod(lay.domain)
+        if n:
+            skey = ("indexed", kinds, pointers, lay.baked)
+            spec = self.specs.get(skey, False)
+            if spec is False:
+                try:
+                    module = cuda_render.render_indexed(
+                        typed, cuda_render.cuda_name(self.kernel), lay.baked, pointers)
+                except Unsupported:
+                    spec = None
+                else:
+                    spec = _Spec(module, typed)
+                self.specs[skey] = spec
+            if spec is None:
+                return self.block(*args)
+            operands = [a if isinstance(a, darray) else inp.dtype.type(a)
+                        for a, inp in zip(args, typed.inputs)]
+            P = dev.index_array(tuple(lay.params.tolist()) or (0,))
+            self._launch_indexed(dev, spec, typed, lay, n, P, operands, outs)
+        if typed.reduce is not None and not lay.out_shapes[0] and darray is np.ndarray:
+            return outs[0][()]          # NumPy gives a scalar for a full reduction
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _launch_indexed(self, dev, spec, typed, lay, n, P, operands, outs):
+        block = dev.block
+
+        def fn(variant):
+            got = spec.functions.get(variant)
+            if got is None:
+                got = spec.functions[variant] = dev.function(spec.module, variant)
+            return got
+        if "indexed" in spec.module.kernels:
+            work = math.prod(lay.out_shapes[0]) if typed.reduce is not None else n
+            blocks = max(1, min(-(-work // block), dev.max_blocks))
+            fn("indexed")((blocks,), (block,), (np.int64(work), P, *operands, *outs))
+            return
+        blocks = max(1, min(-(-n // block), dev.max_blocks))
+        part = dev.empty((blocks,), typed.reduce.acc)
+        fn("partial")((blocks,), (block,), (np.int64(n), P, *operands, part))
+        fn("final")((1,), (block,), (np.int64(blocks), P, part, outs[0]))
+
     def _fallback(self, outs, args):
         got = self.block(*args)
         got = got if isinstance(got, tuple) else (got,)
@@ -301,7 +396,9 @@ def load(fn, doc, label):
     shown = []
     for s in core.walk(fn.body):
         if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
-                isinstance(s.args[0], Var) and s.args[0].name in calls:
+                isinstance(s.args[0], Var) and s.args[0].name in calls and \
+                "reuse" not in s.kwargs:
+            # (a group computing into a donated argument stays with run_fused)
             kc = calls[s.args[0].name]
             ref = fn.env.value_ref(kc, kc.kernel.name)
             s.func = Var(ref)
@@ -379,26 +476,38 @@ class _DeviceGenerated(Generated):
 
 
 def _display(fn, kcs):
-    """Each kernel's CUDA text for the dtypes known statically (float64 otherwise)."""
-    known = dict(getattr(fn, "kernel_arg_dtypes", {}))
+    """Each kernel's CUDA text for the argument types jit built the code for (values
+    made on the host between kernels: float64 of the arguments' largest rank)."""
+    known = dict(getattr(fn, "arg_kinds", {}) or {})
+    for name, dt in getattr(fn, "kernel_arg_dtypes", {}).items():
+        known.setdefault(name, (np.dtype(dt), None, None))
+    top = max([k[1] for k in known.values() if k[1] is not None], default=1)
     out = []
     for kc in kcs:
         kinds, guessed = [], False
         for name in kc.kernel.inputs:
-            dt = known.get(name)
-            if dt is None:
-                dt, guessed = np.dtype(np.float64), True
-            kinds.append((np.dtype(dt), False, None))
-        try:
-            typed = ir.specialize(kc.kernel, tuple(kinds))
-            text = cuda_render.render(typed, cuda_render.cuda_name(kc.kernel)).text
-        except Unsupported as e:
-            out.append(f"/* {kc.kernel.name}: runs on CuPy for these dtypes ({e}) */")
-            continue
-        for name, (_, dt) in zip(kc.kernel.outputs, typed.outputs):
-            known[name] = dt
+            dt, nd, weak = known.get(name, (None, None, None))
+            if dt is None or nd is None:
+                dt, nd, weak, guessed = (dt or np.dtype(np.float64)), top, None, True
+            kinds.append((np.dtype(dt), nd, weak))
         note = ("/* shown for float64 operands: the kernel is specialized to the "
                 "operands' dtypes when it runs */\n" if guessed else "")
+        try:
+            if kc.indexed:
+                typed = ir.specialize_indexed(kc.kernel, tuple(kinds))
+                text = cuda_render.render_indexed(typed, cuda_render.cuda_name(kc.kernel)).text
+                ranks = [typed.values[v][1] for v, _ in typed.outputs]
+            else:
+                typed = ir.specialize(kc.kernel, tuple(
+                    (dt, nd == 0, weak) for dt, nd, weak in kinds))
+                text = cuda_render.render(typed, cuda_render.cuda_name(kc.kernel)).text
+                ranks = [max([k[1] for k in kinds], default=0)] * len(typed.outputs)
+        except Unsupported as e:
+            out.append(f"/* {kc.kernel.name}: runs on the device array module for these "
+                       f"types ({e}) */")
+            continue
+        for name, (_, dt), nd in zip(kc.kernel.outputs, typed.outputs, ranks):
+            known[name] = (dt, nd, None)
         out.append(note + text)
     return out
 

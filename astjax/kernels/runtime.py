@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from astjax.kernels import c as c_render, compile as cc, ir
+from astjax.kernels import c as c_render, compile as cc, ir, layout
 from astjax.kernels.ir import Unsupported
 from astjax.runtime_fusion import num_threads
 
@@ -29,6 +29,9 @@ MIN_PARALLEL_WORK = 1 << 16
 _ndarray = np.ndarray
 _ARGTYPES = (ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
              ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p)
+
+
+_INDEXED_ARGTYPES = (ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p)
 
 
 class _Spec:
@@ -73,9 +76,13 @@ class KernelCall:
         self.block = block
         self.specs: dict = {}
         self.__name__ = kernel.name
+        self.indexed = not ir.is_elementwise(kernel)
+        self.typed_indexed: dict = {}    # kinds -> TypedIndexed or None
+        self.layouts: dict = {}          # (kinds, shapes, strides, ints) -> Layout
         everything = tuple(range(len(kernel.inputs)))
         # results depending on some inputs only: their shape may be smaller than the loop
-        self.partial = [d for d in ir.output_deps(kernel) if d != everything]
+        self.partial = [] if self.indexed else [
+            d for d in ir.output_deps(kernel) if d != everything]
 
     def __repr__(self):
         return f"<astjax C kernel {self.kernel.name}>"
@@ -98,6 +105,8 @@ class KernelCall:
         return got
 
     def __call__(self, *args):
+        if self.indexed:
+            return self._call_indexed(args)
         kinds = []
         shapes = []
         for a in args:
@@ -178,3 +187,91 @@ class KernelCall:
         spec.func(n, ndim, shape_arr.__array_interface__["data"][0],
                   strides.__array_interface__["data"][0], contiguous, threads,
                   spec.ptrs(*ptrs))
+
+    # -- indexed kernels (slices, pads, transposes, casts, reductions) ------------
+
+    def _typed(self, kinds):
+        got = self.typed_indexed.get(kinds, False)
+        if got is False:
+            try:
+                got = ir.specialize_indexed(self.kernel, kinds)
+            except Unsupported:
+                got = None
+            self.typed_indexed[kinds] = got
+        return got
+
+    def _compiled(self, kinds, typed, baked):
+        key = (kinds, baked)
+        got = self.specs.get(key, False)
+        if got is False:
+            try:
+                _, _, omp = cc.compiler()
+                text = c_render.render_indexed(typed, _cname(self.kernel), bool(omp), baked)
+                func = cc.build(text, _cname(self.kernel), _origin(typed, text))
+            except Unsupported:
+                got = None
+            else:
+                func.argtypes = _INDEXED_ARGTYPES
+                func.restype = ctypes.c_int
+                got = (func, text)
+            self.specs[key] = got
+        return got
+
+    def _call_indexed(self, args):
+        kinds, key = [], []
+        for a in args:
+            t = type(a)
+            if t is _ndarray:
+                dt = a.dtype
+                if dt.char not in ir.SUPPORTED or not dt.isnative:
+                    return self.block(*args)
+                kinds.append((dt, a.ndim, None))
+                key.append((a.shape, a.strides))
+            else:
+                try:
+                    kinds.append(ir.indexed_kind(a))
+                except Unsupported:
+                    return self.block(*args)
+                key.append(a if isinstance(a, (int, np.integer)) else None)
+        kinds = tuple(kinds)
+        typed = self._typed(kinds)
+        if typed is None:
+            return self.block(*args)
+        modes = np.geterr().values()
+        if "raise" in modes or "call" in modes:
+            return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
+        for i, dt in typed.int_checks:
+            info = np.iinfo(dt)
+            if not info.min <= args[i] <= info.max:
+                return self.block(*args)  # NumPy raises OverflowError
+        lkey = (kinds, tuple(key))
+        lay = self.layouts.get(lkey, False)
+        if lay is False:
+            try:
+                lay = layout.layout(typed, args)
+            except Unsupported:
+                lay = None
+            if len(self.layouts) > 256:
+                self.layouts.clear()
+            self.layouts[lkey] = lay
+        if lay is None:
+            return self.block(*args)
+        outs = [np.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
+        n = math.prod(lay.domain)
+        if n:
+            got = self._compiled(kinds, typed, lay.baked)
+            if got is None:
+                return self.block(*args)
+            keep, ptrs = [], []
+            for a, inp in zip(args, typed.inputs):
+                if type(a) is not _ndarray:
+                    a = np.array(a, dtype=inp.dtype)
+                    keep.append(a)
+                ptrs.append(a.__array_interface__["data"][0])
+            ptrs += [o.__array_interface__["data"][0] for o in outs]
+            threads = num_threads() if n * self.kernel.cost >= MIN_PARALLEL_WORK else 1
+            arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+            got[0](lay.params.__array_interface__["data"][0], threads, arr)
+        if typed.reduce is not None and not lay.out_shapes[0]:
+            return outs[0][()]          # NumPy gives a scalar for a full reduction
+        return outs[0] if len(outs) == 1 else tuple(outs)

@@ -82,6 +82,10 @@ def _operands(s) -> list:
     if s.prim == "clip":
         a, a_min, a_max, _, lo, hi = s.args
         return [a, a_min if _given(a_min) else lo, a_max if _given(a_max) else hi]
+    if s.prim in _INDEXED_PRIMS:       # the array, then names a basic index reads
+        extra = [a for a in s.args[1].atoms() if isinstance(a, Var)] \
+            if s.prim == "getitem" else []
+        return [s.args[0]] + extra
     return list(s.args[:A.prim_entry(s.prim).impl.nin])
 
 
@@ -106,6 +110,124 @@ def _kernel_member(s) -> bool:
         return False
     return ok and all(isinstance(a, Var) or (isinstance(a, Const) and type(a.value) in
                                              _NUMBERS) for a in _operands(s))
+
+
+# what a compiled kernel also fuses, beyond elementwise (kernels/ir.py): basic
+# indexing, transposes, np.pad, astype, and reductions that end a group
+_VIEWS = frozenset({"getitem", "transpose"})          # their results share memory
+_INDEXED_PRIMS = frozenset({"getitem", "transpose", "pad", "astype", "sum", "mean",
+                            "max", "min"})
+_REDUCTIONS = frozenset({"sum", "mean", "max", "min"})
+# Work, in operation weights, a group may redo per element to read a value it made
+# at shifted indices (``p[1:] - p[:-1]`` of a computed ``p``): beyond it, the value
+# is left to be materialized by the group before (XLA: recompute when cheap).
+RECOMPUTE_LIMIT = 48
+
+
+def _const_int(a) -> bool:
+    return isinstance(a, Const) and type(a.value) is int
+
+
+def _index_item(it):
+    """A basic index item as ``ir.Slice`` wants it, or None (fancy, bool, ...)."""
+    def bound(b):
+        if b is None:
+            return None
+        if isinstance(b, Var):
+            return b.name
+        if _const_int(b):
+            return b.value
+        if isinstance(b, Const) and b.value is None:
+            return None
+        raise ValueError
+    try:
+        if isinstance(it, core.SliceAtom):
+            return ("slice", bound(it.lower), bound(it.upper), bound(it.step))
+        if it is None or (isinstance(it, Const) and it.value is None):
+            return ("newaxis",)
+        if it is Ellipsis or (isinstance(it, Const) and it.value is Ellipsis):
+            return ("ellipsis",)
+        if isinstance(it, Var) or _const_int(it):
+            return ("index", bound(it))
+    except ValueError:
+        return None
+    return None
+
+
+def _dtype_of(a, env):
+    """The dtype a constant ``astype`` argument names, or None."""
+    if isinstance(a, Const):
+        value = a.value
+    elif isinstance(a, Var) and getattr(env, "entries", {}).get(a.name, ("",))[0] == "value":
+        value = env.entries[a.name][1]
+    else:
+        return None
+    try:
+        import numpy as np
+        return np.dtype(value)
+    except TypeError:
+        return None
+
+
+def indexed_node(s, env=None):
+    """The ``kernels/ir.py`` statement for an indexing, padding, transposing, casting
+    or reducing statement ``s``, or None when a kernel cannot compute it."""
+    from astjax.kernels import ir
+    if not (isinstance(s, Prim) and s.target and not s.kwargs and s.prim in _INDEXED_PRIMS
+            and s.args and isinstance(s.args[0], Var)):
+        return None
+    src, args, loc = s.args[0].name, s.args, s.loc
+    if s.prim == "getitem":
+        if len(args) != 2 or not isinstance(args[1], core.Index):
+            return None
+        items = [_index_item(it) for it in args[1].items]
+        if any(it is None for it in items):
+            return None
+        return ir.Slice(s.target, src, tuple(items), loc)
+    if s.prim == "transpose":
+        if len(args) != 2 or not isinstance(args[1], Const):
+            return None
+        axes = args[1].value
+        if axes is not None and not (isinstance(axes, tuple) and
+                                     all(type(a) is int for a in axes)):
+            return None
+        return ir.Transpose(s.target, src, axes, loc)
+    if s.prim == "pad":
+        if len(args) != 4 or not all(isinstance(a, Const) for a in args[1:]):
+            return None
+        widths, mode, value = args[1].value, args[2].value, args[3].value
+        if type(widths) is int:
+            widths = ((widths, widths),)
+        elif isinstance(widths, tuple) and widths and all(type(w) is int for w in widths):
+            widths = (tuple(widths),) if len(widths) == 2 else None
+        elif not (isinstance(widths, tuple) and all(
+                isinstance(w, tuple) and len(w) == 2 and all(type(x) is int for x in w)
+                for w in widths)):
+            widths = None
+        if widths is None or mode not in ("constant", "edge") or \
+                type(value) not in (int, float, bool):
+            return None
+        return ir.Pad(s.target, src, tuple(widths), mode, value, loc)
+    if s.prim == "astype":
+        if len(args) != 6 or [a.value if isinstance(a, Const) else a for a in args[2:]] \
+                != ["K", "unsafe", True, True]:
+            return None
+        dt = _dtype_of(args[1], env)
+        if dt is None:
+            return None
+        return ir.Cast(s.target, src, dt.str, loc)
+    # reductions: (a, axis, dtype, out, keepdims) or (a, axis, out, keepdims)
+    axis, keepdims = args[1], args[-1]
+    rest = args[2:-1]
+    if not (isinstance(axis, Const) and isinstance(keepdims, Const) and
+            type(keepdims.value) is bool and
+            all(isinstance(a, Const) and a.value is None for a in rest)):
+        return None
+    ax = axis.value
+    if not (ax is None or type(ax) is int or
+            (isinstance(ax, tuple) and all(type(a) is int for a in ax))):
+        return None
+    return ir.Reduce(s.target, src, s.prim, ax, keepdims.value, loc)
 
 
 def _movable(s, written, read) -> bool:
@@ -161,7 +283,9 @@ class _Fuser:
     def __init__(self, fn, arg_dtypes, donated=frozenset(), kernels=False):
         from astjax import runtime_fusion
         self.fn = fn
-        self.member = _kernel_member if kernels else _member
+        self.kernels = kernels
+        self.member = self._kernel_member if kernels else _member
+        self.exclude: set = set()        # statements a group must not hold (ids)
         self.donated = frozenset(donated) & set(fn.params)
         self.readers = Counter(n for s in core.walk(fn.body) for n in set(core.reads(s)))
         self.live_after = A.liveness(fn)
@@ -181,6 +305,31 @@ class _Fuser:
             return first
         return self._fresh(hint)
 
+    def _kernel_member(self, s) -> bool:
+        if id(s) in self.exclude:
+            return False
+        if _kernel_member(s):
+            return True
+        return indexed_node(s, self.fn.env) is not None
+
+    def _array_source(self, s, written) -> bool:
+        """An indexed member reads a NumPy array: made in the group, or surely NumPy
+        (a tuple's ``carry[0]`` must not make the kernel fall back on every call)."""
+        if s.prim not in _INDEXED_PRIMS:
+            return True
+        name = s.args[0].name
+        return name in written or self._numpy_like(name)
+
+    def _numpy_like(self, name, depth=0) -> bool:
+        if name in self.numpy:
+            return True
+        writers = self.numpy.writers.get(name)
+        if not writers or depth > 8:
+            return False
+        return all(isinstance(w, Prim) and w.prim in _INDEXED_PRIMS and w.args and
+                   isinstance(w.args[0], Var) and
+                   self._numpy_like(w.args[0].name, depth + 1) for w in writers)
+
     def block(self, stmts, top=True):
         out = []
         i = 0
@@ -192,7 +341,16 @@ class _Fuser:
                 out.append(s)
                 i += 1
                 continue
+            if self.kernels and not self._array_source(s, set()):
+                out.append(s)
+                i += 1
+                continue
             members, moved, last = self._gather(stmts, i)
+            if self.kernels:
+                retry = self._refused(members, stmts[last])
+                if retry:
+                    self.exclude |= retry
+                    continue
             cost = sum(weight(m.prim) for m in members)
             if len(members) == 1 and cost < _LONE_MIN_WEIGHT:
                 out.append(s)
@@ -203,6 +361,24 @@ class _Fuser:
             i = last + 1
         return out
 
+    def _refused(self, members, last_stmt) -> set:
+        """Members a kernel group cannot hold as gathered (ids): a view that is a
+        result (a kernel makes new arrays: the user's view would become a copy), a
+        reduction beside other results."""
+        live = self.live_after.get(id(last_stmt), frozenset())
+        outputs = {m.target for m in members if m.target in live}
+        refused = {id(m) for m in members if m.prim in _VIEWS and m.target in outputs}
+        if len(outputs) > 1:
+            refused |= {id(m) for m in members if m.prim in _REDUCTIONS}
+        return refused
+
+    def _recompute_cost(self, t, costs) -> int:
+        """Work per element ``t`` costs when it reads values of the group at other
+        indices than its own (each such read recomputes them)."""
+        own = weight(t.prim)
+        return min(1 << 20, own + sum(costs.get(a.name, 0) for a in _operands(t)
+                                      if isinstance(a, Var)))
+
     def _gather(self, stmts, start):
         """Members from ``stmts[start]`` on, the statements moved above them, and the
         index of the last member."""
@@ -211,9 +387,19 @@ class _Fuser:
         written, read = set(core.writes(first)), set(core.reads(first))
         last = start
         j = start + 1
+        costs = {first.target: self._recompute_cost(first, {})}
         while j < len(stmts) and j - last <= _LOOKAHEAD:
             t = stmts[j]
+            if self.kernels and members[-1].prim in _REDUCTIONS:
+                break                      # a reduction ends its group
+            if self.kernels and self.member(t) and set(core.reads(t)) & (written | read) \
+                    and t.prim in _INDEXED_PRIMS and (
+                        not self._array_source(t, written) or
+                        self._recompute_cost(t, costs) > RECOMPUTE_LIMIT):
+                break
             if self.member(t) and set(core.reads(t)) & (written | read):
+                if self.kernels:
+                    costs[t.target] = self._recompute_cost(t, costs)
                 members.append(t)
                 moved.extend(pending)
                 pending = []
@@ -287,7 +473,7 @@ class _Fuser:
                               loc=members[0].loc, source_name=fn.source_name, env=fn.env,
                               defaults={out_param[t]: Const(None) for t in outputs})
         self.blocks.append(block)
-        block.kernel_plan = _kernel_plan(members, inputs, outputs)  # for kernels/
+        block.kernel_plan = _kernel_plan(members, inputs, outputs, fn.env)  # for kernels/
 
         dep_const = tuple(tuple(sorted(deps[t])) for t in outputs)
         cost = sum(weight(m.prim) for m in members)
@@ -331,11 +517,15 @@ class _Fuser:
         return self.store_ref
 
 
-def _kernel_plan(members, inputs, outputs):
+def _kernel_plan(members, inputs, outputs, env=None):
     """The group said without NumPy (``astjax/kernels/ir.py`` builds a kernel from it):
     (inputs, members as (target, ufunc name, operands, operator, location), outputs)."""
     recs = []
     for m in members:
+        node = indexed_node(m, env)
+        if node is not None:
+            recs.append(node)
+            continue
         entry = A.prim_entry(m.prim)
         operands = tuple(a.name if isinstance(a, Var) else a.value for a in _operands(m))
         name = entry.impl.__name__ if A.is_ufunc_prim(m.prim) else m.prim
