@@ -24,7 +24,7 @@ import numpy as np
 from astjax.kernels.compile import CompilerUnavailable, KernelCompileError
 
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_shim.h")
-FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
+FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
          "-fno-math-errno", "-fno-strict-aliasing", "-w")
 _CTYPES = {"npy_bool": ctypes.c_uint8, "int8_t": ctypes.c_int8, "int16_t": ctypes.c_int16,
            "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint8_t": ctypes.c_uint8,
@@ -60,6 +60,32 @@ def _launcher(entry, barriers: bool) -> str:
             "void **args) {\n"
             f"    return astjax_shim_launch(grid, block, {'true' if barriers else 'false'}, "
             f"[&] {{ {entry.name}({', '.join(unpack)}); }});\n}}\n")
+
+
+_PCH: dict = {}
+_pch_lock = threading.Lock()
+
+
+def _shim() -> str:
+    """The shim header to include: a copy beside its precompiled form (parsing the
+    C++ headers it includes is most of a kernel's compile time), else the original."""
+    with _pch_lock:
+        got = _PCH.get(compiler())
+        if got is None:
+            got = SHIM
+            d = tempfile.mkdtemp(prefix="astjax-cuda-pch-")
+            copy = os.path.join(d, "cuda_shim.h")
+            shutil.copyfile(SHIM, copy)
+            flags = [f for f in FLAGS if f != "-shared"]
+            try:
+                r = subprocess.run([compiler(), *flags, "-x", "c++-header", copy, "-o",
+                                    copy + ".gch"], capture_output=True, timeout=300)
+                if r.returncode == 0:
+                    got = copy
+            except (OSError, subprocess.SubprocessError):
+                pass
+            _PCH[compiler()] = got
+        return got
 
 
 class _Function:
@@ -125,7 +151,7 @@ class EmulatedDevice:
 
     def _build(self, module, key):
         barriers = "__syncthreads" in module.text
-        text = (f'#include "{SHIM}"\n' + module.text + "\n" +
+        text = (f'#include "{_shim()}"\n' + module.text + "\n" +
                 "".join(_launcher(e, barriers) for e in module.kernels.values()))
         src = os.path.join(self._dir, key + ".cu")
         lib = os.path.join(self._dir, key + ".so")
