@@ -622,6 +622,9 @@ def _write(text: str):
 def cmd_show(opts) -> int:
     req = _request(opts)
     text = rendered(req, opts.raw)
+    if not getattr(opts, "kernels", False):     # jit's compiled kernels: --kernels
+        from astjax.kernels.backend import without_kernels
+        text = without_kernels(text)
     for note in req.notes:
         print(note, file=sys.stderr)
     if _use_color(opts.color, sys.stdout):
@@ -779,6 +782,8 @@ def make_parser() -> argparse.ArgumentParser:
     show.add_argument("--raw", action="store_true",
                       help="the code exactly as it runs (the lines a traceback shows), "
                            "without the simplifications made for reading")
+    show.add_argument("--kernels", action="store_true",
+                      help="with jit: also the C text of each compiled kernel")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="ANSI colours: auto (when stdout is a terminal; NO_COLOR turns "
                            "them off), always or never")

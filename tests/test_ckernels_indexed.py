@@ -466,3 +466,18 @@ def test_random_chains_with_slices_pads_and_reductions(text, seed, dtype, view):
     else:
         assert type(got) is type(want)
         same(got, want)
+
+
+def test_astjax_show_prints_kernels_with_a_flag(progs):
+    from test_cli import run_cli
+    target = f"{progs.__file__}:loss"
+    plain = run_cli("show", target, "-t", "jit", "--args", "f64[30, 4], f64[4]",
+                    "--color", "never")
+    assert plain.returncode == 0, plain.stderr
+    assert "loss_kernel(" in plain.stdout and "#include" not in plain.stdout
+    assert "astjax show --kernels" in plain.stdout
+    shown = run_cli("show", target, "-t", "jit", "--args", "f64[30, 4], f64[4]",
+                    "--color", "never", "--kernels")
+    assert shown.returncode == 0, shown.stderr
+    assert "loss_kernel(" in shown.stdout and "#include <math.h>" in shown.stdout
+    assert "const double" in shown.stdout and "reduction" in shown.stdout

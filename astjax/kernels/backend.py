@@ -72,9 +72,21 @@ def load(fn, doc, label):
         kc.block = gen.namespace[block_name]
     texts = _display(fn, shown)
     if texts:
-        gen = Generated(gen.source + "\n\n" + "\n\n".join(texts), gen.functions,
+        gen = Generated(gen.source + KERNELS_HEADER + "\n\n".join(texts), gen.functions,
                         gen.namespace, gen.env, gen.core)
     return gen
+
+
+# between the host Python and the kernels' C in the shown source
+KERNELS_HEADER = "\n\n# ---- compiled kernels (C99, astjax/kernels) ----\n\n"
+
+
+def without_kernels(source: str) -> str:
+    """``source`` shown by make_source without the kernels' C text (``astjax show``
+    prints it with ``--kernels``)."""
+    head, sep, _ = source.partition(KERNELS_HEADER)
+    return head + ("\n# (compiled kernels not shown: astjax show --kernels shows their C)\n"
+                   if sep else "")
 
 
 def _display(fn, kcs):

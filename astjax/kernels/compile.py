@@ -158,6 +158,14 @@ def _digest(path) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def _passive_openmp():
+    """OpenMP threads sleep when a kernel ends instead of spinning (libgomp's default
+    spins for a while): between kernels the host runs NumPy and BLAS, whose threads
+    would otherwise compete with idle spinning ones.  Read once, when libgomp loads;
+    the user's own ``OMP_WAIT_POLICY`` wins."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def _load_checked(lib, sha):
     """The library at ``lib`` when its bytes hash to the digest saved beside it."""
     try:
@@ -165,6 +173,7 @@ def _load_checked(lib, sha):
             want = f.read().strip()
         if _digest(lib) != want:
             return None
+        _passive_openmp()
         return ctypes.CDLL(lib)
     except OSError:
         return None
@@ -234,6 +243,6 @@ def _explain(stderr, text, src, origin):
     user = origin(n) if origin else None
     if user:
         msg.append(f"  from {user}")
-    msg.append("  (this is a bug in astjax; jit(f) with the default backend runs "
+    msg.append("  (this is a bug in astjax; jit(f, backend=\"numpy\") runs "
                "the same code with NumPy)")
     return "\n".join(msg)

@@ -169,7 +169,36 @@ def _dtype_of(a, env):
         return None
 
 
-def indexed_node(s, env=None):
+def _constant(a, consts):
+    """``a``, or the constant a name holds (``consts``: name -> Const of names assigned
+    once, from a constant: LICM hoists ``((0, 1), (0, 0))`` out of loops)."""
+    if isinstance(a, Var) and consts and a.name in consts:
+        return consts[a.name]
+    return a
+
+
+def constant_names(fn) -> dict:
+    """Names assigned exactly once in ``fn``, from a constant (a tuple of constants)."""
+    writers: dict = {}
+    for s in core.walk(fn.body):
+        for n in core.writes(s):
+            writers.setdefault(n, []).append(s)
+    out = {}
+    for name, ws in writers.items():
+        if len(ws) != 1 or name in fn.params:
+            continue
+        s = ws[0]
+        if isinstance(s, core.Copy) and isinstance(s.value, Const):
+            out[name] = s.value
+        elif isinstance(s, Prim) and s.prim == "make_tuple" and not s.kwargs and \
+                len(s.args) == 1 and isinstance(s.args[0], (tuple, list)):
+            items = [_constant(a, out) for a in s.args[0]]
+            if all(isinstance(a, Const) for a in items):
+                out[name] = Const(tuple(a.value for a in items))
+    return out
+
+
+def indexed_node(s, env=None, consts=None):
     """The ``kernels/ir.py`` statement for an indexing, padding, transposing, casting
     or reducing statement ``s``, or None when a kernel cannot compute it."""
     from astjax.kernels import ir
@@ -185,6 +214,7 @@ def indexed_node(s, env=None):
             return None
         return ir.Slice(s.target, src, tuple(items), loc)
     if s.prim == "transpose":
+        args = [args[0]] + [_constant(a, consts) for a in args[1:]]
         if len(args) != 2 or not isinstance(args[1], Const):
             return None
         axes = args[1].value
@@ -193,6 +223,7 @@ def indexed_node(s, env=None):
             return None
         return ir.Transpose(s.target, src, axes, loc)
     if s.prim == "pad":
+        args = [args[0]] + [_constant(a, consts) for a in args[1:]]
         if len(args) != 4 or not all(isinstance(a, Const) for a in args[1:]):
             return None
         widths, mode, value = args[1].value, args[2].value, args[3].value
@@ -286,6 +317,7 @@ class _Fuser:
         self.kernels = kernels
         self.member = self._kernel_member if kernels else _member
         self.exclude: set = set()        # statements a group must not hold (ids)
+        self.consts = constant_names(fn) if kernels else {}
         self.donated = frozenset(donated) & set(fn.params)
         self.readers = Counter(n for s in core.walk(fn.body) for n in set(core.reads(s)))
         self.live_after = A.liveness(fn)
@@ -310,15 +342,19 @@ class _Fuser:
             return False
         if _kernel_member(s):
             return True
-        return indexed_node(s, self.fn.env) is not None
+        return indexed_node(s, self.fn.env, self.consts) is not None
 
     def _array_source(self, s, written) -> bool:
         """An indexed member reads a NumPy array: made in the group, or surely NumPy
         (a tuple's ``carry[0]`` must not make the kernel fall back on every call)."""
-        if s.prim not in _INDEXED_PRIMS:
-            return True
+        if s.prim != "getitem":
+            return True           # pads, transposes, casts, reductions of a tuple: rare
         name = s.args[0].name
-        return name in written or self._numpy_like(name)
+        if name in written or self._numpy_like(name):
+            return True
+        # an unknown value: slicing it may be an array's, an integer index is a tuple's
+        return not any(isinstance(it, (Var, Const)) and not (
+            isinstance(it, Const) and it.value is None) for it in s.args[1].items)
 
     def _numpy_like(self, name, depth=0) -> bool:
         if name in self.numpy:
@@ -416,6 +452,9 @@ class _Fuser:
     def _group(self, members, last_stmt, top):
         """The block function for ``members`` and the statements that call it."""
         fn = self.fn
+        for m in members:         # constant widths and axes named by a hoisted tuple:
+            if m.prim in ("pad", "transpose"):          # the block function says them
+                m.args = [m.args[0]] + [_constant(a, self.consts) for a in m.args[1:]]
         live = self.live_after.get(id(last_stmt), frozenset())
         inputs: list = []
         defined: set = set()
@@ -473,7 +512,8 @@ class _Fuser:
                               loc=members[0].loc, source_name=fn.source_name, env=fn.env,
                               defaults={out_param[t]: Const(None) for t in outputs})
         self.blocks.append(block)
-        block.kernel_plan = _kernel_plan(members, inputs, outputs, fn.env)  # for kernels/
+        # for kernels/
+        block.kernel_plan = _kernel_plan(members, inputs, outputs, fn.env, self.consts)
 
         dep_const = tuple(tuple(sorted(deps[t])) for t in outputs)
         cost = sum(weight(m.prim) for m in members)
@@ -517,12 +557,12 @@ class _Fuser:
         return self.store_ref
 
 
-def _kernel_plan(members, inputs, outputs, env=None):
+def _kernel_plan(members, inputs, outputs, env=None, consts=None):
     """The group said without NumPy (``astjax/kernels/ir.py`` builds a kernel from it):
     (inputs, members as (target, ufunc name, operands, operator, location), outputs)."""
     recs = []
     for m in members:
-        node = indexed_node(m, env)
+        node = indexed_node(m, env, consts)
         if node is not None:
             recs.append(node)
             continue
