@@ -666,7 +666,8 @@ def cmd_gen(opts, argv) -> int:
     kernels = getattr(gen, "kernel_text", None)
     if kernels:
         for st in req.steps:
-            st.kwargs.pop("backend", None)
+            if "backend" in st.kwargs:
+                st.kwargs["backend"] = "numpy"
         gen, applied = generate(req)
     for note in req.notes:
         print(note, file=sys.stderr)

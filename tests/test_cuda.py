@@ -358,6 +358,10 @@ def test_astjax_show_and_gen_with_the_cuda_backend(tmp_path, capsys):
     target = os.path.join(os.path.dirname(__file__), "programs", "fusable.py")
     assert cli.main(["show", f"{target}:two_results", "-t", "jit(backend='cuda')",
                      "-a", "f32[30,30], f32[30]", "--color", "never"]) == 0
+    host_only = capsys.readouterr().out
+    assert "c_kernel(a, b)" in host_only and "__global__" not in host_only
+    assert cli.main(["show", f"{target}:two_results", "-t", "jit(backend='cuda')",
+                     "-a", "f32[30,30], f32[30]", "--color", "never", "--kernels"]) == 0
     shown = capsys.readouterr().out
     assert "def jit_two_results(a, b):" in shown and "c_kernel(a, b)" in shown
     assert 'extern "C" __global__ void c_kernel_contig32(' in shown and "tanhf(" in shown

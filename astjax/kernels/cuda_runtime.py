@@ -35,6 +35,9 @@ from astjax.errors import ArgumentError
 from astjax.kernels import cuda as cuda_render, ir
 from astjax.kernels.ir import Unsupported
 
+# between the host Python and the kernels' CUDA in the shown source (astjax show
+# prints the kernels with --kernels: kernels/backend.py without_kernels)
+KERNELS_HEADER = "\n\n# ---- compiled kernels (CUDA C, astjax/kernels/cuda.py) ----\n\n"
 INSTALL = ('the CUDA backend needs CuPy and a GPU: pip install "astjax[cuda]" '
            "(the cupy-cuda13x wheel, CUDA 13)")
 _INT32_LIMIT = (1 << 31) - 1
@@ -411,7 +414,7 @@ def load(fn, doc, label):
     namespace = _base_namespace()
     namespace.update(fn.env.current())
     texts = _display(fn, shown)
-    shown_source = source + ("\n\n" + "\n\n".join(texts) if texts else "")
+    shown_source = source + (KERNELS_HEADER + "\n\n".join(texts) if texts else "")
     state = {}
 
     def bound():
