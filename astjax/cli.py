@@ -660,15 +660,15 @@ def cmd_gen(opts, argv) -> int:
                        f", not {other[0]}",
                        f"astjax show prints the code of {other[0]}: astjax show "
                        f"{opts.target} --transform {shlex.quote(opts.transform)}")
+    # the module is NumPy: jit's host code from the NumPy backend, whatever the default;
+    # with backend="cuda" the kernels' CUDA text goes with it (cuda_runtime.kernel_text)
+    kernels = None
+    if any(st.kwargs.get("backend") in ("cuda", "gpu") for st in req.steps):
+        kernels = getattr(generate(req)[0], "kernel_text", None)
+    for st in req.steps:
+        if st.name == "jit":
+            st.kwargs["backend"] = "numpy"
     gen, applied = generate(req)
-    # a compiled backend (jit(backend="cuda")): the module is its host code in NumPy,
-    # the kernels' text goes with it (astjax/kernels/cuda_runtime.py: kernel_text)
-    kernels = getattr(gen, "kernel_text", None)
-    if kernels:
-        for st in req.steps:
-            if "backend" in st.kwargs:
-                st.kwargs["backend"] = "numpy"
-        gen, applied = generate(req)
     for note in req.notes:
         print(note, file=sys.stderr)
     entry = _entry_for(req, applied, opts.name)
