@@ -340,9 +340,11 @@ def test_the_cuda_backend_is_listed_and_chosen_only_with_a_gpu(monkeypatch):
     assert "cuda" in astjax.backends()
     monkeypatch.delenv("ASTJAX_BACKEND", raising=False)
     monkeypatch.setattr(cr, "gpu_visible", lambda: False)
-    assert backends.get(None).name == "numpy"
+    cpu = backends.get("cpu").name                 # the best CPU backend (c or numpy)
+    assert backends.get(None).name == cpu != "cuda"
     monkeypatch.setattr(cr, "gpu_visible", lambda: True)
     assert backends.get(None).name == "cuda"
+    assert backends.get("cpu").name == cpu          # "cpu" never means the GPU
     monkeypatch.setenv("ASTJAX_BACKEND", "numpy")
     assert backends.get(None).name == "numpy"
 
