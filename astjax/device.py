@@ -214,6 +214,13 @@ class _Bindings:
                 codegen.load_source(self.source, ns,
                                     f"{self.label} on {getattr(xp, '__name__', 'xp')}",
                                     self.origins)
+                # compiled C kernels (jit's CPU backend) cannot read device memory:
+                # their groups run as the block functions, loaded on ``xp`` here
+                for key, value in list(ns.items()):
+                    block = getattr(value, "block", None)
+                    if type(value).__name__ == "KernelCall" and \
+                            getattr(block, "__name__", None) in ns:
+                        ns[key] = ns[block.__name__]
                 got = self.loaded[id(xp)] = ns
         return got
 
