@@ -71,9 +71,10 @@ def load(fn, doc, label):
     for block_name, kc in calls.items():
         kc.block = gen.namespace[block_name]
     texts = _display(fn, shown)
-    if texts:
-        gen = Generated(gen.source + KERNELS_HEADER + "\n\n".join(texts), gen.functions,
-                        gen.namespace, gen.env, gen.core)
+    if texts:   # each kernel's C as a Python string: the shown source stays Python
+        shown_c = [f'{name}_c = r"""\n{text.rstrip()}\n"""' for name, text in texts]
+        gen = Generated(gen.source + KERNELS_HEADER + "\n\n\n".join(shown_c) + "\n",
+                        gen.functions, gen.namespace, gen.env, gen.core)
     return gen
 
 
@@ -122,11 +123,12 @@ def _display(fn, kcs):
                 text = c_text(typed, bool(omp))
                 ranks = [max([k[1] for k in kinds], default=0)] * len(typed.outputs)
         except ir.Unsupported as e:
-            out.append(f"/* {kc.kernel.name}: runs with NumPy for these types ({e}) */")
+            out.append((_cname(kc.kernel),
+                        f"/* {kc.kernel.name}: runs with NumPy for these types ({e}) */"))
             continue
         for name, (_, dt), nd in zip(kc.kernel.outputs, typed.outputs, ranks):
             known[name] = (dt, nd, None)
-        out.append(note + text)
+        out.append((_cname(kc.kernel), note + text))
     return out
 
 

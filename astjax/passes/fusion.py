@@ -347,14 +347,12 @@ class _Fuser:
     def _array_source(self, s, written) -> bool:
         """An indexed member reads a NumPy array: made in the group, or surely NumPy
         (a tuple's ``carry[0]`` must not make the kernel fall back on every call)."""
-        if s.prim != "getitem":
-            return True           # pads, transposes, casts, reductions of a tuple: rare
-        name = s.args[0].name
-        if name in written or self._numpy_like(name):
+        if s.prim not in _INDEXED_PRIMS:
             return True
-        # an unknown value: slicing it may be an array's, an integer index is a tuple's
-        return not any(isinstance(it, (Var, Const)) and not (
-            isinstance(it, Const) and it.value is None) for it in s.args[1].items)
+        name = s.args[0].name
+        # an unknown value may be a list or a tuple (``carry[1]``, ``ys[:-1]``): its
+        # indexing is Python's, never a kernel's
+        return name in written or self._numpy_like(name)
 
     def _numpy_like(self, name, depth=0) -> bool:
         if name in self.numpy:
