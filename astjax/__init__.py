@@ -21,12 +21,14 @@ from astjax.sharding import (device_count, devices, distributed, make_mesh, pmap
                              shard_map)
 from astjax.custom_rules import custom_jvp, custom_vjp
 from astjax.checkpointing import checkpoint, checkpoint_policies, remat
+from astjax.device import device_get, device_put
 
 __version__ = "0.1.0"
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev",
            "jacobian", "hessian", "vmap", "jit", "eval_shape", "ShapeDtypeStruct",
            "stop_gradient", "make_source", "clear_cache", "custom_jvp", "custom_vjp",
+           "device_put", "device_get",
            "checkpoint", "remat", "checkpoint_policies",
            "tree_util", "lax", "random", "debug", "pure_callback", "AstjaxError",
            "TransformError", "SourceError", "UnsupportedSyntaxError", "DifferentiationError",

@@ -42,9 +42,12 @@ _noticed: set = set()
 
 def get(name: str | None) -> Backend:
     """The backend called ``name``, or a clear error.  None: ``$ASTJAX_BACKEND``, else
-    the best available (compiled C when a compiler works, else NumPy, saying why once
-    on stderr).  ``"cpu"`` is the best available CPU backend, the same choice."""
+    "cuda" when CuPy sees a GPU, else the best available (compiled C when a compiler
+    works, else NumPy, saying why once on stderr).  ``"cpu"`` is the best available
+    CPU backend, the same choice."""
     name = name or os.environ.get("ASTJAX_BACKEND") or None
+    if name is None and _gpu_visible():
+        name = "cuda"
     if name is None or name == "cpu":
         return _best()
     backend = _REGISTRY.get(name)
@@ -104,6 +107,32 @@ def _c_available():
 # compiled C kernels for the fused groups (astjax/kernels): the default where a C
 # compiler works
 register(Backend("c", (), _c_passes, _c_load, _c_available))
+
+
+def _cuda_passes():
+    from astjax.kernels import cuda_runtime
+    return cuda_runtime.passes()
+
+
+def _cuda_load(fn, doc, label):
+    from astjax.kernels import cuda_runtime
+    return cuda_runtime.load(fn, doc, label)
+
+
+def _cuda_available():
+    from astjax.kernels import cuda_runtime
+    return cuda_runtime.available()
+
+
+# CUDA kernels for the fused groups, CuPy between them (astjax/kernels/cuda*.py); its
+# code can be generated and shown anywhere, running it needs CuPy and a GPU
+register(Backend("cuda", ("gpu",), _cuda_passes, _cuda_load, _cuda_available))
+
+
+def _gpu_visible() -> bool:
+    """CuPy is installed and sees a GPU: jit's default is then "cuda"."""
+    from astjax.kernels import cuda_runtime
+    return cuda_runtime.gpu_visible()
 
 
 def arg_kinds(params, args) -> dict:

@@ -107,7 +107,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
                 if a is None:
                     new.append(leaf)
                     continue
-                arr = np.asarray(leaf)
+                # CuPy arrays stay CuPy (np.* functions dispatch to them, np.asarray fails)
+                arr = leaf if hasattr(leaf, "__array_function__") else np.asarray(leaf)
                 if not -arr.ndim <= a < max(arr.ndim, 1) or arr.ndim == 0:
                     raise ArgumentError(f"vmap: in_axes {a} is out of range for argument "
                                         f"{k} of shape {arr.shape}")

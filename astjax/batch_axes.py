@@ -45,7 +45,7 @@ def leave(out, out_axes, size, batched):
             if batched:
                 # the batched code holds every output batched; one whose lanes all
                 # agree does not depend on the batched inputs
-                arr = np.asarray(leaf)
+                arr = leaf if hasattr(leaf, "__array_function__") else np.asarray(leaf)
                 if not (arr.ndim and arr.shape[-1] in (1, size) and np.array_equal(
                         arr, np.broadcast_to(arr[..., :1], arr.shape), equal_nan=True)):
                     raise ArgumentError("vmap: out_axes=None for an output that depends "
@@ -53,7 +53,7 @@ def leave(out, out_axes, size, batched):
                 leaf = arr[..., 0]
             result.append(leaf)
             continue
-        arr = np.asarray(leaf)
+        arr = leaf if hasattr(leaf, "__array_function__") else np.asarray(leaf)
         if not batched:
             arr = np.broadcast_to(arr[..., None], arr.shape + (size,))
         elif arr.ndim == 0 or arr.shape[-1] != size:  # a lane-independent value

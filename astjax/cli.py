@@ -661,9 +661,14 @@ def cmd_gen(opts, argv) -> int:
                        f", not {other[0]}",
                        f"astjax show prints the code of {other[0]}: astjax show "
                        f"{opts.target} --transform {shlex.quote(opts.transform)}")
-    for st in req.steps:      # standalone modules are Python: jit's NumPy backend
+    # the module is NumPy: jit's host code from the NumPy backend, whatever the default;
+    # with backend="cuda" the kernels' CUDA text goes with it (cuda_runtime.kernel_text)
+    kernels = None
+    if any(st.kwargs.get("backend") in ("cuda", "gpu") for st in req.steps):
+        kernels = getattr(generate(req)[0], "kernel_text", None)
+    for st in req.steps:
         if st.name == "jit":
-            st.kwargs.setdefault("backend", "numpy")
+            st.kwargs["backend"] = "numpy"
     gen, applied = generate(req)
     for note in req.notes:
         print(note, file=sys.stderr)
@@ -683,6 +688,9 @@ def cmd_gen(opts, argv) -> int:
     text = standalone_module(gen, entry, title=title, command=command,
                              module_name=module_name, max_const_size=opts.max_const_size,
                              version=getattr(astjax, "__version__", None))
+    if kernels:
+        from astjax.kernels.cuda_runtime import kernels_appendix
+        text += kernels_appendix(kernels, out)
     if out in (None, "-"):
         _write(text)
     else:

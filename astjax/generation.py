@@ -125,6 +125,9 @@ def load_functions(functions, env, label, keys) -> Generated:
     namespace.update(env.current())
     codegen.load_source(source, namespace, label, origins)
     loaded = {key: namespace[fn.name] for key, (fn, _) in zip(keys, functions)}
+    # the same text runs on CuPy (or another array module) when the arguments do
+    from astjax.device import dispatching
+    loaded = dispatching(loaded, source, namespace, label, origins)
     return Generated(source, loaded, namespace, env, list(functions))
 
 

@@ -85,7 +85,7 @@ KERNELS_HEADER = "\n\n# ---- compiled kernels (C99, astjax/kernels) ----\n\n"
 def without_kernels(source: str) -> str:
     """``source`` shown by make_source without the kernels' C text (``astjax show``
     prints it with ``--kernels``)."""
-    head, sep, _ = source.partition(KERNELS_HEADER)
+    head, sep, _ = source.partition(KERNELS_HEADER[:KERNELS_HEADER.index("(")])  # C, CUDA
     return head + ("\n# (compiled kernels not shown: astjax show --kernels shows their C)\n"
                    if sep else "")
 

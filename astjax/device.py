@@ -1,0 +1,321 @@
+"""Arrays on a device: ``device_put``/``device_get``, and generated code on CuPy.
+
+Generated code names NumPy as ``np`` (its namespace: ``api._base_namespace``) and
+calls astjax's runtime modules (``ra``, ``rt``, ``rb``, fused groups, ``lax``), which
+name it ``np`` too.  To run the same code on another array module (CuPy: the user's
+``np.*`` calls map to ``cupy`` when the inputs live on the GPU), the generated text
+is loaded a second time, in a namespace where ``np`` is that module and the runtime
+modules are copies of themselves executed with ``numpy`` imports resolved to it
+(``runtime_for``).  One text, two bindings: nothing is rewritten.
+
+Which binding runs is chosen per call by ``dispatching``'s wrappers: the type of
+each argument is looked at, NumPy arrays and Python numbers at the cost of one set
+membership test, so NumPy inputs pay nothing measurable.  Array modules are
+registered by array type (``register_array_module``); CuPy registers itself the
+first time one of its arrays is seen.
+"""
+from __future__ import annotations
+
+import builtins
+import importlib.util
+import sys
+import threading
+import types
+
+import numpy
+
+from astjax import codegen
+
+# the modules generated code calls into, re-executed per array module
+RUNTIME_MODULES = ("astjax.runtime", "astjax.runtime_array", "astjax.runtime_batch",
+                   "astjax.runtime_fusion", "astjax.lax")
+_ALIASES = {"astjax.runtime": "rt", "astjax.runtime_array": "ra",
+            "astjax.runtime_batch": "rb"}
+
+_MODULES: dict = {}          # array type -> array module (xp)
+_PLAIN = frozenset({numpy.ndarray, float, int, bool, complex, type(None), str,
+                    numpy.float64, numpy.float32, numpy.int64, numpy.int32, numpy.bool_})
+_lock = threading.RLock()
+
+
+class ArrayModule(types.ModuleType):
+    """``np`` for generated code on another array module: its names where it has
+    them, NumPy's otherwise (dtypes, ``np.generic``, ``np.errstate``...)."""
+
+    def __init__(self, xp):
+        super().__init__(f"astjax.device[{getattr(xp, '__name__', 'xp')}]")
+        self.__dict__["_xp"] = xp
+
+    def __getattr__(self, name):
+        try:
+            value = getattr(self._xp, name)
+        except AttributeError:
+            value = getattr(numpy, name)
+        self.__dict__[name] = value
+        return value
+
+
+def register_array_module(array_type, xp):
+    """Arguments of ``array_type`` run generated code with ``np`` bound to ``xp``."""
+    with _lock:
+        _MODULES[array_type] = xp
+
+
+def _cupy_module(t):
+    if t.__module__.split(".", 1)[0] != "cupy":
+        return None
+    import cupy
+    register_array_module(cupy.ndarray, cupy)
+    return _MODULES.get(t)
+
+
+def _module_of(a):
+    """The array module of the first array leaf of ``a`` (None: NumPy)."""
+    t = type(a)
+    if t in _PLAIN:
+        return None
+    xp = _MODULES.get(t)
+    if xp is not None:
+        return xp
+    if isinstance(a, (list, tuple)):
+        for x in a:
+            if type(x) in _PLAIN:
+                return None
+            got = _module_of(x)
+            if got is not None:
+                return got
+        return None
+    if isinstance(a, dict):
+        for x in a.values():
+            return _module_of(x)
+        return None
+    return _cupy_module(t)
+
+
+def array_module(*args):
+    """The array module the arguments live on (``numpy`` for NumPy and Python values)."""
+    for a in args:
+        xp = _module_of(a)
+        if xp is not None:
+            return xp
+    return numpy
+
+
+# ----------------------------------------------------------- runtime per module
+
+_RUNTIMES: dict = {}         # id(xp) -> {module name: clone}
+
+
+class _Package(types.ModuleType):
+    """``astjax`` as the clones import it: the clones for the runtime modules."""
+
+    def __init__(self, clones):
+        super().__init__("astjax")
+        self.__dict__["_clones"] = clones
+
+    def __getattr__(self, name):
+        clone = self._clones.get(f"astjax.{name}")
+        if clone is not None:
+            return clone
+        return getattr(sys.modules["astjax"], name)
+
+
+def runtime_for(xp) -> dict:
+    """Module name -> that runtime module executed with ``numpy`` meaning ``xp``."""
+    with _lock:
+        got = _RUNTIMES.get(id(xp))
+        if got is not None:
+            return got[1]
+        np_ = ArrayModule(xp)
+        clones: dict = {}
+        package = _Package(clones)
+        real_import = builtins.__import__
+
+        def _import(name, globals=None, locals=None, fromlist=(), level=0):
+            if level == 0:
+                if name == "numpy" and not fromlist:
+                    return np_
+                if name in clones:
+                    return clones[name] if fromlist else package
+                if name == "astjax" and fromlist:
+                    return package
+            return real_import(name, globals, locals, fromlist, level)
+
+        bi = dict(vars(builtins))
+        bi["__import__"] = _import
+        for name in RUNTIME_MODULES:
+            spec = importlib.util.find_spec(name)
+            clones[name] = mod = types.ModuleType(name)
+            mod.__dict__.update(__builtins__=bi, __file__=spec.origin, __spec__=None,
+                                __package__="astjax")
+        for name in RUNTIME_MODULES:
+            mod = clones[name]
+            spec = importlib.util.find_spec(name)
+            with open(spec.origin) as f:
+                code = compile(f.read(), spec.origin, "exec")
+            exec(code, mod.__dict__)
+            _share_types(mod, importlib.import_module(name))
+        _RUNTIMES[id(xp)] = (xp, clones)
+        return clones
+
+
+def _share_types(clone, original):
+    """Classes (and their instances: markers, sentinels) stay the original's, so
+    ``isinstance`` means the same on both sides of the dispatch."""
+    for key, value in list(vars(clone).items()):
+        orig = getattr(original, key, None)
+        if orig is None:
+            continue
+        if isinstance(value, type) and value.__module__ == clone.__name__:
+            setattr(clone, key, orig)
+        elif type(value).__module__ == clone.__name__ and not callable(value):
+            setattr(clone, key, orig)
+
+
+def rebind(namespace: dict, xp) -> dict:
+    """A copy of a generated namespace for ``xp``: ``np``, the runtime modules and
+    functions taken from them replaced by ``xp``'s."""
+    clones = runtime_for(xp)
+    np_ = clones["astjax.runtime"].np
+    by_module = {name: clones[name] for name in RUNTIME_MODULES}
+    originals = {id(sys.modules[name]): clones[name] for name in RUNTIME_MODULES
+                 if name in sys.modules}
+    out = {}
+    for key, value in namespace.items():
+        if value is numpy:
+            value = np_
+        elif isinstance(value, types.ModuleType) and id(value) in originals:
+            value = originals[id(value)]
+        elif callable(value) and getattr(value, "__module__", None) in by_module:
+            value = getattr(by_module[value.__module__],
+                            getattr(value, "__name__", ""), value)
+        out[key] = value
+    for mod, alias in _ALIASES.items():
+        out[alias] = clones[mod]
+    out["np"] = np_
+    return out
+
+
+# ---------------------------------------------------------- generated functions
+
+class _Bindings:
+    """One generated text, loaded once per array module it is called on."""
+
+    def __init__(self, source, namespace, label, origins):
+        self.source, self.namespace, self.label, self.origins = (source, namespace,
+                                                                 label, origins)
+        self.loaded: dict = {}
+
+    def functions(self, xp):
+        got = self.loaded.get(id(xp))
+        if got is None:
+            with _lock:
+                ns = rebind(self.namespace, xp)
+                codegen.load_source(self.source, ns,
+                                    f"{self.label} on {getattr(xp, '__name__', 'xp')}",
+                                    self.origins)
+                # compiled C kernels (jit's CPU backend) cannot read device memory:
+                # their groups run as the block functions, loaded on ``xp`` here
+                for key, value in list(ns.items()):
+                    block = getattr(value, "block", None)
+                    if type(value).__name__ == "KernelCall" and \
+                            getattr(block, "__name__", None) in ns:
+                        ns[key] = ns[block.__name__]
+                got = self.loaded[id(xp)] = ns
+        return got
+
+
+def dispatching(loaded: dict, source, namespace, label, origins) -> dict:
+    """``loaded`` (key -> generated function) with each function running on the array
+    module of its arguments."""
+    bindings = _Bindings(source, namespace, label, origins)
+    return {key: _dispatcher(f, bindings) for key, f in loaded.items()}
+
+
+def _dispatcher(f, bindings):
+    return _Dispatch(f, bindings)
+
+
+class _Dispatch:
+    """A generated function that runs on its arguments' array module.  It carries
+    the function's own ``__code__``, defaults and names, which callers read (binding
+    keyword-only parameters, origins of lines): only the call differs."""
+
+    def __init__(self, f, bindings):
+        self.__wrapped__ = f
+        self.__astjax_host__ = f
+        # transformations reading this function (vmap of linearize's tangent...) inline
+        # the generated function itself, as they do for transformed functions
+        self._astjax_generated = lambda: f
+        self._bindings = bindings
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__", "__code__",
+                     "__defaults__", "__kwdefaults__", "__globals__", "__annotations__"):
+            setattr(self, attr, getattr(f, attr))
+
+    def __call__(self, *args, **kwargs):
+        for a in args:
+            if type(a) not in _PLAIN:
+                xp = _module_of(a)
+                if xp is not None:
+                    args = [_moved(v, xp) for v in args]
+                    kwargs = {k: _moved(v, xp) for k, v in kwargs.items()}
+                    return self._bindings.functions(xp)[self.__name__](*args, **kwargs)
+        return self.__wrapped__(*args, **kwargs)
+
+    def __repr__(self):
+        return repr(self.__wrapped__)
+
+
+# ------------------------------------------------------------------ moving data
+
+def _moved(value, xp):
+    """NumPy arrays in ``value`` (a pytree of plain containers) as ``xp`` arrays: the
+    code runs on one array module, so host arrays mixed with device arrays (basis
+    tangents made by the API layer, constants) move to the device, as in JAX."""
+    t = type(value)
+    if t is numpy.ndarray:
+        return xp.asarray(value)
+    if t is list or t is tuple:
+        return t(_moved(v, xp) for v in value)
+    if t is dict:
+        return {k: _moved(v, xp) for k, v in value.items()}
+    return value
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise ImportError('the CUDA backend needs CuPy: pip install "astjax[cuda]" '
+                          "(the cupy-cuda13x wheel)") from None
+    register_array_module(cupy.ndarray, cupy)
+    return cupy
+
+
+def device_put(tree, device=None):
+    """Every array leaf of ``tree`` on the GPU (CuPy arrays), as ``jax.device_put``;
+    ``device``: a CuPy device id or ``cupy.cuda.Device``."""
+    from astjax.tree_util import tree_map
+    cupy = _cupy()
+
+    def put(x):
+        if isinstance(x, (numpy.ndarray, numpy.generic)) or type(x) is cupy.ndarray:
+            return cupy.asarray(x)
+        return x
+    if device is None:
+        return tree_map(put, tree)
+    with cupy.cuda.Device(device if isinstance(device, int) else device.id):
+        return tree_map(put, tree)
+
+
+def device_get(tree):
+    """Every device array leaf of ``tree`` as a NumPy array (others unchanged)."""
+    from astjax.tree_util import tree_map
+
+    def get(x):
+        if type(x) in _PLAIN:
+            return x
+        if _module_of(x) is not None and hasattr(x, "get"):
+            return x.get()
+        return x
+    return tree_map(get, tree)

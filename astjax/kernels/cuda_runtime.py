@@ -1,0 +1,551 @@
+"""The ``"cuda"`` jit backend: fused groups as CUDA kernels, the rest on CuPy.
+
+Same passes and host code as the C backend (``kernels/backend.py``); ``load`` swaps
+each ``run_fused(group, ...)`` call for a ``CudaKernelCall`` of the group's kernel
+and loads the host code with ``np`` bound to the device's array module
+(``device.rebind``: CuPy, so matrix products run on cuBLAS, FFTs on cuFFT...).
+Arguments are moved to the device on entry (NumPy arrays become CuPy arrays);
+results stay there, as JAX returns device arrays.
+
+A ``CudaKernelCall`` specializes its kernel per combination of argument kinds
+(``ir.specialize``), renders it (``cuda.render``) and gets its entry points from the
+device once; per call it only computes the broadcast shape, allocates the results on
+the device and launches: grid-stride loops, ``cuda.BLOCK`` threads per block, at most
+``device.max_blocks`` blocks, 32-bit index math when every index fits.  Whatever the
+kernel cannot take as NumPy would runs the group's block function, on the device
+array module.
+
+Devices: ``CupyDevice`` (a GPU through ``cupy.RawModule``, whose kernels go through
+CuPy's on-disk cache) or, for tests without a GPU, ``cuda_emulate.EmulatedDevice``
+(``use_device``).  Without CuPy, calling a ``backend="cuda"`` function raises an error
+saying how to install it; generating and showing its code needs no GPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+
+import numpy as np
+
+from astjax import core
+from astjax.generation import Generated
+from astjax.core import External, Var
+from astjax.errors import ArgumentError
+from astjax.kernels import cuda as cuda_render, ir
+from astjax.kernels.ir import Unsupported
+
+# between the host Python and the kernels' CUDA in the shown source (astjax show
+# prints the kernels with --kernels: kernels/backend.py without_kernels)
+KERNELS_HEADER = "\n\n# ---- compiled kernels (CUDA C, astjax/kernels/cuda.py) ----\n\n"
+INSTALL = ('the CUDA backend needs CuPy and a GPU: pip install "astjax[cuda]" '
+           "(the cupy-cuda13x wheel, CUDA 13)")
+_INT32_LIMIT = (1 << 31) - 1
+
+
+# ------------------------------------------------------------------- devices
+
+class CupyDevice:
+    """The current CuPy device: kernels through ``cupy.RawModule``."""
+
+    name = "cuda"
+
+    def __init__(self):
+        import cupy
+        from astjax import device
+        self.xp = cupy
+        self.ndarray = cupy.ndarray
+        device.register_array_module(cupy.ndarray, cupy)
+        dev = cupy.cuda.Device()
+        sms = cupy.cuda.runtime.getDeviceProperties(dev.id)["multiProcessorCount"]
+        self.max_blocks = sms * 32
+        self.block = cuda_render.BLOCK
+        self._modules: dict = {}
+        self._index: dict = {}
+
+    def function(self, module, variant):
+        from astjax.kernels.cuda_nvrtc import OPTIONS
+        mod = self._modules.get(module.text)
+        if mod is None:
+            options = tuple(o for o in OPTIONS if o != "-default-device")
+            mod = self._modules[module.text] = self.xp.RawModule(code=module.text,
+                                                                  options=options)
+        return mod.get_function(module.kernels[variant].name)
+
+    def asarray(self, a):
+        return self.xp.asarray(a)
+
+    def empty(self, shape, dtype):
+        return self.xp.empty(shape, dtype)
+
+    def to_host(self, a):
+        return self.xp.asnumpy(a)
+
+    def data_ptr(self, a):
+        return a.data.ptr
+
+    def index_array(self, values: tuple):
+        got = self._index.get(values)
+        if got is None:
+            if len(self._index) > 256:
+                self._index.clear()
+            got = self._index[values] = self.xp.asarray(np.array(values, np.int64))
+        return got
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_visible() -> bool:
+    """CuPy is installed and sees at least one GPU (probed once)."""
+    import importlib.util
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:       # noqa: BLE001  (no driver, no device: CuPy raises its own)
+        return False
+
+
+_override: list = []
+_default: list = []
+
+
+def current_device():
+    """The device kernels run on: ``use_device``'s, else the GPU; else the error
+    saying how to get one."""
+    if _override:
+        return _override[-1]
+    if not _default:
+        if not gpu_visible():
+            raise ArgumentError(INSTALL)
+        _default.append(CupyDevice())
+    return _default[0]
+
+
+@contextlib.contextmanager
+def use_device(dev):
+    """Run ``backend="cuda"`` code on ``dev`` (an ``EmulatedDevice`` in tests)."""
+    _override.append(dev)
+    try:
+        yield dev
+    finally:
+        _override.pop()
+
+
+def available():
+    """Always usable for showing code; running it needs a GPU (``current_device``)."""
+    return True, ""
+
+
+# --------------------------------------------------------------- kernel calls
+
+class _Spec:
+    __slots__ = ("module", "typed", "out_dtypes", "checks", "functions")
+
+    def __init__(self, module, typed):
+        self.module = module
+        self.typed = typed
+        self.out_dtypes = typed.out_dtypes
+        self.checks = [(i, np.iinfo(dt)) for i, dt in typed.int_checks]
+        self.functions: dict = {}
+
+
+class CudaKernelCall:
+    """One fused group as a CUDA kernel (``block``: its fallback, on the device)."""
+
+    def __init__(self, kernel: ir.Kernel, block=None, device=None):
+        self.kernel = kernel
+        self.block = block
+        self.device = device
+        self.specs: dict = {}
+        self.__name__ = kernel.name
+        self.indexed = not ir.is_elementwise(kernel)
+        self.typed_indexed: dict = {}    # kinds -> TypedIndexed or None
+        self.layouts: dict = {}          # (kinds, shapes, strides, ints) -> Layout
+        everything = tuple(range(len(kernel.inputs)))
+        self.partial = [] if self.indexed else [
+            d for d in ir.output_deps(kernel) if d != everything]
+
+    def __repr__(self):
+        return f"<astjax CUDA kernel {self.kernel.name}>"
+
+    def spec(self, kinds, pointers):
+        key = (kinds, pointers)
+        got = self.specs.get(key, False)
+        if got is False:
+            try:
+                typed = ir.specialize(self.kernel, kinds)
+                module = cuda_render.render(typed, cuda_render.cuda_name(self.kernel),
+                                            pointer_scalars=pointers)
+            except Unsupported:
+                got = None
+            else:
+                got = _Spec(module, typed)
+            self.specs[key] = got
+        return got
+
+    def __call__(self, *args):
+        dev = self.device or current_device()
+        darray = dev.ndarray
+        if darray is not np.ndarray and any(type(a) is np.ndarray for a in args):
+            # a host array reaching device code (a constant): moved, for the kernel and
+            # for the fallback alike
+            args = tuple(dev.asarray(a) if type(a) is np.ndarray else a for a in args)
+        if self.indexed:
+            return self._call_indexed(dev, args)
+        kinds, shapes, pointers, moved = [], [], [], []
+        for k, a in enumerate(args):
+            t = type(a)
+            if t is darray:
+                dt = a.dtype
+                if dt.char not in ir.SUPPORTED or not dt.isnative:
+                    return self.block(*args)
+                scalar = a.size == 1
+                kinds.append((dt, scalar, None))
+                if scalar:
+                    pointers.append(k)
+                shapes.append(a.shape)
+            else:
+                try:
+                    kinds.append(ir.input_kind(a))
+                except Unsupported:
+                    return self.block(*args)
+            moved.append(a)
+        kinds, pointers = tuple(kinds), tuple(pointers)
+        spec = self.spec(kinds, pointers)
+        if spec is None or not shapes:
+            return self.block(*args)
+        shape = shapes[0]
+        if len(shapes) > 1 and any(sh != shape for sh in shapes):
+            try:
+                shape = np.broadcast_shapes(*shapes)
+            except ValueError:
+                return self.block(*args)
+        if not shape:
+            return self.block(*args)
+        for deps in self.partial:
+            if np.broadcast_shapes(*(np.shape(args[i]) for i in deps)) != shape:
+                return self.block(*args)
+        for i, info in spec.checks:
+            if not info.min <= args[i] <= info.max:
+                return self.block(*args)
+        n = math.prod(shape)
+        outs = [dev.empty(shape, dt) for dt in spec.out_dtypes]
+        if n:
+            self._launch(dev, spec, moved, kinds, shape, n, outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _launch(self, dev, spec, args, kinds, shape, n, outs):
+        block = dev.block
+        blocks = min(-(-n // block), dev.max_blocks)
+        fits = n + blocks * block <= _INT32_LIMIT
+        operands, contiguous, reach = [], True, 0
+        strides = []
+        for a, (dt, scalar, weak), inp in zip(args, kinds, spec.typed.inputs):
+            if scalar and not isinstance(a, dev.ndarray):
+                operands.append(inp.dtype.type(a))      # by value
+                strides.append(None)
+                continue
+            operands.append(a)
+            if scalar:
+                strides.append(None)
+                continue
+            if a.shape != shape or not a.flags.c_contiguous:
+                contiguous = False
+            st = [0] * len(shape)
+            pad = len(shape) - a.ndim
+            for d in range(a.ndim):
+                if a.shape[d] != 1:
+                    s, r = divmod(a.strides[d], a.itemsize)
+                    if r:
+                        return self._fallback(outs, args)
+                    st[pad + d] = s
+                    reach += abs(s) * (a.shape[d] - 1)
+            strides.append(st)
+        operands += outs
+        if contiguous:
+            variant = "contig32" if fits else "contig64"
+            if fits and n % cuda_render.VEC == 0 and all(
+                    dev.data_ptr(a) % cuda_render.vec_alignment(a.dtype) == 0
+                    for a in operands if isinstance(a, dev.ndarray) and a.size != 1):
+                variant = "vec4"
+                blocks = min(-(-(n // cuda_render.VEC) // block), dev.max_blocks)
+            head = (np.int64(n),)
+        else:
+            variant = "strided32" if fits and reach <= _INT32_LIMIT else "strided64"
+            table = []
+            for st in strides:          # one row per input, as the kernel indexes them
+                table += st if st is not None else [0] * len(shape)
+            head = (np.int64(n), np.int32(len(shape)), dev.index_array(tuple(shape)),
+                    dev.index_array(tuple(table)))
+        fn = spec.functions.get(variant)
+        if fn is None:
+            fn = spec.functions[variant] = dev.function(spec.module, variant)
+        fn((blocks,), (block,), head + tuple(operands))
+
+    # -- indexed kernels (slices, pads, transposes, casts, reductions) ------------
+
+    def _call_indexed(self, dev, args):
+        darray = dev.ndarray
+        kinds, key, pointers = [], [], []
+        for k, a in enumerate(args):
+            if type(a) is darray:
+                dt = a.dtype
+                if dt.char not in ir.SUPPORTED or not dt.isnative:
+                    return self.block(*args)
+                kinds.append((dt, a.ndim, None))
+                key.append((a.shape, a.strides))
+                if a.ndim == 0:
+                    pointers.append(k)       # read on the device, not synchronized
+            else:
+                try:
+                    kinds.append(ir.indexed_kind(a))
+                except Unsupported:
+                    return self.block(*args)
+                key.append(a if isinstance(a, (int, np.integer)) else None)
+        kinds, pointers = tuple(kinds), tuple(pointers)
+        typed = self.typed_indexed.get(kinds, False)
+        if typed is False:
+            try:
+                typed = ir.specialize_indexed(self.kernel, kinds)
+            except Unsupported:
+                typed = None
+            self.typed_indexed[kinds] = typed
+        if typed is None:
+            return self.block(*args)
+        for i, dt in typed.int_checks:
+            info = np.iinfo(dt)
+            if not info.min <= args[i] <= info.max:
+                return self.block(*args)
+        lkey = (kinds, tuple(key))
+        lay = self.layouts.get(lkey, False)
+        if lay is False:
+            from astjax.kernels import layout
+            try:
+                lay = layout.layout(typed, args)
+            except Unsupported:
+                lay = None
+            if len(self.layouts) > 256:
+                self.layouts.clear()
+            self.layouts[lkey] = lay
+        if lay is None:
+            return self.block(*args)
+        outs = [dev.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
+        n = math.prod(lay.domain)
+        if n:
+            skey = ("indexed", kinds, pointers, lay.baked)
+            spec = self.specs.get(skey, False)
+            if spec is False:
+                try:
+                    module = cuda_render.render_indexed(
+                        typed, cuda_render.cuda_name(self.kernel), lay.baked, pointers)
+                except Unsupported:
+                    spec = None
+                else:
+                    spec = _Spec(module, typed)
+                self.specs[skey] = spec
+            if spec is None:
+                return self.block(*args)
+            operands = [a if isinstance(a, darray) else inp.dtype.type(a)
+                        for a, inp in zip(args, typed.inputs)]
+            P = dev.index_array(tuple(lay.params.tolist()) or (0,))
+            self._launch_indexed(dev, spec, typed, lay, n, P, operands, outs)
+        if typed.reduce is not None and not lay.out_shapes[0] and darray is np.ndarray:
+            return outs[0][()]          # NumPy gives a scalar for a full reduction
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _launch_indexed(self, dev, spec, typed, lay, n, P, operands, outs):
+        block = dev.block
+
+        def fn(variant):
+            got = spec.functions.get(variant)
+            if got is None:
+                got = spec.functions[variant] = dev.function(spec.module, variant)
+            return got
+        if "indexed" in spec.module.kernels:
+            work = math.prod(lay.out_shapes[0]) if typed.reduce is not None else n
+            blocks = max(1, min(-(-work // block), dev.max_blocks))
+            fn("indexed")((blocks,), (block,), (np.int64(work), P, *operands, *outs))
+            return
+        blocks = max(1, min(-(-n // block), dev.max_blocks))
+        part = dev.empty((blocks,), typed.reduce.acc)
+        fn("partial")((blocks,), (block,), (np.int64(n), P, *operands, part))
+        fn("final")((1,), (block,), (np.int64(blocks), P, part, outs[0]))
+
+    def _fallback(self, outs, args):
+        got = self.block(*args)
+        got = got if isinstance(got, tuple) else (got,)
+        for o, g in zip(outs, got):
+            o[...] = g
+
+
+# ------------------------------------------------------------------- backend
+
+def load(fn, doc, label):
+    """Host code on the device's array module; each fused group a CUDA kernel."""
+    from astjax import device, runtime_fusion
+    from astjax.generation import base_namespace as _base_namespace
+    from astjax import codegen
+    run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
+    calls = {}
+    for helper in fn.helpers:
+        plan = getattr(helper, "kernel_plan", None)
+        if plan is None:
+            continue
+        inputs, members, outputs = plan
+        name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
+        kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, 1)
+        calls[helper.name] = CudaKernelCall(kernel)
+    shown = []
+    for s in core.walk(fn.body):
+        if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
+                isinstance(s.args[0], Var) and s.args[0].name in calls and \
+                "reuse" not in s.kwargs:
+            # (a group computing into a donated argument stays with run_fused)
+            kc = calls[s.args[0].name]
+            ref = fn.env.value_ref(kc, kc.kernel.name)
+            s.func = Var(ref)
+            s.args = list(s.args[3:])
+            s.kwargs = {}
+            shown.append(kc)
+    origins: list = []
+    source = codegen.print_with_helpers(fn, doc, origins)
+    host = {"source": source, "origins": origins}
+    namespace = _base_namespace()
+    namespace.update(fn.env.current())
+    texts = _display(fn, shown)
+    shown_source = source + (KERNELS_HEADER + "\n\n".join(texts) if texts else "")
+    state = {}
+
+    def bound():
+        """The host code loaded on the device's array module (on the first call)."""
+        dev = current_device()
+        got = state.get(id(dev))
+        if got is None:
+            ns = device.rebind(namespace, dev.xp)
+            codegen.load_source(host["source"], ns, f"{label} on {dev.name}",
+                                host["origins"])
+            for block_name, kc in calls.items():
+                kc.block = ns[block_name]
+            got = state[id(dev)] = (dev, ns)
+        return got
+
+    main_name = fn.name
+
+    @functools.wraps(lambda *a, **k: None)
+    def main(*args, **kwargs):
+        dev, ns = bound()
+        for kc in calls.values():
+            kc.device = dev
+        args = [_to_device(dev, a) for a in args]
+        kwargs = {k: _to_device(dev, v) for k, v in kwargs.items()}
+        return ns[main_name](*args, **kwargs)
+    main.__name__ = main.__qualname__ = main_name
+    gen = _DeviceGenerated(shown_source, {"main": main}, namespace, fn.env, [(fn, doc)])
+    gen.bound = bound
+    gen.kernel_text = "\n\n".join(texts)
+    return gen
+
+
+def _to_device(dev, a):
+    from astjax.tree_util import tree_map
+    if dev.ndarray is np.ndarray:
+        return a
+
+    def put(x):
+        return dev.asarray(x) if type(x) is np.ndarray else x
+    return put(a) if type(a) is np.ndarray else tree_map(put, a)
+
+
+class _DeviceGenerated(Generated):
+    """``generation.Generated`` for device code: ``refresh`` re-binds rebound globals to the
+    device's array module; ``kernel_text``: the kernels' CUDA text (``astjax gen``)."""
+
+    bound = None
+    kernel_text = ""
+
+    def refresh(self):
+        from astjax import device
+        current = self.env.current()
+        last = getattr(self, "_last", None)
+        if last is not None and len(last) == len(current) and all(
+                last.get(k, self) is v for k, v in current.items()):
+            return                      # nothing rebound since the last call
+        self._last = dict(current)
+        self.namespace.update(current)
+        if self.bound is not None and (_override or _default):
+            dev, ns = self.bound()
+            ns.update(device.rebind(current, dev.xp))
+
+
+def _display(fn, kcs):
+    """Each kernel's CUDA text for the argument types jit built the code for (values
+    made on the host between kernels: float64 of the arguments' largest rank)."""
+    known = dict(getattr(fn, "arg_kinds", {}) or {})
+    for name, dt in getattr(fn, "kernel_arg_dtypes", {}).items():
+        known.setdefault(name, (np.dtype(dt), None, None))
+    top = max([k[1] for k in known.values() if k[1] is not None], default=1)
+    out = []
+    for kc in kcs:
+        kinds, guessed = [], False
+        for name in kc.kernel.inputs:
+            dt, nd, weak = known.get(name, (None, None, None))
+            if dt is None or nd is None:
+                dt, nd, weak, guessed = (dt or np.dtype(np.float64)), top, None, True
+            kinds.append((np.dtype(dt), nd, weak))
+        note = ("/* shown for float64 operands: the kernel is specialized to the "
+                "operands' dtypes when it runs */\n" if guessed else "")
+        try:
+            if kc.indexed:
+                typed = ir.specialize_indexed(kc.kernel, tuple(kinds))
+                text = cuda_render.render_indexed(typed, cuda_render.cuda_name(kc.kernel)).text
+                ranks = [typed.values[v][1] for v, _ in typed.outputs]
+            else:
+                typed = ir.specialize(kc.kernel, tuple(
+                    (dt, nd == 0, weak) for dt, nd, weak in kinds))
+                text = cuda_render.render(typed, cuda_render.cuda_name(kc.kernel)).text
+                ranks = [max([k[1] for k in kinds], default=0)] * len(typed.outputs)
+        except Unsupported as e:
+            out.append(f"/* {kc.kernel.name}: runs on the device array module for these "
+                       f"types ({e}) */")
+            continue
+        for name, (_, dt), nd in zip(kc.kernel.outputs, typed.outputs, ranks):
+            known[name] = (dt, nd, None)
+        out.append(note + text)
+    return out
+
+
+def passes():
+    from astjax.kernels import backend
+    return backend.passes()
+
+
+def reduce(x, ufunc="add", device=None):
+    """``ufunc.reduce`` of all of ``x`` (a device array) by ``cuda.reduction``: a
+    block-level tree reduction per block, then one block over the partial values; a
+    0-d device array, as CuPy's reductions give."""
+    dev = device or current_device()
+    module = cuda_render.reduction(x.dtype, ufunc)
+    fn = dev.function(module, "partial")
+    x = x if x.flags.c_contiguous else dev.xp.ascontiguousarray(x)
+    n = x.size
+    block = dev.block
+    blocks = max(1, min(-(-n // block), dev.max_blocks))
+    partial = dev.empty((blocks,), x.dtype)
+    fn((blocks,), (block,), (np.int64(n), x, partial))
+    out = dev.empty((1,), x.dtype)
+    fn((1,), (block,), (np.int64(blocks), partial, out))
+    return out.reshape(())
+
+
+def kernels_appendix(kernels: str, out) -> str:
+    """What ``astjax gen`` adds to the NumPy module of a ``backend="cuda"`` jit: the
+    kernels' CUDA text as ``CUDA_SOURCE`` (and, writing ``OUT.py``, as ``OUT.cu``)."""
+    import os
+    if out not in (None, "-"):
+        path = os.path.splitext(out)[0] + ".cu"
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(kernels + "\n")
+    return ("\n\n# The fused groups above as the CUDA kernels jit(backend=\"cuda\") runs "
+            "(compile with\n# cupy.RawModule(code=CUDA_SOURCE, options=(\"--fmad=false\",)))."
+            "\nCUDA_SOURCE = r\"\"\"\n" + kernels + "\n\"\"\"\n")
