@@ -12,9 +12,9 @@ import numpy as np
 
 from astjax import core, transform_table
 from astjax import runtime as rt
-from astjax.binding import (bind_arguments, call_bound, check_differentiable, fun_name,
-                            function_arguments, normalize_argnums, plain_callable,
-                            source_arguments)
+from astjax.binding import (bind_arguments, call_bound, check_differentiable,
+                            fixed_arity_call, fun_name, function_arguments, has_varargs,
+                            normalize_argnums, per_arity, plain_callable, source_arguments)
 from astjax.core import Const, Copy, Index, Prim, Return, Var
 from astjax.errors import ArgumentError, TransformError
 from astjax.generation import (cached, check_callable, clear_cache, load_functions,
@@ -150,44 +150,55 @@ def grad(fun, argnums=0, has_aux=False):
     """Gradient of a scalar-valued ``fun`` with respect to argument(s) ``argnums``."""
     fun = plain_callable(fun)
     check_callable(fun, "grad")
+    if has_varargs(fun):       # *args/**kwargs: one grad per call arity
+        return per_arity(fun, lambda fixed: grad(fixed, argnums, has_aux), "grad")
 
     def grad_fun(*args, **kwargs):
         _shard_guard("grad")
-        values = bind_arguments(fun, args, kwargs, "grad")
-        gen, single, nums = get_reverse(fun, "grad", argnums, has_aux, values)
-        _check_args(fun, values, nums)
+        f = fixed_arity_call(fun, args, kwargs)       # *args/**kwargs: this call's arity
+        values = bind_arguments(f, args, kwargs, "grad")
+        gen, single, nums = get_reverse(f, "grad", argnums, has_aux, values)
+        _check_args(f, values, nums)
         gen.refresh()
         return call_bound(gen.functions["main"], values)
 
     return wrap(fun, grad_fun, "grad",
                  lambda: get_reverse(fun, "grad", argnums, has_aux)[0].functions["main"],
-                 lambda *a, **k: get_reverse(fun, "grad", argnums, has_aux, source_arguments(
-                     fun, a, k, "grad"))[0])
+                 lambda *a, **k: _source(fun, "grad", argnums, has_aux, a, k))
 
 
 def value_and_grad(fun, argnums=0, has_aux=False):
     """``(fun(*args), grad(fun)(*args))`` computed together."""
     fun = plain_callable(fun)
     check_callable(fun, "value_and_grad")
+    if has_varargs(fun):       # *args/**kwargs: one value_and_grad per call arity
+        return per_arity(fun, lambda fixed: value_and_grad(fixed, argnums, has_aux), "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
         _shard_guard("value_and_grad")
-        values = bind_arguments(fun, args, kwargs, "value_and_grad")
-        gen, single, nums = get_reverse(fun, "value_and_grad", argnums, has_aux, values)
-        _check_args(fun, values, nums)
+        f = fixed_arity_call(fun, args, kwargs)       # *args/**kwargs: this call's arity
+        values = bind_arguments(f, args, kwargs, "value_and_grad")
+        gen, single, nums = get_reverse(f, "value_and_grad", argnums, has_aux, values)
+        _check_args(f, values, nums)
         gen.refresh()
         return call_bound(gen.functions["main"], values)
 
     return wrap(fun, value_and_grad_fun, "value_and_grad", lambda: get_reverse(
         fun, "value_and_grad", argnums, has_aux)[0].functions["main"],
-        lambda *a, **k: get_reverse(fun, "value_and_grad", argnums, has_aux, source_arguments(
-            fun, a, k, "value_and_grad"))[0])
+        lambda *a, **k: _source(fun, "value_and_grad", argnums, has_aux, a, k))
+
+
+def _source(fun, kind, argnums, has_aux, args, kwargs):
+    """The generated code make_source shows for ``kind(fun)(*args, **kwargs)``."""
+    f = fixed_arity_call(fun, args, kwargs)
+    return get_reverse(f, kind, argnums, has_aux, source_arguments(f, args, kwargs, kind))[0]
 
 
 def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal."""
     fun = plain_callable(fun)
     check_callable(fun, "vjp")
+    fun = fixed_arity_call(fun, primals, {})
     values = bind_arguments(fun, primals, {}, "vjp")
     # cotangents for the primals given; parameters left to their defaults get none
     return vjp_bound(fun, values, tuple(range(len(primals))), has_aux)
