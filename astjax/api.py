@@ -172,7 +172,8 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     fun = plain_callable(fun)
     check_callable(fun, "value_and_grad")
     if has_varargs(fun):       # *args/**kwargs: one value_and_grad per call arity
-        return per_arity(fun, lambda fixed: value_and_grad(fixed, argnums, has_aux), "value_and_grad")
+        return per_arity(fun, lambda fixed: value_and_grad(fixed, argnums, has_aux),
+                         "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
         _shard_guard("value_and_grad")
@@ -269,7 +270,7 @@ transform_table.register("grad", grad, inline=True)
 transform_table.register("value_and_grad", value_and_grad, inline=True)
 transform_table.register(
     "vjp", vjp, code=lambda fun, primals, has_aux=False, argnums=0: get_reverse(
-        fun, "vjp", argnums, has_aux, primals)[0])
+        fixed_arity_call(fun, primals, {}), "vjp", argnums, has_aux, primals)[0])
 
 __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
            "TransformError"]

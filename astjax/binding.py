@@ -17,7 +17,7 @@ from astjax.errors import ArgumentError
 
 
 def fun_name(fun):
-    f = fun
+    f = getattr(fun, "_astjax_varargs_of", fun)    # a fixed-arity wrapper: the user's
     while isinstance(f, functools.partial):
         f = f.func
     return getattr(f, "__name__", "f").replace("<lambda>", "lambda")
@@ -249,12 +249,14 @@ def _make_wrapper(fun, nargs, keywords):
             name += "_"
         taken.add(name)
         positional.append(name)
-    callee = base
+    # the wrapper takes the user's name (its values are named after it in generated
+    # code); the user's function is its global ``<name>_varargs``
+    wname = base
+    while wname in taken:
+        wname += "_"
+    callee = f"{base}_varargs"
     while callee in taken:
         callee += "_"
-    wname = f"{base}_{nargs}"
-    while wname in taken or wname == callee:
-        wname += "_"
     header = ", ".join(positional + (["*"] + list(keywords) if keywords else []))
     call = ", ".join(positional + [f"{k}={k}" for k in keywords])
     source = (f"def {wname}({header}):\n"

@@ -27,7 +27,7 @@ import numpy as np
 
 from astjax import codegen, core
 from astjax import transform_table as table
-from astjax.binding import fun_name, normalize_argnums
+from astjax.binding import fixed_arity_call, fun_name, normalize_argnums
 from astjax.generation import ASSEMBLED
 from astjax.core import Var
 from astjax.errors import ArgumentError
@@ -96,6 +96,7 @@ def _jvp_view(args, kwargs):
                             "make_source(jvp)(f, primals, tangents)")
     f, primals, tangents = args[:3]
     jvp.check(primals, tangents)
+    f = fixed_arity_call(f, primals, {})           # *args: this call's arity
     gen = jvp.code(f, tuple(range(len(primals))), tuple(primals))
     return [], [gen], lambda: jvp.function(f, primals, tangents, *args[3:], **kwargs)
 
