@@ -155,16 +155,16 @@ def grad(fun, argnums=0, has_aux=False):
 
     def grad_fun(*args, **kwargs):
         _shard_guard("grad")
-        f = fixed_arity_call(fun, args, kwargs)       # *args/**kwargs: this call's arity
-        values = bind_arguments(f, args, kwargs, "grad")
-        gen, single, nums = get_reverse(f, "grad", argnums, has_aux, values)
-        _check_args(f, values, nums)
+        values = bind_arguments(fun, args, kwargs, "grad")
+        gen, single, nums = get_reverse(fun, "grad", argnums, has_aux, values)
+        _check_args(fun, values, nums)
         gen.refresh()
         return call_bound(gen.functions["main"], values)
 
     return wrap(fun, grad_fun, "grad",
                  lambda: get_reverse(fun, "grad", argnums, has_aux)[0].functions["main"],
-                 lambda *a, **k: _source(fun, "grad", argnums, has_aux, a, k))
+                 lambda *a, **k: get_reverse(fun, "grad", argnums, has_aux, source_arguments(
+                     fun, a, k, "grad"))[0])
 
 
 def value_and_grad(fun, argnums=0, has_aux=False):
@@ -177,22 +177,16 @@ def value_and_grad(fun, argnums=0, has_aux=False):
 
     def value_and_grad_fun(*args, **kwargs):
         _shard_guard("value_and_grad")
-        f = fixed_arity_call(fun, args, kwargs)       # *args/**kwargs: this call's arity
-        values = bind_arguments(f, args, kwargs, "value_and_grad")
-        gen, single, nums = get_reverse(f, "value_and_grad", argnums, has_aux, values)
-        _check_args(f, values, nums)
+        values = bind_arguments(fun, args, kwargs, "value_and_grad")
+        gen, single, nums = get_reverse(fun, "value_and_grad", argnums, has_aux, values)
+        _check_args(fun, values, nums)
         gen.refresh()
         return call_bound(gen.functions["main"], values)
 
     return wrap(fun, value_and_grad_fun, "value_and_grad", lambda: get_reverse(
         fun, "value_and_grad", argnums, has_aux)[0].functions["main"],
-        lambda *a, **k: _source(fun, "value_and_grad", argnums, has_aux, a, k))
-
-
-def _source(fun, kind, argnums, has_aux, args, kwargs):
-    """The generated code make_source shows for ``kind(fun)(*args, **kwargs)``."""
-    f = fixed_arity_call(fun, args, kwargs)
-    return get_reverse(f, kind, argnums, has_aux, source_arguments(f, args, kwargs, kind))[0]
+        lambda *a, **k: get_reverse(fun, "value_and_grad", argnums, has_aux, source_arguments(
+            fun, a, k, "value_and_grad"))[0])
 
 
 def vjp(fun, *primals, has_aux=False):

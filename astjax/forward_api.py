@@ -256,7 +256,7 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
         x = np.asarray(args[a])
         if not isinstance(args[a], np.ndarray) and not np.isscalar(args[a]):
             raise ArgumentError(f"{outer_name} of a jacobian needs an array argument")
-        first = jvp_function(fun, (a,), args)
+        first = jvp_function(fixed_arity_call(fun, args, {}), (a,), args)
         second = jvp_function(first, (a,), tuple(args) + (x,))
         dtype = x.dtype if np.issubdtype(x.dtype, np.inexact) else np.float64
         basis = [e.reshape(x.shape) for e in np.eye(x.size, dtype=dtype)]

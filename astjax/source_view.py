@@ -154,6 +154,7 @@ def _assembled_view(fun, label, args, kwargs):
 
     if label == "hessian" and hess is not None:
         f, argnums = hess
+        f = fixed_arity_call(f, args, {})           # *args: this call's arity
         _, nums = normalize_argnums(argnums, len(args), _fname(f))
         inner = table.get("grad").function(f, argnums)
         gen = jvp.code(inner, nums, tuple(args))
@@ -166,6 +167,7 @@ def _assembled_view(fun, label, args, kwargs):
             "generated code and has no single function to show; show its parts: "
             "make_source(jvp)(f, primals, tangents) or make_source(grad(f))")
     f, argnums, has_aux = jac
+    f = fixed_arity_call(f, args, {})               # *args: this call's arity
     _, nums = normalize_argnums(argnums, len(args), _fname(f))
     if label == "jacobian":
         from astjax.tree_util import tree_leaves

@@ -248,3 +248,17 @@ def test_local_varargs_lambda_under_a_transformation_is_refused_located():
     with pytest.raises(astjax.TransformError) as err:
         jit(f)(X)
     assert "test_varargs_entry.py" in str(err.value)
+
+
+def test_jacobian_of_jacobian_and_assembled_views():
+    h = jacfwd(jacrev(star_product, argnums=1), argnums=1)(X, Y)
+    np.testing.assert_allclose(h, np.diag(-X * np.sin(Y)), atol=1e-12)
+
+    def elementwise(*a):
+        return a[0] * np.sin(a[1])
+    for t in (jacfwd, jacrev, astjax.jacobian):
+        assert "elementwise" in make_source(t(elementwise))(X, Y)
+    assert "grad(star_product)" in make_source(hessian(star_product))(X, Y)
+    assert "def star_product_fwd(args_0, args_1):" in make_source(astjax.vjp)(
+        star_product, X, Y)
+    assert "args_1" in make_source(astjax.linearize)(star_product, X, Y)
