@@ -12,9 +12,9 @@ import numpy as np
 
 from astjax import core, transform_table
 from astjax import runtime as rt
-from astjax.binding import (bind_arguments, call_bound, check_differentiable, fun_name,
-                            function_arguments, normalize_argnums, plain_callable,
-                            source_arguments)
+from astjax.binding import (bind_arguments, call_bound, check_differentiable,
+                            fixed_arity_call, fun_name, function_arguments, has_varargs,
+                            normalize_argnums, per_arity, plain_callable, source_arguments)
 from astjax.core import Const, Copy, Index, Prim, Return, Var
 from astjax.errors import ArgumentError, TransformError
 from astjax.generation import (cached, check_callable, clear_cache, load_functions,
@@ -150,6 +150,8 @@ def grad(fun, argnums=0, has_aux=False):
     """Gradient of a scalar-valued ``fun`` with respect to argument(s) ``argnums``."""
     fun = plain_callable(fun)
     check_callable(fun, "grad")
+    if has_varargs(fun):       # *args/**kwargs: one grad per call arity
+        return per_arity(fun, lambda fixed: grad(fixed, argnums, has_aux), "grad")
 
     def grad_fun(*args, **kwargs):
         _shard_guard("grad")
@@ -169,6 +171,9 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     """``(fun(*args), grad(fun)(*args))`` computed together."""
     fun = plain_callable(fun)
     check_callable(fun, "value_and_grad")
+    if has_varargs(fun):       # *args/**kwargs: one value_and_grad per call arity
+        return per_arity(fun, lambda fixed: value_and_grad(fixed, argnums, has_aux),
+                         "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
         _shard_guard("value_and_grad")
@@ -188,6 +193,7 @@ def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal."""
     fun = plain_callable(fun)
     check_callable(fun, "vjp")
+    fun = fixed_arity_call(fun, primals, {})
     values = bind_arguments(fun, primals, {}, "vjp")
     # cotangents for the primals given; parameters left to their defaults get none
     return vjp_bound(fun, values, tuple(range(len(primals))), has_aux)
@@ -258,7 +264,7 @@ transform_table.register("grad", grad, inline=True)
 transform_table.register("value_and_grad", value_and_grad, inline=True)
 transform_table.register(
     "vjp", vjp, code=lambda fun, primals, has_aux=False, argnums=0: get_reverse(
-        fun, "vjp", argnums, has_aux, primals)[0])
+        fixed_arity_call(fun, primals, {}), "vjp", argnums, has_aux, primals)[0])
 
 __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
            "TransformError"]

@@ -13,8 +13,8 @@ from astjax import runtime_batch as rb
 from astjax import transform_table
 from astjax.batch_axes import axes_per_leaf
 from astjax.batch_axes import leave as leave_batch
-from astjax.binding import (bind_arguments, fun_name, function_arguments, keyword_passed,
-                            plain_callable, signature_of)
+from astjax.binding import (bind_arguments, fun_name, function_arguments, has_varargs,
+                            keyword_passed, per_arity, plain_callable, signature_of)
 from astjax.generation import (ASSEMBLED, cache_for, cached, check_callable, load_functions,
                                normalized, normalizer_factory, wrap)
 from astjax.core import Const, Copy, Return, Var
@@ -89,6 +89,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
             getattr(fun, "_astjax_generated", None) is None:
         return _vmap_by_loop(fun, in_axes, out_axes, axis_size)
     check_callable(fun, "vmap")
+    if has_varargs(fun):       # *args/**kwargs: one vmap per call arity
+        return per_arity(fun, lambda fixed: vmap(fixed, in_axes, out_axes, axis_size), "vmap")
 
     def batched_fun(*args, **kwargs):
         args, per_arg = _call_axes(fun, in_axes, args, kwargs)

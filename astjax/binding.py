@@ -17,7 +17,7 @@ from astjax.errors import ArgumentError
 
 
 def fun_name(fun):
-    f = fun
+    f = getattr(fun, "_astjax_varargs_of", fun)    # a fixed-arity wrapper: the user's
     while isinstance(f, functools.partial):
         f = f.func
     return getattr(f, "__name__", "f").replace("<lambda>", "lambda")
@@ -173,3 +173,123 @@ def plain_callable(fun):
     function (``grad(np.tanh)``) for a generated function calling it."""
     from astjax.frontend.numpy_functions import as_python_function
     return as_python_function(getattr(fun, "_astjax_plain", fun))
+
+
+# ------------------------------------------------- *args / **kwargs at the entry
+#
+# Generated code has one parameter per value.  A function with ``*args`` or
+# ``**kwargs`` handed to a transformation is specialised on the call's arity, as JAX
+# specialises on what it traces: a generated wrapper takes one parameter per argument
+# passed (keywords keyword-only) and calls the user's function, which the frontend
+# inlines with a static ``*args`` pack.  argnums and in_axes then index the
+# positional arguments as passed, which is JAX's meaning.
+
+_WRAPPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_WRAPPERS_BY_ID: dict = {}
+
+
+def has_varargs(fun) -> bool:
+    """Whether ``fun``'s Python code takes ``*args`` or ``**kwargs``."""
+    import inspect
+    try:
+        params = signature_of(fun).signature.parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+               for p in params)
+
+
+def fixed_arity(fun, nargs, keywords=()):
+    """``fun`` itself, or (for a function with ``*args``/``**kwargs``) the generated
+    wrapper taking ``nargs`` positional arguments and the keyword arguments named
+    ``keywords``: one per (function, arity, keyword names), so its generated code is
+    cached like any function's."""
+    per_call = getattr(fun, "_astjax_per_arity", None)
+    if per_call is not None:            # grad(f) of such a function: grad(f_2)
+        return per_call(nargs, tuple(keywords))
+    if not has_varargs(fun):
+        return fun
+    key = (int(nargs), tuple(sorted(keywords)))
+    try:
+        table = _WRAPPERS.setdefault(fun, {})
+    except TypeError:
+        table = _WRAPPERS_BY_ID.setdefault(id(fun), {})
+    wrapper = table.get(key)
+    if wrapper is None:
+        wrapper = table[key] = _make_wrapper(fun, *key)
+    return wrapper
+
+
+def fixed_arity_call(fun, args, kwargs):
+    """``fixed_arity`` for the call ``fun(*args, **kwargs)``."""
+    return fixed_arity(fun, len(args), tuple(kwargs))
+
+
+def _make_wrapper(fun, nargs, keywords):
+    import inspect
+    import keyword
+    from astjax import codegen
+    sig = signature_of(fun)
+    kinds = inspect.Parameter
+    params = list(sig.signature.parameters.values())
+    free = [p for p in params[len(sig.partial_args):] if p.name not in sig.partial_kwargs]
+    named = [p.name for p in free if p.kind in (kinds.POSITIONAL_ONLY,
+                                                kinds.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == kinds.VAR_POSITIONAL), "args")
+    for k in keywords:
+        if not k.isidentifier() or keyword.iskeyword(k):
+            raise ArgumentError(f"{sig.fname}() got keyword argument {k!r}, which is not a "
+                                "Python name; a transformed function takes keywords by name")
+    base = sig.fname if sig.fname.isidentifier() and not keyword.iskeyword(sig.fname) else "f"
+    taken = set(keywords)
+    positional = []
+    for i in range(nargs):
+        name = named[i] if i < len(named) else f"{star}_{i - len(named)}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        positional.append(name)
+    # the wrapper takes the user's name (its values are named after it in generated
+    # code); the user's function is its global ``<name>_varargs``
+    wname = base
+    while wname in taken:
+        wname += "_"
+    callee = f"{base}_varargs"
+    while callee in taken:
+        callee += "_"
+    header = ", ".join(positional + (["*"] + list(keywords) if keywords else []))
+    call = ", ".join(positional + [f"{k}={k}" for k in keywords])
+    source = (f"def {wname}({header}):\n"
+              f'    """{sig.fname} called with {nargs} positional argument(s)'
+              f'{" and keywords " + ", ".join(keywords) if keywords else ""}."""\n'
+              f"    return {callee}({call})\n")
+    namespace = {callee: fun}
+    codegen.load_source(source, namespace, f"{sig.fname}/{nargs}")
+    wrapper = namespace[wname]
+    wrapper._astjax_varargs_of = fun
+    return wrapper
+
+
+def per_arity(fun, make, label):
+    """The transformation ``make`` of ``fun`` (a function with ``*args``/``**kwargs``),
+    made once per call arity from ``fixed_arity``: for jit and vmap, whose options
+    (static_argnums, in_axes) index the positional arguments as passed."""
+    from astjax.generation import wrap
+    made = {}
+
+    def for_arity(nargs, keywords):
+        fixed = fixed_arity(fun, nargs, keywords)
+        found = made.get(fixed)
+        if found is None:
+            found = made[fixed] = make(fixed)
+        return found
+
+    def transformed(*args, **kwargs):
+        return for_arity(len(args), tuple(kwargs))(*args, **kwargs)
+
+    def source(*args, **kwargs):
+        return for_arity(len(args), tuple(kwargs))._astjax_source(*args, **kwargs)
+
+    wrap(fun, transformed, label, None, source)
+    transformed._astjax_per_arity = for_arity
+    return transformed

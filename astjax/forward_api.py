@@ -14,8 +14,8 @@ import functools
 import numpy as np
 
 from astjax import api, codegen, core, transform_table
-from astjax.binding import (bind_arguments, call_bound, fun_name, function_arguments,
-                            normalize_argnums, plain_callable)
+from astjax.binding import (bind_arguments, call_bound, fixed_arity_call, fun_name,
+                            function_arguments, normalize_argnums, plain_callable)
 from astjax.generation import (cached, check_callable, load_functions, normalized,
                                normalizer_factory, wrap_plain)
 from astjax.core import Prim, Return, Var
@@ -80,6 +80,7 @@ def jvp(fun, primals, tangents, has_aux=False):
     fun = plain_callable(fun)
     check_callable(fun, "jvp")
     _check_tangents(primals, tangents)
+    fun = fixed_arity_call(fun, primals, {})      # *args: this call's arity
     values = bind_arguments(fun, tuple(primals), {}, "jvp")
     gen = get_forward(fun, tuple(range(len(primals))), values)
     gen.refresh()
@@ -148,6 +149,7 @@ def linearize(fun, *primals):
     """
     fun = plain_callable(fun)
     check_callable(fun, "linearize")
+    fun = fixed_arity_call(fun, primals, {})      # *args: this call's arity
     values = bind_arguments(fun, primals, {}, "linearize")
     static = function_arguments(values)
     try:
@@ -254,7 +256,7 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
         x = np.asarray(args[a])
         if not isinstance(args[a], np.ndarray) and not np.isscalar(args[a]):
             raise ArgumentError(f"{outer_name} of a jacobian needs an array argument")
-        first = jvp_function(fun, (a,), args)
+        first = jvp_function(fixed_arity_call(fun, args, {}), (a,), args)
         second = jvp_function(first, (a,), tuple(args) + (x,))
         dtype = x.dtype if np.issubdtype(x.dtype, np.inexact) else np.float64
         basis = [e.reshape(x.shape) for e in np.eye(x.size, dtype=dtype)]
@@ -289,9 +291,10 @@ def jacfwd(fun, argnums=0, has_aux=False):
     def jac(*args, **kwargs):
         # argnums index the parameters (as for grad), whichever way they were passed
         given = (args, kwargs)
-        args = tuple(bind_arguments(fun, args, kwargs, "jacfwd"))
+        fixed = fixed_arity_call(fun, args, kwargs)   # *args/**kwargs: this call's arity
+        args = tuple(bind_arguments(fixed, args, kwargs, "jacfwd"))
         single, nums = normalize_argnums(argnums, len(args), fun_name(fun))
-        f = jvp_function(fun, nums, args)
+        f = jvp_function(fixed, nums, args)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(dyn_tuple))
         out, columns = _columns_by_vmap(f, args, basis, len(dyn_tuple), has_aux)
@@ -368,15 +371,16 @@ def jacrev(fun, argnums=0, has_aux=False):
                            "jacrev", None)
 
     def jac(*args, **kwargs):
-        args = tuple(bind_arguments(fun, args, kwargs, "jacrev"))
+        fixed = fixed_arity_call(fun, args, kwargs)   # *args/**kwargs: this call's arity
+        args = tuple(bind_arguments(fixed, args, kwargs, "jacrev"))
         single, nums = normalize_argnums(argnums, len(args), fun_name(fun))
         if has_aux:
-            out, vjp_fn, aux = api.vjp_bound(fun, args, nums, has_aux=True)
+            out, vjp_fn, aux = api.vjp_bound(fixed, args, nums, has_aux=True)
         else:
-            out, vjp_fn = api.vjp_bound(fun, args, nums)
+            out, vjp_fn = api.vjp_bound(fixed, args, nums)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(out))
-        rows = _rows_by_vmap(fun, args, basis, nums, has_aux)
+        rows = _rows_by_vmap(fixed, args, basis, nums, has_aux)
         if rows is None:  # vmap has no rule for something here: one vjp per element
             rows = []
             for o, j, ct in basis:
@@ -393,7 +397,7 @@ def jacobian(fun, argnums=0, has_aux=False):
     check_callable(fun, "jacobian")
 
     def jac(*args, **kwargs):
-        values = bind_arguments(fun, args, kwargs, "jacobian")
+        values = bind_arguments(fixed_arity_call(fun, args, kwargs), args, kwargs, "jacobian")
         single, nums = normalize_argnums(argnums, len(values), fun_name(fun))
         n_in = sum(np.size(v) for i in nums for v in tree_leaves(values[i]))
         out = fun(*args, **kwargs)
@@ -415,6 +419,7 @@ def hessian(fun, argnums=0):
 
 def linearized_code(fun, primals):
     """The Generated primal and tangent parts of ``linearize(fun, *primals)``."""
+    fun = fixed_arity_call(fun, primals, {})
     static = function_arguments(bind_arguments(fun, primals, {}, "linearize"))
     return cached(fun, ("linearize", len(primals), static),
                   lambda: _build_linearized(fun, len(primals), dict(static)))

@@ -20,7 +20,7 @@ import numpy as np
 
 from astjax import backends, passes, transform_table
 from astjax.binding import fun_name as _fun_name
-from astjax.binding import function_arguments
+from astjax.binding import function_arguments, has_varargs, per_arity
 from astjax.generation import ASSEMBLED, cached, load_functions, normalized
 from astjax.generation import check_callable as _check_callable
 from astjax.generation import wrap as _wrap
@@ -184,6 +184,10 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
     if getattr(fun, "_astjax", None) in ASSEMBLED and \
             getattr(fun, "_astjax_generated", None) is None:
         return _assembled(fun)
+    if has_varargs(fun):       # *args/**kwargs: one jit per call arity
+        return per_arity(fun, functools.partial(
+            jit, static_argnums=static_argnums, static_argnames=static_argnames,
+            donate_argnums=donate_argnums, backend=backend), "jit")
     static_nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
     static_names = (static_argnames,) if isinstance(static_argnames, str) else tuple(

@@ -334,7 +334,9 @@ def eval_shape(fun, *args, **kwargs):
     """
     from astjax.generation import check_callable, normalized
     from astjax.tree_util import tree_map
+    from astjax.binding import fixed_arity_call
     check_callable(fun, "eval_shape")
+    fun = fixed_arity_call(fun, args, kwargs)     # *args/**kwargs: this call's arity
     names, fn, result = normalized(fun)
     abstract = [tree_map(lambda v: v if isinstance(v, ShapeDtypeStruct) else _abstract(v), a)
                 if not callable(a) else a for a in args]

@@ -27,7 +27,7 @@ import numpy as np
 
 from astjax import codegen, core
 from astjax import transform_table as table
-from astjax.binding import fun_name, normalize_argnums
+from astjax.binding import fixed_arity_call, fun_name, normalize_argnums
 from astjax.generation import ASSEMBLED
 from astjax.core import Var
 from astjax.errors import ArgumentError
@@ -96,6 +96,7 @@ def _jvp_view(args, kwargs):
                             "make_source(jvp)(f, primals, tangents)")
     f, primals, tangents = args[:3]
     jvp.check(primals, tangents)
+    f = fixed_arity_call(f, primals, {})           # *args: this call's arity
     gen = jvp.code(f, tuple(range(len(primals))), tuple(primals))
     return [], [gen], lambda: jvp.function(f, primals, tangents, *args[3:], **kwargs)
 
@@ -153,6 +154,7 @@ def _assembled_view(fun, label, args, kwargs):
 
     if label == "hessian" and hess is not None:
         f, argnums = hess
+        f = fixed_arity_call(f, args, {})           # *args: this call's arity
         _, nums = normalize_argnums(argnums, len(args), _fname(f))
         inner = table.get("grad").function(f, argnums)
         gen = jvp.code(inner, nums, tuple(args))
@@ -165,6 +167,7 @@ def _assembled_view(fun, label, args, kwargs):
             "generated code and has no single function to show; show its parts: "
             "make_source(jvp)(f, primals, tangents) or make_source(grad(f))")
     f, argnums, has_aux = jac
+    f = fixed_arity_call(f, args, {})               # *args: this call's arity
     _, nums = normalize_argnums(argnums, len(args), _fname(f))
     if label == "jacobian":
         from astjax.tree_util import tree_leaves

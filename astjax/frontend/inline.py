@@ -292,6 +292,9 @@ class Inliner:
         custom = getattr(type(value), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
         if custom is not None:
             return custom(value, self, args, kwargs, node, hint, target)
+        per_arity = getattr(value, "_astjax_per_arity", None)
+        if kind == "object" and per_arity is not None:   # grad(f) of f(*args): grad(f_2)
+            value = per_arity(len(args), tuple(kwargs))
         generated = getattr(value, "_astjax_generated", None)
         if kind == "object" and generated is not None:
             value = generated()  # a transformed function: inline the code it runs
