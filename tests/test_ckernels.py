@@ -273,6 +273,10 @@ def test_groups_really_run_as_kernels_on_threads(monkeypatch):
     real = KernelCall._run
     monkeypatch.setattr(KernelCall, "_run", lambda self, *a: ran.append(a[-3]) or real(
         self, *a))
+    planned = KernelCall._run_plan      # a call like an earlier one reuses its plan
+    monkeypatch.setattr(KernelCall, "_run_plan", lambda self, plan, args: ran.append(
+        plan[3][0][0]) or planned(self, plan, args))
+    monkeypatch.setattr(kcs[0], "block", None)      # no NumPy fallback
     monkeypatch.setenv("ASTJAX_NUM_THREADS", "2")
     assert identical(jf(x), F.poly(x))
     for n in (1, 3):

@@ -53,7 +53,7 @@ def load(fn, doc, label):
         kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, cost)
         calls[helper.name] = KernelCall(kernel)
     shown = []
-    for s in core.walk(fn.body):
+    for s, looped in _walk_loops(fn.body):
         if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
                 isinstance(s.args[0], Var) and s.args[0].name in calls and \
                 "reuse" not in s.kwargs:
@@ -67,6 +67,8 @@ def load(fn, doc, label):
             s.args = list(s.args[3:])
             s.kwargs = {}
             shown.append(kc)
+            if looped:       # a loop body: its results' buffers are reused (runtime.py)
+                kc.use_pool()
     gen = load_functions([(fn, doc)], fn.env, label, ["main"])
     for block_name, kc in calls.items():
         kc.block = gen.namespace[block_name]
@@ -76,6 +78,15 @@ def load(fn, doc, label):
         gen = Generated(gen.source + KERNELS_HEADER + "\n\n\n".join(shown_c) + "\n",
                         gen.functions, gen.namespace, gen.env, gen.core)
     return gen
+
+
+def _walk_loops(stmts, looped=False):
+    """(statement, inside a for or while loop?) of every statement."""
+    for s in stmts:
+        yield s, looped
+        inner = looped or isinstance(s, (core.For, core.While))
+        for b in core.child_blocks(s):
+            yield from _walk_loops(b, inner)
 
 
 # between the host Python and the kernels' C in the shown source
