@@ -28,6 +28,7 @@ buffer, and the next one is used (double buffering falls out of the count).
 """
 from __future__ import annotations
 
+import array
 import ctypes
 import math
 import sys
@@ -76,13 +77,13 @@ DATA_OFFSET = _probe_data_offset()
 
 
 def _objs_wrapper(cname, lead, lead_args, nptrs):
-    """C: ``cname_objs(<lead>, void *o0, ...)`` -> ``cname(<lead>, ptrs)``, each
-    ``ptrs[j]`` read from the array object ``oj`` at ``DATA_OFFSET``."""
-    objs = ", ".join(f"void *o{j}" for j in range(nptrs))
-    reads = ", ".join(f"*(void **)((char *)o{j} + {DATA_OFFSET})" for j in range(nptrs))
+    """C: ``cname_objs(<lead>, objs)`` -> ``cname(<lead>, ptrs)``, each ``ptrs[j]``
+    read from the array object at address ``objs[j]`` at ``DATA_OFFSET``."""
+    reads = ", ".join(f"*(void **)((char *)(intptr_t)objs[{j}] + {DATA_OFFSET})"
+                      for j in range(nptrs))
     return (f"\n/* the same kernel called with NumPy array objects (their data pointer "
             f"at byte {DATA_OFFSET}) */\n"
-            f"int {cname}_objs({lead}, {objs}) {{\n"
+            f"int {cname}_objs({lead}, const int64_t *objs) {{\n"
             f"    void *ptrs[{max(nptrs, 1)}] = {{{reads}}};\n"
             f"    return {cname}({lead_args}, ptrs);\n}}\n")
 
@@ -92,6 +93,29 @@ _LEAD = "int64_t n, int32_t ndim, const int64_t *shape, const int64_t *st, " \
 _LEAD_ARGS = "n, ndim, shape, st, contiguous, nthreads"
 _LEAD_INDEXED = "const int64_t *P, int32_t nthreads"
 _LEAD_INDEXED_ARGS = "P, nthreads"
+
+
+try:        # NumPy's error state (np.errstate): an immutable object per setting
+    from numpy._core._ufunc_config import _extobj_contextvar as _EXTOBJ
+except ImportError:                  # pragma: no cover (other NumPy versions)
+    _EXTOBJ = None
+_ERRSTATE_SEEN = (None, True)        # (the last error state asked about, NumPy raises?)
+
+
+def numpy_raises() -> bool:
+    """Does NumPy's error state raise or call a handler (``np.errstate(divide=
+    "raise")``)?  Then NumPy runs the group: kernels do not signal.  The answer for
+    the current state object is kept (``np.geterr`` builds a dict, ~1 us)."""
+    global _ERRSTATE_SEEN
+    obj = _EXTOBJ.get() if _EXTOBJ is not None else None
+    seen = _ERRSTATE_SEEN
+    if obj is not None and seen[0] is obj:
+        return seen[1]
+    modes = np.geterr().values()
+    raises = "raise" in modes or "call" in modes
+    if obj is not None:
+        _ERRSTATE_SEEN = (obj, raises)
+    return raises
 
 
 def _scalar_key(a):
@@ -181,7 +205,7 @@ class KernelCall:
         objs = None
         if DATA_OFFSET is not None:
             objs = cc.build(text, name + "_objs", origin)
-            objs.argtypes = argtypes[:-1] + (ctypes.c_void_p,) * nptrs
+            objs.argtypes = argtypes
             objs.restype = ctypes.c_int
         return func, objs
 
@@ -215,10 +239,8 @@ class KernelCall:
         if plans is not None:
             key = self._key(args)
             plan = plans.get(key) if key is not None else None
-            if plan is not None:
-                modes = np.geterr().values()
-                if "raise" not in modes and "call" not in modes:
-                    return self._run_plan(plan, args)
+            if plan is not None and not numpy_raises():
+                return self._run_plan(plan, args)
         if self.indexed:
             return self._call_indexed(args, key)
         kinds = []
@@ -239,8 +261,7 @@ class KernelCall:
         spec = self.spec(tuple(kinds))
         if spec is None or not shapes:
             return self.block(*args)
-        modes = np.geterr().values()
-        if "raise" in modes or "call" in modes:
+        if numpy_raises():
             return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
         shape = shapes[0]
         if len(shapes) > 1 and any(sh != shape for sh in shapes):
@@ -295,7 +316,8 @@ class KernelCall:
             outs = [self._buffer(pools[j], sh, dt) for j, (sh, dt) in enumerate(results)]
         if func is not None:
             threads = num_threads() if parallel else 1
-            func(*lead, threads, *map(id, args), *map(id, outs))
+            ids = array.array("q", [*map(id, args), *map(id, outs)])
+            func(*lead, threads, ids.buffer_info()[0])
         if full_reduce:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -401,8 +423,7 @@ class KernelCall:
         typed = self._typed(kinds)
         if typed is None:
             return self.block(*args)
-        modes = np.geterr().values()
-        if "raise" in modes or "call" in modes:
+        if numpy_raises():
             return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
         for i, dt in typed.int_checks:
             info = np.iinfo(dt)
