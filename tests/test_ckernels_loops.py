@@ -246,3 +246,19 @@ def test_errstate_raise_is_honoured_after_a_plan():
             jf(u, np.zeros_like(v))
     with np.errstate(divide="ignore"):
         equal(jf(u, np.zeros_like(v)), M.divides(u, np.zeros_like(v)))
+
+
+@pytest.mark.skipif(DATA_OFFSET is None, reason="no array-object entry points here")
+def test_a_weakly_referenced_result_is_not_reused():
+    import weakref
+    kc = KernelCall.__new__(KernelCall)
+    pool = []
+    a = kc._buffer(pool, (3, 4), np.dtype(np.float64))
+    a[...] = 7.0
+    ref = weakref.ref(a)
+    del a
+    b = kc._buffer(pool, (3, 4), np.dtype(np.float64))
+    assert b is not ref() and np.all(ref() == 7.0)
+    c_id = id(b)
+    del b
+    assert id(KernelCall._buffer(pool, (3, 4), np.dtype(np.float64))) == c_id  # dead: reused

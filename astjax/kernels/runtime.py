@@ -32,6 +32,7 @@ import array
 import ctypes
 import math
 import sys
+import weakref
 
 import numpy as np
 
@@ -54,6 +55,7 @@ POOL_DEPTH = 4
 # pooled buffers are at most this many bytes (larger ones are allocated per call)
 POOL_MAX_BYTES = 1 << 28
 _getrefcount = getattr(sys, "getrefcount", None)
+_getweakrefcount = weakref.getweakrefcount
 
 
 def _probe_data_offset():
@@ -189,7 +191,7 @@ class KernelCall:
 
     def use_pool(self):
         """Reuse result buffers across calls (the call sits in a loop body)."""
-        if _getrefcount is not None and self.pools is None:
+        if DATA_OFFSET is not None and self.pools is None:     # (CPython with a GIL)
             self.pools = [[] for _ in self.kernel.outputs]
 
     def _build(self, text, typed, lead, lead_args, argtypes):
@@ -326,8 +328,10 @@ class KernelCall:
     def _buffer(pool, shape, dtype):
         """A result buffer: a pooled one nothing else refers to, else a new one."""
         for b in pool:
-            # three references: the pool, ``b`` and getrefcount's argument
-            if _getrefcount(b) == 3 and b.shape == shape and b.dtype == dtype:
+            # three references: the pool, ``b`` and getrefcount's argument (and no
+            # weak reference someone could call back to read the old values)
+            if _getrefcount(b) == 3 and b.shape == shape and b.dtype == dtype and \
+                    not _getweakrefcount(b):
                 return b
         b = np.empty(shape, dtype)
         if b.nbytes <= POOL_MAX_BYTES:
