@@ -262,3 +262,80 @@ def test_a_weakly_referenced_result_is_not_reused():
     c_id = id(b)
     del b
     assert id(KernelCall._buffer(pool, (3, 4), np.dtype(np.float64))) == c_id  # dead: reused
+
+
+# ------------------------------------------------ the analysis, statement by statement
+
+def _analysis_cases():
+    from astjax.core import Const, Copy, For, Index, Prim, SetItem, SliceAtom, Var
+    sl = Index((SliceAtom(Const(1), None, None),))
+    at0, at1 = Index((Const(0),)), Index((Const(1),))
+
+    def tup(t, *items):
+        return Prim(t, "make_tuple", [[Var(i) for i in items]])
+    rng = Prim(None, "range", [Const(3)])
+    return [
+        # name, params given as arrays, body, expected known names, expected unknown
+        ("carry items of a loop", ["x"], [
+            Prim("z", "np_zeros_like", [Var("x")]),
+            tup("c", "z", "z"),
+            For("i", rng, [
+                Prim("p", "getitem", [Var("c"), at1]),
+                Prim("q", "getitem", [Var("p"), sl]),
+                Prim("f", "multiply", [Const(2.0), Var("p")]),
+                tup("c2", "p", "f"),
+                Copy("c", Var("c2"))])],
+         {"z", "p", "q", "f"}, set()),
+        ("a list in the carry", ["x"], [
+            Prim("lst", "make_list", [[Const(1.0)]]),
+            tup("c", "x", "lst"),
+            For("i", rng, [
+                Prim("p", "getitem", [Var("c"), at1]),
+                Prim("q", "getitem", [Var("p"), sl]),
+                Prim("a", "getitem", [Var("c"), at0]),
+                tup("c2", "a", "p"),
+                Copy("c", Var("c2"))])],
+         {"a"}, {"p", "q", "lst"}),
+        ("items that swap between a list and an array", ["x"], [
+            Prim("lst", "make_list", [[Const(1.0)]]),
+            tup("t", "x", "lst"),
+            For("i", rng, [
+                Prim("a", "getitem", [Var("t"), at0]),
+                Prim("b", "getitem", [Var("t"), at1]),
+                Prim("s", "getitem", [Var("a"), sl]),
+                tup("t2", "b", "a"),
+                Copy("t", Var("t2"))])],
+         set(), {"a", "b", "s"}),
+        ("a parameter not given as an array", [], [
+            Prim("y", "getitem", [Var("x"), sl]),
+            Prim("z", "add", [Var("y"), Var("y")])],
+         set(), {"y", "z"}),
+        ("an operator needs one NumPy operand", ["x"], [
+            Prim("y", "add", [Var("u"), Var("u")]),
+            Prim("z", "add", [Var("u"), Var("x")]),
+            Prim("w", "tanh", [Var("u")])],
+         {"z", "w"}, {"y"}),
+        ("an integer index of an array may be any object", ["x"], [
+            Prim("e", "getitem", [Var("x"), at0]),
+            Prim("r", "getitem", [Var("x"), sl])],
+         {"r"}, {"e"}),
+        ("a global updated in place only", ["x"], [
+            SetItem("g", at0, Var("x")),
+            Prim("s", "getitem", [Var("g"), sl])],
+         set(), {"g", "s"}),
+        ("astjax's zeros_like of an unknown value", ["x"], [
+            Prim("a", "zeros_like", [Var("u")]),
+            Prim("b", "zeros_like", [Var("x")])],
+         {"b"}, {"a"}),
+    ]
+
+
+@pytest.mark.parametrize("case", _analysis_cases(), ids=lambda c: c[0])
+def test_surely_numpy_analysis(case):
+    from astjax.passes.fusion import _NumpyValues
+    from test_passes import make
+    _, given, body, known, unknown = case
+    params = ["x", "u"] if "u" in str(body) else ["x"]
+    fn = make(params, body)
+    values = _NumpyValues(fn, {p: np.dtype(np.float64) for p in given})
+    assert {n for n in known | unknown if n in values} == known

@@ -273,8 +273,10 @@ def _movable(s, written, read) -> bool:
 
 
 # Statements whose result is a NumPy array (or NumPy scalar) whatever they are given
-# (np.pad, np.where and np.transpose call np.asarray first), and those whose result is
-# when their first operand is one (``zeros_like`` gives 0.0 for a Python float).
+# (a list or a Python number is converted with np.asarray first; an array-like type
+# answering NumPy's protocols gives its own array, which indexes as NumPy's do), and
+# those whose result is one when their first operand is (astjax's ``zeros_like``
+# gives 0.0 for a Python float).
 _ALWAYS_NUMPY = frozenset({"pad", "transpose", "reshape", "astype", "zeros", "ones",
                            "empty", "full", "array", "asarray", "concatenate", "stack",
                            "np_zeros_like", "np_ones_like", "empty_like", "full_like",
@@ -292,8 +294,7 @@ def _meet(a, b):
     if b == _TOP or a == b:
         return a
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-        items = tuple(_meet(x, y) for x, y in zip(a, b))
-        return items
+        return tuple(_meet(x, y) for x, y in zip(a, b))
     return None
 
 
