@@ -339,3 +339,37 @@ def test_surely_numpy_analysis(case):
     fn = make(params, body)
     values = _NumpyValues(fn, {p: np.dtype(np.float64) for p in given})
     assert {n for n in known | unknown if n in values} == known
+
+
+WEAK = '''
+import numpy as np
+
+
+def doubled_then_added(x, y, s):
+    x = s + s
+    x = x + y
+    return x
+
+
+def halved_then_added(y, s, t):
+    u = s / t
+    return u + y
+'''
+W = load_source_module(WEAK, _DIR)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_python_arithmetic_in_a_group_stays_weakly_typed(dtype):
+    """``s + s`` of Python floats is a Python float: float32 + it stays float32 (a
+    kernel computing it as a float64 value made the result float64), and Python's
+    ``s / 0.0`` still raises ZeroDivisionError."""
+    y = _r(5, 3, dtype=dtype)
+    for _ in range(2):
+        got = astjax.jit(W.doubled_then_added, backend="c")(y, y, 0.75)
+        want = W.doubled_then_added(y, y, 0.75)
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want)
+    jf = astjax.jit(W.halved_then_added, backend="c")
+    equal(jf(y, 3.0, 2.0), W.halved_then_added(y, 3.0, 2.0))
+    with pytest.raises(ZeroDivisionError):
+        jf(y, 3.0, 0.0)
