@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import astjax
 from astjax import backends
-from astjax.kernels import c as c_render, compile as cc, ir
+from astjax.kernels import backend as kbackend, c as c_render, compile as cc, ir
 from astjax.kernels.runtime import KernelCall
 from conftest import load_source_module
 from programs import fusable as F
@@ -273,6 +273,10 @@ def test_groups_really_run_as_kernels_on_threads(monkeypatch):
     real = KernelCall._run
     monkeypatch.setattr(KernelCall, "_run", lambda self, *a: ran.append(a[-3]) or real(
         self, *a))
+    planned = KernelCall._run_plan      # a call like an earlier one reuses its plan
+    monkeypatch.setattr(KernelCall, "_run_plan", lambda self, plan, args: ran.append(
+        plan[3][0][0]) or planned(self, plan, args))
+    monkeypatch.setattr(kcs[0], "block", None)      # no NumPy fallback
     monkeypatch.setenv("ASTJAX_NUM_THREADS", "2")
     assert identical(jf(x), F.poly(x))
     for n in (1, 3):
@@ -309,7 +313,8 @@ def test_where_and_clip_join_the_kernel():
     assert identical(astjax.jit(f, backend="c")(x[::-1], y), f(x[::-1], y))
 
 
-def test_make_source_shows_the_host_code_and_each_kernel():
+def test_make_source_shows_the_host_code_and_each_kernel(monkeypatch):
+    monkeypatch.setattr(kbackend, "NUMPY_FASTER", frozenset())   # tanh as a kernel
     text = astjax.make_source(astjax.jit(F.two_results, backend="c"))(
         TF._r(4, 3, dtype=np.float32), TF._r(3, dtype=np.float32))
     assert "two_results_kernel(" in text or "_kernel(" in text
@@ -439,6 +444,7 @@ def test_a_kernel_that_fails_to_compile_names_the_users_line(monkeypatch):
     def broken(typed, openmp=True):      # a renderer bug: an undeclared name
         return real(typed, openmp).replace("const double v0 = ", "const double v0 = nope + ")
     monkeypatch.setattr(runtime, "c_text", broken)
+    monkeypatch.setattr(kbackend, "NUMPY_FASTER", frozenset())   # tanh as a kernel
 
     def g(x):
         y = np.tanh(x) * 2.0
@@ -474,3 +480,17 @@ def test_numpy_error_state_that_raises_is_honoured():
             jf(x, y)
     with np.errstate(divide="ignore"):
         assert identical(jf(x, y), F.divide_by(x, y))
+
+
+def test_groups_calling_libm_functions_stay_with_numpys_simd_loops():
+    """``np.tanh``/``np.exp`` run NumPy's SIMD loops (``backend.NUMPY_FASTER``): their
+    group stays a ``run_fused`` call, with NumPy's values; ``x * x`` does not."""
+    x, b = TF._r(40, 30, dtype=np.float32), TF._r(30, dtype=np.float32)
+    jf = astjax.jit(F.two_results, backend="c")
+    got = jf(x, b)
+    text = astjax.make_source(jf)(x, b).split(kbackend.KERNELS_HEADER)[0]
+    assert "run_fused(" in text and "_kernel(" not in text
+    for g, w in zip(got, F.two_results(x, b)):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    text = astjax.make_source(astjax.jit(F.poly, backend="c"))(x)
+    assert "_kernel(" in text and "run_fused(" not in text.split("def ")[1]

@@ -236,6 +236,17 @@ def _typed_op(op, target, current, int_checks):
         else:
             descs.append(_weak(a))
             args.append(("const", a))
+    if op.operator and all(isinstance(d, type) for d in descs):
+        # Python's own arithmetic (``s + s`` of two Python floats): a Python float,
+        # weak for what follows; integers (unbounded), division (ZeroDivisionError)
+        # and the rest stay with the block, which runs them as Python does
+        if op.ufunc in ("add", "subtract", "multiply", "negative") and \
+                all(d is float for d in descs):
+            f64 = np.dtype(np.float64)
+            current[op.target] = (target, f64, float)
+            return TypedOp(target, op.ufunc, tuple(args), (f64,) * (len(args) + 1),
+                           op.operator, op.loc)
+        raise Unsupported(f"Python's {op.operator} on Python numbers")
     try:
         if op.ufunc == "where":     # the branches' common type; a boolean condition
             out = np.result_type(*[_sample(d) for d in descs[1:]])

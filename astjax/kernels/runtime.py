@@ -11,11 +11,28 @@ Whatever the kernel cannot take exactly as NumPy would (subclasses, lists, float
 type, a NumPy error state that raises or calls a handler) runs the group's block
 function instead: the same code the NumPy backend runs.  Kernels give the values
 NumPy gives (inf, NaN, 0 for an integer divided by 0) but not its RuntimeWarnings.
+
+Per-call cost.  A call whose arguments have the dtypes, shapes and strides of an
+earlier call reuses that call's *plan* (the compiled function, the layout's ``P``
+array, the result shapes), and passes the arrays to a small C entry point
+(``<kernel>_objs``) by their object addresses: it reads each array's data pointer
+itself (``DATA_OFFSET``, probed once at import), which saves NumPy's
+``__array_interface__`` round trip, a few microseconds per array.
+
+Result buffers of kernels called in a loop body (``lax.scan``, ``fori_loop``,
+``while_loop``, Python loops) are taken from a small pool per result: a pooled array
+is handed out again only when the pool holds its only reference
+(``sys.getrefcount``), that is when no value of the program, no view of it and no
+container can read it any more: a carry still live from the step before keeps its
+buffer, and the next one is used (double buffering falls out of the count).
 """
 from __future__ import annotations
 
+import array
 import ctypes
 import math
+import sys
+import weakref
 
 import numpy as np
 
@@ -33,9 +50,91 @@ _ARGTYPES = (ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
 
 _INDEXED_ARGTYPES = (ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p)
 
+# results kept per kernel result for reuse in loops (past, present, and one free)
+POOL_DEPTH = 4
+# pooled buffers are at most this many bytes (larger ones are allocated per call)
+POOL_MAX_BYTES = 1 << 28
+_getrefcount = getattr(sys, "getrefcount", None)
+_getweakrefcount = weakref.getweakrefcount
+
+
+def _probe_data_offset():
+    """Byte offset of an ndarray object's data pointer (``PyArrayObject.data``), when
+    the running CPython and NumPy agree on it for every probe; None otherwise (then
+    pointers come from ``__array_interface__``)."""
+    if sys.implementation.name != "cpython" or _getrefcount is None or \
+            not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return None
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    probes = [base, base[1:, 2:], base.T, np.empty(0, np.int8), np.zeros((), bool)]
+    off = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+    for a in probes:
+        if ctypes.c_void_p.from_address(id(a) + off).value != \
+                a.__array_interface__["data"][0]:
+            return None
+    return off
+
+
+DATA_OFFSET = _probe_data_offset()
+
+
+def _objs_wrapper(cname, lead, lead_args, nptrs):
+    """C: ``cname_objs(<lead>, objs)`` -> ``cname(<lead>, ptrs)``, each ``ptrs[j]``
+    read from the array object at address ``objs[j]`` at ``DATA_OFFSET``."""
+    reads = ", ".join(f"*(void **)((char *)(intptr_t)objs[{j}] + {DATA_OFFSET})"
+                      for j in range(nptrs))
+    return (f"\n/* the same kernel called with NumPy array objects (their data pointer "
+            f"at byte {DATA_OFFSET}) */\n"
+            f"int {cname}_objs({lead}, const int64_t *objs) {{\n"
+            f"    void *ptrs[{max(nptrs, 1)}] = {{{reads}}};\n"
+            f"    return {cname}({lead_args}, ptrs);\n}}\n")
+
+
+_LEAD = "int64_t n, int32_t ndim, const int64_t *shape, const int64_t *st, " \
+        "int32_t contiguous, int32_t nthreads"
+_LEAD_ARGS = "n, ndim, shape, st, contiguous, nthreads"
+_LEAD_INDEXED = "const int64_t *P, int32_t nthreads"
+_LEAD_INDEXED_ARGS = "P, nthreads"
+
+
+try:        # NumPy's error state (np.errstate): an immutable object per setting
+    from numpy._core._ufunc_config import _extobj_contextvar as _EXTOBJ
+except ImportError:                  # pragma: no cover (other NumPy versions)
+    _EXTOBJ = None
+_ERRSTATE_SEEN = (None, True)        # (the last error state asked about, NumPy raises?)
+
+
+def numpy_raises() -> bool:
+    """Does NumPy's error state raise or call a handler (``np.errstate(divide=
+    "raise")``)?  Then NumPy runs the group: kernels do not signal.  The answer for
+    the current state object is kept (``np.geterr`` builds a dict, ~1 us)."""
+    global _ERRSTATE_SEEN
+    obj = _EXTOBJ.get() if _EXTOBJ is not None else None
+    seen = _ERRSTATE_SEEN
+    if obj is not None and seen[0] is obj:
+        return seen[1]
+    modes = np.geterr().values()
+    raises = "raise" in modes or "call" in modes
+    if obj is not None:
+        _ERRSTATE_SEEN = (obj, raises)
+    return raises
+
+
+def _scalar_key(a):
+    """What of a non-array argument its plan depends on: the type of a float (its
+    value goes to the kernel per call), the value of an integer or bool (a slice
+    bound, a range check); TypeError for anything unhashable."""
+    t = type(a)
+    if t is float:
+        return float
+    if isinstance(a, np.generic) and a.dtype.kind in "fc":
+        return a.dtype
+    hash(a)
+    return (t, a)
+
 
 class _Spec:
-    __slots__ = ("func", "typed", "out_dtypes", "text", "checks", "shapes", "ptrs")
+    __slots__ = ("func", "typed", "out_dtypes", "text", "checks", "shapes", "ptrs", "objs")
 
     def __init__(self, func, typed, text):
         self.func = func
@@ -79,6 +178,9 @@ class KernelCall:
         self.indexed = not ir.is_elementwise(kernel)
         self.typed_indexed: dict = {}    # kinds -> TypedIndexed or None
         self.layouts: dict = {}          # (kinds, shapes, strides, ints) -> Layout
+        # argument key (dtypes, shapes, strides, ints) -> plan (see _run_plan)
+        self.plans: dict | None = {} if DATA_OFFSET is not None else None
+        self.pools: list | None = None   # per result: buffers reused (``use_pool``)
         everything = tuple(range(len(kernel.inputs)))
         # results depending on some inputs only: their shape may be smaller than the loop
         self.partial = [] if self.indexed else [
@@ -87,6 +189,28 @@ class KernelCall:
     def __repr__(self):
         return f"<astjax C kernel {self.kernel.name}>"
 
+    def use_pool(self):
+        """Reuse result buffers across calls (the call sits in a loop body)."""
+        if DATA_OFFSET is not None and self.pools is None:     # (CPython with a GIL)
+            self.pools = [[] for _ in self.kernel.outputs]
+
+    def _build(self, text, typed, lead, lead_args, argtypes):
+        """(function, function taking array objects or None) of ``text``."""
+        name = _cname(self.kernel)
+        nptrs = len(typed.inputs) + len(typed.outputs)
+        if DATA_OFFSET is not None:
+            text = text + _objs_wrapper(name, lead, lead_args, nptrs)
+        origin = _origin(typed, text)
+        func = cc.build(text, name, origin)
+        func.argtypes = argtypes
+        func.restype = ctypes.c_int
+        objs = None
+        if DATA_OFFSET is not None:
+            objs = cc.build(text, name + "_objs", origin)
+            objs.argtypes = argtypes
+            objs.restype = ctypes.c_int
+        return func, objs
+
     def spec(self, kinds):
         got = self.specs.get(kinds, False)
         if got is False:
@@ -94,19 +218,33 @@ class KernelCall:
                 typed = ir.specialize(self.kernel, kinds)
                 _, _, omp = cc.compiler()
                 text = c_text(typed, bool(omp))
-                func = cc.build(text, _cname(self.kernel), _origin(typed, text))
+                func, objs = self._build(text, typed, _LEAD, _LEAD_ARGS, _ARGTYPES)
             except Unsupported:
                 got = None
             else:
-                func.argtypes = _ARGTYPES
-                func.restype = ctypes.c_int
                 got = _Spec(func, typed, text)
+                got.objs = objs
             self.specs[kinds] = got
         return got
 
+    def _key(self, args):
+        """The plan key of ``args``, or None (an argument no plan is made for)."""
+        try:
+            return tuple([(a.dtype, a.shape, a.strides) if type(a) is _ndarray
+                          else _scalar_key(a) for a in args])
+        except TypeError:
+            return None
+
     def __call__(self, *args):
+        plans = self.plans
+        key = None
+        if plans is not None:
+            key = self._key(args)
+            plan = plans.get(key) if key is not None else None
+            if plan is not None and not numpy_raises():
+                return self._run_plan(plan, args)
         if self.indexed:
-            return self._call_indexed(args)
+            return self._call_indexed(args, key)
         kinds = []
         shapes = []
         for a in args:
@@ -125,8 +263,7 @@ class KernelCall:
         spec = self.spec(tuple(kinds))
         if spec is None or not shapes:
             return self.block(*args)
-        modes = np.geterr().values()
-        if "raise" in modes or "call" in modes:
+        if numpy_raises():
             return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
         shape = shapes[0]
         if len(shapes) > 1 and any(sh != shape for sh in shapes):
@@ -144,14 +281,67 @@ class KernelCall:
                 return self.block(*args)  # NumPy raises OverflowError
         n = math.prod(shape)
         outs = [np.empty(shape, dt) for dt in spec.out_dtypes]
+        lead = keep = None
         if n:
             try:
-                self._run(spec, args, kinds, shape, n, outs)
+                lead, keep = self._run(spec, args, kinds, shape, n, outs)
             except Unsupported:
                 return self.block(*args)
+        if key is not None and (lead is not None or not n):
+            conv = tuple((i, kd[0]) for i, (a, kd) in enumerate(zip(args, kinds))
+                         if type(a) is not _ndarray)
+            parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
+            self._keep_plan(key, (spec.objs if n else None, lead, conv,
+                                  tuple((shape, dt) for dt in spec.out_dtypes),
+                                  parallel, False, keep))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _keep_plan(self, key, plan):
+        if len(self.plans) > 256:
+            self.plans.clear()
+        self.plans[key] = plan
+
+    def _run_plan(self, plan, args):
+        """A call like an earlier one: ``plan`` is (function taking array objects,
+        its leading arguments, (argument index, dtype) of the non-arrays, (shape,
+        dtype) of each result, parallel?, full reduction?, what the leading
+        arguments point into, kept alive here)."""
+        func, lead, conv, results, parallel, full_reduce, _ = plan
+        if conv:
+            args = list(args)
+            for i, dt in conv:
+                args[i] = np.array(args[i], dtype=dt)
+        pools = self.pools
+        if pools is None:
+            outs = [np.empty(sh, dt) for sh, dt in results]
+        else:
+            outs = [self._buffer(pools[j], sh, dt) for j, (sh, dt) in enumerate(results)]
+        if func is not None:
+            threads = num_threads() if parallel else 1
+            ids = array.array("q", [*map(id, args), *map(id, outs)])
+            func(*lead, threads, ids.buffer_info()[0])
+        if full_reduce:
+            return outs[0][()]          # NumPy gives a scalar for a full reduction
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _buffer(pool, shape, dtype):
+        """A result buffer: a pooled one nothing else refers to, else a new one."""
+        for b in pool:
+            # three references: the pool, ``b`` and getrefcount's argument (and no
+            # weak reference someone could call back to read the old values)
+            if _getrefcount(b) == 3 and b.shape == shape and b.dtype == dtype and \
+                    not _getweakrefcount(b):
+                return b
+        b = np.empty(shape, dtype)
+        if b.nbytes <= POOL_MAX_BYTES:
+            if len(pool) >= POOL_DEPTH:
+                del pool[0]
+            pool.append(b)
+        return b
+
     def _run(self, spec, args, kinds, shape, n, outs):
+        """Runs the kernel; gives the leading arguments a plan passes again."""
         keep = []
         ptrs = []
         contiguous = True
@@ -184,9 +374,10 @@ class KernelCall:
                             raise Unsupported("strides not a multiple of the item size")
                         strides[k, pad + d] = s
         threads = num_threads() if n * self.kernel.cost >= MIN_PARALLEL_WORK else 1
-        spec.func(n, ndim, shape_arr.__array_interface__["data"][0],
-                  strides.__array_interface__["data"][0], contiguous, threads,
-                  spec.ptrs(*ptrs))
+        shape_ptr = shape_arr.__array_interface__["data"][0]
+        strides_ptr = strides.__array_interface__["data"][0]
+        spec.func(n, ndim, shape_ptr, strides_ptr, contiguous, threads, spec.ptrs(*ptrs))
+        return (n, ndim, shape_ptr, strides_ptr, contiguous), (shape_arr, strides)
 
     # -- indexed kernels (slices, pads, transposes, casts, reductions) ------------
 
@@ -207,17 +398,16 @@ class KernelCall:
             try:
                 _, _, omp = cc.compiler()
                 text = c_render.render_indexed(typed, _cname(self.kernel), bool(omp), baked)
-                func = cc.build(text, _cname(self.kernel), _origin(typed, text))
+                func, objs = self._build(text, typed, _LEAD_INDEXED, _LEAD_INDEXED_ARGS,
+                                         _INDEXED_ARGTYPES)
             except Unsupported:
                 got = None
             else:
-                func.argtypes = _INDEXED_ARGTYPES
-                func.restype = ctypes.c_int
-                got = (func, text)
+                got = (func, text, objs)
             self.specs[key] = got
         return got
 
-    def _call_indexed(self, args):
+    def _call_indexed(self, args, plan_key=None):
         kinds, key = [], []
         for a in args:
             t = type(a)
@@ -237,8 +427,7 @@ class KernelCall:
         typed = self._typed(kinds)
         if typed is None:
             return self.block(*args)
-        modes = np.geterr().values()
-        if "raise" in modes or "call" in modes:
+        if numpy_raises():
             return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
         for i, dt in typed.int_checks:
             info = np.iinfo(dt)
@@ -258,6 +447,9 @@ class KernelCall:
             return self.block(*args)
         outs = [np.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
         n = math.prod(lay.domain)
+        got = None
+        parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
+        params_ptr = lay.params.__array_interface__["data"][0]
         if n:
             got = self._compiled(kinds, typed, lay.baked)
             if got is None:
@@ -269,9 +461,16 @@ class KernelCall:
                     keep.append(a)
                 ptrs.append(a.__array_interface__["data"][0])
             ptrs += [o.__array_interface__["data"][0] for o in outs]
-            threads = num_threads() if n * self.kernel.cost >= MIN_PARALLEL_WORK else 1
+            threads = num_threads() if parallel else 1
             arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
-            got[0](lay.params.__array_interface__["data"][0], threads, arr)
-        if typed.reduce is not None and not lay.out_shapes[0]:
+            got[0](params_ptr, threads, arr)
+        full_reduce = typed.reduce is not None and not lay.out_shapes[0]
+        if plan_key is not None:        # (the plan keeps ``lay``, so its P, alive)
+            conv = tuple((i, inp.dtype) for i, (a, inp) in enumerate(zip(args, typed.inputs))
+                         if type(a) is not _ndarray)
+            self._keep_plan(plan_key, (got[2] if got else None, (params_ptr,), conv,
+                                       tuple(zip(lay.out_shapes, typed.out_dtypes)),
+                                       parallel, full_reduce, lay))
+        if full_reduce:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)

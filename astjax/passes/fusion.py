@@ -272,9 +272,50 @@ def _movable(s, written, read) -> bool:
     return not (A.effects(s) & (written | read))
 
 
+# Statements whose result is a NumPy array (or NumPy scalar) whatever they are given
+# (a list or a Python number is converted with np.asarray first; an array-like type
+# answering NumPy's protocols gives its own array, which indexes as NumPy's do), and
+# those whose result is one when their first operand is (astjax's ``zeros_like``
+# gives 0.0 for a Python float).
+_ALWAYS_NUMPY = frozenset({"pad", "transpose", "reshape", "astype", "zeros", "ones",
+                           "empty", "full", "array", "asarray", "concatenate", "stack",
+                           "np_zeros_like", "np_ones_like", "empty_like", "full_like",
+                           "copy", "clip"})
+_NUMPY_IF_FIRST = frozenset({"zeros_like", "ones_like"})
+_TOP = "top"            # the fixpoint's start: no writer has said otherwise yet
+_NP = "numpy"           # surely a NumPy array or scalar
+_TUPLE_DEPTH = 4
+
+
+def _meet(a, b):
+    """What a name holds when two writers give ``a`` and ``b``."""
+    if a == _TOP:
+        return b
+    if b == _TOP or a == b:
+        return a
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return tuple(_meet(x, y) for x, y in zip(a, b))
+    return None
+
+
+def _depth(state) -> int:
+    return 1 + max(map(_depth, state), default=0) if isinstance(state, tuple) else 0
+
+
 class _NumpyValues:
-    """Names whose every assignment surely makes a NumPy array or scalar (asked lazily:
-    a name on a cycle of operator statements counts as unknown)."""
+    """Names whose every assignment surely makes a NumPy array or scalar.
+
+    Each name gets a state: ``"numpy"``, a tuple of item states (``carry = (zero,
+    zero)``, so ``carry[1]`` is known), or None (unknown: a list, a Python number,
+    anything).  The states are a greatest fixpoint: every name written in ``fn``
+    starts optimistic and is lowered until each writer's result, computed from the
+    states of what it reads, agrees.  That is sound by induction over the run: a
+    value is made by a writer from values made before it, so if every writer makes a
+    NumPy value from NumPy values, every value is one.  Parameters start as what the
+    caller passes: NumPy only for jit's exact-ndarray arguments (``arg_dtypes``).
+    It is what lets ``pressure_present = carry[1]`` in a ``lax.scan`` body fuse
+    into kernels, while ``ys[:-1]`` of a list stays Python's slice.
+    """
 
     def __init__(self, fn, arg_dtypes):
         self.writers: dict = {}
@@ -282,32 +323,94 @@ class _NumpyValues:
             for n in core.writes(s):
                 self.writers.setdefault(n, []).append(s)
         self.params = set(fn.params)
-        self.known = {p: True for p in (arg_dtypes or {}) if p not in self.writers}
+        given = set(arg_dtypes or ())
+        self.state = {p: (_NP if p in given else None) for p in self.params}
+        for n, ws in self.writers.items():
+            if n not in self.params:     # a global updated in place only: unknown
+                self.state[n] = None if all(
+                    isinstance(s, core.SetItem) for s in ws) else _TOP
+        changed = True
+        rounds = 0
+        while changed and rounds < 200:
+            changed = False
+            rounds += 1
+            for n, ws in self.writers.items():
+                old = self.state.get(n)
+                if old is None:
+                    continue
+                new = old
+                for s in ws:
+                    new = _meet(new, self.made(s, n))
+                    if new is None:
+                        break
+                if new is not None and _depth(new) > _TUPLE_DEPTH:
+                    new = None
+                if new != old:
+                    self.state[n] = new
+                    changed = True
+        if changed:                        # no fixpoint in time: trust nothing
+            self.state = {n: None for n in self.state}
+        self.known = {n for n, st in self.state.items() if st in (_NP, _TOP)}
 
     def __contains__(self, name) -> bool:
-        hit = self.known.get(name)
-        if hit is None:
-            self.known[name] = False          # while asking: a cycle is unknown
-            hit = name not in self.params and name in self.writers and all(
-                self.made_by(s, self) for s in self.writers[name])
-            self.known[name] = hit
-        return hit
+        return name in self.known
 
-    @staticmethod
-    def made_by(s, known) -> bool:
-        if not isinstance(s, Prim):
-            return False
+    def _of(self, a):
+        return self.state.get(a.name) if isinstance(a, Var) else None
+
+    def made(self, s, name):
+        """The state of what ``s`` writes into ``name``, from the current states."""
+        if isinstance(s, core.SetItem):
+            return _TOP                    # in place: the value keeps its type
+        if isinstance(s, core.Copy):
+            return self._of(s.value)
+        if not isinstance(s, Prim) or s.kwargs:
+            return None
+        if s.prim == "make_tuple":
+            if len(s.args) == 1 and isinstance(s.args[0], (tuple, list)):
+                return tuple(self._of(a) for a in s.args[0])
+            return None
+        if s.prim == "getitem":
+            return self._item(s)
         entry = A.prim_entry(s.prim)
         if entry is None or A.out_operand(s) is not None:
-            return False
+            return None
+        first = s.args[0] if s.args else None
         if A.is_ufunc_prim(s.prim):
             if not entry.operator:
-                return True
-            return any(isinstance(a, Var) and a.name in known
-                       for a in s.args[:entry.impl.nin])
+                return _NP
+            ok = any(self._of(a) in (_NP, _TOP) for a in s.args[:entry.impl.nin])
+            return _NP if ok else None
+        if s.prim in _ALWAYS_NUMPY:
+            return _NP
+        if s.prim in _NUMPY_IF_FIRST:
+            return _NP if self._of(first) in (_NP, _TOP) else None
+        if s.prim == "where" and len(s.args) == 3:
+            return _NP
         mod = getattr(entry.impl, "__module__", "") or ""
-        return entry.kind in ("reduction", "linalg") and mod.startswith("numpy") and \
-            not entry.operator and s.prim != "einsum"
+        if entry.kind in ("reduction", "linalg") and mod.startswith("numpy") and \
+                not entry.operator and s.prim != "einsum":
+            return _NP
+        return None
+
+    def _item(self, s):
+        """``t[k]`` of a tuple state, or a basic slice of a NumPy value (an array:
+        an integer-only index of an object array could give anything)."""
+        if len(s.args) != 2 or not isinstance(s.args[1], Index):
+            return None
+        src = self._of(s.args[0])
+        items = s.args[1].items
+        if isinstance(src, tuple):
+            if len(items) == 1 and _const_int(items[0]) and \
+                    -len(src) <= items[0].value < len(src):
+                return src[items[0].value]
+            return None
+        if src in (_NP, _TOP):
+            kinds = [_index_item(it) for it in items]
+            if kinds and all(k is not None for k in kinds) and \
+                    any(k[0] != "index" for k in kinds):
+                return _NP
+        return None
 
 
 class _Fuser:
