@@ -132,14 +132,7 @@ def _display(fn, kcs):
         omp = ""
     out = []
     for kc in kcs:
-        kinds, guessed = [], False
-        for name in kc.kernel.inputs:
-            dt, nd, weak = known.get(name, (None, None, None))
-            if dt is None or nd is None:
-                dt, nd, weak, guessed = (dt or np.dtype(np.float64)), top, None, True
-            kinds.append((np.dtype(dt), nd, weak))
-        note = ("/* shown for float64 operands: the kernel is specialized to the "
-                "operands' dtypes when it runs */\n" if guessed else "")
+        kinds, note = shown_kinds(kc.kernel, known, top)
         try:
             if kc.indexed:
                 typed = ir.specialize_indexed(kc.kernel, tuple(kinds))
@@ -162,3 +155,18 @@ def _display(fn, kcs):
 
 def available():
     return cc.available()
+
+
+def shown_kinds(kernel, known, top):
+    """The (dtype, ndim, weak) kinds a kernel is shown specialized for, from what jit
+    knows of its inputs (``known``); unknown ones are shown as float64 arrays of rank
+    ``top``, with a comment saying so (shared by the C and CUDA displays)."""
+    kinds, guessed = [], False
+    for name in kernel.inputs:
+        dt, nd, weak = known.get(name, (None, None, None))
+        if dt is None or nd is None:
+            dt, nd, weak, guessed = (dt or np.dtype(np.float64)), top, None, True
+        kinds.append((np.dtype(dt), nd, weak))
+    note = ("/* shown for float64 operands: the kernel is specialized to the "
+            "operands' dtypes when it runs */\n" if guessed else "")
+    return tuple(kinds), note

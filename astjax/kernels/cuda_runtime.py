@@ -317,17 +317,8 @@ class CudaKernelCall:
             info = np.iinfo(dt)
             if not info.min <= args[i] <= info.max:
                 return self.block(*args)
-        lkey = (kinds, tuple(key))
-        lay = self.layouts.get(lkey, False)
-        if lay is False:
-            from astjax.kernels import layout
-            try:
-                lay = layout.layout(typed, args)
-            except Unsupported:
-                lay = None
-            if len(self.layouts) > 256:
-                self.layouts.clear()
-            self.layouts[lkey] = lay
+        from astjax.kernels import layout
+        lay = layout.cached(self.layouts, (kinds, tuple(key)), typed, args)
         if lay is None:
             return self.block(*args)
         outs = [dev.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
@@ -485,16 +476,10 @@ def _display(fn, kcs):
     for name, dt in getattr(fn, "kernel_arg_dtypes", {}).items():
         known.setdefault(name, (np.dtype(dt), None, None))
     top = max([k[1] for k in known.values() if k[1] is not None], default=1)
+    from astjax.kernels.backend import shown_kinds
     out = []
     for kc in kcs:
-        kinds, guessed = [], False
-        for name in kc.kernel.inputs:
-            dt, nd, weak = known.get(name, (None, None, None))
-            if dt is None or nd is None:
-                dt, nd, weak, guessed = (dt or np.dtype(np.float64)), top, None, True
-            kinds.append((np.dtype(dt), nd, weak))
-        note = ("/* shown for float64 operands: the kernel is specialized to the "
-                "operands' dtypes when it runs */\n" if guessed else "")
+        kinds, note = shown_kinds(kc.kernel, known, top)
         try:
             if kc.indexed:
                 typed = ir.specialize_indexed(kc.kernel, tuple(kinds))

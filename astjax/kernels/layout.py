@@ -125,3 +125,19 @@ def layout(typed: ir.TypedIndexed, args) -> Layout:
     values = [P[name] for name in typed.params]
     baked = tuple((name, val) for name, val in zip(typed.params, values) if val in (0, 1))
     return Layout(np.array(values, dtype=np.int64), baked, domain, out_shapes)
+
+
+def cached(cache: dict, key, typed, args):
+    """``layout(typed, args)`` memoized in ``cache`` under ``key`` (the argument kinds
+    and the shape/stride key of a call); None when the kernel cannot take these
+    arguments (the caller runs NumPy).  The cache is bounded: it is cleared past 256."""
+    lay = cache.get(key, False)
+    if lay is False:
+        try:
+            lay = layout(typed, args)
+        except Unsupported:
+            lay = None
+        if len(cache) > 256:
+            cache.clear()
+        cache[key] = lay
+    return lay

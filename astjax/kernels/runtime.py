@@ -433,16 +433,7 @@ class KernelCall:
             info = np.iinfo(dt)
             if not info.min <= args[i] <= info.max:
                 return self.block(*args)  # NumPy raises OverflowError
-        lkey = (kinds, tuple(key))
-        lay = self.layouts.get(lkey, False)
-        if lay is False:
-            try:
-                lay = layout.layout(typed, args)
-            except Unsupported:
-                lay = None
-            if len(self.layouts) > 256:
-                self.layouts.clear()
-            self.layouts[lkey] = lay
+        lay = layout.cached(self.layouts, (kinds, tuple(key)), typed, args)
         if lay is None:
             return self.block(*args)
         outs = [np.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
