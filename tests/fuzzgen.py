@@ -314,6 +314,10 @@ STRUCTURAL = [
     ("sort", "np.sort({a}, axis=-1)", (1, 2)),
     ("concatenate", "np.concatenate([{a}, {b}], axis=-1)", (1, 1)),
     ("stack", "np.stack([{a}, {b}])", (1, 1)),
+    # Python's repetition of a literal list/tuple: each item used n times (a product
+    # rule here gave a factor n once)
+    ("stack_repeat", "np.stack([{a}, {b}] * 2)", (1, 1)),
+    ("concat_repeat", "np.concatenate(2 * ({a}, {b}), axis=-1)", (1, 1)),
     ("tile", "np.tile({a}, 2)", (1,)),
     ("repeat", "np.repeat({a}, 2, axis=-1)", (1,)),
     ("diff", "np.diff({a}, axis=-1)", (1, 2)),
