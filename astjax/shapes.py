@@ -151,6 +151,9 @@ class _Interpreter:
         args = [self.value(a, env) for a in s.args]
         kwargs = {k: self.value(v, env) for k, v in s.kwargs.items()}
         flat = [x for a in args for x in (a if isinstance(a, tuple) else (a,))]
+        if prim.code.startswith("sh.") and prim.kind != "static":
+            from astjax.sharding.abstract import abstract_prim   # collectives, shard_map
+            return abstract_prim(s.prim, args, kwargs)
         if s.prim == "not_none":
             return args[0] is not None
         if s.prim in ("acc", "acc_at"):
@@ -336,6 +339,9 @@ def eval_shape(fun, *args, **kwargs):
     from astjax.tree_util import tree_map
     from astjax.binding import fixed_arity_call
     check_callable(fun, "eval_shape")
+    bound = getattr(fun, "_astjax_eval_shape", None)
+    if bound is not None:     # pmap with static arguments: bind them first
+        return bound(*args, **kwargs)
     fun = fixed_arity_call(fun, args, kwargs)     # *args/**kwargs: this call's arity
     names, fn, result = normalized(fun)
     abstract = [tree_map(lambda v: v if isinstance(v, ShapeDtypeStruct) else _abstract(v), a)

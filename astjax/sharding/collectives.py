@@ -118,6 +118,11 @@ def _group(axis_name, what):
              "call it inside a function run by astjax.shard_map, astjax.pmap or "
              "astjax.vmap(..., axis_name=...)")
     for a in axes:
+        if a in ctx.extra.get("auto", ()):
+            fail(f"{what}: {a!r} is an automatic axis of this shard_map (not in its "
+                 f"axis_names): collectives act over its manual axes "
+                 f"{tuple(ctx.axis_sizes)} only",
+                 f"add {a!r} to shard_map's axis_names")
         if a not in ctx.axis_sizes:
             known = ", ".join(repr(n) for n in ctx.axis_sizes)
             fail(f"{what}: unknown axis name {a!r}; the mapped axes here are {known}",

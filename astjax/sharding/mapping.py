@@ -73,15 +73,59 @@ def _groups_of(mesh):
     return get
 
 
+def _mesh_of(plan, args):
+    if isinstance(plan.mesh, Mesh):
+        return plan.mesh
+    p, a = plan, args          # pmap's mesh: sized by the original call's arguments
+    while getattr(p, "parent", None) is not None:
+        p, a = p.parent, a[0]
+    return plan.mesh(a)
+
+
+def manual_sizes(plan, mesh) -> dict:
+    """The mesh axes the per-shard function sees (shard_map's ``axis_names``; the
+    others stay automatic: not split, no collectives over them)."""
+    p = plan
+    while getattr(p, "parent", None) is not None:
+        p = p.parent
+    manual = getattr(p, "manual", None)
+    return {a: n for a, n in mesh.shape.items() if manual is None or a in manual}
+
+
+def first_shard(plan, args):
+    """(mesh, in_specs, out_specs, the blocks of mesh position 0): what a run would
+    give the first device (every device's blocks have the same shapes)."""
+    mesh = _mesh_of(plan, args)
+    what = f"{plan.kind}({plan.name})"
+    groups = _groups_of(mesh)
+    in_specs = _plan_in_specs(plan, args)
+    out_specs = _plan_out_specs(plan, args)
+    leaves, tdef = tree_flatten(tuple(args))
+    specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
+    blocks = [split(x, s, mesh, groups, f"{what}: in_specs")[0]
+              for x, s in zip(leaves, specs)]
+    return mesh, in_specs, out_specs, tree_unflatten(tdef, blocks)
+
+
+def global_shapes(plan, mesh, out_specs, local):
+    """One shard's abstract outputs grown to the global arrays ``out_specs`` join."""
+    from astjax.shapes import ShapeDtypeStruct
+    what = f"{plan.kind}({plan.name}): out_specs"
+    leaves, tdef = tree_flatten(local)
+    specs = leaf_specs(out_specs, local, what)
+    out = []
+    for leaf, s in zip(leaves, specs):
+        shape = list(leaf.shape)
+        check_spec(s, len(shape), mesh, what)
+        for d in range(len(s)):
+            shape[d] *= int(np.prod([mesh.shape[a] for a in s.axes_of(d)], dtype=int))
+        out.append(ShapeDtypeStruct(tuple(shape), leaf.dtype))
+    return tree_unflatten(tdef, out)
+
+
 def run(plan: ShardPlan, args: tuple):
     """Split, run every shard, assemble (the eager meaning of a shard_map call)."""
-    if isinstance(plan.mesh, Mesh):
-        mesh = plan.mesh
-    else:                      # pmap's mesh: sized by the original call's arguments
-        p, a = plan, args
-        while getattr(p, "parent", None) is not None:
-            p, a = p.parent, a[0]
-        mesh = plan.mesh(a)
+    mesh = _mesh_of(plan, args)
     what = f"{plan.kind}({plan.name})"
     groups = _groups_of(mesh)
     in_specs = _plan_in_specs(plan, args)
@@ -99,11 +143,14 @@ def run(plan: ShardPlan, args: tuple):
     outs = [None] * n
     errors, broken = [], []
     lw = LocalWorld(n)
+    sizes = manual_sizes(plan, mesh)
+    auto = tuple(a for a in mesh.axis_names if a not in sizes)
 
     def shard(pos):
         comm = LocalComm(lw, mesh.shape, pos)
         shard_args = tree_unflatten(tdef, [p[pos] for p in per_leaf])
-        ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
+        ctx = sh.ShardContext(comm, sizes, check_vma=plan.check_vma, kind=plan.kind,
+                              extra={"auto": auto})
         try:
             with sh.entered(ctx):
                 outs[pos] = plan.fun(*shard_args)
@@ -182,7 +229,10 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
     comm = _MPI_COMMS.get(key)
     if comm is None:      # one per mesh: its sub-communicators (Comm.Split) are reused
         comm = _MPI_COMMS[key] = MPIComm(world, mesh.shape, pos)
-    ctx = sh.ShardContext(comm, mesh.shape, check_vma=plan.check_vma, kind=plan.kind)
+    sizes = manual_sizes(plan, mesh)
+    ctx = sh.ShardContext(comm, sizes, check_vma=plan.check_vma, kind=plan.kind,
+                          extra={"auto": tuple(a for a in mesh.axis_names
+                                               if a not in sizes)})
     with sh.entered(ctx):
         out = plan.fun(*tree_unflatten(tdef, mine))
     # every process gets the global outputs: gather each leaf from all positions
@@ -340,20 +390,53 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
         fail(f"shard_map: mesh must be an astjax.sharding.Mesh, got {type(mesh).__name__}")
     if in_specs is None or out_specs is None:
         fail("shard_map needs in_specs= and out_specs=")
-    if axis_names is not None and set(axis_names) != set(mesh.axis_names):
-        fail(f"shard_map: axis_names={tuple(axis_names)} (manual over part of the mesh) is "
-             "not supported: every mesh axis is manual here",
-             "leave axis_names out, or use a mesh of just those axes")
+    manual = _manual_axes(axis_names, mesh, in_specs, out_specs)
     check = True if check_vma is None and check_rep is None else bool(
         check_vma if check_vma is not None else check_rep)
     params = _param_names(f)
     specs = in_specs if isinstance(in_specs, PartitionSpec) or in_specs is None else \
         _specs_tuple(in_specs, len(params))
     plan = ShardPlan(f, mesh, specs, out_specs, check)
+    plan.manual = manual
     plan.nargs = len(params) if params and _fixed_arity(f) else None
     _validate_specs(specs, mesh, "in_specs")
     _validate_specs(out_specs, mesh, "out_specs")
     return _as_function(plan, params, lambda *args: run(plan, args))
+
+
+def _manual_axes(axis_names, mesh, in_specs, out_specs):
+    """shard_map's ``axis_names``: the mesh axes the function is manual over (None:
+    all).  The others stay automatic: specs may not split along them, so the function
+    sees the whole extent there (every device along them computes the same block), and
+    collectives over them are refused."""
+    if axis_names is None:
+        return None
+    names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    for a in names:
+        if a not in mesh.axis_names:
+            fail(f"shard_map: axis_names names {a!r}, which is not a mesh axis; the mesh "
+                 f"axes are {mesh.axis_names}")
+    manual = frozenset(names)
+    if manual == set(mesh.axis_names):
+        return None
+    auto = tuple(a for a in mesh.axis_names if a not in manual)
+
+    def walk(s, what):
+        if isinstance(s, PartitionSpec):
+            for a in s.mesh_axes():
+                if a in auto:
+                    fail(f"shard_map: {what} {s!r} splits along {a!r}, an automatic axis "
+                         f"(axis_names={tuple(sorted(manual))})",
+                         f"add {a!r} to axis_names, or leave it out of the spec")
+        elif isinstance(s, (tuple, list)):
+            for e in s:
+                walk(e, what)
+        elif isinstance(s, dict):
+            for e in s.values():
+                walk(e, what)
+    walk(in_specs, "in_specs")
+    walk(out_specs, "out_specs")
+    return manual
 
 
 def _validate_specs(specs, mesh, what):
@@ -396,7 +479,10 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         else tuple(static_broadcasted_argnums)
     name = axis_name if axis_name is not None else f"_pmap{next(_COUNTER)}"
     p = Pmapped(fun, name, in_axes, out_axes, static, devices)
-    return _as_function(p._plan, p.dyn_names, p.__call__, fun)
+    mapped = _as_function(p._plan, p.dyn_names, p.__call__, fun)
+    if static:
+        mapped._astjax_eval_shape = functools.partial(p.eval_shape, mapped)
+    return mapped
 
 
 def _moved(x, ax, to):
@@ -450,6 +536,7 @@ class Pmapped:
         plan.nargs = len(self.dyn_names)
         self.axis_name = axis_name
         self._plan = plan
+        plan.shapes_of = self._shapes_of
         self._bind(None, self._axes_for(len(self.dyn_names)))
 
     def _axes_for(self, n):
@@ -476,11 +563,41 @@ class Pmapped:
         fun = self._fun
         if statics:
             fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
+        self._bound = (fun, tuple(axes), oax)
         self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=oax)
         self._plan.mesh.mapped = tuple(axes)
         self._plan.in_specs = tuple(self._spec(a) if a is not None else PartitionSpec()
                                     for a in axes)
         self._plan.out_specs = self._spec(oax) if oax is not None else PartitionSpec()
+
+    def eval_shape(self, mapped, *args, **kwargs):
+        """eval_shape of the pmap'ed function: statics bound, the rest abstract."""
+        from astjax.shapes import eval_shape
+        if kwargs:
+            fail("pmap: pass the arguments positionally")
+        statics = [args[i] for i in self.static]
+        dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
+        self._bind(statics, self._axes_for(len(dyn)))
+        wrapper = mapped._astjax_generated()
+        return eval_shape(wrapper, *dyn)
+
+    def _shapes_of(self, blocks):
+        """eval_shape of one device's call: ``fun`` on one example (the block without
+        its mapped axis of 1), the output given back its mapped axis of 1."""
+        from astjax.shapes import ShapeDtypeStruct, eval_shape
+        from astjax.tree_util import tree_map
+        fun, axes, oax = self._bound
+
+        def drop(a, ax):
+            if ax is None:
+                return a
+            return tree_map(lambda v: ShapeDtypeStruct(v.shape[:ax] + v.shape[ax + 1:],
+                                                       v.dtype), a)
+        out = eval_shape(fun, *[drop(a, ax) for a, ax in zip(blocks, axes)])
+        if oax is None:
+            return out
+        return tree_map(lambda v: ShapeDtypeStruct(v.shape[:oax] + (1,) + v.shape[oax:],
+                                                   v.dtype), out)
 
     def __call__(self, *args):
         statics = [args[i] for i in self.static]
