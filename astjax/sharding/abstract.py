@@ -57,6 +57,12 @@ def _structs(tree):
 # on values the same on every device (concrete ones, in an abstract shard) these
 # are exact: psum(1, "i") is the axis size, as in JAX
 _EXACT = {"psum", "pmean", "pmax", "pmin", "all_gather", "axis_size", "pvary"}
+# the shape of the (first) operand, a dtype NumPy resolves
+_SAME = {"psum", "pmean", "pmax", "pmin", "pvary", "ppermute", "psum_t", "pmean_t",
+         "pextreme_t", "pextreme_jvp"}
+# the operand's dimension that the collective splits or joins, by parameter name
+_SPLITS = {"psum_scatter": "scatter_dimension", "all_gather_t": "axis",
+           "all_to_all": "split_axis"}
 
 
 def abstract_prim(name, args, kwargs):
@@ -68,10 +74,77 @@ def abstract_prim(name, args, kwargs):
     if name == "axis_index":
         sh._group(args[0], "axis_index")            # the same errors as a run
         return ShapeDtypeStruct((), np.int32)
-    out = _call(P.REGISTRY[name], _standins(list(args)), _standins(kwargs))
-    if name in _EXACT and not _has_abstract(list(args)):
-        return out
-    return _structs(out)
+    prim = P.REGISTRY[name]
+    if not _has_abstract(list(args)):
+        out = _call(prim, list(args), kwargs)
+        return out if name in _EXACT else _structs(out)
+    from astjax.tree_util import tree_map
+    params = dict(zip(prim.params, args))
+    params.update(kwargs)
+    first = prim.params[0]
+    return tree_map(lambda v: _leaf(prim, name, params, first, v), params[first])
+
+
+def _leaf(prim, name, params, first, v):
+    """One leaf's abstract result: the real collective run on a stand-in whose
+    dimensions the collective does not look at are 1 (so the same checks and dtype,
+    at no cost), then the shape formula with the real sizes."""
+    from astjax.shapes import ShapeDtypeStruct, _call
+    if name in _SAME:
+        rest = [params[p] for p in prim.params[1:]]
+        small = _call(prim, [_zeros(v, keep=())] + [_zeros(a, keep=()) for a in rest],
+                      {})
+        shapes = [np.shape(a) for a in [v] + rest
+                  if isinstance(a, (ShapeDtypeStruct, np.ndarray))]
+        return ShapeDtypeStruct(np.broadcast_shapes(*shapes), np.asarray(small).dtype)
+    shape = list(v.shape)
+    axis_param = _SPLITS.get(name)
+    keep = ()
+    if axis_param is not None:
+        keep = (int(params.get(axis_param, prim.defaults.get(axis_param, 0))) % max(
+            len(shape), 1),)
+    call = dict(params)
+    call[first] = _zeros(v, keep)
+    small = np.asarray(_call(prim, [call[p] for p in prim.params], {}))
+    comm, axes = sh._group(params["axis_name"], name)
+    n = comm.size(axes)
+    tiled = bool(params.get("tiled", False))
+    if name == "all_gather":
+        axis = int(params.get("axis", 0))
+        if tiled:
+            shape[axis % len(shape)] *= n
+        else:
+            shape.insert(axis % (len(shape) + 1), n)
+    elif name in ("psum_scatter", "all_gather_t"):
+        d = keep[0]
+        if tiled:
+            shape[d] //= n
+        else:
+            del shape[d]
+    elif name == "all_to_all":
+        s_ax, c_ax = keep[0], int(params["concat_axis"]) % len(shape)
+        if tiled:
+            shape[s_ax] //= n
+            shape[c_ax] *= n
+        else:
+            del shape[s_ax]
+            shape.insert(c_ax, n)
+    else:
+        return _structs(_call(prim, [_standins(params[p]) for p in prim.params], {}))
+    return ShapeDtypeStruct(tuple(shape), small.dtype)
+
+
+def _zeros(v, keep):
+    """A small zero array standing for ``v``: its dimensions in ``keep`` at full size,
+    the others 1 (a 0-d one for a scalar); non-array values pass through."""
+    from astjax.shapes import ShapeDtypeStruct
+    if isinstance(v, ShapeDtypeStruct):
+        return np.zeros(tuple(d if i in keep else 1 for i, d in enumerate(v.shape)),
+                        v.dtype)
+    if isinstance(v, np.ndarray):
+        return np.zeros(tuple(d if i in keep else 1 for i, d in enumerate(v.shape)),
+                        v.dtype)
+    return v
 
 
 def shard_map_shapes(plan, args):
