@@ -60,6 +60,56 @@ class _Groups:
 
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 
+# the collectives' names in messages, by the op each engine is called with
+_NAMES = {"sum": "psum", "max": "pmax", "min": "pmin"}
+_OPS = ("sum", "max", "min", "all_gather", "psum_scatter", "ppermute", "all_to_all",
+        "end", "error")
+
+
+def signature(op, axes, x, extra=()):
+    """What every member of a collective must agree on, as a description and as a
+    header of small ints (equal headers: the same collective, shapes and dtypes).
+
+    ``x`` is the operand (an array, or the list of blocks/chunks of the scattering
+    collectives); ``extra`` anything else that must match (ppermute's pairs)."""
+    import zlib
+    if isinstance(x, list):
+        first = np.asarray(x[0]) if x else np.zeros(0)
+        shape, dtype = (len(x),) + first.shape, first.dtype
+    elif isinstance(x, str):               # "end" of a run / "error": a free text
+        shape, dtype = (), None
+    else:
+        a = np.asarray(x)
+        shape, dtype = a.shape, a.dtype
+    name = _NAMES.get(op, op)
+    if op == "end":
+        text = f"the end of the per-shard function (outputs {x})"
+    elif op == "error":
+        text = f"an error: {x}"
+    else:
+        text = f"{name} over {axes} of {dtype} {shape}" + (f" with {extra}" if extra
+                                                           else "")
+    crc = lambda v: zlib.crc32(repr(v).encode()) & 0x7FFFFFFF   # noqa: E731
+    header = (_OPS.index(op), crc(tuple(axes)), crc(str(dtype)), len(shape), crc(shape),
+              crc((extra, x) if op == "end" else extra))
+    return header, text
+
+
+def mismatch(here: str, there: dict):
+    """The error of members that reached different collectives (or shapes)."""
+    from astjax.sharding.errors import fail
+    others = "; ".join(f"device {k}: {t}" for k, t in sorted(there.items()))
+    failed = {k: t for k, t in there.items() if t.startswith("an error: ")}
+    if failed and not here.startswith("an error: "):
+        fail(f"another device failed while this one was at {here}: " + "; ".join(
+            f"device {k}: {t[len('an error: '):]}" for k, t in sorted(failed.items())),
+             "its own error is reported by that device")
+    fail(f"the devices reached different collectives at once, or the same one with "
+         f"different shapes or dtypes: {here} here; {others}",
+         "every device must call the same collectives in the same order, on operands of "
+         "one shape and dtype (a collective under a branch that differs per device, or a "
+         "value-dependent shape, does not)")
+
 
 class LocalWorld:
     """State shared by the threads of one local run: slots and a barrier."""
@@ -88,20 +138,18 @@ class LocalComm(_Groups):
         self.world = world
         self.round = 0
 
-    def _exchange(self, value, axes, op) -> list:
+    def _exchange(self, value, axes, op, extra=()) -> list:
         w = self.world
         slots = w.slots[self.round % 2]
         self.round += 1
-        slots[self.position] = (op, axes, value)
+        head, text = signature(op, axes, value, extra)
+        slots[self.position] = (head, text, value)
         w.barrier.wait()
-        got = [slots[m] for m in self.members(axes)]
-        for other_op, other_axes, _ in got:
-            if (other_op, other_axes) != (op, axes):
-                from astjax.sharding.errors import fail
-                fail(f"the devices reached different collectives at once: {op} over "
-                     f"{axes} here, {other_op} over {other_axes} on another device",
-                     "every device must call the same collectives in the same order "
-                     "(a collective under a branch that differs per device does not)")
+        members = self.members(axes)
+        got = [slots[m] for m in members]
+        differ = {m: g[1] for m, g in zip(members, got) if g[0] != head}
+        if differ:
+            mismatch(text, differ)
         return [v for _, _, v in got]
 
     def allgather(self, x, axes) -> list:
@@ -124,7 +172,7 @@ class LocalComm(_Groups):
         return np.array(out, copy=True)
 
     def permute(self, x, axes, pairs):
-        vals = self._exchange(x, axes, "ppermute")
+        vals = self._exchange(x, axes, "ppermute", pairs)
         me = self.index(axes)
         for src, dst in pairs:
             if dst == me:
@@ -149,6 +197,32 @@ class MPIComm(_Groups):
         super().__init__(mesh_shape, position)
         self.comm = comm
         self._subs = {}
+        self.checking = os.environ.get("ASTJAX_COLLECTIVE_CHECK", "1") != "0"
+
+    def check(self, op, axes, x, extra=()):
+        """Agree on the collective before moving its payload: one small Allreduce of a
+        header (op, axes, shape, dtype) over the world, max of (h, -h), so that members
+        that diverged get an error naming every device's call instead of a hang or a
+        silently mismatched buffer.  ``ASTJAX_COLLECTIVE_CHECK=0`` turns it off."""
+        if not self.checking:
+            return
+        from mpi4py import MPI
+        head, text = signature(op, axes, x, extra)
+        h = np.asarray(head, dtype=np.int64)
+        both = np.concatenate([h, -h])
+        out = np.empty_like(both)
+        self.comm.Allreduce(both, out, op=MPI.MAX)
+        if np.array_equal(out[:h.size], h) and np.array_equal(-out[h.size:], h):
+            return
+        # they differ: every process is here, so gather the descriptions (rare path)
+        texts = self.comm.allgather(text)
+        differ = {r: t for r, t in enumerate(texts)
+                  if t != text and r != self.comm.Get_rank()}
+        try:
+            mismatch(text, differ or {r: t for r, t in enumerate(texts)})
+        except Exception as e:
+            e._astjax_synchronized = True   # every process raises it: no more headers
+            raise
 
     def sub(self, axes):
         found = self._subs.get(axes)
@@ -162,6 +236,7 @@ class MPIComm(_Groups):
     def allgather(self, x, axes) -> list:
         from mpi4py import MPI  # noqa: F401
         x = np.asarray(order="C", a=x)
+        self.check("all_gather", axes, x)
         c = self.sub(axes)
         out = np.empty((c.Get_size(),) + x.shape, x.dtype)
         c.Allgather(x, out)
@@ -170,12 +245,14 @@ class MPIComm(_Groups):
     def allreduce(self, x, axes, op="sum"):
         from mpi4py import MPI
         x = np.asarray(order="C", a=x)
+        self.check(op, axes, x)
         out = np.empty_like(x)
         self.sub(axes).Allreduce(x, out, op={"sum": MPI.SUM, "max": MPI.MAX,
                                              "min": MPI.MIN}[op])
         return out
 
     def reduce_scatter(self, blocks: list, axes):
+        self.check("psum_scatter", axes, blocks)
         send = np.asarray(order="C", a=np.stack(blocks))
         out = np.empty_like(send[0])
         self.sub(axes).Reduce_scatter_block(send, out)
@@ -184,6 +261,7 @@ class MPIComm(_Groups):
     def permute(self, x, axes, pairs):
         from mpi4py import MPI
         x = np.asarray(order="C", a=x)
+        self.check("ppermute", axes, x, pairs)
         me = self.index(axes)
         dest = next((d for s, d in pairs if s == me), MPI.PROC_NULL)
         source = next((s for s, d in pairs if d == me), MPI.PROC_NULL)
@@ -192,6 +270,7 @@ class MPIComm(_Groups):
         return out
 
     def alltoall(self, chunks: list, axes) -> list:
+        self.check("all_to_all", axes, chunks)
         send = np.asarray(order="C", a=np.stack(chunks))
         out = np.empty_like(send)
         self.sub(axes).Alltoall(send, out)

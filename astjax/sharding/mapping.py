@@ -233,10 +233,16 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
     ctx = sh.ShardContext(comm, sizes, check_vma=plan.check_vma, kind=plan.kind,
                           extra={"auto": tuple(a for a in mesh.axis_names
                                                if a not in sizes)})
-    with sh.entered(ctx):
-        out = plan.fun(*tree_unflatten(tdef, mine))
+    try:
+        with sh.entered(ctx):
+            out = plan.fun(*tree_unflatten(tdef, mine))
+    except BaseException as e:
+        _announce_failure(comm, e)
+        raise
     # every process gets the global outputs: gather each leaf from all positions
     leaves_out, out_tdef = tree_flatten(out)
+    comm.check("end", (), ", ".join(f"{np.asarray(v).dtype} {np.shape(v)}"
+                                    for v in leaves_out) + f" in {out_tdef}")
     gathered = []
     order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
              for r in range(world.size)]
@@ -250,6 +256,18 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
         gathered.append(by_pos)
     outs = [tree_unflatten(out_tdef, [g[p] for g in gathered]) for p in range(world.size)]
     return _join(plan, mesh, out_specs, outs, groups, what)
+
+
+def _announce_failure(comm, e):
+    """A process whose shard failed tells the others, which are waiting in (or will
+    reach) a collective's header exchange: they fail naming this error, not hang."""
+    from astjax.sharding.errors import ShardingError
+    if getattr(e, "_astjax_synchronized", False) or not comm.checking:
+        return
+    try:
+        comm.check("error", (), f"{type(e).__name__}: {e}".splitlines()[0][:300])
+    except ShardingError:
+        pass            # the others differ from us, of course: raise our own error
 
 
 # ------------------------------------------------------------- the user-facing object
