@@ -5,7 +5,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHES = ["mlp_grad.py", "wave.py", "hvp.py", "per_example.py", "jit.py", "ckernels.py",
-           "first_call.py"]
+           "first_call.py",
+           "sharding.py"]
 
 if __name__ == "__main__":
     sys.path.insert(0, HERE)

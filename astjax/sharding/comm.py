@@ -66,33 +66,37 @@ _OPS = ("sum", "max", "min", "all_gather", "psum_scatter", "ppermute", "all_to_a
         "end", "error")
 
 
-def signature(op, axes, x, extra=()):
-    """What every member of a collective must agree on, as a description and as a
-    header of small ints (equal headers: the same collective, shapes and dtypes).
-
-    ``x`` is the operand (an array, or the list of blocks/chunks of the scattering
-    collectives); ``extra`` anything else that must match (ppermute's pairs)."""
-    import zlib
+def signature(op, axes, x, extra=()) -> tuple:
+    """What every member of a collective must agree on: (op, axes, shape, dtype,
+    extra), cheap to build and to compare.  ``x`` is the operand (an array, the list
+    of blocks/chunks of the scattering collectives, or a text for "end"/"error");
+    ``extra`` anything else that must match (ppermute's pairs)."""
+    if isinstance(x, str):
+        return (op, tuple(axes), (), x, tuple(extra))
     if isinstance(x, list):
-        first = np.asarray(x[0]) if x else np.zeros(0)
-        shape, dtype = (len(x),) + first.shape, first.dtype
-    elif isinstance(x, str):               # "end" of a run / "error": a free text
-        shape, dtype = (), None
-    else:
-        a = np.asarray(x)
-        shape, dtype = a.shape, a.dtype
-    name = _NAMES.get(op, op)
+        first = x[0] if x else np.zeros(0)
+        return (op, tuple(axes), (len(x),) + np.shape(first), np.asarray(first).dtype.str,
+                tuple(extra))
+    return (op, tuple(axes), np.shape(x), np.asarray(x).dtype.str, tuple(extra))
+
+
+def describe(sig) -> str:
+    """A signature in words, for the error message."""
+    op, axes, shape, dtype, extra = sig
     if op == "end":
-        text = f"the end of the per-shard function (outputs {x})"
-    elif op == "error":
-        text = f"an error: {x}"
-    else:
-        text = f"{name} over {axes} of {dtype} {shape}" + (f" with {extra}" if extra
-                                                           else "")
-    crc = lambda v: zlib.crc32(repr(v).encode()) & 0x7FFFFFFF   # noqa: E731
-    header = (_OPS.index(op), crc(tuple(axes)), crc(str(dtype)), len(shape), crc(shape),
-              crc((extra, x) if op == "end" else extra))
-    return header, text
+        return f"the end of the per-shard function (outputs {dtype})"
+    if op == "error":
+        return f"an error: {dtype}"
+    return (f"{_NAMES.get(op, op)} over {axes} of {np.dtype(dtype).name} {shape}"
+            + (f" with {extra}" if extra else ""))
+
+
+def header(sig) -> np.ndarray:
+    """A signature as (h, -h) int64 (h: small checksums): one MAX Allreduce gives back
+    (h, -h) exactly when every process sent the same."""
+    import zlib
+    h = np.array([zlib.crc32(repr(part).encode()) for part in sig], dtype=np.int64)
+    return np.concatenate([h, -h])
 
 
 def mismatch(here: str, there: dict):
@@ -142,15 +146,15 @@ class LocalComm(_Groups):
         w = self.world
         slots = w.slots[self.round % 2]
         self.round += 1
-        head, text = signature(op, axes, value, extra)
-        slots[self.position] = (head, text, value)
+        sig = signature(op, axes, value, extra)
+        slots[self.position] = (sig, value)
         w.barrier.wait()
         members = self.members(axes)
         got = [slots[m] for m in members]
-        differ = {m: g[1] for m, g in zip(members, got) if g[0] != head}
+        differ = {m: describe(g[0]) for m, g in zip(members, got) if g[0] != sig}
         if differ:
-            mismatch(text, differ)
-        return [v for _, _, v in got]
+            mismatch(describe(sig), differ)
+        return [v for _, v in got]
 
     def allgather(self, x, axes) -> list:
         return self._exchange(x, axes, "all_gather")
@@ -198,6 +202,8 @@ class MPIComm(_Groups):
         self.comm = comm
         self._subs = {}
         self.checking = os.environ.get("ASTJAX_COLLECTIVE_CHECK", "1") != "0"
+        self._headers = {}
+        self._got = np.empty(10, np.int64)
 
     def check(self, op, axes, x, extra=()):
         """Agree on the collective before moving its payload: one small Allreduce of a
@@ -207,14 +213,16 @@ class MPIComm(_Groups):
         if not self.checking:
             return
         from mpi4py import MPI
-        head, text = signature(op, axes, x, extra)
-        h = np.asarray(head, dtype=np.int64)
-        both = np.concatenate([h, -h])
-        out = np.empty_like(both)
+        sig = signature(op, axes, x, extra)
+        both = self._headers.get(sig)
+        if both is None:
+            both = self._headers[sig] = header(sig)
+        out = self._got
         self.comm.Allreduce(both, out, op=MPI.MAX)
-        if np.array_equal(out[:h.size], h) and np.array_equal(-out[h.size:], h):
+        if out.tobytes() == both.tobytes():
             return
         # they differ: every process is here, so gather the descriptions (rare path)
+        text = describe(sig)
         texts = self.comm.allgather(text)
         differ = {r: t for r, t in enumerate(texts)
                   if t != text and r != self.comm.Get_rank()}
