@@ -86,8 +86,8 @@ def figures(n):
 def psum_cost(n, size, reps=200, check=True):
     """Seconds per lax.psum of ``size`` float64 inside one shard_map call (``check``:
     with MPI's signature check before the payload)."""
-    from astjax.sharding import mapping
-    for c in mapping._MPI_COMMS.values():
+    from astjax.sharding import execute
+    for c in execute._MPI_COMMS.values():
         c.checking = check
     mesh = astjax.make_mesh((n,), ("batch",))
 

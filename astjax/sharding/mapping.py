@@ -18,21 +18,19 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
-import threading
 
 import numpy as np
 
 from astjax.sharding import blas
 from astjax.sharding import collectives as sh
 from astjax.sharding import distributed
-from astjax.sharding.comm import LocalComm, LocalWorld, MPIComm, _Groups
+from astjax.sharding import execute
 from astjax.sharding.errors import fail
 from astjax.sharding.mesh import Mesh, PartitionSpec, devices
 from astjax.sharding.specs import assemble, block_index, check_spec, leaf_specs, split
 from astjax.tree_util import tree_flatten, tree_unflatten
 
 _COUNTER = itertools.count()
-_MPI_COMMS: dict = {}
 
 
 class ShardPlan:
@@ -62,15 +60,7 @@ class ShardPlan:
 
 
 
-def _groups_of(mesh):
-    cache = {}
-
-    def get(pos):
-        g = cache.get(pos)
-        if g is None:
-            g = cache[pos] = _Groups(mesh.shape, pos)
-        return g
-    return get
+_groups_of = execute.groups_of
 
 
 def _mesh_of(plan, args):
@@ -138,49 +128,14 @@ def run(plan: ShardPlan, args: tuple):
     world = None if getattr(plan, "local_only", False) else distributed.world()
     if world is not None:
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
-    per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
-    n = mesh.size
-    outs = [None] * n
-    errors, broken = [], []
-    lw = LocalWorld(n)
-    sizes = manual_sizes(plan, mesh)
-    auto = tuple(a for a in mesh.axis_names if a not in sizes)
-
-    def shard(pos):
-        comm = LocalComm(lw, mesh.shape, pos)
-        shard_args = tree_unflatten(tdef, [p[pos] for p in per_leaf])
-        ctx = sh.ShardContext(comm, sizes, check_vma=plan.check_vma, kind=plan.kind,
-                              extra={"auto": auto})
-        try:
-            with sh.entered(ctx):
-                outs[pos] = plan.fun(*shard_args)
-        except threading.BrokenBarrierError:
-            broken.append(pos)        # another shard failed first (its error is reported)
-            lw.abort()                # or the wait timed out: the devices diverged
-        except BaseException as e:   # noqa: BLE001  (re-raised below, in the caller)
-            errors.append((pos, e))
-            lw.abort()
-
     if sh.current() is not None and not getattr(plan, "local_only", False):
         fail(f"{what} is called inside another shard_map/pmap: nesting is not supported",
              "use one mesh with several axes")
-    if n == 1:
-        shard(0)
-    else:
-        threads = [threading.Thread(target=shard, args=(p,), name=f"astjax-shard-{p}")
-                   for p in range(n)]
-        with blas.limited_for(n):
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-    if errors:
-        raise sorted(errors, key=lambda e: e[0])[0][1]
-    if broken:
-        fail(f"{what}: devices {sorted(broken)} waited in a collective that the others never "
-             f"reached (ASTJAX_COLLECTIVE_TIMEOUT={lw.timeout:g} s)",
-             "every device must call the same collectives in the same order (a "
-             "collective under a branch or loop that differs per device does not)")
+    per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)]
+    outs = execute.run_threads(plan.fun, mesh, shard_args, manual_sizes(plan, mesh),
+                               plan.check_vma, plan.kind, what,
+                               limit=blas.limited_for(mesh.size))
     return _join(plan, mesh, out_specs, outs, groups, what)
 
 
@@ -225,49 +180,9 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
                      f"size {x.shape[d]}, not divisible by {n} (the mesh axes "
                      f"{s.axes_of(d)} of {s!r})")
         mine.append(np.asarray(order="C", a=x[block_index(x.shape, s, mesh, groups(pos))]))
-    key = (id(world), tuple(mesh.shape.items()), pos)
-    comm = _MPI_COMMS.get(key)
-    if comm is None:      # one per mesh: its sub-communicators (Comm.Split) are reused
-        comm = _MPI_COMMS[key] = MPIComm(world, mesh.shape, pos)
-    sizes = manual_sizes(plan, mesh)
-    ctx = sh.ShardContext(comm, sizes, check_vma=plan.check_vma, kind=plan.kind,
-                          extra={"auto": tuple(a for a in mesh.axis_names
-                                               if a not in sizes)})
-    try:
-        with sh.entered(ctx):
-            out = plan.fun(*tree_unflatten(tdef, mine))
-    except BaseException as e:
-        _announce_failure(comm, e)
-        raise
-    # every process gets the global outputs: gather each leaf from all positions
-    leaves_out, out_tdef = tree_flatten(out)
-    comm.check("end", (), ", ".join(f"{np.asarray(v).dtype} {np.shape(v)}"
-                                    for v in leaves_out) + f" in {out_tdef}")
-    gathered = []
-    order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
-             for r in range(world.size)]
-    for leaf in leaves_out:
-        a = np.asarray(order="C", a=np.asarray(leaf))
-        buf = np.empty((world.size,) + a.shape, a.dtype)
-        world.Allgather(a, buf)
-        by_pos = [None] * world.size
-        for r, p in enumerate(order):
-            by_pos[p] = buf[r]
-        gathered.append(by_pos)
-    outs = [tree_unflatten(out_tdef, [g[p] for g in gathered]) for p in range(world.size)]
+    outs = execute.run_mpi(plan.fun, mesh, world, pos, tree_unflatten(tdef, mine),
+                           manual_sizes(plan, mesh), plan.check_vma, plan.kind)
     return _join(plan, mesh, out_specs, outs, groups, what)
-
-
-def _announce_failure(comm, e):
-    """A process whose shard failed tells the others, which are waiting in (or will
-    reach) a collective's header exchange: they fail naming this error, not hang."""
-    from astjax.sharding.errors import ShardingError
-    if getattr(e, "_astjax_synchronized", False) or not comm.checking:
-        return
-    try:
-        comm.check("error", (), f"{type(e).__name__}: {e}".splitlines()[0][:300])
-    except ShardingError:
-        pass            # the others differ from us, of course: raise our own error
 
 
 # ------------------------------------------------------------- the user-facing object
