@@ -655,6 +655,9 @@ def cmd_gen(opts, argv) -> int:
     import astjax
     from astjax.standalone import standalone_module
     req = _request(opts)
+    if getattr(req.fun, "_astjax_plan", None) is not None:   # a shard_map'ed function
+        from astjax.sharding.gen import write_sharded
+        return write_sharded(sys.modules[__name__], opts, argv, req)
     other = [st.name for st in req.steps if st.name not in GEN_TRANSFORMS]
     if other:
         raise CliError(f"astjax gen writes standalone modules for {', '.join(GEN_TRANSFORMS)}"

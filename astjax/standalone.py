@@ -47,7 +47,9 @@ from astjax.errors import AstjaxError
 
 # the module that generated code knows under each name (generation.base_namespace)
 CANONICAL = {"rt": "astjax.runtime", "ra": "astjax.runtime_array",
-             "rb": "astjax.runtime_batch"}
+             "rb": "astjax.runtime_batch",
+             # sharded modules (astjax/sharding/gen.py): collectives and the shard runner
+             "sh": "astjax.sharding.collectives", "shx": "astjax.sharding.execute"}
 _ALIASES = {v: k for k, v in CANONICAL.items()}
 
 DEFAULT_MAX_CONST_SIZE = 1000
@@ -64,7 +66,12 @@ class StandaloneError(AstjaxError):
 
 def module_alias(modname: str) -> str:
     """The name a copied astjax module has in the standalone file (``rt``, ``_tree_util``)."""
-    return _ALIASES.get(modname) or "_" + modname.rsplit(".", 1)[-1]
+    found = _ALIASES.get(modname)
+    if found:
+        return found
+    if modname.startswith("astjax.sharding."):      # astjax.sharding.errors: _sh_errors
+        return "_sh_" + modname.rsplit(".", 1)[-1]
+    return "_" + modname.rsplit(".", 1)[-1]
 
 
 def _injected(modname: str) -> str:
@@ -180,7 +187,8 @@ class _ModuleText:
             elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
                 top = n.module.split(".")[0]
                 if top != "astjax":
-                    if not (top == "numpy" or _is_stdlib(n.module)):
+                    # mpi4py: imported by the MPI communicator only under mpiexec
+                    if not (top in ("numpy", "mpi4py") or _is_stdlib(n.module)):
                         st.foreign.append(n.module)
                     continue
                 new = []

@@ -6,7 +6,9 @@ import traceback
 
 from astjax.errors import Location, TransformError
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# astjax's directory (None in a module ``astjax gen`` wrote: its copies are "<...>")
+_PACKAGE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            if "__file__" in globals() else None)
 
 
 class ShardingError(TransformError, ValueError):
@@ -17,7 +19,8 @@ def user_location() -> Location | None:
     """The innermost stack frame that is user code (not astjax, not generated code)."""
     for fs in reversed(traceback.extract_stack()[:-1]):
         name = fs.filename
-        if name.startswith("<") or os.path.abspath(name).startswith(_PACKAGE + os.sep):
+        if name.startswith("<") or _PACKAGE and os.path.abspath(name).startswith(
+                _PACKAGE + os.sep):
             continue
         if "threading.py" in name or "concurrent" in name:
             continue

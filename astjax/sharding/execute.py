@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from astjax.sharding import collectives as sh
+from astjax.sharding.collectives import ShardContext, entered
 from astjax.sharding.comm import LocalComm, LocalWorld, MPIComm, _Groups
 from astjax.sharding.errors import fail
 from astjax.sharding.mesh import Device, Mesh, PartitionSpec
@@ -40,7 +40,7 @@ def groups_of(mesh):
 def context(comm, mesh, sizes, check_vma, kind):
     """A shard's context: collectives over the manual axes ``sizes`` only."""
     auto = tuple(a for a in mesh.axis_names if a not in sizes)
-    return sh.ShardContext(comm, sizes, check_vma=check_vma, kind=kind,
+    return ShardContext(comm, sizes, check_vma=check_vma, kind=kind,
                            extra={"auto": auto})
 
 
@@ -56,7 +56,7 @@ def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None)
     def shard(pos):
         comm = LocalComm(lw, mesh.shape, pos)
         try:
-            with sh.entered(context(comm, mesh, sizes, check_vma, kind)):
+            with entered(context(comm, mesh, sizes, check_vma, kind)):
                 outs[pos] = fun(*shard_args[pos])
         except threading.BrokenBarrierError:
             broken.append(pos)        # another shard failed first (its error is reported)
@@ -98,7 +98,7 @@ def run_mpi(fun, mesh, world, pos, mine, sizes, check_vma, kind):
     if comm is None:      # one per mesh: its sub-communicators (Comm.Split) are reused
         comm = _MPI_COMMS[key] = MPIComm(world, mesh.shape, pos)
     try:
-        with sh.entered(context(comm, mesh, sizes, check_vma, kind)):
+        with entered(context(comm, mesh, sizes, check_vma, kind)):
             out = fun(*mine)
     except BaseException as e:
         announce_failure(comm, e)

@@ -262,6 +262,7 @@ def _as_function(plan, params, call, user_fun=None):
             made["fn"] = _generated_wrapper(plan, params, plan.name)
         return made["fn"]
     sharded._astjax = plan.kind
+    sharded._astjax_plan = plan         # astjax gen writes its per-shard code
     sharded._astjax_generated = generated
     # (every transformation of this function replaces _astjax_source with its own)
     view = _ShardView(plan, params, user_fun or plan.fun)
