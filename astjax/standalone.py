@@ -53,6 +53,9 @@ CANONICAL = {"rt": "astjax.runtime", "ra": "astjax.runtime_array",
 _ALIASES = {v: k for k, v in CANONICAL.items()}
 
 DEFAULT_MAX_CONST_SIZE = 1000
+# what copied helpers may import: NumPy, and inside functions only where used, mpi4py
+# (the MPI communicator, under mpiexec) and CuPy (GPU arrays, NCCL)
+_OPTIONAL = ("numpy", "mpi4py", "cupy")
 
 
 class StandaloneError(AstjaxError):
@@ -182,13 +185,12 @@ class _ModuleText:
                 for a in n.names:
                     if a.name.split(".")[0] == "astjax":
                         st.foreign.append(a.name)
-                    elif not (a.name.split(".")[0] == "numpy" or _is_stdlib(a.name)):
+                    elif not (a.name.split(".")[0] in _OPTIONAL or _is_stdlib(a.name)):
                         st.foreign.append(a.name)
             elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
                 top = n.module.split(".")[0]
                 if top != "astjax":
-                    # mpi4py: imported by the MPI communicator only under mpiexec
-                    if not (top in ("numpy", "mpi4py") or _is_stdlib(n.module)):
+                    if not (top in _OPTIONAL or _is_stdlib(n.module)):
                         st.foreign.append(n.module)
                     continue
                 new = []

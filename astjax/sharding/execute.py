@@ -44,19 +44,37 @@ def context(comm, mesh, sizes, check_vma, kind):
                            extra={"auto": auto})
 
 
-def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None):
+def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None,
+                engine="local", gpus=None):
     """``fun(*shard_args[pos])`` for every mesh position, each on a thread with a
-    LocalComm; the outputs by position.  A failing shard's error is raised (the
-    first by position); shards left waiting in a collective fail with a message."""
+    LocalComm (``engine="nccl"``: an NcclComm, position p on GPU ``gpus[p]``); the
+    outputs by position.  A failing shard's error is raised (the first by position);
+    shards left waiting in a collective fail with a message."""
     n = mesh.size
     outs = [None] * n
     errors, broken = [], []
     lw = LocalWorld(n)
+    if engine == "nccl":
+        from astjax.sharding.nccl import LocalCliques, NcclComm, device_scope
+        cliques = LocalCliques(mesh.shape, gpus if gpus is not None else range(n))
+        xp = np
+        if gpus is not None:
+            import cupy as xp
+
+    def make_comm(pos):
+        if engine == "nccl":
+            return NcclComm(cliques, mesh.shape, pos, xp)
+        return LocalComm(lw, mesh.shape, pos)
 
     def shard(pos):
-        comm = LocalComm(lw, mesh.shape, pos)
+        comm = make_comm(pos)
         try:
-            with entered(context(comm, mesh, sizes, check_vma, kind)):
+            if engine == "nccl":
+                scope = device_scope(gpus[pos] if gpus is not None else None)
+            else:
+                import contextlib
+                scope = contextlib.nullcontext()
+            with scope, entered(context(comm, mesh, sizes, check_vma, kind)):
                 outs[pos] = fun(*shard_args[pos])
         except threading.BrokenBarrierError:
             broken.append(pos)        # another shard failed first (its error is reported)
@@ -90,13 +108,23 @@ def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None)
     return outs
 
 
-def run_mpi(fun, mesh, world, pos, mine, sizes, check_vma, kind):
+def run_mpi(fun, mesh, world, pos, mine, sizes, check_vma, kind, engine="mpi"):
     """This process runs position ``pos`` on its blocks ``mine``; returns every
-    position's outputs (gathered: each process gets the global result)."""
+    position's outputs (gathered: each process gets the global result).
+    ``engine="nccl"``: the collectives through NCCL (ids broadcast over MPI)."""
     key = (id(world), tuple(mesh.shape.items()), pos)
     comm = _MPI_COMMS.get(key)
     if comm is None:      # one per mesh: its sub-communicators (Comm.Split) are reused
         comm = _MPI_COMMS[key] = MPIComm(world, mesh.shape, pos)
+    checker = comm
+    if engine == "nccl":
+        from astjax.sharding.nccl import MPICliques, NcclComm
+        found = _MPI_COMMS.get(key + ("nccl",))
+        if found is None:
+            import cupy
+            found = _MPI_COMMS[key + ("nccl",)] = NcclComm(MPICliques(comm), mesh.shape,
+                                                           pos, cupy)
+        comm = found
     try:
         with entered(context(comm, mesh, sizes, check_vma, kind)):
             out = fun(*mine)
@@ -104,8 +132,10 @@ def run_mpi(fun, mesh, world, pos, mine, sizes, check_vma, kind):
         announce_failure(comm, e)
         raise
     leaves_out, out_tdef = tree_flatten(out)
-    comm.check("end", (), ", ".join(f"{np.asarray(v).dtype} {np.shape(v)}"
-                                    for v in leaves_out) + f" in {out_tdef}")
+    leaves_out = [v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v
+                  for v in leaves_out]                      # device -> host for MPI
+    checker.check("end", (), ", ".join(f"{np.asarray(v).dtype} {np.shape(v)}"
+                                       for v in leaves_out) + f" in {out_tdef}")
     order = [int(np.flatnonzero(mesh.device_ids().ravel() == r)[0])
              for r in range(world.size)]
     gathered = []

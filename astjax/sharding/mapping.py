@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import sys
 
 import numpy as np
@@ -25,6 +26,7 @@ from astjax.sharding import blas
 from astjax.sharding import collectives as sh
 from astjax.sharding import distributed
 from astjax.sharding import execute
+from astjax.sharding import nccl
 from astjax.sharding.errors import fail
 from astjax.sharding.mesh import Mesh, PartitionSpec, devices
 from astjax.sharding.specs import assemble, block_index, check_spec, leaf_specs, split
@@ -132,11 +134,37 @@ def run(plan: ShardPlan, args: tuple):
         fail(f"{what} is called inside another shard_map/pmap: nesting is not supported",
              "use one mesh with several axes")
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    engine, gpus = _engine(leaves, mesh, what)
+    if gpus is not None:          # each position's blocks on its GPU
+        per_leaf = [[nccl.to_device(b, gpus[pos]) for pos, b in enumerate(p)]
+                    for p in per_leaf]
     shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)]
     outs = execute.run_threads(plan.fun, mesh, shard_args, manual_sizes(plan, mesh),
                                plan.check_vma, plan.kind, what,
-                               limit=blas.limited_for(mesh.size))
+                               limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus)
+    if gpus is not None:          # joined on the current GPU
+        import cupy
+        from astjax.tree_util import tree_map
+        here = cupy.cuda.Device().id
+        outs = [tree_map(lambda v: nccl.to_device(v, here), o) for o in outs]
     return _join(plan, mesh, out_specs, outs, groups, what)
+
+
+def _engine(leaves, mesh, what):
+    """("nccl", GPU ids) when the arguments are CuPy arrays (position p on GPU p);
+    ("nccl", None) when ASTJAX_SHARD_ENGINE=nccl asks for NCCL's logic on host arrays
+    (the tests' fake cupy.cuda.nccl); else the threads' shared memory ("local")."""
+    if any(nccl.is_cupy(x) for x in leaves):
+        gpus = nccl.gpu_devices()
+        if mesh.size > len(gpus):
+            fail(f"{what}: the arguments are CuPy arrays and the mesh has {mesh.size} "
+                 f"devices, but {len(gpus)} GPUs are visible",
+                 "one GPU per mesh position: make the mesh smaller, or run one process "
+                 "per GPU under mpiexec")
+        return "nccl", gpus[:mesh.size]
+    if os.environ.get("ASTJAX_SHARD_ENGINE", "local") == "nccl":
+        return "nccl", None
+    return "local", None
 
 
 def _plan_in_specs(plan, args):
@@ -171,7 +199,7 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
     pos = int(np.flatnonzero(mesh.device_ids().ravel() == world.rank)[0])
     mine = []
     for x, s in zip(leaves, specs):
-        x = np.asarray(x)
+        x = x if nccl.is_cupy(x) else np.asarray(x)
         check_spec(s, x.ndim, mesh, f"{what}: in_specs")
         for d in range(len(s)):
             n = int(np.prod([mesh.shape[a] for a in s.axes_of(d)], dtype=int))
@@ -179,10 +207,17 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
                 fail(f"{what}: in_specs: dimension {d} of a value of shape {x.shape} has "
                      f"size {x.shape[d]}, not divisible by {n} (the mesh axes "
                      f"{s.axes_of(d)} of {s!r})")
-        mine.append(np.asarray(order="C", a=x[block_index(x.shape, s, mesh, groups(pos))]))
+        block = x[block_index(x.shape, s, mesh, groups(pos))]
+        mine.append(nccl.xp_of(block).ascontiguousarray(block))
+    engine = "nccl" if any(nccl.is_cupy(x) for x in leaves) else "mpi"
     outs = execute.run_mpi(plan.fun, mesh, world, pos, tree_unflatten(tdef, mine),
-                           manual_sizes(plan, mesh), plan.check_vma, plan.kind)
-    return _join(plan, mesh, out_specs, outs, groups, what)
+                           manual_sizes(plan, mesh), plan.check_vma, plan.kind, engine)
+    joined = _join(plan, mesh, out_specs, outs, groups, what)
+    if engine == "nccl":                  # the results where the arguments were
+        import cupy
+        from astjax.tree_util import tree_map
+        joined = tree_map(cupy.asarray, joined)
+    return joined
 
 
 # ------------------------------------------------------------- the user-facing object
@@ -556,7 +591,7 @@ def _unnamed_size(spec, sizes):
 def _shared(x, spec, mesh):
     """A replicated input's share: its copies (one per device holding it) add up to it."""
     n = _unnamed_size(spec, mesh.shape)
-    return np.asarray(x) / n if n > 1 else x
+    return (x if nccl.is_cupy(x) else np.asarray(x)) / n if n > 1 else x
 
 
 def leaf_modes(modes, tree, default):

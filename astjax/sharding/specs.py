@@ -55,13 +55,18 @@ def check_spec(spec, ndim, mesh, what):
         fail(f"{what}: {spec!r} has {len(spec)} entries but the value has rank {ndim}")
 
 
+def _array(x):
+    """``x`` as an array of its own module: CuPy arrays stay on their device."""
+    return x if type(x).__module__.split(".")[0] == "cupy" else np.asarray(x)
+
+
 def _dim_factor(spec, d, mesh):
     return math.prod(mesh.shape[a] for a in spec.axes_of(d))
 
 
 def split(x, spec, mesh, comm_of, what):
     """The shard of ``x`` for each mesh position (a list in flat mesh order)."""
-    x = np.asarray(x)
+    x = _array(x)
     check_spec(spec, x.ndim, mesh, what)
     for d in range(len(spec)):
         n = _dim_factor(spec, d, mesh)
@@ -93,15 +98,16 @@ def block_index(shape, spec, mesh, groups, local=False):
 def assemble(parts, spec, mesh, groups_of, check, what, mode="one"):
     """The global array from one output per mesh position (flat order); copies of a
     replicated block: keep one (``check``: they must be equal), or their mean or sum."""
-    first = np.asarray(parts[0])
+    first = _array(parts[0])
+    xp = np if isinstance(first, np.ndarray) else __import__("cupy")
     check_spec(spec, first.ndim, mesh, what)
     shape = list(first.shape)
     for d in range(len(spec)):
         shape[d] *= _dim_factor(spec, d, mesh)
-    out = np.empty(shape, first.dtype)
+    out = xp.empty(shape, first.dtype)
     done, counts, index = {}, {}, {}
     for pos, part in enumerate(parts):
-        part = np.asarray(part)
+        part = _array(part)
         if part.shape != first.shape:
             fail(f"{what}: the shards' outputs differ in shape ({first.shape} and "
                  f"{part.shape})")
@@ -112,7 +118,7 @@ def assemble(parts, spec, mesh, groups_of, check, what, mode="one"):
                 done[key] = done[key] + part
                 counts[key] += 1
                 continue
-            if check and not np.array_equal(done[key], part, equal_nan=True):
+            if check and not xp.array_equal(done[key], part, equal_nan=True):
                 unnamed = [a for a in mesh.axis_names if a not in spec.mesh_axes()]
                 fail(f"{what}: {spec!r} says the output is replicated over "
                      f"{tuple(unnamed)}, but the devices computed different values",
