@@ -159,7 +159,8 @@ def reverse_mode_guard(what):
 
 
 def _arr(x):
-    return np.asarray(x)
+    """An array: CuPy arrays stay on their GPU (the NCCL engine's), others NumPy."""
+    return x if type(x).__module__.split(".")[0] == "cupy" else np.asarray(x)
 
 
 def _like(x, out):
@@ -314,7 +315,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False,
 def pvary(x, axis_name):
     """Mark a replicated value as device-varying: the identity on per-device values."""
     _group(axis_name, "pvary")
-    return tree_map(lambda v: np.array(v, copy=True), x)
+    return tree_map(lambda v: _arr(v).copy(), x)
 
 
 # ------------------------------------------------------------ transposes (see above)

@@ -208,7 +208,7 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
                      f"size {x.shape[d]}, not divisible by {n} (the mesh axes "
                      f"{s.axes_of(d)} of {s!r})")
         block = x[block_index(x.shape, s, mesh, groups(pos))]
-        mine.append(nccl.xp_of(block).ascontiguousarray(block))
+        mine.append(nccl.contiguous(block))
     engine = "nccl" if any(nccl.is_cupy(x) for x in leaves) else "mpi"
     outs = execute.run_mpi(plan.fun, mesh, world, pos, tree_unflatten(tdef, mine),
                            manual_sizes(plan, mesh), plan.check_vma, plan.kind, engine)

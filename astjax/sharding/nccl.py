@@ -57,6 +57,13 @@ def xp_of(x):
     return np
 
 
+def contiguous(x):
+    """``x`` C-contiguous, of its own module and shape (ascontiguousarray makes 0-d 1-d)."""
+    xp = xp_of(x)
+    x = xp.asarray(x)
+    return x if x.flags.c_contiguous else x.copy(order="C")
+
+
 def _ptr(x):
     """The buffer's address: a device pointer (CuPy), or host memory (NumPy: fakes)."""
     if is_cupy(x):
@@ -74,8 +81,7 @@ def _stream(x):
 def _wire(x, op=None):
     """(contiguous buffer, element count, NCCL datatype) for ``x``."""
     nccl = nccl_module()
-    xp = xp_of(x)
-    x = xp.ascontiguousarray(x)
+    x = contiguous(x)
     name = x.dtype.name
     if name in _COMPLEX:
         if op not in (None, "sum"):
@@ -288,7 +294,7 @@ def to_device(x, dev):
     if x.device.id == dev:
         return x
     with x.device:
-        src = cupy.ascontiguousarray(x)
+        src = contiguous(x)
         x.device.synchronize()          # its stream's work done before the copy
     with cupy.cuda.Device(dev):
         out = cupy.empty(src.shape, src.dtype)
