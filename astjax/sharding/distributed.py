@@ -14,8 +14,7 @@ from astjax.sharding.errors import fail
 _WORLD = {"comm": None, "checked": False}
 
 # variables the launchers (MPICH/Hydra, Open MPI, Slurm's PMI) set in every process
-_LAUNCHED = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS",
-             "PMIX_RANK")
+from astjax.sharding.execute import LAUNCHED as _LAUNCHED  # noqa: E402
 
 
 def launched_under_mpi() -> bool:

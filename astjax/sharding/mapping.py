@@ -273,7 +273,10 @@ class _ShardView:
             f"per-shard function of {p.kind}({p.name}): runs once per device, by astjax.")
         how = "" if p.kind == "shard_map" else \
             f"# (run vmapped over each device's slice of the {p.kind}ped axis)\n"
-        return (f"# {p.kind} over {mesh!r}: in_specs {p.in_specs!r}, out_specs "
+        manual = getattr(p, "manual", None)
+        if manual is not None:
+            mesh = f"{mesh!r}, manual over {tuple(sorted(manual))} only"
+        return (f"# {p.kind} over {mesh!s}: in_specs {p.in_specs!r}, out_specs "
                 f"{p.out_specs!r}\n# the driver splits the arguments by in_specs, runs "
                 f"the per-shard function on every device\n# and joins its outputs by "
                 f"out_specs; the transformations see this one call:\n{wrapper}\n"

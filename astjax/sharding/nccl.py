@@ -10,7 +10,9 @@ group of an axes tuple (the shards that share every coordinate outside it):
   communicators at once with ``NcclCommunicator.initAll(device ids)``;
 - one process per GPU under ``mpiexec``: ``MPICliques`` has the group's first member
   draw a unique id (``nccl.get_unique_id``), broadcast over the group's MPI
-  sub-communicator, and every member join with ``NcclCommunicator(n, id, rank)``.
+  sub-communicator, and every member join with ``NcclCommunicator(n, id, rank)``;
+  each process uses its current CuPy device (where its arrays are: pick it from the
+  local rank, ``cupy.cuda.Device(rank % n_gpus).use()``).
 
 ppermute and all_to_all are grouped sends and receives (``groupStart``/``groupEnd``).
 Before each collective the members agree on its signature (op, axes, shape, dtype) by
