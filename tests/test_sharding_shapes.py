@@ -99,6 +99,14 @@ def test_eval_shape_of_shard_map_matches_the_run(case):
         == abstract(got)
 
 
+def test_eval_shape_of_pytrees_mixing_abstract_and_concrete_leaves():
+    def f(x, w):
+        return lax.all_gather((x, np.ones(2)), "i", axis=0), lax.psum({"a": x, "b": 1.0},
+                                                                       "i")
+    g = sm1(f, (P("i"), P()), P())
+    assert abstract(astjax.eval_shape(g, X, W)) == structs(g(X, W))
+
+
 def test_eval_shape_on_a_2d_mesh_and_tuple_axes():
     def f(b):
         return (lax.psum(b, ("x", "y")), lax.all_gather(b, ("y", "x"), axis=1),

@@ -97,6 +97,7 @@ def _leaf(prim, name, params, first, v):
         shapes = [np.shape(a) for a in [v] + rest
                   if isinstance(a, (ShapeDtypeStruct, np.ndarray))]
         return ShapeDtypeStruct(np.broadcast_shapes(*shapes), np.asarray(small).dtype)
+    v = _structs(v)           # a concrete leaf beside abstract ones: by its shape
     shape = list(v.shape)
     axis_param = _SPLITS.get(name)
     keep = ()

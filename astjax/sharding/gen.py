@@ -113,7 +113,7 @@ def write_sharded(cli, opts, argv, req) -> int:
     """``astjax gen FILE.py:F --transform jit`` for a shard_map'ed ``F`` (cli.cmd_gen)."""
     import os
     import shlex
-    import astjax
+    import sys
     from astjax.standalone import Entry, standalone_module
     try:
         plan = plan_of(req.fun)
@@ -128,9 +128,7 @@ def write_sharded(cli, opts, argv, req) -> int:
             f"psum/pmean), and run astjax gen {opts.target} --transform jit")
     for st in req.steps:
         st.kwargs["backend"] = "numpy"
-    import sys
-    from astjax.sharding.mapping import _param_names
-    params = _param_names(plan.fun, plan.nargs)[:plan.nargs]
+    params = list(plan.params)[:plan.nargs]
     inner = cli.Request(plan.fun, plan.name, req.path, req.steps,
                         per_shard_args(plan, req.args), req.notes)
     gen, applied = cli.generate(inner)
@@ -160,7 +158,8 @@ def write_sharded(cli, opts, argv, req) -> int:
     text = standalone_module(sharded, Entry(name, description=description), title=title,
                              command="astjax " + shlex.join(argv), module_name=module_name,
                              max_const_size=opts.max_const_size,
-                             version=getattr(astjax, "__version__", None))
+                             version=getattr(sys.modules.get("astjax"), "__version__",
+                                             None))
     if out in (None, "-"):
         cli._write(text)
     else:

@@ -370,6 +370,7 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
         _specs_tuple(in_specs, len(params))
     plan = ShardPlan(f, mesh, specs, out_specs, check)
     plan.manual = manual
+    plan.params = params
     plan.nargs = len(params) if params and _fixed_arity(f) else None
     _validate_specs(specs, mesh, "in_specs")
     _validate_specs(out_specs, mesh, "out_specs")
