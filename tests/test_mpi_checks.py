@@ -32,15 +32,15 @@ EXPECTED = {
 }
 
 
-def run_mpi(n):
+def run_mpi(n, *only, **env_extra):
     mpi4py = pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py")
     del mpi4py
     from test_mpi import MPIEXEC
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get(
-        "PYTHONPATH", ""), OMP_NUM_THREADS="1")
+        "PYTHONPATH", ""), OMP_NUM_THREADS="1", **env_extra)
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable,
-                           str(HERE / "mpi_ragged.py")], env=env, capture_output=True,
-                          text=True, timeout=300)
+                           str(HERE / "mpi_ragged.py"), *only], env=env,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -67,6 +67,15 @@ def test_diverging_processes_all_get_an_error(n):
         if case == "fails":                     # the others name the failed device
             assert sum(ln.startswith("CASE fails: ValueError") for ln in got) == 1, got
             assert sum("another device failed" in ln for ln in got) == n - 1, got
+
+
+def test_the_check_can_be_turned_off():
+    sys.path.insert(0, str(HERE))
+    try:
+        out = run_mpi(2, "fine", ASTJAX_COLLECTIVE_CHECK="0")
+    finally:
+        sys.path.remove(str(HERE))
+    assert out.count("CASE fine: ok 56.0") == 2, out
 
 
 @pytest.fixture

@@ -179,6 +179,30 @@ def test_ids_broadcast_over_mpi_make_the_group_communicators(nccl):
         len({c[1] for c in inits if c[2] == 4}) == 1
 
 
+def test_a_generated_modules_layout_runs_through_nccl(nccl, monkeypatch):
+    """execute.run_layout (the entry of modules astjax gen writes) picks the same
+    engine as the driver: NCCL's logic here, against the shared-memory engine."""
+    from astjax.sharding import execute
+    layout = {"name": "body", "kind": "shard_map", "mesh": (("x", 2), ("y", 2)),
+              "in_specs": (("P", "x", "y"),), "out_specs": (("P", "x", "y"),) * 5,
+              "manual": None, "check_vma": True}
+    xs = TS.RNG.standard_normal((8, 6))
+    got = execute.run_layout(_grid_body, layout, (xs,))
+    assert calls("initAll")
+    monkeypatch.setenv("ASTJAX_SHARD_ENGINE", "local")
+    ref = execute.run_layout(_grid_body, layout, (xs,))
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-13, atol=1e-13)
+
+
+def _grid_body(b):
+    return (lax.psum(b, "y") + lax.pmin(b, ("y", "x")),
+            lax.all_gather(b, ("y", "x"), axis=1)[:, 0],
+            lax.ppermute(b, ("x", "y"), [(0, 3), (3, 1), (1, 2), (2, 0)]),
+            lax.psum_scatter(np.concatenate([b, b]), "x", tiled=True),
+            lax.all_to_all(np.concatenate([b, b]), "y", 0, 0, tiled=True)[:b.shape[0]])
+
+
 # ------------------------------------------------------------------- real GPUs (gpu)
 
 def _gpus():

@@ -16,7 +16,7 @@ from astjax.sharding.comm import LocalComm, LocalWorld, MPIComm, _Groups
 from astjax.sharding.errors import fail
 from astjax.sharding.mesh import Device, Mesh, PartitionSpec
 from astjax.sharding.specs import assemble, leaf_specs, split
-from astjax.tree_util import tree_flatten, tree_unflatten
+from astjax.tree_util import tree_flatten, tree_map, tree_unflatten
 
 _MPI_COMMS: dict = {}
 
@@ -162,6 +162,42 @@ def announce_failure(comm, e):
         pass            # the others differ from us, of course: raise our own error
 
 
+def engine_for(leaves, mesh, what):
+    """("nccl", GPU ids) when the arguments are CuPy arrays (position p on GPU p);
+    ("nccl", None) when ASTJAX_SHARD_ENGINE=nccl asks for NCCL's logic on host arrays
+    (the tests' fake cupy.cuda.nccl); else the threads' shared memory ("local")."""
+    from astjax.sharding.nccl import gpu_devices, is_cupy
+    if any(is_cupy(x) for x in leaves):
+        gpus = gpu_devices()
+        if mesh.size > len(gpus):
+            fail(f"{what}: the arguments are CuPy arrays and the mesh has {mesh.size} "
+                 f"devices, but {len(gpus)} GPUs are visible",
+                 "one GPU per mesh position: make the mesh smaller, or run one process "
+                 "per GPU under mpiexec")
+        return "nccl", gpus[:mesh.size]
+    if os.environ.get("ASTJAX_SHARD_ENGINE", "local") == "nccl":
+        return "nccl", None
+    return "local", None
+
+
+def placed(per_leaf, gpus):
+    """Each position's blocks on its GPU (``per_leaf[i][pos]``); as they are without."""
+    if gpus is None:
+        return per_leaf
+    from astjax.sharding.nccl import to_device
+    return [[to_device(b, gpus[pos]) for pos, b in enumerate(p)] for p in per_leaf]
+
+
+def gathered(outs, gpus):
+    """The positions' outputs on the current GPU, to be joined there."""
+    if gpus is None:
+        return outs
+    import cupy
+    from astjax.sharding.nccl import to_device
+    here = cupy.cuda.Device().id
+    return [tree_map(lambda v: to_device(v, here), o) for o in outs]
+
+
 # ------------------------------------------------------ a layout: what `astjax gen` writes
 
 def mpi_world():
@@ -215,13 +251,20 @@ def run_layout(fun, layout, args):
     leaves, tdef = tree_flatten(tuple(args))
     specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
-    shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(size)]
     check = bool(layout.get("check_vma", True))
     if world is not None:
+        from astjax.sharding.nccl import contiguous, is_cupy
         pos = world.Get_rank()
-        outs = run_mpi(fun, mesh, world, pos, shard_args[pos], sizes, check, kind)
+        mine = tree_unflatten(tdef, [contiguous(p[pos]) for p in per_leaf])
+        engine = "nccl" if any(is_cupy(x) for x in leaves) else "mpi"
+        outs = run_mpi(fun, mesh, world, pos, mine, sizes, check, kind, engine)
     else:
-        outs = run_threads(fun, mesh, shard_args, sizes, check, kind, what)
+        engine, gpus = engine_for(leaves, mesh, what)
+        per_leaf = placed(per_leaf, gpus)
+        shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf])
+                      for pos in range(size)]
+        outs = gathered(run_threads(fun, mesh, shard_args, sizes, check, kind, what,
+                                    engine=engine, gpus=gpus), gpus)
     out_leaves, out_tdef = tree_flatten(outs[0])
     ospecs = leaf_specs(out_specs, outs[0], f"{what}: out_specs")
     per = [tree_flatten(o)[0] for o in outs]
@@ -229,4 +272,7 @@ def run_layout(fun, layout, args):
               for i, s in enumerate(ospecs)]
     joined = [j[()] if j.ndim == 0 and not isinstance(leaf, np.ndarray) else j
               for j, leaf in zip(joined, out_leaves)]
+    if world is not None and engine == "nccl":      # the results where the arguments were
+        import cupy
+        joined = [cupy.asarray(j) for j in joined]
     return tree_unflatten(out_tdef, joined)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import sys
 
 import numpy as np
@@ -135,36 +134,16 @@ def run(plan: ShardPlan, args: tuple):
              "use one mesh with several axes")
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
     engine, gpus = _engine(leaves, mesh, what)
-    if gpus is not None:          # each position's blocks on its GPU
-        per_leaf = [[nccl.to_device(b, gpus[pos]) for pos, b in enumerate(p)]
-                    for p in per_leaf]
+    per_leaf = execute.placed(per_leaf, gpus)
     shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)]
     outs = execute.run_threads(plan.fun, mesh, shard_args, manual_sizes(plan, mesh),
                                plan.check_vma, plan.kind, what,
                                limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus)
-    if gpus is not None:          # joined on the current GPU
-        import cupy
-        from astjax.tree_util import tree_map
-        here = cupy.cuda.Device().id
-        outs = [tree_map(lambda v: nccl.to_device(v, here), o) for o in outs]
+    outs = execute.gathered(outs, gpus)
     return _join(plan, mesh, out_specs, outs, groups, what)
 
 
-def _engine(leaves, mesh, what):
-    """("nccl", GPU ids) when the arguments are CuPy arrays (position p on GPU p);
-    ("nccl", None) when ASTJAX_SHARD_ENGINE=nccl asks for NCCL's logic on host arrays
-    (the tests' fake cupy.cuda.nccl); else the threads' shared memory ("local")."""
-    if any(nccl.is_cupy(x) for x in leaves):
-        gpus = nccl.gpu_devices()
-        if mesh.size > len(gpus):
-            fail(f"{what}: the arguments are CuPy arrays and the mesh has {mesh.size} "
-                 f"devices, but {len(gpus)} GPUs are visible",
-                 "one GPU per mesh position: make the mesh smaller, or run one process "
-                 "per GPU under mpiexec")
-        return "nccl", gpus[:mesh.size]
-    if os.environ.get("ASTJAX_SHARD_ENGINE", "local") == "nccl":
-        return "nccl", None
-    return "local", None
+_engine = execute.engine_for
 
 
 def _plan_in_specs(plan, args):
