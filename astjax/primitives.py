@@ -1268,6 +1268,10 @@ _coll("ppermute", ("x", "axis_name", "perm"), diff=("x",),
 _coll("all_to_all", ("x", "axis_name", "split_axis", "concat_axis", "tiled",
                      "axis_index_groups"), {"tiled": False, "axis_index_groups": None},
       diff=("x",), sample=lambda r: ((_u(r, (1, 4)), (), 0, 1), {}))
+# reverse mode's code read by another transformation (frontend/nested.py): refused at
+# run time inside a check_vma=True shard_map, a no-op elsewhere
+_coll("reverse_mode_guard", ("what",), kind="effect",
+      reason=_ND + "a check that raises inside a check_vma=True shard_map (no result)")
 # kind "other", not "static": a device's index or the mesh size is known only while the
 # shard runs, never folded into a constant by jit (the same code runs on other meshes)
 for _name in ("axis_index", "axis_size"):

@@ -1471,6 +1471,10 @@ def debug_callback_batched(callback, names, values):
     return dbg.callback_values_batched(callback, names, values)
 
 
+def reverse_mode_guard(what):
+    return sh.reverse_mode_guard(what)
+
+
 def debug_breakpoint(num_frames=None):
     return dbg.breakpoint_here()
 

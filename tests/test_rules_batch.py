@@ -613,6 +613,7 @@ EXTRA.update(RANDOM_BATCH_SAMPLES)
 # astjax.debug's effects: vmap of them (once per example) is checked in test_debug.py
 SKIP.update({n: "a debugging effect or callback: tests/test_debug.py checks its vmap"
              for n in ("debug_print", "debug_callback", "debug_breakpoint", "pure_callback",
+                       "reverse_mode_guard",
                        "debug_print_batched", "debug_callback_batched",
                        "pure_callback_batched")})
 # Sharding (astjax/sharding): facts of the mesh and static shard_map plans take no array

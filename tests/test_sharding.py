@@ -230,6 +230,67 @@ def test_grad_inside_with_check_vma_true_is_refused():
             out_specs=P("i"))(X)
 
 
+# Every route by which reverse-mode code reaches a check_vma=True shard body, not only
+# astjax.grad called there: jit of grad, grad inside a jitted body, vjp inlined in jit,
+# vmap/jvp/jacfwd/hessian reading grad's code.  Each would give check_vma=False's local
+# gradient where JAX sums over devices: each must refuse, none may return a number.
+def _local_loss(w, x):
+    return np.sum(np.sin(w) * x)
+
+
+def _rev_jit_grad(w, x):
+    return astjax.jit(astjax.grad(lambda w: _local_loss(w, x)))(w)
+
+
+def _rev_grad_in_jit(w, x):
+    return astjax.jit(lambda w: astjax.grad(lambda w: _local_loss(w, x))(w))(w)
+
+
+def _rev_vjp_in_jit(w, x):
+    @astjax.jit
+    def body(w):
+        _, pull = astjax.vjp(lambda w: _local_loss(w, x), w)
+        return pull(1.0)[0]
+    return body(w)
+
+
+def _rev_value_and_grad_jit(w, x):
+    return astjax.jit(astjax.value_and_grad(lambda w: _local_loss(w, x)))(w)[1]
+
+
+def _rev_vmap_grad(w, x):
+    return astjax.vmap(astjax.grad(_local_loss), in_axes=(None, 0))(w, x)[0]
+
+
+def _rev_jvp_grad(w, x):
+    return astjax.jvp(astjax.grad(lambda w: _local_loss(w, x)), (w,), (np.ones_like(w),))[1]
+
+
+def _rev_hessian(w, x):
+    return astjax.hessian(lambda w: _local_loss(w, x))(w)[0]
+
+
+def _rev_jacrev(w, x):
+    return astjax.jacrev(lambda w: np.sin(w) * x[0])(w)[0]
+
+
+@pytest.mark.parametrize("body", [_rev_jit_grad, _rev_grad_in_jit, _rev_vjp_in_jit,
+                                  _rev_value_and_grad_jit, _rev_vmap_grad, _rev_jvp_grad,
+                                  _rev_hessian, _rev_jacrev], ids=lambda f: f.__name__)
+def test_every_reverse_route_inside_check_vma_true_refuses(body):
+    def f(w, x):
+        return lax.pmean(body(w, x), "i")
+    w = RNG.standard_normal(3)
+    with pytest.raises(ShardingError, match="check_vma"):
+        astjax.shard_map(f, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P())(w, X)
+    # the same body with check_vma=False runs and gives the local derivatives averaged
+    sm = astjax.shard_map(f, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P(),
+                          check_vma=False)
+    shards = np.split(X, 4)
+    expected = np.mean([body(w, xs) for xs in shards], axis=0)
+    np.testing.assert_allclose(sm(w, X), expected, rtol=1e-10, atol=1e-12)
+
+
 # ------------------------------------------------------------- jvp, vmap, jit, control
 
 def test_jvp_of_shard_map_matches_finite_differences():

@@ -33,6 +33,9 @@ from astjax.errors import TransformError, UnsupportedSyntaxError
 from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
     _rebound_names, _short
 from astjax.frontend.source import get_function_source, unwrap_callable
+
+# transformations whose generated code is reverse mode (checked inside shard_map)
+REVERSE_MODE = ("grad", "value_and_grad")
 from astjax.frontend.static_values import (_STATIC_FUNCS, FuncArg, LocalFunc, ObjFunc,
                                            StaticSeq, _Mixed, FuncChoice, Bound)
 
@@ -297,6 +300,8 @@ class Inliner:
             value = per_arity(len(args), tuple(kwargs))
         generated = getattr(value, "_astjax_generated", None)
         if kind == "object" and generated is not None:
+            if getattr(value, "_astjax", None) in REVERSE_MODE:
+                self.reverse_mode_guard(value._astjax, node)
             value = generated()  # a transformed function: inline the code it runs
         if kind == "local":
             name = getattr(value.node, "name", "lambda")

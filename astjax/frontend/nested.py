@@ -433,11 +433,19 @@ class NestedTransforms:
             return Var(pin)
         return op
 
+    def reverse_mode_guard(self, what, node):
+        """Reverse mode's code read here (inlined, or transformed again: ``jit(grad(f))``,
+        ``vmap(grad(f))``, ``jacfwd(grad(f))``) skips the check ``grad`` makes when it is
+        called; the generated code makes it instead: inside a ``check_vma=True``
+        shard_map JAX's gradients differ from astjax's, so it refuses at run time."""
+        self.emit(Prim(None, "reverse_mode_guard", [Const(what)], loc=self.location(node)))
+
     def inline_vjp(self, node, hint, target):
         """``out, pull = vjp(f, x, ...)`` here: the forward sweep runs now, ``pull`` is a
         function value (the backward sweep bound to the residuals), inlined where it
         is called or transformed (``vmap(pull)(cts)``)."""
         fun, values, n = self._primal_values(node, "vjp")
+        self.reverse_mode_guard("vjp", node)
         gen = transform_table.get("vjp").code(fun, (), False, tuple(range(n)))
         gen.refresh()
         both = self.call_function_ref(("object", gen.functions["fwd"]), values, {}, node,

@@ -188,6 +188,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         generated = getattr(func, "_astjax_generated", None)
         checked = generated is not None and getattr(func, "_astjax", None) in (
             "grad", "value_and_grad")
+        reverse_label = getattr(func, "_astjax", None)
         if generated is not None:
             func = generated()  # grad(grad(f)): transform the code grad(f) runs
             # (vjp's vjp_fn runs generated code bound to its residuals: a partial)
@@ -228,6 +229,8 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         bound = dict(zip(params, pargs))
         bound.update(pkwargs)
         with self.emitting(body):
+            if checked:     # grad's code read by another transformation (vmap, jvp, ...)
+                self.reverse_mode_guard(reverse_label, node)
             for pname, value in bound.items():
                 if pname not in scope.rename:
                     self.error(node, f"partial binds unknown parameter {pname!r}")
