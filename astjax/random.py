@@ -358,7 +358,7 @@ def _erf_inv64(x):
 def _normal_b(k, shape, dt):
     lo = np.nextafter(np.array(-1.0, dt), np.array(0.0, dt))
     u = _uniform_b(k, shape, dt, lo, np.array(1.0, dt))
-    return dt.type(np.sqrt(2)) * _erf_inv(u)
+    return dt.type(math.sqrt(2)) * _erf_inv(u)
 
 
 def normal(key, shape=(), dtype=None):
@@ -1002,3 +1002,9 @@ def multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None,
                                 method="cholesky"):
     return _lanes(lambda k, m, c: multivariate_normal(k, m, c, shape, dtype, method),
                   key_b, mean, cov)
+
+
+# a key on the GPU (a CuPy array) samples there: each public function runs this module's
+# code on the key's array module (astjax/device.py)
+from astjax import device as _device  # noqa: E402
+_device.dispatch_public(globals(), __all__, __name__)
