@@ -113,6 +113,56 @@ def test_reductions_end_a_kernel(op, axis, keep, dtype):
     assert names == ({"partial", "final"} if axis is None else {"indexed"}), names
 
 
+# kept-axes reductions both ways: a thread per result and a block per result (the
+# block's threads striding over the reduced elements, a shared-memory tree); reduced
+# extents around the emulated block (64 threads) and its multiples
+ROWS = [("sum", np.float64, (3, 130), -1), ("mean", np.float64, (5, 64, 2), 1),
+        ("max", np.float64, (65, 3), 0), ("min", np.float64, (2, 3, 7, 11), (1, 3)),
+        ("sum", np.float32, (4, 257), 1), ("max", np.float32, (3, 63), -1),
+        ("sum", np.int64, (6, 100), -1), ("min", np.int32, (129, 2), 0),
+        ("max", np.bool_, (3, 70), 1), ("sum", np.bool_, (2, 65), -1),
+        ("mean", np.float32, (2, 300), 1), ("sum", np.float64, (7, 1), 1)]
+
+
+class _Forced:
+    """The test device with the kept-axes strategy fixed."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __enter__(self):
+        DEVICE.reduce_rows = self.rows
+
+    def __exit__(self, *exc):
+        del DEVICE.reduce_rows
+
+
+@pytest.mark.parametrize("op,dtype,shape,axis", ROWS,
+                         ids=[f"{o}-{np.dtype(d).name}-{'x'.join(map(str, s))}-{a}"
+                              for o, d, s, a in ROWS])
+def test_kept_axes_reductions_by_thread_and_by_block(op, dtype, shape, axis):
+    x = TI.rand(dtype, shape, 3)
+    if np.dtype(dtype).kind == "f":
+        x[np.isnan(x) | np.isinf(x)] = 0.5
+    kc = _call(f"rows_{op}", ["x"], [ir.Reduce("r", "x", op, axis, True)], ["r"])
+    for rows, entry in ((True, "rows"), (False, "indexed")):
+        before = len(DEVICE.launched)
+        with _Forced(rows):
+            for v in (x, np.flip(x, -1), np.asfortranarray(x)):
+                TI.same(kc(v), getattr(np, op)(v, axis=axis, keepdims=True),
+                        reduction=op in ("sum", "mean"))
+        names = {n.rsplit("_", 1)[1] for n, _, _ in DEVICE.launched[before:]}
+        assert names == {entry}, names
+
+
+def test_the_strategy_follows_the_shapes():
+    dev = type("D", (), {"max_blocks": 128, "block": 256})()
+    assert not cr.row_blocks(dev, 10 ** 6, 8, True)          # few elements per result
+    assert cr.row_blocks(dev, 10 ** 6, 4096, True)            # long rows, last axis
+    assert not cr.row_blocks(dev, 10 ** 6, 4096, False)       # columns: coalesced threads
+    assert cr.row_blocks(dev, 100, 4096, False)               # too few results to fill it
+
+
 @pytest.mark.parametrize("op", ["max", "min", "sum"])
 def test_full_reductions_propagate_nan_and_inf(op):
     kc = _call(f"nan_full_{op}", ["x"], [ir.Reduce("r", "x", op, None)], ["r"])

@@ -139,6 +139,23 @@ def available():
 
 # --------------------------------------------------------------- kernel calls
 
+ROWS_MIN = 32       # reduced elements per result below which a thread per result wins
+
+
+def row_blocks(dev, nout, reduced, last_axis_reduced) -> bool:
+    """Reduce a kept-axes reduction with one block per result (``cuda.render_indexed``'s
+    ``rows``) rather than one thread per result.  A block per result when each result
+    folds many elements (``ROWS_MIN``) and either the reduced axes include the last
+    (a thread per result would stride through memory: neighbouring threads, distant
+    addresses) or there are too few results to occupy the device with one thread each.
+    ``dev.reduce_rows`` (True/False) forces a choice (tests, benchmarks)."""
+    forced = getattr(dev, "reduce_rows", None)
+    if forced is not None:
+        return forced
+    if reduced < ROWS_MIN:
+        return False
+    return last_axis_reduced or nout * 4 < dev.max_blocks * dev.block
+
 class _Spec:
     __slots__ = ("module", "typed", "out_dtypes", "checks", "functions")
 
@@ -353,6 +370,13 @@ class CudaKernelCall:
             if got is None:
                 got = spec.functions[variant] = dev.function(spec.module, variant)
             return got
+        if "rows" in spec.module.kernels:
+            nout = math.prod(lay.out_shapes[0])
+            last = len(lay.domain) - 1 in {a % len(lay.domain) for a in typed.reduce.axes}
+            if row_blocks(dev, nout, n // nout, last):
+                blocks = max(1, min(nout, dev.max_blocks))
+                fn("rows")((blocks,), (block,), (np.int64(nout), P, *operands, *outs))
+                return
         if "indexed" in spec.module.kernels:
             work = math.prod(lay.out_shapes[0]) if typed.reduce is not None else n
             blocks = max(1, min(-(-work // block), dev.max_blocks))
