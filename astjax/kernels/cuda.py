@@ -404,7 +404,7 @@ def render_indexed(typed, cname: str, baked=(), pointer_scalars=()) -> Module:
             # one block per result element (n: the number of results)
             body = _decompose("flat", kept, dims, "        ")
             body.append(f"        {A} acc = {init};")
-            body.append(f"        for (int64_t r = t; r < reduced; r += blockDim.x) {{")
+            body.append("        for (int64_t r = t; r < reduced; r += blockDim.x) {")
             body += _decompose("r", list(red.axes), dims, "            ", "rrest")
             body += ["            " + line for line in em.lines]
             body += ["            " + combine("acc", src), "        }"]
