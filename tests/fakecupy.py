@@ -34,6 +34,16 @@ _HOST_OK = frozenset({
     "isdtype", "obj2sctype", "issubsctype", "mintypecode", "get_array_module"})
 
 
+CAPTURING: list = []     # non-empty while a CUDA graph is being captured (test devices)
+
+
+def _no_sync(what):
+    """Reading a device value on the host synchronizes: refused inside a capture, as
+    CUDA refuses it (cudaErrorStreamCaptureUnsupported)."""
+    if CAPTURING:
+        raise RuntimeError(f"fakecupy: {what} of a device array during graph capture")
+
+
 class HostConversion(TypeError):
     """A device array met NumPy where CuPy would refuse it."""
 
@@ -90,7 +100,12 @@ class DeviceArray:
         return _wrap(got)
 
     def get(self):
+        _no_sync("get")
         return self._a.copy()
+
+    def item(self, *args):
+        _no_sync("item")
+        return self._a.item(*args)
 
     # metadata
     shape = property(lambda self: self._a.shape)
@@ -128,15 +143,19 @@ class DeviceArray:
             yield _wrap(row)
 
     def __bool__(self):
+        _no_sync("bool")
         return bool(self._a)
 
     def __float__(self):
+        _no_sync("float")
         return float(self._a)
 
     def __int__(self):
+        _no_sync("int")
         return int(self._a)
 
     def __complex__(self):
+        _no_sync("complex")
         return complex(self._a)
 
     def __index__(self):

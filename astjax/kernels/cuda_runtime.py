@@ -84,12 +84,21 @@ class CupyDevice:
     def data_ptr(self, a):
         return a.data.ptr
 
+    def capture(self, fn):
+        """``fn``'s launches captured as a CUDA graph (``cuda_graph.cupy_capture``)."""
+        from astjax.kernels import cuda_graph
+        return cuda_graph.cupy_capture(self, fn)
+
+    def private_memory(self):
+        from astjax.kernels import cuda_graph
+        return cuda_graph.PrivateMemory(self.xp)
+
     def index_array(self, values: tuple):
         got = self._index.get(values)
         if got is None:
-            if len(self._index) > 256:
-                self._index.clear()
-            got = self._index[values] = self.xp.asarray(np.array(values, np.int64))
+            got = self.xp.asarray(np.array(values, np.int64))
+            if len(self._index) < 4096:     # kept: a captured graph may read them
+                self._index[values] = got
         return got
 
 
