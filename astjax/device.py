@@ -142,6 +142,27 @@ def asarray_like(xp, value):
     return xp.asarray(value)
 
 
+def host_call(fn, args, kwargs=None):
+    """``(fn(*args, **kwargs), xp)`` with device arrays among the arguments copied to
+    the host first, as JAX hands host callbacks (``debug.callback``,
+    ``pure_callback``) NumPy arrays; ``xp``: the arguments' array module, to move the
+    callback's results back with ``to_module``."""
+    kwargs = kwargs or {}
+    xp = tree_module((args, kwargs))
+    if xp is not numpy:
+        args, kwargs = device_get(tuple(args)), device_get(kwargs)
+    return fn(*args, **kwargs), xp
+
+
+def to_module(tree, xp):
+    """The NumPy array leaves of ``tree`` as ``xp`` arrays (``xp`` NumPy: ``tree``)."""
+    if xp is numpy:
+        return tree
+    from astjax.tree_util import tree_map
+    return tree_map(lambda v: xp.asarray(v) if isinstance(v, (numpy.ndarray, numpy.generic))
+                    else v, tree)
+
+
 # ----------------------------------------------------------- runtime per module
 
 _RUNTIMES: dict = {}         # id(xp) -> {module name: clone}

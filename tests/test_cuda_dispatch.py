@@ -110,6 +110,30 @@ def checkpointed(x):
     return np.sum(astjax.checkpoint(stage)(x) ** 2)
 
 
+def _host_sin(a, scale=1.0):
+    assert type(a) is np.ndarray, type(a)        # callbacks get NumPy, as in JAX
+    return np.sin(a) * scale
+
+
+SEEN: list = []
+
+
+def _record_type(v):
+    SEEN.append(type(v))
+
+
+def with_callback(a):
+    astjax.debug.callback(_record_type, a)
+    b = astjax.debug.pure_callback(_host_sin, astjax.ShapeDtypeStruct(a.shape, a.dtype),
+                                   a * 2.0, vmap_method="sequential")
+    return np.tanh(b) + a
+
+
+def with_broadcast_callback(a):
+    return astjax.debug.pure_callback(_host_sin, astjax.ShapeDtypeStruct(a.shape, a.dtype),
+                                      a, vmap_method="expand_dims") * 3.0
+
+
 def _data():
     r = np.random.default_rng(0)
     return r.standard_normal(4), r.standard_normal((6, 3)), r.standard_normal(6)
@@ -170,6 +194,19 @@ TABLE = {
     "vmap(out_axes)": (astjax.vmap(lambda a: np.outer(a, a), out_axes=1), (x,)),
     "vmap(grad)": (astjax.vmap(astjax.grad(lambda wi, xi: np.sum(np.tanh(xi * wi))),
                                in_axes=(None, 0)), (w[:3], x)),
+    "vmap(vmap)": (astjax.vmap(astjax.vmap(lambda a, b: np.sin(a) * b, in_axes=(0, None)),
+                               in_axes=(1, None)), (x, w[:3])),
+    "vmap(out_axes=None)": (astjax.vmap(lambda a, b: (np.sum(a * b), b * 2.0),
+                                        in_axes=(0, None), out_axes=(0, None)), (x, w[:3])),
+    "vmap(jacfwd)": (astjax.vmap(astjax.jacfwd(lambda a: np.sin(a) * a[0])), (x,)),
+    "vmap(hessian)": (astjax.vmap(astjax.hessian(lambda a: np.sum(np.sin(a) * a))), (x,)),
+    "jacobian": (astjax.jacobian(residuals), (w, x)),
+    "grad(has_aux)": (astjax.grad(lambda a, b: (np.sum(np.tanh(a) * b), np.cos(a)),
+                                  has_aux=True), (w[:3], w[1:])),
+    "pure_callback": (with_callback, (z,)),
+    "jit(pure_callback)": (astjax.jit(with_callback), (z,)),
+    "vmap(pure_callback)": (astjax.vmap(with_callback), (x,)),
+    "vmap(expand_dims)": (astjax.vmap(with_broadcast_callback), (x,)),
     "jit": (astjax.jit(loss), (w, x, y)),
     "jit(grad)": (astjax.jit(astjax.grad(loss)), (w, x, y)),
     "lax.scan": (astjax.value_and_grad(cumulative), (z, 6)),
@@ -214,7 +251,9 @@ def test_every_transformation_runs_on_the_arguments_device(name):
     f, args = TABLE[name]
     want = f(*args)
     FAKE.calls.clear()
+    SEEN.clear()
     got = f(*dev(args))
+    assert all(t is np.ndarray for t in SEEN), SEEN      # host callbacks get NumPy
     assert sum(FAKE.calls.values()) > 0, "the code ran on the device module"
     _all_on_device(got)
     _same(got, want)
