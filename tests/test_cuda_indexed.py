@@ -121,7 +121,9 @@ ROWS = [("sum", np.float64, (3, 130), -1), ("mean", np.float64, (5, 64, 2), 1),
         ("sum", np.float32, (4, 257), 1), ("max", np.float32, (3, 63), -1),
         ("sum", np.int64, (6, 100), -1), ("min", np.int32, (129, 2), 0),
         ("max", np.bool_, (3, 70), 1), ("sum", np.bool_, (2, 65), -1),
-        ("mean", np.float32, (2, 300), 1), ("sum", np.float64, (7, 1), 1)]
+        ("mean", np.float32, (2, 300), 1), ("sum", np.float64, (7, 1), 1),
+        ("sum", np.float64, (4, 3, 90), (0, 2), False), ("max", np.int64, (70, 5), 0, False),
+        ("mean", np.float64, (3, 4, 129), -1, False)]
 
 
 class _Forced:
@@ -137,19 +139,21 @@ class _Forced:
         del DEVICE.reduce_rows
 
 
-@pytest.mark.parametrize("op,dtype,shape,axis", ROWS,
-                         ids=[f"{o}-{np.dtype(d).name}-{'x'.join(map(str, s))}-{a}"
-                              for o, d, s, a in ROWS])
-def test_kept_axes_reductions_by_thread_and_by_block(op, dtype, shape, axis):
+@pytest.mark.parametrize("case", ROWS, ids=[
+    f"{c[0]}-{np.dtype(c[1]).name}-{'x'.join(map(str, c[2]))}-{c[3]}"
+    f"{'-drop' if len(c) > 4 else ''}" for c in ROWS])
+def test_kept_axes_reductions_by_thread_and_by_block(case):
+    op, dtype, shape, axis = case[:4]
+    keep = case[4] if len(case) > 4 else True
     x = TI.rand(dtype, shape, 3)
     if np.dtype(dtype).kind == "f":
         x[np.isnan(x) | np.isinf(x)] = 0.5
-    kc = _call(f"rows_{op}", ["x"], [ir.Reduce("r", "x", op, axis, True)], ["r"])
+    kc = _call(f"rows_{op}", ["x"], [ir.Reduce("r", "x", op, axis, keep)], ["r"])
     for rows, entry in ((True, "rows"), (False, "indexed")):
         before = len(DEVICE.launched)
         with _Forced(rows):
             for v in (x, np.flip(x, -1), np.asfortranarray(x)):
-                TI.same(kc(v), getattr(np, op)(v, axis=axis, keepdims=True),
+                TI.same(kc(v), getattr(np, op)(v, axis=axis, keepdims=keep),
                         reduction=op in ("sum", "mean"))
         names = {n.rsplit("_", 1)[1] for n, _, _ in DEVICE.launched[before:]}
         assert names == {entry}, names
@@ -258,3 +262,16 @@ def test_every_indexed_kernel_built_here_went_through_nvrtc():
     if not NVRTC:
         pytest.skip("no NVRTC")
     assert DEVICE.ptx == len(DEVICE.modules)
+
+
+@pytest.mark.parametrize("op", ["max", "min", "sum"])
+def test_block_per_result_reductions_propagate_nan_and_inf(op):
+    kc = _call(f"nan_rows_{op}", ["x"], [ir.Reduce("r", "x", op, -1, True)], ["r"])
+    x = TI.rand(np.float64, (5, 200), 11)
+    x[~np.isfinite(x)] = 0.25
+    x[1, 7] = np.inf
+    x[2, 150] = np.nan
+    x[3, 0] = -np.inf
+    x[3, 199] = np.nan
+    with _Forced(True):
+        TI.same(kc(x), getattr(np, op)(x, axis=-1, keepdims=True), reduction=True)
