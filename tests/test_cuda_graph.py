@@ -4,7 +4,8 @@ The device here is test_cuda's array-module device (device arrays that refuse
 conversion to NumPy, kernels compiled from the CUDA text and run through the shim)
 with an emulated capture: ``capture(fn)`` runs ``fn`` once (as a real capture, its
 results are then poisoned with NaN: a capture computes nothing), and each replay runs
-it again and writes into the captured output buffers, as a graph launch does.  A
+it again (as the captured sequence: steps nested in it do not capture again) and
+writes into the captured output buffers, as a graph launch does.  A
 host synchronization during capture raises, as CUDA refuses it.  Replayed loops must
 give exactly the eager loop's values; refused captures and changed shapes must fall
 back to the eager step.
@@ -51,7 +52,11 @@ def _device():
 
             def replay():
                 self.replays += 1
-                got = [v for v in tree_leaves(fn()) if type(v) is self.ndarray]
+                cuda_graph._CAPTURING.append(self)     # the captured sequence, not Python
+                try:
+                    got = [v for v in tree_leaves(fn()) if type(v) is self.ndarray]
+                finally:
+                    cuda_graph._CAPTURING.pop()
                 for b, g in zip(bufs, got):
                     b._a[...] = g._a
             return replay, outputs
@@ -176,3 +181,26 @@ def test_each_replay_returns_its_own_values():
             a = g(a)
             seen.append(a)
     assert [float(fakecupy.host(s)[0]) for s in seen] == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_jitted_step_in_a_python_loop_replays():
+    xs, h0 = _xs()
+    jstep = astjax.jit(step, backend="cuda")
+    dev = _device()
+    with cr.use_device(dev):
+        carry = (fakecupy.dev(h0), fakecupy.dev(np.zeros(())))
+        with graphs(False):
+            want = carry
+            for x in xs:
+                want, _ = jstep(want, fakecupy.dev(x))
+        with graphs():
+            for x in xs:
+                carry, y = jstep(carry, fakecupy.dev(x))
+            # nested: scan's step graph captures the jitted step's launches once
+            got = lax.scan(jstep, (fakecupy.dev(h0), fakecupy.dev(np.zeros(()))),
+                           fakecupy.dev(xs))
+    # the loop: a warm-up, then n - 1 replays; the scan: its warm-up step replays the
+    # jitted step's graph (+1), then its own graph n - 1 times
+    assert dev.captures == 2 and dev.replays == 2 * (len(xs) - 1) + 1
+    _same(carry, fakecupy.host(want))
+    _same(got[0], fakecupy.host(want))

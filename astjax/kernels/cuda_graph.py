@@ -22,13 +22,18 @@ The capture itself is the device's (``dev.capture(fn)`` and ``dev.private_memory
 ``CupyDevice`` through ``cupy.cuda.Stream.begin_capture``/``end_capture`` and a pool
 of the step's own; test devices emulate both), so the buffer and fallback logic here
 runs in CI without a GPU.  Where it applies: ``lax.scan``/``lax.fori_loop`` called
-with device arrays (a jitted step in an eager loop: ``lax.scan(jit(step), ...)``).
+with device arrays (a jitted step in an eager loop: ``lax.scan(jit(step), ...)``), and
+a ``jit(f, backend="cuda")`` function called again and again on device arrays (a step
+in a Python loop).  A step inside another step's capture is part of that capture.
+Each replay copies the inputs in and the results out (device to device): it pays for
+short steps, whose time is launches, not for steps moving much memory.
 """
 from __future__ import annotations
 
 import os
 
 _ENABLED: list = []
+_CAPTURING: list = []        # a capture in progress (steps nested in it are captured by it)
 
 
 def enable(on: bool = True):
@@ -73,8 +78,8 @@ class StepGraph:
         self.memory = None
 
     def __call__(self, *args):
-        if self.failed:
-            return self.f(*args)
+        if self.failed or _CAPTURING:
+            return self.f(*args)            # (inside another step's capture: part of it)
         from astjax.tree_util import tree_flatten
         leaves, tdef = tree_flatten(args)
         dev = _device_for(leaves)
@@ -134,7 +139,11 @@ class StepGraph:
                 dev.xp.copyto(buf, a)
         args = tree_unflatten(tdef, [b if b is not None else a
                                      for b, a in zip(self.inputs, leaves)])
-        self.replay, self.outputs = dev.capture(lambda: self.f(*args))
+        _CAPTURING.append(self)
+        try:
+            self.replay, self.outputs = dev.capture(lambda: self.f(*args))
+        finally:
+            _CAPTURING.pop()
 
     @staticmethod
     def _copied(dev, outputs):
