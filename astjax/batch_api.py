@@ -135,7 +135,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
                 final.append(item)
                 continue
             new, tdef, leaf_axes = item
-            new = [leaf if a is not None else rb.broadcast_batch(leaf, size)
+            # (a device leaf is broadcast on its array module: NumPy's runtime would
+            # leave it unbatched, and the code would then misread its last axis)
+            here = _runtime_batch(new)
+            new = [leaf if a is not None else here.broadcast_batch(leaf, size)
                    for leaf, a in zip(new, leaf_axes)]
             final.append(tree_unflatten(tdef, new))
         gen = _get(fun, mask, args)
@@ -587,3 +590,10 @@ def _stacked(leaves, axis):
     from astjax.device import array_module, asarray_like
     xp = array_module(*leaves)
     return xp.stack([asarray_like(xp, v) for v in leaves], axis=axis)
+
+
+def _runtime_batch(leaves):
+    """``runtime_batch`` for the leaves' array module (its CuPy clone for CuPy)."""
+    from astjax import device
+    xp = device.tree_module(leaves)
+    return rb if xp is np else device.runtime_for(xp)["astjax.runtime_batch"]

@@ -207,6 +207,9 @@ TABLE = {
     "jit(pure_callback)": (astjax.jit(with_callback), (z,)),
     "vmap(pure_callback)": (astjax.vmap(with_callback), (x,)),
     "vmap(expand_dims)": (astjax.vmap(with_broadcast_callback), (x,)),
+    "vmap(pytree in_axes)": (astjax.vmap(lambda p: np.tanh(p["a"]) * p["b"],
+                                         in_axes=({"a": 0, "b": None},)),
+                             ({"a": x[:3], "b": w[:3]},)),
     "jit": (astjax.jit(loss), (w, x, y)),
     "jit(grad)": (astjax.jit(astjax.grad(loss)), (w, x, y)),
     "lax.scan": (astjax.value_and_grad(cumulative), (z, 6)),
@@ -316,3 +319,29 @@ def test_device_get_and_device_put():
     if importlib.util.find_spec("cupy") is None:
         with pytest.raises(ImportError, match=r'pip install "astjax\[cuda\]"'):
             astjax.device_put(tree)
+
+
+def _primitive_cases():
+    import test_grad_programs as TG
+    return TG
+
+
+@pytest.mark.parametrize("name", [c[0] for c in _primitive_cases().PRIMITIVE_CASES])
+def test_every_primitive_rule_on_device_arrays(name):
+    """The grad corpus's primitives (reverse and forward rules, indexing, scatters,
+    concatenations, creation...) on device arrays: the runtime's helpers rebound."""
+    import zlib
+    TG = _primitive_cases()
+    make = dict(TG.PRIMITIVE_CASES)[name]
+    args = make(np.random.default_rng(zlib.crc32(name.encode())))
+    f = getattr(TG.prims, name)
+    nums = 0 if len(args) == 1 else tuple(range(len(args)))
+    batched = tuple(np.stack([a, a * 0.9]) for a in args)     # two examples
+    for t, at in ((astjax.value_and_grad(f, argnums=nums), args),
+                  (lambda *a: astjax.jvp(f, a, tuple(v * 0.5 + 0.25 for v in a)), args),
+                  (astjax.vmap(astjax.grad(lambda *a: np.sum(f(*a)), argnums=nums)),
+                   batched)):
+        want = t(*at)
+        got = t(*dev(at))
+        _all_on_device(got)
+        _same(got, want, rtol=1e-11)
