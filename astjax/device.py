@@ -163,6 +163,16 @@ def to_module(tree, xp):
                     else v, tree)
 
 
+def on_host(f, x, dtype):
+    """``f`` (a NumPy computation with no device form: a ``frompyfunc`` ufunc) of the
+    array ``x`` as ``dtype``, computed on the host: a device ``x`` is copied there and
+    the result back to its array module."""
+    xp = tree_module(x)
+    host = device_get(x) if xp is not numpy else x
+    out = numpy.asarray(f(numpy.asarray(host, dtype))).astype(dtype)
+    return out if xp is numpy else xp.asarray(out)
+
+
 # ----------------------------------------------------------- runtime per module
 
 _RUNTIMES: dict = {}         # id(xp) -> {module name: clone}

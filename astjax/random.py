@@ -306,7 +306,8 @@ _ERF = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf64(x):
-    return np.asarray(_ERF(np.asarray(x, np.float64))).astype(np.float64)
+    # math.erf is a Python function: on the host (a device value is copied there and back)
+    return _device.on_host(_ERF, x, np.float64)
 
 
 # Giles' double-precision approximation (three regions of w), XLA's erf_inv for float64.
@@ -396,7 +397,7 @@ def _erf(x):
 
 
 def _truncated_normal_b(k, lower, upper, shape, dt):
-    sqrt2 = dt.type(np.sqrt(2))
+    sqrt2 = dt.type(math.sqrt(2))
     lower = _float_param(lower, dt)
     upper = _float_param(upper, dt)
     a = _erf(lower / sqrt2)

@@ -91,6 +91,8 @@ class DeviceArray:
         return _wrap(func(*_unwrap(args, False), **_unwrap(kwargs, False)))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if getattr(np, ufunc.__name__, None) is not ufunc:
+            return NotImplemented       # CuPy knows NumPy's ufuncs, not frompyfunc's
         FAKE.calls[f"np.{ufunc.__name__}"] += 1
         f = ufunc if method == "__call__" else getattr(ufunc, method)
         got = f(*_unwrap(inputs, True), **_unwrap(kwargs, True))

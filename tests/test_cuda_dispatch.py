@@ -166,7 +166,10 @@ def _random(key):
     return (r.normal(k1, (3, 2)), r.uniform(k2, (4,)), r.fold_in(key, 3),
             r.bits(k3, (5,)), r.randint(k1, (6,), 0, 10), r.bernoulli(k2, 0.3, (7,)),
             r.exponential(k3, (3,)), r.normal(k1, (2,), np.float64),
-            r.permutation(k2, 6), r.categorical(k3, np.log(np.arange(1.0, 5.0))))
+            r.permutation(k2, 6), r.categorical(k3, np.log(np.arange(1.0, 5.0))),
+            r.truncated_normal(k1, -1.0, 2.0, (5,)), r.gamma(k2, 2.0, (4,)),
+            r.choice(k3, 5, (3,), replace=False),
+            r.multivariate_normal(k1, np.zeros(2), np.eye(2), (3,), np.float64))
 
 
 def sample_mean(key, mu):
