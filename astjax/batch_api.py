@@ -135,7 +135,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
                 final.append(item)
                 continue
             new, tdef, leaf_axes = item
-            new = [leaf if a is not None else rb.broadcast_batch(leaf, size)
+            # (a device leaf is broadcast on its array module: NumPy's runtime would
+            # leave it unbatched, and the code would then misread its last axis)
+            here = _runtime_batch(new)
+            new = [leaf if a is not None else here.broadcast_batch(leaf, size)
                    for leaf, a in zip(new, leaf_axes)]
             final.append(tree_unflatten(tdef, new))
         gen = _get(fun, mask, args)
@@ -447,7 +450,7 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
                     new.append(leaf)
                     axes.append(None)
                     continue
-                arr = np.asarray(leaf)
+                arr = _array(leaf)
                 arr = np.moveaxis(arr, b2, 0) if b2 is not None else \
                     np.broadcast_to(arr, (m2,) + arr.shape)
                 arr = np.moveaxis(arr, 1 + b1 % (arr.ndim - 1), 1) if b1 is not None else \
@@ -467,7 +470,7 @@ def _vmap_of_vmap(inner, in_axes, out_axes, axis_size):
         o2 = axes_per_leaf(out_axes, out, "out_axes")
         result = []
         for leaf, c1, c2 in zip(leaves, o1, o2):
-            arr = np.reshape(np.asarray(leaf), (m2, m1) + np.shape(leaf)[1:])
+            arr = np.reshape(_array(leaf), (m2, m1) + np.shape(leaf)[1:])
             arr = _place(arr, 1, c1, "inner")
             arr = _place(arr, 0, c2, "outer")
             result.append(arr)
@@ -507,7 +510,7 @@ def _vmap_by_loop(fun, in_axes, out_axes, axis_size):
         if spec is None:
             return arg
         if isinstance(spec, int):
-            return tree_util.tree_map(lambda leaf: np.take(np.asarray(leaf), i, axis=spec), arg)
+            return tree_util.tree_map(lambda leaf: np.take(_array(leaf), i, axis=spec), arg)
         if isinstance(spec, dict):
             return type(arg)({k: take(arg[k], spec[k], i) for k in arg})
         parts = [take(a, sp, i) for a, sp in zip(arg, spec)]
@@ -521,8 +524,7 @@ def _vmap_by_loop(fun, in_axes, out_axes, axis_size):
                                     "batched inputs")
             return first
         if isinstance(spec, int):
-            return tree_util.tree_map(lambda *leaves: np.stack(
-                [np.asarray(v) for v in leaves], axis=spec), *outs)
+            return tree_util.tree_map(lambda *leaves: _stacked(leaves, spec), *outs)
         if isinstance(spec, dict):
             return {k: stack([o[k] for o in outs], spec[k]) for k in outs[0]}
         parts = [stack([o[j] for o in outs], sp) for j, sp in enumerate(spec)]
@@ -574,3 +576,24 @@ def _unbatched_lanes(x, size):
 transform_table.register("vmap", vmap, inline=True)
 
 __all__ = ["vmap"]
+
+
+def _array(leaf):
+    """``leaf`` as an array without leaving its device: CuPy arrays stay (``np.*``
+    functions dispatch to CuPy for them; ``np.asarray`` of one raises)."""
+    from astjax.device import is_device_array
+    return leaf if is_device_array(leaf) else np.asarray(leaf)
+
+
+def _stacked(leaves, axis):
+    """``np.stack`` of the examples' leaves on their array module."""
+    from astjax.device import array_module, asarray_like
+    xp = array_module(*leaves)
+    return xp.stack([asarray_like(xp, v) for v in leaves], axis=axis)
+
+
+def _runtime_batch(leaves):
+    """``runtime_batch`` for the leaves' array module (its CuPy clone for CuPy)."""
+    from astjax import device
+    xp = device.tree_module(leaves)
+    return rb if xp is np else device.runtime_for(xp)["astjax.runtime_batch"]

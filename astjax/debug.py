@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from astjax import tree_util
+from astjax import device, tree_util
 from astjax.errors import ArgumentError, TransformError
 
 __all__ = ["print", "callback", "breakpoint", "pure_callback"]
@@ -35,7 +35,7 @@ def print(fmt, *args, ordered=False, **kwargs):  # noqa: A001  (JAX's name)
 
 def callback(callback, *args, ordered=False, **kwargs):
     """Call ``callback(*args, **kwargs)`` for its effect (its result is dropped)."""
-    callback(*args, **kwargs)
+    device.host_call(callback, args, kwargs)
 
 
 def breakpoint(*, backend=None, filter_frames=True, num_frames=None,  # noqa: A001
@@ -95,7 +95,8 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
     if vmap_method not in _VMAP_METHODS:
         raise ArgumentError(f"pure_callback: vmap_method must be one of {_VMAP_METHODS[1:]}, "
                             f"got {vmap_method!r}")
-    return _check_result(callback(*args, **kwargs), result_shape_dtypes)
+    out, xp = device.host_call(callback, args, kwargs)     # NumPy in, as in JAX
+    return device.to_module(_check_result(out, result_shape_dtypes), xp)
 
 
 # ------------------------------------------------------------------ generated code
@@ -113,7 +114,7 @@ def print_values(fmt, names, *values):
 
 def callback_values(fn, names, *values):
     args, kwargs = _split(names, values)
-    fn(*args, **kwargs)
+    device.host_call(fn, args, kwargs)
 
 
 def breakpoint_here():
@@ -122,7 +123,8 @@ def breakpoint_here():
 
 def pure_callback_values(fn, result_shape_dtypes, vmap_method, names, *values):
     args, kwargs = _split(names, values)
-    return _check_result(fn(*args, **kwargs), result_shape_dtypes)
+    out, xp = device.host_call(fn, args, kwargs)
+    return device.to_module(_check_result(out, result_shape_dtypes), xp)
 
 
 def _lane_count(values):
@@ -142,17 +144,26 @@ def _lane(values, b):
 
 def print_values_batched(fmt, names, values):
     """vmap's form: print once per example, in order (``values``: a tuple)."""
+    values = device.device_get(values)          # (lanes of device arrays, on the host)
     for b in range(_lane_count(values)):
         print_values(fmt, names, *_lane(values, b))
 
 
 def callback_values_batched(fn, names, values):
+    values = device.device_get(values)
     for b in range(_lane_count(values)):
         callback_values(fn, names, *_lane(values, b))
 
 
 def pure_callback_values_batched(fn, result_shape_dtypes, vmap_method, names, values):
     """vmap's form (batch last in, batch last out), per ``vmap_method``."""
+    xp = device.tree_module(values)             # the callback runs on host values
+    values = device.device_get(values) if xp is not np else values
+    return device.to_module(_pure_batched(fn, result_shape_dtypes, vmap_method, names,
+                                          values), xp)
+
+
+def _pure_batched(fn, result_shape_dtypes, vmap_method, names, values):
     lanes = _lane_count(values)
     if vmap_method is None:
         raise TransformError("vmap of pure_callback needs vmap_method= ('sequential', "

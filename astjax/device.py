@@ -17,6 +17,7 @@ first time one of its arrays is seen.
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib.util
 import sys
 import threading
@@ -28,7 +29,7 @@ from astjax import codegen
 
 # the modules generated code calls into, re-executed per array module
 RUNTIME_MODULES = ("astjax.runtime", "astjax.runtime_array", "astjax.runtime_batch",
-                   "astjax.runtime_fusion", "astjax.lax")
+                   "astjax.runtime_fusion", "astjax.lax", "astjax.random")
 _ALIASES = {"astjax.runtime": "rt", "astjax.runtime_array": "ra",
             "astjax.runtime_batch": "rb"}
 
@@ -79,15 +80,17 @@ def _module_of(a):
         return xp
     if isinstance(a, (list, tuple)):
         for x in a:
-            if type(x) in _PLAIN:
-                return None
-            got = _module_of(x)
-            if got is not None:
-                return got
+            if type(x) not in _PLAIN:
+                got = _module_of(x)
+                if got is not None:
+                    return got
         return None
     if isinstance(a, dict):
         for x in a.values():
-            return _module_of(x)
+            if type(x) not in _PLAIN:
+                got = _module_of(x)
+                if got is not None:
+                    return got
         return None
     return _cupy_module(t)
 
@@ -99,6 +102,75 @@ def array_module(*args):
         if xp is not None:
             return xp
     return numpy
+
+
+def tree_module(tree):
+    """The array module of the first device leaf of the pytree ``tree`` (else NumPy):
+    what API-level helpers (Jacobian assembly, bases, stacking) build their arrays
+    with, so device values are never assembled on the host."""
+    xp = _module_of(tree)
+    if xp is not None:
+        return xp
+    from astjax.tree_util import tree_leaves
+    for leaf in tree_leaves(tree):
+        if type(leaf) not in _PLAIN:
+            xp = _module_of(leaf)
+            if xp is not None:
+                return xp
+    return numpy
+
+
+def is_device_array(a) -> bool:
+    """``a`` is an array of a registered non-NumPy array module (a CuPy array)."""
+    return type(a) not in _PLAIN and not isinstance(a, (list, tuple, dict)) and \
+        _module_of(a) is not None
+
+
+def shape_dtype(value):
+    """``(shape, dtype)`` of an array leaf, read without converting it (``np.asarray``
+    of a CuPy array raises: implicit conversion is refused)."""
+    if is_device_array(value):
+        return tuple(value.shape), numpy.dtype(value.dtype)
+    arr = numpy.asarray(value)
+    return arr.shape, arr.dtype
+
+
+def asarray_like(xp, value):
+    """``value`` as an array of ``xp`` (host values move; device values stay)."""
+    if xp is numpy and is_device_array(value):
+        return value
+    return xp.asarray(value)
+
+
+def host_call(fn, args, kwargs=None):
+    """``(fn(*args, **kwargs), xp)`` with device arrays among the arguments copied to
+    the host first, as JAX hands host callbacks (``debug.callback``,
+    ``pure_callback``) NumPy arrays; ``xp``: the arguments' array module, to move the
+    callback's results back with ``to_module``."""
+    kwargs = kwargs or {}
+    xp = tree_module((args, kwargs))
+    if xp is not numpy:
+        args, kwargs = device_get(tuple(args)), device_get(kwargs)
+    return fn(*args, **kwargs), xp
+
+
+def to_module(tree, xp):
+    """The NumPy array leaves of ``tree`` as ``xp`` arrays (``xp`` NumPy: ``tree``)."""
+    if xp is numpy:
+        return tree
+    from astjax.tree_util import tree_map
+    return tree_map(lambda v: xp.asarray(v) if isinstance(v, (numpy.ndarray, numpy.generic))
+                    else v, tree)
+
+
+def on_host(f, x, dtype):
+    """``f`` (a NumPy computation with no device form: a ``frompyfunc`` ufunc) of the
+    array ``x`` as ``dtype``, computed on the host: a device ``x`` is copied there and
+    the result back to its array module."""
+    xp = tree_module(x)
+    host = device_get(x) if xp is not numpy else x
+    out = numpy.asarray(f(numpy.asarray(host, dtype))).astype(dtype)
+    return out if xp is numpy else xp.asarray(out)
 
 
 # ----------------------------------------------------------- runtime per module
@@ -194,6 +266,36 @@ def rebind(namespace: dict, xp) -> dict:
         out[alias] = clones[mod]
     out["np"] = np_
     return out
+
+
+def dispatch_public(namespace: dict, names, module_name: str):
+    """Make the functions ``names`` of a runtime module (its globals ``namespace``) run
+    on their arguments' array module: called with a CuPy array, each runs the same
+    function of the module's clone for CuPy (``runtime_for``), so a library entry
+    point the user calls directly (``astjax.random.normal(key_on_gpu, ...)``) computes
+    on the device.  NumPy arguments pay one type test per argument.  In the clones
+    themselves (``np`` is not NumPy there) nothing is wrapped."""
+    if namespace.get("np") is not numpy:
+        return
+    for name in names:
+        f = namespace.get(name)
+        if callable(f) and not hasattr(f, "__astjax_dispatch__"):
+            namespace[name] = _public_dispatch(f, module_name)
+
+
+def _public_dispatch(f, module_name):
+    name = f.__name__
+
+    @functools.wraps(f)
+    def call(*args, **kwargs):
+        for a in (*args, *kwargs.values()):
+            if type(a) not in _PLAIN:
+                xp = _module_of(a)
+                if xp is not None:
+                    return getattr(runtime_for(xp)[module_name], name)(*args, **kwargs)
+        return f(*args, **kwargs)
+    call.__astjax_dispatch__ = True
+    return call
 
 
 # ---------------------------------------------------------- generated functions

@@ -10,10 +10,11 @@ gradient code.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
-from astjax import api, codegen, core, transform_table
+from astjax import api, codegen, core, device, transform_table
 from astjax.binding import (bind_arguments, call_bound, fixed_arity_call, fun_name,
                             function_arguments, normalize_argnums, plain_callable)
 from astjax.generation import (cached, check_callable, load_functions, normalized,
@@ -205,12 +206,13 @@ def _replay_by_jvp(main, values, ntangents):
 def _basis(tree):
     """Yield (leaf index, flat element index, one-hot tree) over every element of ``tree``."""
     leaves, tdef = tree_flatten(tree)
-    arrays = [np.asarray(v) for v in leaves]
-    dtypes = [a.dtype if np.issubdtype(a.dtype, np.inexact) else np.dtype(np.float64)
-              for a in arrays]
-    for k, a in enumerate(arrays):
-        for j in range(a.size):
-            parts = [np.zeros(b.shape, d) for b, d in zip(arrays, dtypes)]
+    xp = device.tree_module(leaves)          # one-hot tangents where the values live
+    metas = [device.shape_dtype(v) for v in leaves]
+    dtypes = [dt if np.issubdtype(dt, np.inexact) else np.dtype(np.float64)
+              for _, dt in metas]
+    for k, (shape, _) in enumerate(metas):
+        for j in range(math.prod(shape)):
+            parts = [xp.zeros(sh, d) for (sh, _), d in zip(metas, dtypes)]
             parts[k].reshape(-1)[j] = 1
             yield k, j, tree_unflatten(tdef, parts)
 
@@ -220,12 +222,15 @@ def _jacobian_tree(out, dyn_tuple, entries, single, forward):
     structure (a tuple over argnums unless argnums was an int) of out.shape + in.shape."""
     out_leaves, out_def = tree_flatten(out)
     in_leaves, in_def = tree_flatten(dyn_tuple)
-    out_shapes = [np.shape(v) for v in out_leaves]
-    in_shapes = [np.shape(v) for v in in_leaves]
-    blocks = [[np.zeros(os + ins, dtype=np.result_type(np.asarray(ov).dtype, np.float16))
-               for ins in in_shapes] for os, ov in zip(out_shapes, out_leaves)]
+    # assembled on the values' array module (a CuPy Jacobian for CuPy values)
+    xp = device.tree_module([out_leaves, in_leaves, entries[0][1] if entries else ()])
+    out_metas = [device.shape_dtype(v) for v in out_leaves]
+    out_shapes = [sh for sh, _ in out_metas]
+    in_shapes = [device.shape_dtype(v)[0] for v in in_leaves]
+    blocks = [[xp.zeros(os + ins, dtype=np.result_type(odt, np.float16))
+               for ins in in_shapes] for os, odt in out_metas]
     for (a, j), tree in entries:
-        parts = [np.asarray(v) for v in tree_leaves(tree)]
+        parts = [device.asarray_like(xp, v) for v in tree_leaves(tree)]
         if forward:   # a column: d out / d in[a].flat[j]
             idx = tuple(np.unravel_index(j, in_shapes[a])) if in_shapes[a] else ()
             for o in range(len(out_shapes)):
@@ -253,26 +258,29 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
 
     def jac2(*args):
         a = argnums if argnums >= 0 else argnums + len(args)
-        x = np.asarray(args[a])
-        if not isinstance(args[a], np.ndarray) and not np.isscalar(args[a]):
+        on_device = device.is_device_array(args[a])
+        if not isinstance(args[a], np.ndarray) and not on_device and \
+                not np.isscalar(args[a]):
             raise ArgumentError(f"{outer_name} of a jacobian needs an array argument")
+        xp = device.array_module(*args)          # basis and result where the values live
+        x = args[a] if on_device else np.asarray(args[a])
         first = jvp_function(fixed_arity_call(fun, args, {}), (a,), args)
         second = jvp_function(first, (a,), tuple(args) + (x,))
-        dtype = x.dtype if np.issubdtype(x.dtype, np.inexact) else np.float64
-        basis = [e.reshape(x.shape) for e in np.eye(x.size, dtype=dtype)]
+        shape, xdt = device.shape_dtype(x)
+        dtype = xdt if np.issubdtype(xdt, np.inexact) else np.float64
+        basis = [e.reshape(shape) for e in xp.eye(math.prod(shape), dtype=dtype)]
         out = None
         blocks = {}
         for j, ej in enumerate(basis):
             for k, ek in enumerate(basis):
                 (value, _), (_, curvature) = second(*args, ej, ek)
                 out = value
-                blocks[j, k] = np.asarray(curvature)
-        out_shape = np.shape(out) if out is not None else np.shape(fun(*args))
-        result = np.zeros(out_shape + x.shape + x.shape,
-                          dtype=np.result_type(dtype, np.asarray(out).dtype))
+                blocks[j, k] = curvature
+        out_shape, out_dtype = device.shape_dtype(out if out is not None else fun(*args))
+        result = xp.zeros(out_shape + shape + shape, dtype=np.result_type(dtype, out_dtype))
         for (j, k), c in blocks.items():
-            idx = tuple(np.unravel_index(j, x.shape)) + tuple(np.unravel_index(k, x.shape))
-            result[(Ellipsis,) + idx] = c
+            idx = tuple(np.unravel_index(j, shape)) + tuple(np.unravel_index(k, shape))
+            result[(Ellipsis,) + idx] = device.asarray_like(xp, c)
         return result
 
     return jac2
@@ -315,11 +323,20 @@ def jacfwd(fun, argnums=0, has_aux=False):
 def _stack_trees(trees):
     tdef = tree_structure(trees[0])
     columns = zip(*[tree_leaves(t) for t in trees])
-    return tree_unflatten(tdef, [np.stack(col) for col in columns])
+    return tree_unflatten(tdef, [_stack(col) for col in columns])
+
+
+def _stack(col):
+    """``np.stack`` on the leaves' array module (host leaves move to the device)."""
+    xp = device.array_module(*col)
+    if xp is np:
+        return np.stack(col)
+    return xp.stack([device.asarray_like(xp, v) for v in col])
 
 
 def _unstack(tree, i):
-    return tree_unflatten(tree_structure(tree), [np.asarray(v)[i] for v in tree_leaves(tree)])
+    return tree_unflatten(tree_structure(tree), [
+        v[i] if device.is_device_array(v) else np.asarray(v)[i] for v in tree_leaves(tree)])
 
 
 def _columns_by_vmap(f, args, basis, n_tangents, has_aux):

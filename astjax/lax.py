@@ -11,6 +11,7 @@ import numpy as np
 
 from astjax import runtime as rt
 from astjax.errors import ArgumentError
+from astjax.kernels import cuda_graph as _graphs
 
 __all__ = ["cond", "switch", "select", "fori_loop", "while_loop", "scan", "map",
            "stop_gradient"]
@@ -54,6 +55,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     ``unroll`` is accepted for compatibility and has no effect."""
     val = init_val
+    body_fun = _graphs.replayed(body_fun, index_first=True)   # CUDA graphs (off: itself)
     for i in range(int(lower), int(upper)):
         val = body_fun(i, val)
     return val
@@ -76,6 +78,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     n = rt.scan_length(xs, length)
     carry = init
     ys = []
+    f = _graphs.replayed(f)             # one CUDA graph per step where enabled (else f)
     for step in range(n):
         i = n - 1 - step if reverse else step
         carry, y = f(carry, rt.tree_index(xs, i))
@@ -100,3 +103,9 @@ from astjax.sharding.collectives import (all_gather, all_to_all, axis_index,  # 
 
 __all__ += ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute",
             "all_to_all", "axis_index", "axis_size", "pvary"]
+
+# device arrays (CuPy) passed to these directly run this module's code on their array
+# module: the stacking of scan's ys, select's where (astjax/device.py)
+from astjax import device as _device  # noqa: E402
+_device.dispatch_public(globals(), ("cond", "switch", "select", "fori_loop", "while_loop",
+                                    "scan", "map"), __name__)

@@ -306,7 +306,8 @@ _ERF = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf64(x):
-    return np.asarray(_ERF(np.asarray(x, np.float64))).astype(np.float64)
+    # math.erf is a Python function: on the host (a device value is copied there and back)
+    return _device.on_host(_ERF, x, np.float64)
 
 
 # Giles' double-precision approximation (three regions of w), XLA's erf_inv for float64.
@@ -358,7 +359,7 @@ def _erf_inv64(x):
 def _normal_b(k, shape, dt):
     lo = np.nextafter(np.array(-1.0, dt), np.array(0.0, dt))
     u = _uniform_b(k, shape, dt, lo, np.array(1.0, dt))
-    return dt.type(np.sqrt(2)) * _erf_inv(u)
+    return dt.type(math.sqrt(2)) * _erf_inv(u)
 
 
 def normal(key, shape=(), dtype=None):
@@ -396,7 +397,7 @@ def _erf(x):
 
 
 def _truncated_normal_b(k, lower, upper, shape, dt):
-    sqrt2 = dt.type(np.sqrt(2))
+    sqrt2 = dt.type(math.sqrt(2))
     lower = _float_param(lower, dt)
     upper = _float_param(upper, dt)
     a = _erf(lower / sqrt2)
@@ -1002,3 +1003,9 @@ def multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None,
                                 method="cholesky"):
     return _lanes(lambda k, m, c: multivariate_normal(k, m, c, shape, dtype, method),
                   key_b, mean, cov)
+
+
+# a key on the GPU (a CuPy array) samples there: each public function runs this module's
+# code on the key's array module (astjax/device.py)
+from astjax import device as _device  # noqa: E402
+_device.dispatch_public(globals(), __all__, __name__)

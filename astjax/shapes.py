@@ -51,8 +51,8 @@ def _standin(a: ShapeDtypeStruct):
 
 
 def _abstract(value) -> ShapeDtypeStruct:
-    arr = np.asarray(value)
-    return ShapeDtypeStruct(arr.shape, arr.dtype)
+    from astjax.device import shape_dtype      # (a CuPy array refuses np.asarray)
+    return ShapeDtypeStruct(*shape_dtype(value))
 
 
 _VIEW_KINDS = {"shape", "index", "creation", "structural", "static"}

@@ -228,6 +228,63 @@ def bench_graph():
     report("CUDA graph replay of a step's kernel sequence", rows)
 
 
+def bench_step_graph(steps=200):
+    """lax.scan of a jitted step: eager launches against astjax's StepGraph replay."""
+    import cupy
+    from astjax import lax
+    from astjax.kernels import cuda_graph
+
+    def step(h, x):
+        h = np.tanh(h * np.float32(0.9) + x)
+        return h, np.sum(h * h)
+    jstep = astjax.jit(step, backend="cuda")
+    r = np.random.default_rng(0)
+    xs = cupy.asarray(r.standard_normal((steps, 4096)).astype(np.float32))
+    h0 = cupy.asarray(r.standard_normal(4096).astype(np.float32))
+
+    def run():
+        return lax.scan(jstep, h0, xs)
+    t = gpu_time(run, repeat=3, number=1)
+    cuda_graph.enable(True)
+    try:
+        g = gpu_time(run, repeat=3, number=1)
+        same = bool(cupy.allclose(run()[0], lax.scan(step, h0, xs)[0], rtol=1e-5))
+    finally:
+        cuda_graph.enable(False)
+    report(f"lax.scan of a jitted step, {steps} steps of 4096 float32", [
+        ("launched step by step", ms(t / steps), "per step"),
+        ("replayed from one CUDA graph (ASTJAX_CUDA_GRAPHS)", ms(g / steps),
+         f"per step, {t / g:.2f}x, same result: {same}")])
+
+
+def bench_reductions():
+    """Kept-axes reductions: a block per result against a thread per result."""
+    import cupy
+    from astjax.kernels import ir
+    dev = cr.current_device()
+    rows = []
+    for shape, axis in (((512, 65536), 1), ((65536, 512), 1), ((4096, 4096), 0),
+                        ((64, 1 << 20), 1)):
+        x = cupy.asarray(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+        kernel = ir.Kernel(f"bench_red_{shape[0]}_{axis}", ["x"],
+                           [ir.Reduce("r", "x", "sum", axis, True)], ["r"])
+        times = {}
+        for label, forced in (("block", True), ("thread", False), ("chosen", None)):
+            call = cr.CudaKernelCall(kernel, None, dev)
+            if forced is not None:
+                dev.reduce_rows = forced
+            try:
+                times[label] = gpu_time(call, x)
+            finally:
+                if forced is not None:
+                    del dev.reduce_rows
+        gbs = x.nbytes / times["chosen"] / 1e9
+        rows.append((f"sum{shape} axis {axis}", ms(times["chosen"]),
+                     f"{gbs:.0f} GB/s; block {ms(times['block'])}, thread "
+                     f"{ms(times['thread'])}"))
+    report("kept-axes reductions (chosen strategy)", rows)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes")
@@ -246,7 +303,11 @@ def main(argv=None):
     bench_wave(jx, (64,) if args.quick else (300, 2000), 100 if args.quick else 1000)
     bench_mlp(jx)
     bench_launch(jx)
-    bench_graph()
+    for bench in (bench_graph, bench_step_graph, bench_reductions):
+        try:
+            bench()
+        except Exception as e:          # noqa: BLE001  (one row failing keeps the rest)
+            print(f"{bench.__name__}: failed: {type(e).__name__}: {e}"[:200])
     return 0
 
 

@@ -122,3 +122,161 @@ def test_wave_simulation_on_the_gpu():
     want_traces, want_last = wave.simulate(v, **problem)
     np.testing.assert_allclose(_host(traces), want_traces, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(_host(last), want_last, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------- every kernel kind on the device
+
+def _launched(dev, before):
+    return {n.rsplit("_", 1)[1] for n in dev.launched_names[before:]}
+
+
+class _Recording:
+    """The GPU device with each launched entry point's name recorded."""
+
+    def __init__(self):
+        self.dev = cr.current_device()
+        self.dev.launched_names = getattr(self.dev, "launched_names", [])
+        self._function = type(self.dev).function
+
+    def __enter__(self):
+        dev, function = self.dev, self._function
+
+        def recording(module, variant):
+            fn = function(dev, module, variant)
+
+            def launch(grid, block, args):
+                dev.launched_names.append(module.kernels[variant].name)
+                return fn(grid, block, args)
+            return launch
+        dev.function = recording
+        return dev
+
+    def __exit__(self, *exc):
+        del self.dev.function
+
+
+def test_elementwise_variants_on_the_gpu():
+    import cupy
+    kc = TC._group("gpu_variants", ["sin", "multiply"], 2)
+    x = TC.values(np.float32, (64, 96))
+    y = TC.values(np.float32, (64, 96), seed=1)
+    with _Recording() as dev:
+        call = cr.CudaKernelCall(kc.kernel, kc.block, dev)
+        cases = {"vec4": (x, y), "contig32": (x[:63, :95].copy(), y[:63, :95].copy()),
+                 "strided32": (x[::2], y[:1])}
+        for variant, args in cases.items():
+            before = len(dev.launched_names)
+            got = call(*[cupy.asarray(a) for a in args])
+            got = got if isinstance(got, tuple) else (got,)
+            want = [np.sin(args[0]), np.multiply(*args)]
+            for g, w in zip(got, want):
+                assert TC.ulps(g.get(), w) <= GPU_ULPS
+            assert _launched(dev, before) == {variant}, variant
+
+
+@pytest.mark.parametrize("rows", [True, False], ids=["block-per-result", "thread-per-result"])
+@pytest.mark.parametrize("op,dtype,shape,axis", [
+    ("sum", np.float64, (37, 5000), -1), ("max", np.float32, (3000, 17), 0),
+    ("mean", np.float64, (9, 300, 4), 1), ("min", np.int32, (5, 7, 1100), (0, 2))])
+def test_reductions_every_strategy_on_the_gpu(rows, op, dtype, shape, axis):
+    import cupy
+    from astjax.kernels import ir
+    import test_ckernels_indexed as TI
+    x = TI.rand(dtype, shape, 3)
+    if np.dtype(dtype).kind == "f":
+        x[~np.isfinite(x)] = 0.5
+    kernel = TI.kernel(f"gpu_red_{op}", ["x"], [ir.Reduce("r", "x", op, axis, True)], ["r"])
+    with _Recording() as dev:
+        dev.reduce_rows = rows
+        try:
+            call = cr.CudaKernelCall(kernel, TI.no_fallback, dev)
+            before = len(dev.launched_names)
+            got = call(cupy.asarray(x))
+        finally:
+            del dev.reduce_rows
+        assert _launched(dev, before) == {"rows" if rows else "indexed"}
+    TI.same(got.get(), getattr(np, op)(x, axis=axis, keepdims=True),
+            reduction=op in ("sum", "mean"))
+
+
+def test_full_reductions_and_indexed_kernels_on_the_gpu():
+    import cupy
+    from astjax.kernels import ir
+    import test_ckernels_indexed as TI
+    x = TI.rand(np.float64, (301, 257), 1)
+    x[~np.isfinite(x)] = 0.5
+    full = TI.kernel("gpu_full", ["x"], [ir.Reduce("r", "x", "sum", None)], ["r"])
+    moved = TI.kernel("gpu_moved", ["x"], [ir.Transpose("a", "x", (1, 0)),
+                                           ir.Op("r", "multiply", ("a", 2.0))], ["r"])
+    with _Recording() as dev:
+        before = len(dev.launched_names)
+        got = cr.CudaKernelCall(full, TI.no_fallback, dev)(cupy.asarray(x))
+        TI.same(got.get(), x.sum(), reduction=True)
+        assert _launched(dev, before) == {"partial", "final"}
+        before = len(dev.launched_names)
+        got = cr.CudaKernelCall(moved, TI.no_fallback, dev)(cupy.asarray(x))
+        assert np.array_equal(got.get(), x.T * 2.0)
+        assert _launched(dev, before) == {"indexed"}
+
+
+# ------------------------------------ every transformation on real CuPy arrays
+
+def _to_cupy(tree):
+    import cupy
+    return astjax.tree_util.tree_map(
+        lambda v: cupy.asarray(v) if isinstance(v, np.ndarray) else v, tree)
+
+
+def _dispatch_table():
+    import test_cuda_dispatch as TD
+    return TD
+
+
+@pytest.mark.parametrize("name", list(_dispatch_table().TABLE))
+def test_every_transformation_on_cupy_arrays(name):
+    import cupy
+    TD = _dispatch_table()
+    f, args = TD.TABLE[name]
+
+    def host(tree):
+        return astjax.tree_util.tree_map(
+            lambda v: v.get() if isinstance(v, cupy.ndarray) else v, tree)
+    want = host(f(*args))            # (jit picks the GPU for NumPy arguments too)
+    got = f(*_to_cupy(args))
+    leaves = astjax.tree_util.tree_leaves(got)
+    assert not [v for v in leaves if isinstance(v, (np.ndarray, np.generic))], got
+    got = host(got)
+    for g, w in zip(astjax.tree_util.tree_leaves(got), astjax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-9, atol=1e-12)
+
+
+# ------------------------------------------------------------ CUDA graph replay
+
+def test_scan_steps_replayed_as_cuda_graphs():
+    import cupy
+    from astjax import lax
+    from astjax.kernels import cuda_graph
+
+    def step(carry, x):
+        h = np.tanh(carry * 0.9 + x)
+        return h, h * 2.0
+
+    r = np.random.default_rng(0)
+    xs, h0 = r.standard_normal((20, 4096)), r.standard_normal(4096)
+    jstep = astjax.jit(step, backend="cuda")
+    want = lax.scan(step, h0, xs)
+    g = cuda_graph.StepGraph(jstep)
+    cuda_graph.enable(True)
+    try:
+        carry, ys = cupy.asarray(h0), []
+        for x in cupy.asarray(xs):
+            carry, y = g(carry, x)
+            ys.append(y)
+        got = lax.scan(jstep, cupy.asarray(h0), cupy.asarray(xs))
+    finally:
+        cuda_graph._ENABLED.clear()
+    assert not g.failed and g.replays == len(xs) - 1, (g.failed, g.replays, g.fallbacks)
+    np.testing.assert_allclose(carry.get(), want[0], rtol=1e-12)
+    np.testing.assert_allclose(cupy.stack(ys).get(), want[1], rtol=1e-12)
+    np.testing.assert_allclose(got[0].get(), want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1].get(), want[1], rtol=1e-12)

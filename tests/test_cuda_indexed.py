@@ -113,6 +113,60 @@ def test_reductions_end_a_kernel(op, axis, keep, dtype):
     assert names == ({"partial", "final"} if axis is None else {"indexed"}), names
 
 
+# kept-axes reductions both ways: a thread per result and a block per result (the
+# block's threads striding over the reduced elements, a shared-memory tree); reduced
+# extents around the emulated block (64 threads) and its multiples
+ROWS = [("sum", np.float64, (3, 130), -1), ("mean", np.float64, (5, 64, 2), 1),
+        ("max", np.float64, (65, 3), 0), ("min", np.float64, (2, 3, 7, 11), (1, 3)),
+        ("sum", np.float32, (4, 257), 1), ("max", np.float32, (3, 63), -1),
+        ("sum", np.int64, (6, 100), -1), ("min", np.int32, (129, 2), 0),
+        ("max", np.bool_, (3, 70), 1), ("sum", np.bool_, (2, 65), -1),
+        ("mean", np.float32, (2, 300), 1), ("sum", np.float64, (7, 1), 1),
+        ("sum", np.float64, (4, 3, 90), (0, 2), False), ("max", np.int64, (70, 5), 0, False),
+        ("mean", np.float64, (3, 4, 129), -1, False)]
+
+
+class _Forced:
+    """The test device with the kept-axes strategy fixed."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __enter__(self):
+        DEVICE.reduce_rows = self.rows
+
+    def __exit__(self, *exc):
+        del DEVICE.reduce_rows
+
+
+@pytest.mark.parametrize("case", ROWS, ids=[
+    f"{c[0]}-{np.dtype(c[1]).name}-{'x'.join(map(str, c[2]))}-{c[3]}"
+    f"{'-drop' if len(c) > 4 else ''}" for c in ROWS])
+def test_kept_axes_reductions_by_thread_and_by_block(case):
+    op, dtype, shape, axis = case[:4]
+    keep = case[4] if len(case) > 4 else True
+    x = TI.rand(dtype, shape, 3)
+    if np.dtype(dtype).kind == "f":
+        x[np.isnan(x) | np.isinf(x)] = 0.5
+    kc = _call(f"rows_{op}", ["x"], [ir.Reduce("r", "x", op, axis, keep)], ["r"])
+    for rows, entry in ((True, "rows"), (False, "indexed")):
+        before = len(DEVICE.launched)
+        with _Forced(rows):
+            for v in (x, np.flip(x, -1), np.asfortranarray(x)):
+                TI.same(kc(v), getattr(np, op)(v, axis=axis, keepdims=keep),
+                        reduction=op in ("sum", "mean"))
+        names = {n.rsplit("_", 1)[1] for n, _, _ in DEVICE.launched[before:]}
+        assert names == {entry}, names
+
+
+def test_the_strategy_follows_the_shapes():
+    dev = type("D", (), {"max_blocks": 128, "block": 256})()
+    assert not cr.row_blocks(dev, 10 ** 6, 8, True)          # few elements per result
+    assert cr.row_blocks(dev, 10 ** 6, 4096, True)            # long rows, last axis
+    assert not cr.row_blocks(dev, 10 ** 6, 4096, False)       # columns: coalesced threads
+    assert cr.row_blocks(dev, 100, 4096, False)               # too few results to fill it
+
+
 @pytest.mark.parametrize("op", ["max", "min", "sum"])
 def test_full_reductions_propagate_nan_and_inf(op):
     kc = _call(f"nan_full_{op}", ["x"], [ir.Reduce("r", "x", op, None)], ["r"])
@@ -208,3 +262,16 @@ def test_every_indexed_kernel_built_here_went_through_nvrtc():
     if not NVRTC:
         pytest.skip("no NVRTC")
     assert DEVICE.ptx == len(DEVICE.modules)
+
+
+@pytest.mark.parametrize("op", ["max", "min", "sum"])
+def test_block_per_result_reductions_propagate_nan_and_inf(op):
+    kc = _call(f"nan_rows_{op}", ["x"], [ir.Reduce("r", "x", op, -1, True)], ["r"])
+    x = TI.rand(np.float64, (5, 200), 11)
+    x[~np.isfinite(x)] = 0.25
+    x[1, 7] = np.inf
+    x[2, 150] = np.nan
+    x[3, 0] = -np.inf
+    x[3, 199] = np.nan
+    with _Forced(True):
+        TI.same(kc(x), getattr(np, op)(x, axis=-1, keepdims=True), reduction=True)

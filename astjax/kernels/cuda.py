@@ -300,18 +300,28 @@ def reduction(dtype, ufunc: str = "add") -> Module:
 
 # ---------------------------------------------------------------- indexed kernels
 
-def _decompose(flat, axes, dims, ind):
+def _decompose(flat, axes, dims, ind, rest="rest"):
     """Lines splitting ``flat`` (C order over ``axes``) into ``i<axis>`` indices."""
-    lines = [f"{ind}int64_t rest = {flat};"]
+    lines = [f"{ind}int64_t {rest} = {flat};"]
     for n, a in enumerate(reversed(axes)):
         if n == len(axes) - 1:
-            lines.append(f"{ind}const int64_t i{a} = rest;")
+            lines.append(f"{ind}const int64_t i{a} = {rest};")
         else:
-            lines += [f"{ind}const int64_t i{a} = rest % {dims[a]};",
-                      f"{ind}rest /= {dims[a]};"]
+            lines += [f"{ind}const int64_t i{a} = {rest} % {dims[a]};",
+                      f"{ind}{rest} /= {dims[a]};"]
     if not axes:
-        lines.append(f"{ind}(void)rest;")
+        lines.append(f"{ind}(void){rest};")
     return lines
+
+
+def _tree(A, combine, store, ind="    "):
+    """A block's shared-memory tree over ``buf`` (``acc`` per thread): halving strides
+    between barriers; thread 0 runs ``store`` on ``buf[0]``."""
+    return (f"{ind}buf[t] = acc;\n{ind}__syncthreads();\n"
+            f"{ind}for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{\n"
+            f"{ind}    if (t < s) {{ {combine('buf[t]', 'buf[t + s]')} }}\n"
+            f"{ind}    __syncthreads();\n{ind}}}\n"
+            f"{ind}if (t == 0) {store}\n")
 
 
 def render_indexed(typed, cname: str, baked=(), pointer_scalars=()) -> Module:
@@ -322,7 +332,10 @@ def render_indexed(typed, cname: str, baked=(), pointer_scalars=()) -> Module:
     * no reduction: ``<name>_indexed``, a grid-stride loop over the flat output index,
       split into coordinates with the run-time dims;
     * a reduction keeping some axes: ``<name>_indexed``, one thread per result
-      element, looping over the reduced axes;
+      element looping over the reduced axes (few reduced elements, or many results
+      whose threads read neighbouring addresses), and ``<name>_rows``, one block per
+      result element: its threads stride over the reduced elements and combine in a
+      shared-memory tree (a large reduced extent: ``cuda_runtime`` picks);
     * a reduction over every axis: ``<name>_partial``, a grid-stride share per thread
       combined by a block-level tree reduction in shared memory (one value per block),
       then ``<name>_final``, one block combining the blocks' values.
@@ -388,13 +401,27 @@ def render_indexed(typed, cname: str, baked=(), pointer_scalars=()) -> Module:
             kernels["indexed"] = Entry(name, params)
             parts.append(f"{_signature(name, params)} {{\n" + "\n".join(decl) + "\n" +
                          grid + "\n".join(body) + "\n    }\n}\n")
+            # one block per result element (n: the number of results)
+            body = _decompose("flat", kept, dims, "        ")
+            body.append(f"        {A} acc = {init};")
+            body.append("        for (int64_t r = t; r < reduced; r += blockDim.x) {")
+            body += _decompose("r", list(red.axes), dims, "            ", "rrest")
+            body += ["            " + line for line in em.lines]
+            body += ["            " + combine("acc", src), "        }"]
+            name = f"{cname}_rows"
+            kernels["rows"] = Entry(name, params)
+            parts.append(
+                f"{_signature(name, params)} {{\n" + "\n".join(decl) + "\n" +
+                f"    __shared__ {A} buf[{BLOCK}];\n    const unsigned t = threadIdx.x;\n"
+                f"    const int64_t reduced = {count};\n"
+                "    for (int64_t flat = blockIdx.x; flat < n; flat += gridDim.x) {\n" +
+                "\n".join(body) + "\n" +
+                _tree(A, combine, f"q0[flat] = {final('buf[0]', count)};", "        ") +
+                "        __syncthreads();     /* buf is the next result's */\n"
+                "    }\n}\n")
         else:
             def tree(store):
-                return (f"    buf[t] = acc;\n    __syncthreads();\n"
-                        "    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {\n"
-                        f"        if (t < s) {{ {combine('buf[t]', 'buf[t + s]')} }}\n"
-                        "        __syncthreads();\n    }\n"
-                        f"    if (t == 0) {store}\n")
+                return _tree(A, combine, store)
             body = _decompose("flat", list(range(rank)), dims, "        ")
             body += ["        " + line for line in em.lines] + ["        " + combine("acc", src)]
             name = f"{cname}_partial"

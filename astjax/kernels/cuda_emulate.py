@@ -105,12 +105,15 @@ class _Function:
         keep = []
         for (ctype_, name), a in zip(self.entry.params, args):
             if "*" in ctype_:
-                if not isinstance(a, np.ndarray):
+                if isinstance(a, np.ndarray):
+                    keep.append(ctypes.c_void_p(a.ctypes.data))
+                elif hasattr(getattr(a, "data", None), "ptr"):   # a CuPy-like array
+                    keep.append(ctypes.c_void_p(a.data.ptr))
+                else:
                     raise TypeError(f"{self.entry.name}: {name} must be an array")
-                keep.append(ctypes.c_void_p(a.ctypes.data))
             else:
                 base = ctype_.replace("const", "").strip()
-                keep.append(_CTYPES[base](a.item() if isinstance(a, np.generic) else a))
+                keep.append(_CTYPES[base](a.item() if hasattr(a, "item") else a))
         argv = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(v) for v in keep])
         self.launches += 1
         self.record.append((self.entry.name, int(grid), int(block)))

@@ -84,12 +84,21 @@ class CupyDevice:
     def data_ptr(self, a):
         return a.data.ptr
 
+    def capture(self, fn):
+        """``fn``'s launches captured as a CUDA graph (``cuda_graph.cupy_capture``)."""
+        from astjax.kernels import cuda_graph
+        return cuda_graph.cupy_capture(self, fn)
+
+    def private_memory(self):
+        from astjax.kernels import cuda_graph
+        return cuda_graph.PrivateMemory(self.xp)
+
     def index_array(self, values: tuple):
         got = self._index.get(values)
         if got is None:
-            if len(self._index) > 256:
-                self._index.clear()
-            got = self._index[values] = self.xp.asarray(np.array(values, np.int64))
+            got = self.xp.asarray(np.array(values, np.int64))
+            if len(self._index) < 4096:     # kept: a captured graph may read them
+                self._index[values] = got
         return got
 
 
@@ -138,6 +147,23 @@ def available():
 
 
 # --------------------------------------------------------------- kernel calls
+
+ROWS_MIN = 32       # reduced elements per result below which a thread per result wins
+
+
+def row_blocks(dev, nout, reduced, last_axis_reduced) -> bool:
+    """Reduce a kept-axes reduction with one block per result (``cuda.render_indexed``'s
+    ``rows``) rather than one thread per result.  A block per result when each result
+    folds many elements (``ROWS_MIN``) and either the reduced axes include the last
+    (a thread per result would stride through memory: neighbouring threads, distant
+    addresses) or there are too few results to occupy the device with one thread each.
+    ``dev.reduce_rows`` (True/False) forces a choice (tests, benchmarks)."""
+    forced = getattr(dev, "reduce_rows", None)
+    if forced is not None:
+        return forced
+    if reduced < ROWS_MIN:
+        return False
+    return last_axis_reduced or nout * 4 < dev.max_blocks * dev.block
 
 class _Spec:
     __slots__ = ("module", "typed", "out_dtypes", "checks", "functions")
@@ -353,6 +379,13 @@ class CudaKernelCall:
             if got is None:
                 got = spec.functions[variant] = dev.function(spec.module, variant)
             return got
+        if "rows" in spec.module.kernels:
+            nout = math.prod(lay.out_shapes[0])
+            last = len(lay.domain) - 1 in {a % len(lay.domain) for a in typed.reduce.axes}
+            if row_blocks(dev, nout, n // nout, last):
+                blocks = max(1, min(nout, dev.max_blocks))
+                fn("rows")((blocks,), (block,), (np.int64(nout), P, *operands, *outs))
+                return
         if "indexed" in spec.module.kernels:
             work = math.prod(lay.out_shapes[0]) if typed.reduce is not None else n
             blocks = max(1, min(-(-work // block), dev.max_blocks))
@@ -423,14 +456,25 @@ def load(fn, doc, label):
 
     main_name = fn.name
 
-    @functools.wraps(lambda *a, **k: None)
-    def main(*args, **kwargs):
+    def run(*args, **kwargs):
         dev, ns = bound()
         for kc in calls.values():
             kc.device = dev
         args = [_to_device(dev, a) for a in args]
         kwargs = {k: _to_device(dev, v) for k, v in kwargs.items()}
         return ns[main_name](*args, **kwargs)
+    replayed = []
+
+    @functools.wraps(lambda *a, **k: None)
+    def main(*args, **kwargs):
+        from astjax.kernels import cuda_graph
+        if kwargs or not cuda_graph.enabled():
+            return run(*args, **kwargs)
+        # called again and again on device arrays of the same shapes (a step in a
+        # Python loop): one CUDA graph, replayed (cuda_graph.py; off by default)
+        if not replayed:
+            replayed.append(cuda_graph.StepGraph(run))
+        return replayed[0](*args)
     main.__name__ = main.__qualname__ = main_name
     gen = _DeviceGenerated(shown_source, {"main": main}, namespace, fn.env, [(fn, doc)])
     gen.bound = bound

@@ -1,0 +1,199 @@
+"""CUDA-graph replay of a loop body's step: one capture, one graph launch per step.
+
+A short scan or fori step on the GPU is a handful of small kernel launches whose cost
+is mostly the launches themselves.  When every step launches the same kernels on
+buffers of the same shapes, the step can be captured once as a CUDA graph (CuPy's
+stream capture) and replayed: the step's inputs are copied into fixed input buffers,
+the graph runs, and the results, written into the same output buffers on every
+replay, are copied out (the caller keeps each step's values: ``scan`` stacks them).
+
+``StepGraph`` wraps a step function; it is behind a flag (``ASTJAX_CUDA_GRAPHS=1`` or
+``enable()``), off by default, and falls back to calling the step as it is whenever
+replay would not be the same computation:
+
+* the first call runs eagerly (kernels are compiled and loaded then: not capturable);
+* a call whose structure, shapes, dtypes or non-array values differ from the captured
+  call's runs eagerly (a fori index is passed as a device scalar, so it is data);
+* a capture that fails (a host synchronization inside the step: ``.item()``, a
+  Python branch on a device value, an allocation the pool cannot make in capture)
+  disables replay for that step for good, and the step runs eagerly.
+
+The capture itself is the device's (``dev.capture(fn)`` and ``dev.private_memory()``:
+``CupyDevice`` through ``cupy.cuda.Stream.begin_capture``/``end_capture`` and a pool
+of the step's own; test devices emulate both), so the buffer and fallback logic here
+runs in CI without a GPU.  Where it applies: ``lax.scan``/``lax.fori_loop`` called
+with device arrays (a jitted step in an eager loop: ``lax.scan(jit(step), ...)``), and
+a ``jit(f, backend="cuda")`` function called again and again on device arrays (a step
+in a Python loop).  A step inside another step's capture is part of that capture.
+Each replay copies the inputs in and the results out (device to device): it pays for
+short steps, whose time is launches, not for steps moving much memory.
+"""
+from __future__ import annotations
+
+import os
+
+_ENABLED: list = []
+_CAPTURING: list = []        # a capture in progress (steps nested in it are captured by it)
+
+
+def enable(on: bool = True):
+    """Replay scan/fori steps as CUDA graphs (``ASTJAX_CUDA_GRAPHS=1`` does the same)."""
+    _ENABLED[:] = [bool(on)]
+
+
+def enabled() -> bool:
+    if _ENABLED:
+        return _ENABLED[0]
+    return os.environ.get("ASTJAX_CUDA_GRAPHS", "") not in ("", "0")
+
+
+def _device_for(leaves):
+    """The CUDA device whose arrays the leaves are (None: not all on one GPU)."""
+    from astjax.kernels import cuda_runtime as cr
+    try:
+        dev = cr.current_device()
+    except Exception:       # noqa: BLE001  (no GPU, no CuPy: nothing to replay on)
+        return None
+    if not hasattr(dev, "capture"):
+        return None
+    arrays = [a for a in leaves if isinstance(a, dev.ndarray)]
+    return dev if arrays else None
+
+
+class StepGraph:
+    """``f`` with its calls replayed from one captured CUDA graph where that is safe.
+
+    ``index_first``: the first argument is a loop index (fori): replayed calls get it
+    as a device ``int64`` scalar (data, like the carry) rather than a Python int."""
+
+    def __init__(self, f, index_first=False):
+        self.f = f
+        self.index_first = index_first
+        self.key = None
+        self.replay = None
+        self.failed = False
+        self.calls = 0
+        self.replays = 0
+        self.fallbacks = 0
+        self.memory = None
+
+    def __call__(self, *args):
+        if self.failed or _CAPTURING:
+            return self.f(*args)            # (inside another step's capture: part of it)
+        from astjax.tree_util import tree_flatten
+        leaves, tdef = tree_flatten(args)
+        dev = _device_for(leaves)
+        if dev is None:
+            self.fallbacks += 1
+            return self.f(*args)
+        if self.index_first:
+            leaves = list(leaves)
+            leaves[0] = dev.xp.asarray(leaves[0], dtype="int64")
+        key = self._key(tdef, leaves, dev)
+        if key is None:
+            self.fallbacks += 1
+            return self.f(*args)
+        self.calls += 1
+        if self.replay is None:
+            if self.memory is None:
+                self.memory = dev.private_memory()
+            if self.calls == 1:
+                with self.memory:               # warm-up: compile and load the kernels
+                    return self.f(*args)
+            try:
+                with self.memory:
+                    self._capture(dev, tdef, leaves)
+            except Exception:   # noqa: BLE001  (capture refused: run as it is, for good)
+                self.failed = True
+                self.fallbacks += 1
+                return self.f(*args)
+            self.key = key
+        elif key != self.key:
+            self.fallbacks += 1
+            return self.f(*args)
+        for buf, a in zip(self.inputs, leaves):
+            if buf is not None:
+                dev.xp.copyto(buf, a)
+        self.replay()
+        self.replays += 1
+        return self._copied(dev, self.outputs)
+
+    @staticmethod
+    def _key(tdef, leaves, dev):
+        key = [tdef]
+        for a in leaves:
+            if isinstance(a, dev.ndarray):
+                key.append((a.shape, a.dtype.str))
+            elif type(a) in (int, float, bool, complex, type(None), str):
+                key.append((type(a), a))
+            else:
+                return None                       # a host array: not replayable
+        return tuple(key)
+
+    def _capture(self, dev, tdef, leaves):
+        from astjax.tree_util import tree_unflatten
+        self.inputs = [dev.xp.empty_like(a) if isinstance(a, dev.ndarray) else None
+                       for a in leaves]
+        for buf, a in zip(self.inputs, leaves):
+            if buf is not None:
+                dev.xp.copyto(buf, a)
+        args = tree_unflatten(tdef, [b if b is not None else a
+                                     for b, a in zip(self.inputs, leaves)])
+        _CAPTURING.append(self)
+        try:
+            self.replay, self.outputs = dev.capture(lambda: self.f(*args))
+        finally:
+            _CAPTURING.pop()
+
+    @staticmethod
+    def _copied(dev, outputs):
+        from astjax.tree_util import tree_map
+        return tree_map(lambda v: v.copy() if isinstance(v, dev.ndarray) else v, outputs)
+
+
+def replayed(f, index_first=False):
+    """``f`` as a ``StepGraph`` when graph replay is enabled, else ``f`` itself."""
+    if not enabled():
+        return f
+    return StepGraph(f, index_first)
+
+
+class PrivateMemory:
+    """A CuPy memory pool of one step's own, made current around its warm-up call and
+    its capture: blocks freed inside the step return to this pool only, so the
+    addresses a graph replays on are never handed to other arrays, and the capture
+    reuses the warm-up's cached blocks (no ``cudaMalloc`` while capturing)."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        self.pool = xp.cuda.MemoryPool()
+        self._using = []
+
+    def __enter__(self):
+        ctx = self.xp.cuda.using_allocator(self.pool.malloc)
+        ctx.__enter__()
+        self._using.append(ctx)
+        return self
+
+    def __exit__(self, *exc):
+        self._using.pop().__exit__(*exc)
+
+
+def cupy_capture(dev, fn):
+    """``(replay, outputs)``: ``fn`` captured on a fresh stream of ``dev`` (CuPy), its
+    results the arrays it returned during capture (written again by each replay,
+    launched on the current stream: ordered after the copies in, before the copies
+    out, with no host synchronization)."""
+    xp = dev.xp
+    stream = xp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            outputs = fn()
+        finally:
+            graph = stream.end_capture()
+
+    def replay():
+        graph.launch()
+    replay.held = (graph, stream, outputs)
+    return replay, outputs

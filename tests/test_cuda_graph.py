@@ -1,0 +1,206 @@
+"""CUDA-graph replay of scan/fori steps (astjax/kernels/cuda_graph.py), without a GPU.
+
+The device here is test_cuda's array-module device (device arrays that refuse
+conversion to NumPy, kernels compiled from the CUDA text and run through the shim)
+with an emulated capture: ``capture(fn)`` runs ``fn`` once (as a real capture, its
+results are then poisoned with NaN: a capture computes nothing), and each replay runs
+it again (as the captured sequence: steps nested in it do not capture again) and
+writes into the captured output buffers, as a graph launch does.  A
+host synchronization during capture raises, as CUDA refuses it.  Replayed loops must
+give exactly the eager loop's values; refused captures and changed shapes must fall
+back to the eager step.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import astjax
+import fakecupy
+from astjax import lax
+from astjax.kernels import cuda_graph, cuda_runtime as cr
+from astjax.tree_util import tree_leaves
+
+pytestmark = pytest.mark.skipif(not __import__(
+    "astjax.kernels.cuda_emulate", fromlist=["x"]).available()[0], reason="no C++ compiler")
+
+
+def _device():
+    from test_cuda import ArrayModuleDevice
+
+    class GraphDevice(ArrayModuleDevice):
+        def __init__(self):
+            super().__init__()
+            self.captures = self.replays = 0
+
+        def private_memory(self):
+            return contextlib.nullcontext()
+
+        def capture(self, fn):
+            self.captures += 1
+            fakecupy.CAPTURING.append(True)
+            try:
+                outputs = fn()
+            finally:
+                fakecupy.CAPTURING.pop()
+            bufs = [v for v in tree_leaves(outputs) if type(v) is self.ndarray]
+            for b in bufs:                       # a capture computes nothing
+                if b.dtype.kind == "f":
+                    b._a[...] = np.nan
+
+            def replay():
+                self.replays += 1
+                cuda_graph._CAPTURING.append(self)     # the captured sequence, not Python
+                try:
+                    got = [v for v in tree_leaves(fn()) if type(v) is self.ndarray]
+                finally:
+                    cuda_graph._CAPTURING.pop()
+                for b, g in zip(bufs, got):
+                    b._a[...] = g._a
+            return replay, outputs
+    return GraphDevice()
+
+
+@contextlib.contextmanager
+def graphs(on=True):
+    cuda_graph.enable(on)
+    try:
+        yield
+    finally:
+        cuda_graph._ENABLED.clear()
+
+
+def step(carry, x):
+    h, total = carry
+    h = np.tanh(h * 0.9 + x)
+    return (h, total + np.sum(h)), h * 2.0
+
+
+def body(i, c):
+    return np.cos(c) * 0.5 + i
+
+
+def syncing(i, c):
+    if float(np.sum(c)) > 1e9:          # a host read: not capturable
+        return c
+    return c * 0.5 + i
+
+
+def _xs():
+    r = np.random.default_rng(0)
+    return r.standard_normal((7, 5)), r.standard_normal(5)
+
+
+def _eager(f, *args):
+    with graphs(False):
+        return f(*args)
+
+
+def _same(got, want):
+    for g, w in zip(tree_leaves(fakecupy.host(got)), tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_disabled_by_default_and_the_step_itself():
+    assert not cuda_graph.enabled()
+    assert cuda_graph.replayed(step) is step
+    with graphs():
+        assert isinstance(cuda_graph.replayed(step), cuda_graph.StepGraph)
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager-step", "jit-cuda-step"])
+def test_scan_steps_replay_one_graph(jitted):
+    xs, h0 = _xs()
+    f = astjax.jit(step, backend="cuda") if jitted else step
+    dev = _device()
+    with cr.use_device(dev):
+        args = ((fakecupy.dev(h0), fakecupy.dev(np.zeros(()))),
+                fakecupy.dev(xs))
+        want = _eager(lambda c, x: lax.scan(f, c, x), *args)
+        with graphs():
+            got = lax.scan(f, *args)
+    assert dev.captures == 1 and dev.replays == len(xs) - 1
+    _same(got, fakecupy.host(want))
+    ref = lax.scan(step, (h0, np.zeros(())), xs)            # NumPy, no device
+    for g, w in zip(tree_leaves(fakecupy.host(got)), tree_leaves(ref)):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+
+
+def test_fori_index_is_data_in_the_graph():
+    _, c0 = _xs()
+    dev = _device()
+    with cr.use_device(dev):
+        want = _eager(lambda c: lax.fori_loop(0, 6, body, c), fakecupy.dev(c0))
+        with graphs():
+            got = lax.fori_loop(0, 6, body, fakecupy.dev(c0))
+    assert dev.captures == 1 and dev.replays == 5
+    _same(got, fakecupy.host(want))
+    np.testing.assert_allclose(fakecupy.host(got), lax.fori_loop(0, 6, body, c0), rtol=1e-14)
+
+
+def test_a_step_that_reads_the_host_falls_back():
+    _, c0 = _xs()
+    dev = _device()
+    with cr.use_device(dev), graphs():
+        g = cuda_graph.StepGraph(syncing, index_first=True)
+        c = fakecupy.dev(c0)
+        for i in range(4):
+            c = g(i, c)
+    assert g.failed and dev.replays == 0 and g.replays == 0
+    np.testing.assert_array_equal(fakecupy.host(c), lax.fori_loop(0, 4, syncing, c0))
+
+
+def test_changed_shapes_and_values_run_eagerly():
+    dev = _device()
+    with cr.use_device(dev), graphs():
+        g = cuda_graph.StepGraph(lambda a, k: np.sin(a) * k)
+        a = fakecupy.dev(np.arange(4.0))
+        for _ in range(3):
+            g(a, 2.0)
+        assert g.replays == 2
+        got = g(fakecupy.dev(np.arange(6.0)), 2.0)           # another shape
+        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(6.0)) * 2.0)
+        got = g(a, 3.0)                                       # another static value
+        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(4.0)) * 3.0)
+        assert g.replays == 2 and g.fallbacks == 2
+        got = g(np.arange(4.0), 2.0)                          # host arrays: as they are
+        assert type(got) is np.ndarray and g.fallbacks == 3
+
+
+def test_each_replay_returns_its_own_values():
+    """The caller keeps every step's results (scan stacks them): replays must not
+    overwrite what an earlier replay returned."""
+    dev = _device()
+    with cr.use_device(dev), graphs():
+        g = cuda_graph.StepGraph(lambda a: a + 1.0)
+        a = fakecupy.dev(np.zeros(3))
+        seen = []
+        for _ in range(5):
+            a = g(a)
+            seen.append(a)
+    assert [float(fakecupy.host(s)[0]) for s in seen] == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_jitted_step_in_a_python_loop_replays():
+    xs, h0 = _xs()
+    jstep = astjax.jit(step, backend="cuda")
+    dev = _device()
+    with cr.use_device(dev):
+        carry = (fakecupy.dev(h0), fakecupy.dev(np.zeros(())))
+        with graphs(False):
+            want = carry
+            for x in xs:
+                want, _ = jstep(want, fakecupy.dev(x))
+        with graphs():
+            for x in xs:
+                carry, y = jstep(carry, fakecupy.dev(x))
+            # nested: scan's step graph captures the jitted step's launches once
+            got = lax.scan(jstep, (fakecupy.dev(h0), fakecupy.dev(np.zeros(()))),
+                           fakecupy.dev(xs))
+    # the loop: a warm-up, then n - 1 replays; the scan: its warm-up step replays the
+    # jitted step's graph (+1), then its own graph n - 1 times
+    assert dev.captures == 2 and dev.replays == 2 * (len(xs) - 1) + 1
+    _same(carry, fakecupy.host(want))
+    _same(got[0], fakecupy.host(want))
