@@ -80,6 +80,64 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
     if axis_name is not None:   # collectives over the batch: astjax/sharding/mapping.py
         from astjax.sharding.mapping import named_vmap
         return named_vmap(fun, in_axes, out_axes, axis_size, axis_name)
+    out = _vmap(fun, in_axes, out_axes, axis_size)
+    try:
+        out._astjax_eval_shape = _abstract_vmap(fun, in_axes, out_axes, axis_size)
+    except (AttributeError, TypeError):
+        pass
+    return out
+
+
+def _abstract_vmap(fun, in_axes, out_axes, axis_size):
+    """``eval_shape`` of the vmapped function: ``fun``'s shapes for one example (the
+    batch axis taken out of each batched leaf), the batch axis put back at
+    ``out_axes`` -- no code generated for the batch, nothing computed."""
+    from astjax.binding import fixed_arity_call
+    from astjax.shapes import ShapeDtypeStruct, eval_shape
+
+    def shapes(*args, **kwargs):
+        fixed = fixed_arity_call(plain_callable(fun), args, kwargs)
+        values, per_arg = _call_axes(fixed, in_axes, args, kwargs)
+        sizes, example = {}, []
+        for k, (arg, axes) in enumerate(zip(values, per_arg)):
+            if callable(arg) and not hasattr(arg, "shape"):
+                example.append(arg)
+                continue
+            leaves, tdef = tree_flatten(arg)
+            new = []
+            for leaf, a in zip(leaves, axes_per_leaf(axes, arg, "in_axes")):
+                shape = tuple(np.shape(leaf))
+                dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+                if a is None:
+                    new.append(leaf)
+                    continue
+                if not -len(shape) <= a < max(len(shape), 1) or not shape:
+                    raise ArgumentError(f"vmap: in_axes {a} is out of range for argument "
+                                        f"{k} of shape {shape}")
+                a = a % len(shape)
+                sizes[f"argument {k}"] = shape[a]
+                new.append(ShapeDtypeStruct(shape[:a] + shape[a + 1:], dtype))
+            example.append(tree_unflatten(tdef, new))
+        if axis_size is not None:
+            sizes["axis_size"] = axis_size
+        size = rb.batch_size(sizes) if sizes else None
+        if size is None:
+            raise ArgumentError("vmap: no argument is batched; give axis_size")
+        out = eval_shape(fixed, *example)
+        leaves, tdef = tree_flatten(out)
+        placed = []
+        for leaf, a in zip(leaves, axes_per_leaf(out_axes, out, "out_axes")):
+            if a is None:
+                placed.append(leaf)
+                continue
+            shape = tuple(leaf.shape)
+            a = a % (len(shape) + 1)
+            placed.append(ShapeDtypeStruct(shape[:a] + (size,) + shape[a:], leaf.dtype))
+        return tree_unflatten(tdef, placed)
+    return shapes
+
+
+def _vmap(fun, in_axes, out_axes, axis_size):
     if not (in_axes is None or isinstance(in_axes, (int, tuple, list, dict))):
         raise ArgumentError(f"vmap: in_axes must be an int, None or a pytree, got {in_axes!r}")
     fun = plain_callable(fun)

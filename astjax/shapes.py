@@ -344,7 +344,9 @@ def eval_shape(fun, *args, **kwargs):
         return bound(*args, **kwargs)
     fun = fixed_arity_call(fun, args, kwargs)     # *args/**kwargs: this call's arity
     names, fn, result = normalized(fun)
-    abstract = [tree_map(lambda v: v if isinstance(v, ShapeDtypeStruct) else _abstract(v), a)
+    # Python numbers stay concrete: they are weakly typed (float32 * 2.0 is float32)
+    abstract = [tree_map(lambda v: v if isinstance(v, (ShapeDtypeStruct, bool, int, float,
+                                                       complex)) else _abstract(v), a)
                 if not callable(a) else a for a in args]
     env = dict(fn.env.current())
     env.update(zip(fn.params, abstract))

@@ -67,3 +67,71 @@ def test_branch_on_array_values_is_an_error_naming_the_line():
         astjax.eval_shape(branch_on_values, S((3,), np.float64))
     assert "test_eval_shape.py" in str(info.value) and "depends on array values" in str(
         info.value)
+
+
+# ------------------------------------------------------------ eval_shape of vmap
+def _layer(params, x, scale=1.0):
+    w, b = params["w"], params["b"]
+    h = np.tanh(x @ w + b) * scale
+    return {"h": h, "norm": np.sum(h ** 2)}
+
+
+def _pair(x, y):
+    return x.T @ y, np.sum(x, axis=0)
+
+
+_PARAMS = {"w": np.ones((3, 4), np.float32), "b": np.zeros(4, np.float32)}
+_VMAP_CASES = [
+    ("batched data, shared params", lambda: astjax.vmap(_layer, in_axes=(None, 0)),
+     (_PARAMS, np.ones((6, 2, 3), np.float32))),
+    ("batch axis 1, out_axes pytree", lambda: astjax.vmap(
+        _layer, in_axes=(None, 1), out_axes={"h": 1, "norm": 0}),
+     (_PARAMS, np.ones((2, 6, 3), np.float32))),
+    ("params batched by a dict prefix", lambda: astjax.vmap(
+        _layer, in_axes=({"w": 0, "b": None}, None)),
+     ({"w": np.ones((5, 3, 4)), "b": np.zeros(4)}, np.ones((2, 3)))),
+    ("out_axes pytree", lambda: astjax.vmap(_pair, in_axes=(0, 0), out_axes=(2, 0)),
+     (np.ones((7, 3, 2)), np.ones((7, 3, 5), np.float32))),
+    ("vmap of vmap", lambda: astjax.vmap(astjax.vmap(_pair, in_axes=(0, None)),
+                                         in_axes=(None, 1)),
+     (np.ones((4, 3, 2)), np.ones((3, 8, 5)))),
+    ("vmap of grad", lambda: astjax.vmap(astjax.grad(lambda w, x: np.sum(np.sin(x @ w))),
+                                         in_axes=(None, 0)),
+     (np.ones((3, 2)), np.ones((9, 4, 3)))),
+]
+
+
+@pytest.mark.parametrize("make,args", [c[1:] for c in _VMAP_CASES],
+                         ids=[c[0] for c in _VMAP_CASES])
+def test_eval_shape_of_vmap_matches_the_real_result(make, args):
+    f = make()
+    real = f(*args)
+    abstract_args = astjax.tree_util.tree_map(
+        lambda a: S(np.shape(a), np.asarray(a).dtype), args)
+    for given in (args, abstract_args):
+        shapes = astjax.eval_shape(f, *given)
+        assert astjax.tree_util.tree_structure(shapes) == \
+            astjax.tree_util.tree_structure(real)
+        for s, r in zip(astjax.tree_util.tree_leaves(shapes),
+                        astjax.tree_util.tree_leaves(real)):
+            assert (s.shape, s.dtype) == (np.shape(r), np.asarray(r).dtype)
+
+
+def test_eval_shape_of_vmap_checks_batch_sizes():
+    f = astjax.vmap(_pair)
+    with pytest.raises(Exception, match="batch size|inconsistent|sizes"):
+        astjax.eval_shape(f, S((4, 3, 2), np.float64), S((5, 3, 2), np.float64))
+
+
+@pytest.mark.parametrize("scalar", [2.0, 3, True, np.float64(2.0), np.int64(3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_eval_shape_keeps_python_numbers_weakly_typed(scalar, dtype):
+    # float32 array * 2.0 is float32 in NumPy (and JAX): a Python number passed as an
+    # argument must not become a float64 ShapeDtypeStruct (a wrong dtype, silently)
+    def scaled(x, s):
+        return x * s
+    x = np.ones((2, 3), dtype)
+    real = scaled(x, scalar)
+    for given in (x, S(x.shape, x.dtype)):
+        out = astjax.eval_shape(scaled, given, scalar)
+        assert (out.shape, out.dtype) == (real.shape, real.dtype)

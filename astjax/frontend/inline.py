@@ -34,10 +34,11 @@ from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_
     _rebound_names, _short
 from astjax.frontend.source import get_function_source, unwrap_callable
 
-# transformations whose generated code is reverse mode (checked inside shard_map)
-REVERSE_MODE = ("grad", "value_and_grad")
 from astjax.frontend.static_values import (_STATIC_FUNCS, FuncArg, LocalFunc, ObjFunc,
                                            StaticSeq, _Mixed, FuncChoice, Bound)
+
+# transformations whose generated code is reverse mode (checked inside shard_map)
+REVERSE_MODE = ("grad", "value_and_grad")
 
 
 class Inliner:
