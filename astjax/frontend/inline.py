@@ -33,7 +33,6 @@ from astjax.errors import TransformError, UnsupportedSyntaxError
 from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
     _rebound_names, _short
 from astjax.frontend.source import get_function_source, unwrap_callable
-
 from astjax.frontend.static_values import (_STATIC_FUNCS, FuncArg, LocalFunc, ObjFunc,
                                            StaticSeq, _Mixed, FuncChoice, Bound)
 
