@@ -139,6 +139,53 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
 # ---------------------------------------------------------------------------------
 # Indexed kernels (slices, transposes, pads, casts, reductions: ir.TypedIndexed)
 
+def _int_literal(e):
+    return e.lstrip("-").isdigit()
+
+
+def _add(a, b) -> str:
+    """``a + b`` of two C index expressions, folded when they are literals."""
+    if _int_literal(a) and _int_literal(b):
+        return str(int(a) + int(b))
+    if a == "0":
+        return b
+    if b == "0":
+        return a
+    return f"({a} + {b})"
+
+
+def _mul(a, b) -> str:
+    if _int_literal(a) and _int_literal(b):
+        return str(int(a) * int(b))
+    if a == "0" or b == "0":
+        return "0"
+    if a == "1":
+        return b
+    if b == "1":
+        return a
+    return f"({a} * {b})"
+
+
+def _neg(a) -> str:
+    return _mul("-1", a)
+
+
+# narrows a loop's interior [lo, hi) to the indices i with s * i + o >= 0
+_NARROW = """\
+static inline void astjax_narrow(int64_t s, int64_t o, int64_t *lo, int64_t *hi) {
+    if (s > 0) {
+        const int64_t m = o >= 0 ? -(o / s) : (-o + s - 1) / s;
+        if (m > *lo) *lo = m;
+    } else if (s < 0) {
+        const int64_t t = -s;
+        const int64_t m = (o >= 0 ? o / t : -((-o + t - 1) / t)) + 1;
+        if (m < *hi) *hi = m;
+    } else if (o < 0) {
+        *hi = INT64_MIN;
+    }
+}
+"""
+
 class _Emitter:
     """The statements computing values at index tuples, each (value, index) once.
 
@@ -146,7 +193,7 @@ class _Emitter:
     producer's statements are emitted again for the other index (the fusion pass
     only fuses such reads when the producer is cheap)."""
 
-    def __init__(self, typed, baked):
+    def __init__(self, typed, baked, interior=False):
         self.typed = typed
         self.baked = dict(baked)
         self.defs = {op.target: op for op in typed.ops}
@@ -155,6 +202,28 @@ class _Emitter:
         self.helpers: set = set()
         self.count = 0
         self.last_comment = None
+        # interior: the body for indices where no pad guard or clamp can fire.  Every
+        # index is then affine in one loop index: ``forms`` holds (axis or None,
+        # scale, offset) of each index name, and ``constraints`` the (axis, s, o) with
+        # ``s * i_axis + o >= 0`` that each dropped guard or clamp assumed
+        self.interior = interior
+        self.forms: dict = {}
+        self.constraints: list = []
+
+    def form(self, e):
+        """(axis, scale, offset) of index expression ``e`` (interior bodies only)."""
+        got = self.forms.get(e)
+        if got is not None:
+            return got
+        if e[:1] == "i" and e[1:].isdigit():
+            return (int(e[1:]), "1", "0")
+        return (None, "0", e)          # a literal or a run-time parameter
+
+    def assume(self, ax, s, o):
+        """The interior assumes ``s * i_ax + o >= 0`` (a constant one: on axis 0)."""
+        c = (0 if ax is None else ax, s, o)
+        if c not in self.constraints:
+            self.constraints.append(c)
 
     def p(self, name) -> str:
         v = self.baked.get(name)
@@ -171,12 +240,18 @@ class _Emitter:
             self.last_comment = c
         self.lines.append(line)
 
-    def index(self, base, expr) -> str:
-        """An index expression held in a named temporary (unless trivial)."""
+    def index(self, base, expr, form=None) -> str:
+        """An index expression held in a named temporary (unless trivial); ``form``:
+        its affine form, kept for the interior's constraints."""
         if expr.isidentifier() or expr.lstrip("-").isdigit():
+            if form is not None and expr not in self.forms and not (
+                    expr[:1] == "i" and expr[1:].isdigit()):
+                self.forms[expr] = form
             return expr
         name = self.fresh(base)
         self.lines.append(f"const int64_t {name} = {expr};")
+        if form is not None:
+            self.forms[name] = form
         return name
 
     def value(self, v, idx) -> str:
@@ -232,12 +307,33 @@ class _Emitter:
                 e = i if step == "1" else ("0" if i == "0" else f"{i} * {step}")
                 if start != "0":
                     e = start if e == "0" else f"{start} + {e}"
-                src.append(self.index("k", e))
+                form = None
+                if self.interior:
+                    ax, s, o = self.form(i)
+                    form = (ax, _mul(s, step), _add(start, _mul(o, step)))
+                src.append(self.index("k", e, form))
             return self.value(op.source, tuple(src))
         elif isinstance(op, ir.TTranspose):
             src = [None] * len(op.axes)
             for j, a in enumerate(op.axes):
                 src[a] = idx[j]
+            return self.value(op.source, tuple(src))
+        elif isinstance(op, ir.TPad) and self.interior:
+            # no guard, no clamp: assumed (``constraints``) for the whole interior
+            src = []
+            for a, (lo, hi) in enumerate(op.widths):
+                i = idx[a]
+                if not lo and not hi:
+                    src.append(i)
+                    continue
+                d = self.p(f"dim_{op.source}_{a}")
+                ax, s, o = self.form(i)
+                o = _add(o, str(-lo))
+                if lo:
+                    self.assume(ax, s, o)                                # j >= 0
+                if hi:
+                    self.assume(ax, _neg(s), _add(d, _add("-1", _neg(o))))   # j < d
+                src.append(self.index("j", f"{i} - {lo}" if lo else i, (ax, s, o)))
             return self.value(op.source, tuple(src))
         elif isinstance(op, ir.TPad):
             src, guards = [], []
@@ -365,13 +461,23 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
             text.append(ind + "}")
         return text
 
+    inside = None
     if red is None:
         results = [em.value(v, idx) for v, _ in typed.outputs]
         body = list(em.lines)
         f = flat(range(rank))
         body += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
-        outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 else par
-        code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
+        inside = _Emitter(typed, baked, interior=True)
+        results = [inside.value(v, idx) for v, _ in typed.outputs]
+        if inside.constraints:
+            em.helpers |= inside.helpers
+            interior = list(inside.lines)
+            interior += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
+            code = _split_loops(rank, dims, inside.constraints, body, interior, par, simd)
+        else:
+            outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 \
+                else par
+            code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
     else:
         A, init, combine, final = _reduce_parts(red)
         src = em.value(red.source, idx)
@@ -403,9 +509,68 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
                      "        " + combine("acc", "part[t]"), "    }",
                      f"    q0[0] = {final('acc', count)};"]
     pre = [prelude(), helpers_text(em.helpers)]
+    if inside is not None and inside.constraints:
+        pre.append(_NARROW)
     what = "reduction" if red is not None else "loop fusion"
     head = (f"/* astjax kernel {typed.kernel.name}: {len(typed.kernel.ops)} statements "
             f"({what} over the {'source' if red else 'output'} index) */\n")
     sig = (f"int {cname}(const int64_t *restrict P, int32_t nthreads, void **ptrs) {{")
     return head + "".join(pre) + "\n" + sig + "\n" + "\n".join(decl) + "\n" + \
         "\n".join(code) + "\n    (void)nthreads;\n    return 0;\n}\n"
+
+
+def _split_loops(rank, dims, constraints, general, interior, par, simd):
+    """Loops over the output index that run the branch-free ``interior`` body where
+    every pad guard and clamp is known to pass (``constraints``, solved per call into
+    ``lo<a>``/``hi<a>`` per axis), and the ``general`` body elsewhere: the boundary
+    strips.  The innermost interior loop is unit-stride and select-free, so the C
+    compiler vectorizes it; the results are the same either way, element by element."""
+    code = ["    /* the interior: no pad guard or clamp fires there (branch-free, "
+            "vectorized) */"]
+    for a in range(rank):
+        code.append(f"    int64_t lo{a} = 0, hi{a} = {dims[a]};")
+    for ax, s, o in constraints:
+        code.append(f"    astjax_narrow({s}, {o}, &lo{ax}, &hi{ax});")
+    for a in range(rank):
+        code.append(f"    if (lo{a} > {dims[a]}) lo{a} = {dims[a]};")
+        code.append(f"    if (hi{a} < lo{a}) hi{a} = lo{a};")
+    last = rank - 1
+    n = dims[last]
+    ind = "    "
+    if rank == 1:
+        code.append(f"{ind}for (int64_t i0 = 0; i0 < lo0; i0++) {{")
+        code += [ind + "    " + line for line in general]
+        code.append(ind + "}")
+        if par or simd:
+            code.append(ind + (par.replace("parallel for", "parallel for simd") or simd))
+        code.append(f"{ind}for (int64_t i0 = lo0; i0 < hi0; i0++) {{")
+        code += [ind + "    " + line for line in interior]
+        code.append(ind + "}")
+        code.append(f"{ind}for (int64_t i0 = hi0; i0 < {n}; i0++) {{")
+        code += [ind + "    " + line for line in general]
+        code.append(ind + "}")
+        return code
+    for a in range(last):
+        if a == 0 and par:
+            code.append(ind + par)
+        code.append(f"{ind}for (int64_t i{a} = 0; i{a} < {dims[a]}; i{a}++) {{")
+        ind += "    "
+    inner = " && ".join(f"i{a} >= lo{a} && i{a} < hi{a}" for a in range(last))
+    code.append(f"{ind}const int inside = {inner};")
+    code.append(f"{ind}const int64_t a{last} = inside ? lo{last} : {n};")
+    code.append(f"{ind}const int64_t b{last} = inside ? hi{last} : {n};")
+    code.append(f"{ind}/* the boundary: [0, a{last}) and [b{last}, {n}) */")
+    i = f"i{last}"
+    code.append(f"{ind}for (int64_t {i} = a{last} > 0 ? 0 : b{last}; {i} < {n}; "
+                f"{i} = {i} + 1 == a{last} ? b{last} : {i} + 1) {{")
+    code += [ind + "    " + line for line in general]
+    code.append(ind + "}")
+    if simd:
+        code.append(ind + simd)
+    code.append(f"{ind}for (int64_t {i} = a{last}; {i} < b{last}; {i}++) {{")
+    code += [ind + "    " + line for line in interior]
+    code.append(ind + "}")
+    for _ in range(last):
+        ind = ind[:-4]
+        code.append(ind + "}")
+    return code
