@@ -209,6 +209,11 @@ class _Emitter:
         self.interior = interior
         self.forms: dict = {}
         self.constraints: list = []
+        # scratch rows (``_scratch_plan``): value -> its buffer number; the interior
+        # reads those values from rows computed once per row of the loop
+        self.reads: dict = {}          # value -> index tuples it was read at
+        self.scratch: dict = {}
+        self.rows_used: set = set()    # (buffer number, row offset) read
 
     def form(self, e):
         """(axis, scale, offset) of index expression ``e`` (interior bodies only)."""
@@ -262,6 +267,17 @@ class _Emitter:
         got = self.memo.get(key)
         if got is not None:
             return got
+        if self.interior and not v.startswith("in"):
+            self.reads.setdefault(v, set()).add(idx)
+        if v in self.scratch:
+            k = self.scratch[v]
+            a = int(self.form(idx[0])[2])
+            self.rows_used.add((k, a))
+            name = self.fresh(v)
+            self.lines.append(f"const {ctype(self.typed.values[v][0])} {name} = "
+                              f"{_row_name(k, a)}[{idx[1]}];")
+            self.memo[key] = name
+            return name
         if v.startswith("in"):
             j = int(v[2:])
             inp = self.typed.inputs[j]
@@ -471,9 +487,19 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
         results = [inside.value(v, idx) for v, _ in typed.outputs]
         if inside.constraints:
             em.helpers |= inside.helpers
+            plan = _scratch_plan(typed, inside) if rank == 2 else []
+            scratch = None
+            if plan:
+                again = _Emitter(typed, baked, interior=True)
+                again.scratch = {v: k for k, (v, *_) in enumerate(plan)}
+                results = [again.value(v, idx) for v, _ in typed.outputs]
+                em.helpers |= again.helpers
+                scratch = _scratch_code(typed, baked, plan, again, em.helpers)
+                inside.lines = again.lines
             interior = list(inside.lines)
             interior += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
-            code = _split_loops(rank, dims, inside.constraints, body, interior, par, simd)
+            code = _split_loops(rank, dims, inside.constraints, body, interior, par, simd,
+                                scratch)
         else:
             outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 \
                 else par
@@ -511,6 +537,8 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
     pre = [prelude(), helpers_text(em.helpers)]
     if inside is not None and inside.constraints:
         pre.append(_NARROW)
+        if "malloc(" in "\n".join(code):
+            pre.insert(0, "#include <stdlib.h>\n")
     what = "reduction" if red is not None else "loop fusion"
     head = (f"/* astjax kernel {typed.kernel.name}: {len(typed.kernel.ops)} statements "
             f"({what} over the {'source' if red else 'output'} index) */\n")
@@ -519,7 +547,109 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
         "\n".join(code) + "\n    (void)nthreads;\n    return 0;\n}\n"
 
 
-def _split_loops(rank, dims, constraints, general, interior, par, simd):
+def _row_name(k, a) -> str:
+    return f"sc{k}_row_{'m' if a < 0 else 'p'}{abs(a)}"
+
+
+_COSTLY = frozenset({"divide", "true_divide", "floor_divide", "remainder", "fmod",
+                     "power", "float_power", "sqrt", "cbrt", "exp", "exp2", "expm1",
+                     "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
+                     "arccos", "arctan", "sinh", "cosh", "tanh", "arctan2", "hypot"})
+# work (additions = 1, divisions and the like = 4) from which a value read at several
+# shifted indices of the interior is computed once per row into scratch rows
+SCRATCH_MIN_COST = 6
+
+
+def _cost(typed, v, seen=None) -> int:
+    """Work per element of value ``v`` when recomputed (its statements back to the
+    inputs)."""
+    if v.startswith("in"):
+        return 0
+    op = next(o for o in typed.ops if o.target == v)
+    if isinstance(op, ir.TypedOp):
+        own = 4 if op.ufunc in _COSTLY else 1
+        return own + sum(_cost(typed, a) for a, _ in op.args if a != "const")
+    return _cost(typed, op.source)
+
+
+def _contiguous(values) -> bool:
+    return max(values) - min(values) + 1 == len(values)
+
+
+def _scratch_plan(typed, em):
+    """Values of a rank-2 loop that the interior body (``em``, already emitted) reads
+    at several indices ``(i0 + a, i1 + b)`` with constant offsets forming one run in
+    each axis, and that cost enough to recompute: (value, a min, a max, b min, b max).
+
+    Each is computed once per row into a ring of rows (``a max - a min + 1``), for the
+    columns the interior reads, instead of once per read (``pressure_xx[1:] -
+    pressure_xx[:-1]``: one division per point instead of two)."""
+    plan = []
+    for v, reads in em.reads.items():
+        dt, rank = typed.values[v]
+        if rank != 2 or len(reads) < 2 or _cost(typed, v) < SCRATCH_MIN_COST:
+            continue
+        offs = []
+        for idx in reads:
+            f0, f1 = em.form(idx[0]), em.form(idx[1])
+            if f0[:2] != (0, "1") or f1[:2] != (1, "1") or not (
+                    _int_literal(f0[2]) and _int_literal(f1[2])):
+                break
+            offs.append((int(f0[2]), int(f1[2])))
+        else:
+            rows, cols = {a for a, _ in offs}, {b for _, b in offs}
+            if _contiguous(rows) and _contiguous(cols):
+                plan.append((v, min(rows), max(rows), min(cols), max(cols)))
+    return plan
+
+
+def _scratch_fill(typed, baked, k, v, amin, amax, bmin, bmax, helpers):
+    """C filling buffer ``k``'s ring rows of value ``v`` for loop row ``i0``: all
+    of them on the first interior row of a thread's run, else the newest one."""
+    sub = _Emitter(typed, baked, interior=True)    # (its constraints: the caller's)
+    sub.count = 1000 * (k + 1)
+    val = sub.value(v, ("r", "j"))
+    helpers |= sub.helpers
+    R = amax - amin + 1
+    W = f"W{k}"
+    j0 = "lo1" if bmin == 0 else f"lo1 + {bmin}" if bmin > 0 else f"lo1 - {-bmin}"
+    j1 = "hi1" if bmax == 0 else f"hi1 + {bmax}" if bmax > 0 else f"hi1 - {-bmax}"
+    T = ctype(typed.values[v][0])
+    lines = [f"/* rows i0 + {amin} .. i0 + {amax} of a value read at shifted indices, "
+             "computed once */",
+             f"for (int64_t a = i0 == prev + 1 ? {amax} : {amin}; a <= {amax}; a++) {{",
+             "    const int64_t r = i0 + a;",
+             f"    {T} *restrict row = sc{k} + (r % {R}) * {W};",
+             "    #pragma omp simd",
+             f"    for (int64_t j = {j0}; j < {j1}; j++) {{"]
+    lines += ["        " + line for line in sub.lines]
+    lines += [f"        row[j] = {val};", "    }", "}"]
+    return lines
+
+
+def _scratch_code(typed, baked, plan, em, helpers):
+    """The allocation, per-row fill, row pointers and release of ``plan``'s rings."""
+    alloc, fill, rows, free = [], [], [], []
+    oks = []
+    for k, (v, amin, amax, bmin, bmax) in enumerate(plan):
+        T = ctype(typed.values[v][0])
+        R = amax - amin + 1
+        W = em.p(f"dim_{v}_1")
+        alloc.append(f"const int64_t W{k} = {W};")
+        alloc.append(f"{T} *sc{k} = ({T} *)malloc(sizeof({T}) * (size_t)({R} * W{k} + 1));")
+        oks.append(f"sc{k} != NULL")
+        fill += _scratch_fill(typed, baked, k, v, amin, amax, bmin, bmax, helpers)
+        free.append(f"free(sc{k});")
+    for k, a in sorted(em.rows_used):
+        R = plan[k][2] - plan[k][1] + 1
+        T = ctype(typed.values[plan[k][0]][0])
+        rows.append(f"const {T} *restrict {_row_name(k, a)} = "
+                    f"sc{k} + ((i0 + {a}) % {R}) * W{k};")
+    alloc.append(f"const int scratch_ok = {' && '.join(oks)};")
+    return {"alloc": alloc, "fill": fill, "rows": rows, "free": free}
+
+
+def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=None):
     """Loops over the output index that run the branch-free ``interior`` body where
     every pad guard and clamp is known to pass (``constraints``, solved per call into
     ``lo<a>``/``hi<a>`` per axis), and the ``general`` body elsewhere: the boundary
@@ -550,12 +680,23 @@ def _split_loops(rank, dims, constraints, general, interior, par, simd):
         code += [ind + "    " + line for line in general]
         code.append(ind + "}")
         return code
+    if scratch:                # rank 2: per-thread ring rows, filled row by row
+        if par:
+            code.append(ind + par.replace("parallel for schedule(static) ", "parallel "))
+        code.append(ind + "{")
+        ind += "    "
+        code += [ind + line for line in scratch["alloc"]]
+        code.append(ind + "int64_t prev = -2;       /* the last row filled */")
+        if par:
+            code.append(ind + "#pragma omp for schedule(static)")
     for a in range(last):
-        if a == 0 and par:
+        if a == 0 and par and not scratch:
             code.append(ind + par)
         code.append(f"{ind}for (int64_t i{a} = 0; i{a} < {dims[a]}; i{a}++) {{")
         ind += "    "
     inner = " && ".join(f"i{a} >= lo{a} && i{a} < hi{a}" for a in range(last))
+    if scratch:
+        inner = "scratch_ok && " + inner
     code.append(f"{ind}const int inside = {inner};")
     code.append(f"{ind}const int64_t a{last} = inside ? lo{last} : {n};")
     code.append(f"{ind}const int64_t b{last} = inside ? hi{last} : {n};")
@@ -565,12 +706,27 @@ def _split_loops(rank, dims, constraints, general, interior, par, simd):
                 f"{i} = {i} + 1 == a{last} ? b{last} : {i} + 1) {{")
     code += [ind + "    " + line for line in general]
     code.append(ind + "}")
+    if scratch:
+        code.append(f"{ind}if (b{last} > a{last}) {{")
+        ind += "    "
+        code += [ind + line for line in scratch["fill"]]
+        code += [ind + line for line in scratch["rows"]]
     if simd:
         code.append(ind + simd)
     code.append(f"{ind}for (int64_t {i} = a{last}; {i} < b{last}; {i}++) {{")
     code += [ind + "    " + line for line in interior]
     code.append(ind + "}")
+    if scratch:
+        code.append(ind + "prev = i0;")
+        ind = ind[:-4]
+        code.append(ind + "} else {")
+        code.append(ind + "    prev = -2;")
+        code.append(ind + "}")
     for _ in range(last):
+        ind = ind[:-4]
+        code.append(ind + "}")
+    if scratch:
+        code += [ind + line for line in scratch["free"]]
         ind = ind[:-4]
         code.append(ind + "}")
     return code
