@@ -296,3 +296,88 @@ def test_the_wave_step_interior_loop_is_vectorized(tmp_path):
     reported = [int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
                                            r.stderr)]
     assert any(first <= n <= last for n in reported), (first, last, r.stderr)
+
+
+# ------------------------------------------------------- scratch rows (ring buffers)
+
+def _costly(src, tgt):
+    """``tgt = (src / 3) / (src + 7)``: costly enough to be computed once per row."""
+    return [ir.Op(tgt + "_a", "divide", (src, 3)),
+            ir.Op(tgt + "_b", "add", (src, 7)),
+            ir.Op(tgt, "divide", (tgt + "_a", tgt + "_b"))]
+
+
+def _padded_diff(src, axis, lo, hi, tgt):
+    """``np.pad(src[1:] - src[:-1] along axis, widths)`` (the wave's difference)."""
+    a = (sl(1, None), S) if axis == 0 else (S, sl(1, None))
+    b = (sl(None, -1), S) if axis == 0 else (S, sl(None, -1))
+    widths = ((lo, hi), (0, 0)) if axis == 0 else ((0, 0), (lo, hi))
+    return [ir.Slice(tgt + "_s1", src, a), ir.Slice(tgt + "_s2", src, b),
+            ir.Op(tgt + "_d", "subtract", (tgt + "_s1", tgt + "_s2")),
+            ir.Pad(tgt, tgt + "_d", widths, "constant", 0)]
+
+
+# a costly value read at rows i0 + a, columns i1 + b for runs of offsets
+SCRATCHED = [
+    ("rows-2", _costly("x", "c") + _padded_diff("c", 0, 1, 0, "r"), 2),
+    ("cols-2", _costly("x", "c") + _padded_diff("c", 1, 0, 1, "r"), 2),
+    ("wave-like", _padded_diff("x", 0, 0, 1, "px") + _costly("px", "cx") +
+     _padded_diff("cx", 0, 1, 0, "dx") + _padded_diff("x", 1, 0, 1, "py") +
+     _costly("py", "cy") + _padded_diff("cy", 1, 1, 0, "dy") +
+     [ir.Op("r", "add", ("dx", "dy"))], 2),
+    ("rows-3-cols-3", _costly("x", "c") + [
+        ir.Pad("p", "c", ((1, 1), (1, 1)), "edge"),
+        ir.Slice("u", "p", (sl(2, None), sl(None, -2))),
+        ir.Slice("m", "p", (sl(1, -1), sl(1, -1))),
+        ir.Slice("d", "p", (sl(None, -2), sl(2, None))),
+        ir.Op("um", "add", ("u", "m")), ir.Op("r", "subtract", ("um", "d"))], 2),
+]
+
+
+def _scratch_shapes():
+    return [(1, 1), (1, 4), (2, 2), (3, 3), (4, 1), (5, 7), (40, 33)]
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chain", SCRATCHED, ids=[c[0] for c in SCRATCHED])
+def test_scratch_rows_give_numpys_values(chain, dtype, threads, monkeypatch):
+    """Every thread's run of rows starts its ring afresh (2, 3 threads split the rows);
+    tiny shapes leave the interior empty or one row."""
+    from astjax.kernels import runtime
+    monkeypatch.setenv("ASTJAX_NUM_THREADS", threads)
+    monkeypatch.setattr(runtime, "MIN_PARALLEL_WORK", 1)
+    name, ops, rank = chain
+    f = numpy_of(ops, "r")
+    kc = KernelCall(ir.Kernel(name.replace("-", "_"), ["x"], list(ops), ["r"]),
+                    lambda x: f(x=x))
+    for k, shape in enumerate(_scratch_shapes()):
+        x0 = rand(dtype, shape, k)
+        with np.errstate(all="ignore"):
+            want = f(x=x0)
+            for label, x in views(x0):
+                same(kc(x), want)
+    texts = [v[1] for v in kc.specs.values() if v]
+    assert texts and any("sc0_row" in t for t in texts)
+
+
+@pytest.mark.parametrize("chain", SCRATCHED, ids=[c[0] for c in SCRATCHED])
+def test_scratched_values_are_computed_once_per_row(chain):
+    """The interior body reads the costly value from ring rows: no division left in
+    it (the divisions are in the row fills, one per value and point)."""
+    name, ops, rank = chain
+    x = rand(np.float64, (9, 8))
+    text = rendered(ops, ((np.dtype(np.float64), 2, None),), [x])
+    body = interior_body(text)
+    assert not any("/" in line.split("/*")[0] for line in body), "\n".join(body)
+    assert any("sc0_row" in line for line in body)
+    # every ring is read by the interior (none filled for nothing)
+    for k in range(text.count("malloc(")):
+        assert any(f"sc{k}_row" in line for line in body)
+
+
+def test_a_cheap_value_is_recomputed_not_stored():
+    ops = _padded_diff("x", 0, 0, 1, "px") + _padded_diff("px", 0, 1, 0, "r")
+    x = rand(np.float32, (9, 8))
+    text = rendered(ops, ((np.dtype(np.float32), 2, None),), [x])
+    assert "malloc" not in text

@@ -489,10 +489,16 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
             em.helpers |= inside.helpers
             plan = _scratch_plan(typed, inside) if rank == 2 else []
             scratch = None
-            if plan:
+            while plan:
                 again = _Emitter(typed, baked, interior=True)
                 again.scratch = {v: k for k, (v, *_) in enumerate(plan)}
                 results = [again.value(v, idx) for v, _ in typed.outputs]
+                used = {k for k, _ in again.rows_used}
+                if len(used) == len(plan):
+                    break
+                # read only inside another stored value's statements: recomputed there
+                plan = [p for k, p in enumerate(plan) if k in used]
+            if plan:
                 em.helpers |= again.helpers
                 scratch = _scratch_code(typed, baked, plan, again, em.helpers)
                 inside.lines = again.lines
