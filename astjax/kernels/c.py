@@ -11,6 +11,17 @@ runs it over the output index:
   negative for reversed views): rows of the last axis, each row's start computed from
   the row number.
 
+Indexed kernels (``render_indexed``) read through slices, pads and transposes at an
+index that is affine in one loop index.  Each loop's range is split per call into an
+interior, where no pad guard or clamp can fire (the guards' affine forms solved by
+``astjax_narrow``), and the boundary strips around it: the interior body is
+branch-free with unit-stride loads, so the compiler vectorizes it; the strips keep
+the guarded body.  In a rank-2 interior, a costly value read at several shifted
+rows or columns (the wave's ``pressure_xx[1:] - pressure_xx[:-1]``) is computed once
+per row into per-thread ring rows instead of once per read.  Both change which
+statements run where, never a value: every element is computed by the same
+operations in the same order.
+
 The scalar expressions (casts, literals, one ufunc each, the divmod and clip helpers)
 come from ``cexpr.py``, shared with the CUDA renderer; this module is the loop
 structure around them.  The compiler is run without ``-ffast-math`` and with
