@@ -132,8 +132,18 @@ def _unshare(dynamic, donated):
     return dynamic
 
 
+def _kw_signature(kwargs):
+    """The keyword arguments' part of the cache key: names, structure, dtypes and
+    ranks (``f(x, s=np.float32(2))`` and ``f(x, s=2.0)`` are built apart, each for its
+    dtypes, as positional arguments are)."""
+    if not kwargs:
+        return ()
+    names = tuple(sorted(kwargs))
+    return names, _signature([kwargs[n] for n in names])
+
+
 def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
-           backend=None):
+           backend=None, kw_dynamic=None):
     fname = _fun_name(fun)
     # jit(vmap(f)) runs the batched code; transformations of it read vmap's loop form
     batched = getattr(fun, "_astjax_batched", None) if to_run else None
@@ -142,6 +152,8 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
     names, fn, _ = normalized(target, static_functions)
     # jit specializes on dtypes anyway (they key its cache): tell the passes
     arg_dtypes = {p: a.dtype for p, a in zip(fn.params, dynamic) if type(a) is np.ndarray}
+    kw_dynamic = {k: v for k, v in (kw_dynamic or {}).items() if k in fn.params}
+    arg_dtypes.update({k: v.dtype for k, v in kw_dynamic.items() if type(v) is np.ndarray})
     backend = backend or backends.get(None)
     chosen = backend.passes() if to_run else passes.TRANSFORMABLE
     # donated array arguments: their memory may hold results (buffers, fusion)
@@ -154,6 +166,7 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
     fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes, donated=donated_names)
     fn.name = names.fresh(f"jit_{fname}")
     fn.arg_kinds = backends.arg_kinds(fn.params, dynamic)   # shown kernels' types
+    fn.arg_kinds.update(backends.arg_kinds(list(kw_dynamic), list(kw_dynamic.values())))
     if not to_run:
         return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                               f"jit({fname})", ["main"])
@@ -254,9 +267,11 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                     "convert lists to tuples") from None
         fn_args = function_arguments(dynamic)
         key = ("jit", tuple(sorted(static.items(), key=lambda kv: kv[0])), fn_args,
-               _signature(dynamic), donated, chosen_backend.name)
+               _signature(dynamic), _kw_signature(kwargs), donated, chosen_backend.name)
+        kw_dynamic = dict(kwargs)
         gen = cached(fun, key, lambda: _build(fun, static, dict(fn_args), dynamic,
-                                              donated=donated, backend=chosen_backend))
+                                              donated=donated, backend=chosen_backend,
+                                              kw_dynamic=kw_dynamic))
         return gen, dynamic
 
     def jitted(*args, **kwargs):
@@ -275,9 +290,13 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
             static_kw = tuple([kwargs.get(n, _ABSENT) for n in static_names])
             call_kwargs = {k: v for k, v in kwargs.items() if k not in static_names}
         sig = _fast_signature(dynamic)
-        if sig is not None and call_kwargs and any(_is_function(v)
-                                                   for v in call_kwargs.values()):
-            sig = None  # functions passed by keyword are inlined: general() keys on them
+        if sig is not None and call_kwargs:
+            if any(_is_function(v) for v in call_kwargs.values()):
+                sig = None  # functions passed by keyword are inlined: general() keys on them
+            else:       # keyword arguments key the code as positional ones do
+                kw_names = tuple(sorted(call_kwargs))
+                kw_sig = _fast_signature([call_kwargs[n] for n in kw_names])
+                sig = None if kw_sig is None else (sig, kw_names, kw_sig)
         if sig is not None and (static_values or static_kw):
             try:
                 hash((static_values, static_kw))
@@ -301,8 +320,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         static = {params[i]: args[i] for i in static_pos}
         static.update({k: v for k, v in kwargs.items() if k in static_names})
         dynamic = [args[i] for i in dynamic_pos]
+        kw_dynamic = {k: v for k, v in kwargs.items() if k not in static_names}
         return _build(fun, static, dict(function_arguments(dynamic)), dynamic,
-                      donated=donated, backend=chosen_backend)
+                      donated=donated, backend=chosen_backend, kw_dynamic=kw_dynamic)
 
     def generated():
         # what grad(jit(f)) or vmap(jit(f)) transform: optimized, without the passes

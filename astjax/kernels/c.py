@@ -11,6 +11,17 @@ runs it over the output index:
   negative for reversed views): rows of the last axis, each row's start computed from
   the row number.
 
+Indexed kernels (``render_indexed``) read through slices, pads and transposes at an
+index that is affine in one loop index.  Each loop's range is split per call into an
+interior, where no pad guard or clamp can fire (the guards' affine forms solved by
+``astjax_narrow``), and the boundary strips around it: the interior body is
+branch-free with unit-stride loads, so the compiler vectorizes it; the strips keep
+the guarded body.  In a rank-2 interior, a costly value read at several shifted
+rows or columns (the wave's ``pressure_xx[1:] - pressure_xx[:-1]``) is computed once
+per row into per-thread ring rows instead of once per read.  Both change which
+statements run where, never a value: every element is computed by the same
+operations in the same order.
+
 The scalar expressions (casts, literals, one ufunc each, the divmod and clip helpers)
 come from ``cexpr.py``, shared with the CUDA renderer; this module is the loop
 structure around them.  The compiler is run without ``-ffast-math`` and with
@@ -139,6 +150,53 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
 # ---------------------------------------------------------------------------------
 # Indexed kernels (slices, transposes, pads, casts, reductions: ir.TypedIndexed)
 
+def _int_literal(e):
+    return e.lstrip("-").isdigit()
+
+
+def _add(a, b) -> str:
+    """``a + b`` of two C index expressions, folded when they are literals."""
+    if _int_literal(a) and _int_literal(b):
+        return str(int(a) + int(b))
+    if a == "0":
+        return b
+    if b == "0":
+        return a
+    return f"({a} + {b})"
+
+
+def _mul(a, b) -> str:
+    if _int_literal(a) and _int_literal(b):
+        return str(int(a) * int(b))
+    if a == "0" or b == "0":
+        return "0"
+    if a == "1":
+        return b
+    if b == "1":
+        return a
+    return f"({a} * {b})"
+
+
+def _neg(a) -> str:
+    return _mul("-1", a)
+
+
+# narrows a loop's interior [lo, hi) to the indices i with s * i + o >= 0
+_NARROW = """\
+static inline void astjax_narrow(int64_t s, int64_t o, int64_t *lo, int64_t *hi) {
+    if (s > 0) {
+        const int64_t m = o >= 0 ? -(o / s) : (-o + s - 1) / s;
+        if (m > *lo) *lo = m;
+    } else if (s < 0) {
+        const int64_t t = -s;
+        const int64_t m = (o >= 0 ? o / t : -((-o + t - 1) / t)) + 1;
+        if (m < *hi) *hi = m;
+    } else if (o < 0) {
+        *hi = INT64_MIN;
+    }
+}
+"""
+
 class _Emitter:
     """The statements computing values at index tuples, each (value, index) once.
 
@@ -146,7 +204,7 @@ class _Emitter:
     producer's statements are emitted again for the other index (the fusion pass
     only fuses such reads when the producer is cheap)."""
 
-    def __init__(self, typed, baked):
+    def __init__(self, typed, baked, interior=False):
         self.typed = typed
         self.baked = dict(baked)
         self.defs = {op.target: op for op in typed.ops}
@@ -155,6 +213,33 @@ class _Emitter:
         self.helpers: set = set()
         self.count = 0
         self.last_comment = None
+        # interior: the body for indices where no pad guard or clamp can fire.  Every
+        # index is then affine in one loop index: ``forms`` holds (axis or None,
+        # scale, offset) of each index name, and ``constraints`` the (axis, s, o) with
+        # ``s * i_axis + o >= 0`` that each dropped guard or clamp assumed
+        self.interior = interior
+        self.forms: dict = {}
+        self.constraints: list = []
+        # scratch rows (``_scratch_plan``): value -> its buffer number; the interior
+        # reads those values from rows computed once per row of the loop
+        self.reads: dict = {}          # value -> index tuples it was read at
+        self.scratch: dict = {}
+        self.rows_used: set = set()    # (buffer number, row offset) read
+
+    def form(self, e):
+        """(axis, scale, offset) of index expression ``e`` (interior bodies only)."""
+        got = self.forms.get(e)
+        if got is not None:
+            return got
+        if e[:1] == "i" and e[1:].isdigit():
+            return (int(e[1:]), "1", "0")
+        return (None, "0", e)          # a literal or a run-time parameter
+
+    def assume(self, ax, s, o):
+        """The interior assumes ``s * i_ax + o >= 0`` (a constant one: on axis 0)."""
+        c = (0 if ax is None else ax, s, o)
+        if c not in self.constraints:
+            self.constraints.append(c)
 
     def p(self, name) -> str:
         v = self.baked.get(name)
@@ -171,12 +256,18 @@ class _Emitter:
             self.last_comment = c
         self.lines.append(line)
 
-    def index(self, base, expr) -> str:
-        """An index expression held in a named temporary (unless trivial)."""
+    def index(self, base, expr, form=None) -> str:
+        """An index expression held in a named temporary (unless trivial); ``form``:
+        its affine form, kept for the interior's constraints."""
         if expr.isidentifier() or expr.lstrip("-").isdigit():
+            if form is not None and expr not in self.forms and not (
+                    expr[:1] == "i" and expr[1:].isdigit()):
+                self.forms[expr] = form
             return expr
         name = self.fresh(base)
         self.lines.append(f"const int64_t {name} = {expr};")
+        if form is not None:
+            self.forms[name] = form
         return name
 
     def value(self, v, idx) -> str:
@@ -187,6 +278,17 @@ class _Emitter:
         got = self.memo.get(key)
         if got is not None:
             return got
+        if self.interior and not v.startswith("in"):
+            self.reads.setdefault(v, set()).add(idx)
+        if v in self.scratch:
+            k = self.scratch[v]
+            a = int(self.form(idx[0])[2])
+            self.rows_used.add((k, a))
+            name = self.fresh(v)
+            self.lines.append(f"const {ctype(self.typed.values[v][0])} {name} = "
+                              f"{_row_name(k, a)}[{idx[1]}];")
+            self.memo[key] = name
+            return name
         if v.startswith("in"):
             j = int(v[2:])
             inp = self.typed.inputs[j]
@@ -232,12 +334,33 @@ class _Emitter:
                 e = i if step == "1" else ("0" if i == "0" else f"{i} * {step}")
                 if start != "0":
                     e = start if e == "0" else f"{start} + {e}"
-                src.append(self.index("k", e))
+                form = None
+                if self.interior:
+                    ax, s, o = self.form(i)
+                    form = (ax, _mul(s, step), _add(start, _mul(o, step)))
+                src.append(self.index("k", e, form))
             return self.value(op.source, tuple(src))
         elif isinstance(op, ir.TTranspose):
             src = [None] * len(op.axes)
             for j, a in enumerate(op.axes):
                 src[a] = idx[j]
+            return self.value(op.source, tuple(src))
+        elif isinstance(op, ir.TPad) and self.interior:
+            # no guard, no clamp: assumed (``constraints``) for the whole interior
+            src = []
+            for a, (lo, hi) in enumerate(op.widths):
+                i = idx[a]
+                if not lo and not hi:
+                    src.append(i)
+                    continue
+                d = self.p(f"dim_{op.source}_{a}")
+                ax, s, o = self.form(i)
+                o = _add(o, str(-lo))
+                if lo:
+                    self.assume(ax, s, o)                                # j >= 0
+                if hi:
+                    self.assume(ax, _neg(s), _add(d, _add("-1", _neg(o))))   # j < d
+                src.append(self.index("j", f"{i} - {lo}" if lo else i, (ax, s, o)))
             return self.value(op.source, tuple(src))
         elif isinstance(op, ir.TPad):
             src, guards = [], []
@@ -365,13 +488,39 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
             text.append(ind + "}")
         return text
 
+    inside = None
     if red is None:
         results = [em.value(v, idx) for v, _ in typed.outputs]
         body = list(em.lines)
         f = flat(range(rank))
         body += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
-        outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 else par
-        code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
+        inside = _Emitter(typed, baked, interior=True)
+        results = [inside.value(v, idx) for v, _ in typed.outputs]
+        if inside.constraints:
+            em.helpers |= inside.helpers
+            plan = _scratch_plan(typed, inside) if rank == 2 else []
+            scratch = None
+            while plan:
+                again = _Emitter(typed, baked, interior=True)
+                again.scratch = {v: k for k, (v, *_) in enumerate(plan)}
+                results = [again.value(v, idx) for v, _ in typed.outputs]
+                used = {k for k, _ in again.rows_used}
+                if len(used) == len(plan):
+                    break
+                # read only inside another stored value's statements: recomputed there
+                plan = [p for k, p in enumerate(plan) if k in used]
+            if plan:
+                em.helpers |= again.helpers
+                scratch = _scratch_code(typed, baked, plan, again, em.helpers)
+                inside.lines = again.lines
+            interior = list(inside.lines)
+            interior += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
+            code = _split_loops(rank, dims, inside.constraints, body, interior, par, simd,
+                                scratch)
+        else:
+            outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 \
+                else par
+            code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
     else:
         A, init, combine, final = _reduce_parts(red)
         src = em.value(red.source, idx)
@@ -403,9 +552,198 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
                      "        " + combine("acc", "part[t]"), "    }",
                      f"    q0[0] = {final('acc', count)};"]
     pre = [prelude(), helpers_text(em.helpers)]
+    if inside is not None and inside.constraints:
+        pre.append(_NARROW)
+        if "malloc(" in "\n".join(code):
+            pre.insert(0, "#include <stdlib.h>\n")
     what = "reduction" if red is not None else "loop fusion"
     head = (f"/* astjax kernel {typed.kernel.name}: {len(typed.kernel.ops)} statements "
             f"({what} over the {'source' if red else 'output'} index) */\n")
     sig = (f"int {cname}(const int64_t *restrict P, int32_t nthreads, void **ptrs) {{")
     return head + "".join(pre) + "\n" + sig + "\n" + "\n".join(decl) + "\n" + \
         "\n".join(code) + "\n    (void)nthreads;\n    return 0;\n}\n"
+
+
+def _row_name(k, a) -> str:
+    return f"sc{k}_row_{'m' if a < 0 else 'p'}{abs(a)}"
+
+
+_COSTLY = frozenset({"divide", "true_divide", "floor_divide", "remainder", "fmod",
+                     "power", "float_power", "sqrt", "cbrt", "exp", "exp2", "expm1",
+                     "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
+                     "arccos", "arctan", "sinh", "cosh", "tanh", "arctan2", "hypot"})
+# work (additions = 1, divisions and the like = 4) from which a value read at several
+# shifted indices of the interior is computed once per row into scratch rows
+SCRATCH_MIN_COST = 6
+
+
+def _cost(typed, v, seen=None) -> int:
+    """Work per element of value ``v`` when recomputed (its statements back to the
+    inputs)."""
+    if v.startswith("in"):
+        return 0
+    op = next(o for o in typed.ops if o.target == v)
+    if isinstance(op, ir.TypedOp):
+        own = 4 if op.ufunc in _COSTLY else 1
+        return own + sum(_cost(typed, a) for a, _ in op.args if a != "const")
+    return _cost(typed, op.source)
+
+
+def _contiguous(values) -> bool:
+    return max(values) - min(values) + 1 == len(values)
+
+
+def _scratch_plan(typed, em):
+    """Values of a rank-2 loop that the interior body (``em``, already emitted) reads
+    at several indices ``(i0 + a, i1 + b)`` with constant offsets forming one run in
+    each axis, and that cost enough to recompute: (value, a min, a max, b min, b max).
+
+    Each is computed once per row into a ring of rows (``a max - a min + 1``), for the
+    columns the interior reads, instead of once per read (``pressure_xx[1:] -
+    pressure_xx[:-1]``: one division per point instead of two)."""
+    plan = []
+    for v, reads in em.reads.items():
+        dt, rank = typed.values[v]
+        if rank != 2 or len(reads) < 2 or _cost(typed, v) < SCRATCH_MIN_COST:
+            continue
+        offs = []
+        for idx in reads:
+            f0, f1 = em.form(idx[0]), em.form(idx[1])
+            if f0[:2] != (0, "1") or f1[:2] != (1, "1") or not (
+                    _int_literal(f0[2]) and _int_literal(f1[2])):
+                break
+            offs.append((int(f0[2]), int(f1[2])))
+        else:
+            rows, cols = {a for a, _ in offs}, {b for _, b in offs}
+            if _contiguous(rows) and _contiguous(cols):
+                plan.append((v, min(rows), max(rows), min(cols), max(cols)))
+    return plan
+
+
+def _scratch_fill(typed, baked, k, v, amin, amax, bmin, bmax, helpers):
+    """C filling buffer ``k``'s ring rows of value ``v`` for loop row ``i0``: all
+    of them on the first interior row of a thread's run, else the newest one."""
+    sub = _Emitter(typed, baked, interior=True)    # (its constraints: the caller's)
+    sub.count = 1000 * (k + 1)
+    val = sub.value(v, ("r", "j"))
+    helpers |= sub.helpers
+    R = amax - amin + 1
+    W = f"W{k}"
+    j0 = "lo1" if bmin == 0 else f"lo1 + {bmin}" if bmin > 0 else f"lo1 - {-bmin}"
+    j1 = "hi1" if bmax == 0 else f"hi1 + {bmax}" if bmax > 0 else f"hi1 - {-bmax}"
+    T = ctype(typed.values[v][0])
+    lines = [f"/* rows i0 + {amin} .. i0 + {amax} of a value read at shifted indices, "
+             "computed once */",
+             f"for (int64_t a = i0 == prev + 1 ? {amax} : {amin}; a <= {amax}; a++) {{",
+             "    const int64_t r = i0 + a;",
+             f"    {T} *restrict row = sc{k} + (r % {R}) * {W};",
+             "    #pragma omp simd",
+             f"    for (int64_t j = {j0}; j < {j1}; j++) {{"]
+    lines += ["        " + line for line in sub.lines]
+    lines += [f"        row[j] = {val};", "    }", "}"]
+    return lines
+
+
+def _scratch_code(typed, baked, plan, em, helpers):
+    """The allocation, per-row fill, row pointers and release of ``plan``'s rings."""
+    alloc, fill, rows, free = [], [], [], []
+    oks = []
+    for k, (v, amin, amax, bmin, bmax) in enumerate(plan):
+        T = ctype(typed.values[v][0])
+        R = amax - amin + 1
+        W = em.p(f"dim_{v}_1")
+        alloc.append(f"const int64_t W{k} = {W};")
+        alloc.append(f"{T} *sc{k} = ({T} *)malloc(sizeof({T}) * (size_t)({R} * W{k} + 1));")
+        oks.append(f"sc{k} != NULL")
+        fill += _scratch_fill(typed, baked, k, v, amin, amax, bmin, bmax, helpers)
+        free.append(f"free(sc{k});")
+    for k, a in sorted(em.rows_used):
+        R = plan[k][2] - plan[k][1] + 1
+        T = ctype(typed.values[plan[k][0]][0])
+        rows.append(f"const {T} *restrict {_row_name(k, a)} = "
+                    f"sc{k} + ((i0 + {a}) % {R}) * W{k};")
+    alloc.append(f"const int scratch_ok = {' && '.join(oks)};")
+    return {"alloc": alloc, "fill": fill, "rows": rows, "free": free}
+
+
+def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=None):
+    """Loops over the output index that run the branch-free ``interior`` body where
+    every pad guard and clamp is known to pass (``constraints``, solved per call into
+    ``lo<a>``/``hi<a>`` per axis), and the ``general`` body elsewhere: the boundary
+    strips.  The innermost interior loop is unit-stride and select-free, so the C
+    compiler vectorizes it; the results are the same either way, element by element."""
+    code = ["    /* the interior: no pad guard or clamp fires there (branch-free, "
+            "vectorized) */"]
+    for a in range(rank):
+        code.append(f"    int64_t lo{a} = 0, hi{a} = {dims[a]};")
+    for ax, s, o in constraints:
+        code.append(f"    astjax_narrow({s}, {o}, &lo{ax}, &hi{ax});")
+    for a in range(rank):
+        code.append(f"    if (lo{a} > {dims[a]}) lo{a} = {dims[a]};")
+        code.append(f"    if (hi{a} < lo{a}) hi{a} = lo{a};")
+    last = rank - 1
+    n = dims[last]
+    ind = "    "
+    if rank == 1:
+        code.append(f"{ind}for (int64_t i0 = 0; i0 < lo0; i0++) {{")
+        code += [ind + "    " + line for line in general]
+        code.append(ind + "}")
+        if par or simd:
+            code.append(ind + (par.replace("parallel for", "parallel for simd") or simd))
+        code.append(f"{ind}for (int64_t i0 = lo0; i0 < hi0; i0++) {{")
+        code += [ind + "    " + line for line in interior]
+        code.append(ind + "}")
+        code.append(f"{ind}for (int64_t i0 = hi0; i0 < {n}; i0++) {{")
+        code += [ind + "    " + line for line in general]
+        code.append(ind + "}")
+        return code
+    if scratch:                # rank 2: per-thread ring rows, filled row by row
+        if par:
+            code.append(ind + par.replace("parallel for schedule(static) ", "parallel "))
+        code.append(ind + "{")
+        ind += "    "
+        code += [ind + line for line in scratch["alloc"]]
+        code.append(ind + "int64_t prev = -2;       /* the last row filled */")
+        if par:
+            code.append(ind + "#pragma omp for schedule(static)")
+    for a in range(last):
+        if a == 0 and par and not scratch:
+            code.append(ind + par)
+        code.append(f"{ind}for (int64_t i{a} = 0; i{a} < {dims[a]}; i{a}++) {{")
+        ind += "    "
+    inner = " && ".join(f"i{a} >= lo{a} && i{a} < hi{a}" for a in range(last))
+    if scratch:
+        inner = "scratch_ok && " + inner
+    code.append(f"{ind}const int inside = {inner};")
+    code.append(f"{ind}const int64_t a{last} = inside ? lo{last} : {n};")
+    code.append(f"{ind}const int64_t b{last} = inside ? hi{last} : {n};")
+    code.append(f"{ind}/* the boundary: [0, a{last}) and [b{last}, {n}) */")
+    i = f"i{last}"
+    code.append(f"{ind}for (int64_t {i} = a{last} > 0 ? 0 : b{last}; {i} < {n}; "
+                f"{i} = {i} + 1 == a{last} ? b{last} : {i} + 1) {{")
+    code += [ind + "    " + line for line in general]
+    code.append(ind + "}")
+    if scratch:
+        code.append(f"{ind}if (b{last} > a{last}) {{")
+        ind += "    "
+        code += [ind + line for line in scratch["fill"]]
+        code += [ind + line for line in scratch["rows"]]
+    if simd:
+        code.append(ind + simd)
+    code.append(f"{ind}for (int64_t {i} = a{last}; {i} < b{last}; {i}++) {{")
+    code += [ind + "    " + line for line in interior]
+    code.append(ind + "}")
+    if scratch:
+        code.append(ind + "prev = i0;")
+        ind = ind[:-4]
+        code.append(ind + "} else {")
+        code.append(ind + "    prev = -2;")
+        code.append(ind + "}")
+    for _ in range(last):
+        ind = ind[:-4]
+        code.append(ind + "}")
+    if scratch:
+        code += [ind + line for line in scratch["free"]]
+        ind = ind[:-4]
+        code.append(ind + "}")
+    return code

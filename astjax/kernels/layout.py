@@ -5,6 +5,11 @@ bounds go to the kernel as an ``int64`` array ``P`` (``TypedIndexed.params``), s
 compiled kernel serves every shape.  The values that are 0 or 1 (axes of length 1,
 unit steps, unit strides) are also *baked*: the renderer writes them as literals,
 which keeps inner loops contiguous and lets a length-1 axis broadcast (read at 0).
+So are the slice starts, steps and indices the source writes as numbers (``p[2:]``,
+``p[::2]``; not ``p[-2:]`` or ``p[::-1]``, whose starts depend on the shape): the
+kernel's index forms then have literal offsets (its interior bounds and scratch rows,
+``kernels/c.py``).  Baked values key the compiled variant, so one that differs in a
+later call compiles another.
 
 Whatever NumPy would refuse (shapes that do not broadcast, an index out of range, a
 zero step, padding an empty axis) raises ``Unsupported``: the caller runs the group
@@ -42,9 +47,25 @@ def _int(typed, args, spec):
     return operator.index(v)
 
 
+def _source_known(it):
+    """Names suffixes of a slice item's parameters that the source fixes, whatever
+    the shapes: a step written as a positive number (or none), a start written as a
+    non-negative number with such a step, an index written as a non-negative number."""
+    if it[0] == "index":
+        return ("at",) if it[1] is not None and it[1][0] == "int" and it[1][1] >= 0 else ()
+    step = it[3]
+    if step is not None and (step[0] != "int" or step[1] <= 0):
+        return ()
+    start = it[1]
+    if start is None or (start[0] == "int" and start[1] >= 0):
+        return ("start", "step")
+    return ("step",)
+
+
 def layout(typed: ir.TypedIndexed, args) -> Layout:
     shapes = {}
     P = {}
+    known = set()             # parameters the source fixes: baked whatever their value
     for k, inp in enumerate(typed.inputs):
         v = f"in{k}"
         if not inp.ndim:
@@ -74,6 +95,7 @@ def layout(typed: ir.TypedIndexed, args) -> Layout:
                     out.append(1)
                     continue
                 n = src[ax]
+                known.update(f"{what}_{t}_{ax}" for what in _source_known(it))
                 if it[0] == "index":
                     i = _int(typed, args, it[1])
                     if not -n <= i < n:
@@ -123,7 +145,8 @@ def layout(typed: ir.TypedIndexed, args) -> Layout:
             for ax, n in enumerate(sh):
                 P[f"dim_{v}_{ax}"] = n
     values = [P[name] for name in typed.params]
-    baked = tuple((name, val) for name, val in zip(typed.params, values) if val in (0, 1))
+    baked = tuple((name, val) for name, val in zip(typed.params, values)
+                  if val in (0, 1) or name in known)
     return Layout(np.array(values, dtype=np.int64), baked, domain, out_shapes)
 
 

@@ -181,6 +181,8 @@ class KernelCall:
         # argument key (dtypes, shapes, strides, ints) -> plan (see _run_plan)
         self.plans: dict | None = {} if DATA_OFFSET is not None else None
         self.pools: list | None = None   # per result: buffers reused (``use_pool``)
+        # (argument index, dtype) -> (the last non-array argument there, its 0-d array)
+        self.boxed: dict = {}
         everything = tuple(range(len(kernel.inputs)))
         # results depending on some inputs only: their shape may be smaller than the loop
         self.partial = [] if self.indexed else [
@@ -309,8 +311,16 @@ class KernelCall:
         func, lead, conv, results, parallel, full_reduce, _ = plan
         if conv:
             args = list(args)
-            for i, dt in conv:
-                args[i] = np.array(args[i], dtype=dt)
+            boxed = self.boxed
+            for c in conv:
+                a = args[c[0]]
+                got = boxed.get(c)
+                if got is None or got[0] is not a:
+                    # the same object as last time (``dx`` of every step): its 0-d
+                    # array again (identity, not equality: -0.0 == 0.0); the entry
+                    # holds the object, so its id cannot be reused meanwhile
+                    got = boxed[c] = (a, np.array(a, dtype=c[1]))
+                args[c[0]] = got[1]
         pools = self.pools
         if pools is None:
             outs = [np.empty(sh, dt) for sh, dt in results]

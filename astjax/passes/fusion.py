@@ -413,6 +413,14 @@ class _NumpyValues:
         return None
 
 
+class _Tentative:
+    """A member statement met between two members of a group, unconnected to it yet."""
+    __slots__ = ("stmt",)
+
+    def __init__(self, stmt):
+        self.stmt = stmt
+
+
 class _Fuser:
     def __init__(self, fn, arg_dtypes, donated=frozenset(), kernels=False):
         from astjax import runtime_fusion
@@ -537,12 +545,29 @@ class _Fuser:
             if self.member(t) and set(core.reads(t)) & (written | read):
                 if self.kernels:
                     costs[t.target] = self._recompute_cost(t, costs)
+                    # an unconnected member this one reads joins the group before it
+                    wanted = set(core.reads(t))
+                    for p in pending:
+                        if isinstance(p, _Tentative) and p.stmt.target in wanted:
+                            members.append(p.stmt)
+                    pending = [p for p in pending if not isinstance(p, _Tentative) or
+                               p.stmt.target not in wanted]
                 members.append(t)
-                moved.extend(pending)
+                moved.extend(p.stmt if isinstance(p, _Tentative) else p for p in pending)
                 pending = []
                 written |= set(core.writes(t))
                 read |= set(core.reads(t))
                 last = j
+            elif self.kernels and self.member(t) and _movable(t, written, read) and \
+                    self._array_source(t, written):
+                # a member reading nothing of the group (``amplitude * injection`` in
+                # ``... + amplitude * injection``): it joins when a later member reads
+                # it, else it moves above the group like any movable statement (so
+                # both orders are safe: it counts as written and read from here on)
+                costs[t.target] = self._recompute_cost(t, costs)
+                pending.append(_Tentative(t))
+                written |= set(core.writes(t))
+                read |= set(core.reads(t))
             elif not self.member(t) and _movable(t, written, read):
                 pending.append(t)
             else:
