@@ -226,6 +226,8 @@ class ReverseAD:
         # cotangent -> the guard (an If) whose test held exactly when it is not None
         self.implied: dict = {}
         self.seeded: set = set()
+        # cotangents None because a backward trip starts (see ``loop_adjoint``)
+        self.trip_null: set = set()
         # loop temporaries saved at the end of their trip (``_late_values``)
         self.late_values: set = set()
         # target -> copy of its shape stand-in, while its adjoint is emitted (see
@@ -444,8 +446,9 @@ class ReverseAD:
             if not self.is_active(value):
                 return [Prim(None, "pop", [Var(d_tape)], loc=loc)]
             got = self.names.fresh(f"d_{value.name}_back")
+            # what the mirror pushed may be None (a cotangent nothing reached)
             return [Prim(got, "pop", [Var(d_tape)], loc=loc)] + self.accumulate(
-                self.d(value.name), Var(got), loc)
+                self.d(value.name), Var(got), loc, surely=False)
         if s.target in self.activity.active:
             d_x = self.d(s.target)
             return [Prim(None, "push", [Var(d_tape), Var(d_x)], loc=loc)] + self.reset(d_x, loc)
@@ -490,6 +493,7 @@ class ReverseAD:
         # the trip's own temporaries are None (reset by the previous trip's adjoints,
         # and nothing after the loop reaches them); others may be anything
         self.null = {self.d(v) for v in self._locals(s) if v in self.activity.active}
+        outer_trip_null, self.trip_null = self.trip_null, set(self.null)
         self.nonnull = set()
         self.loop_depth += 1
         late = self._late_values(s)
@@ -503,6 +507,7 @@ class ReverseAD:
             self.null, self.nonnull = set(), set()
             test_once = self.backward(s.test_body)
         self.loop_depth -= 1
+        self.trip_null = outer_trip_null
         written = _written(inner + test_each + test_once)
         self.null = outer_null - written
         self.nonnull = outer_nonnull - written
@@ -566,12 +571,16 @@ class ReverseAD:
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
             if s.prim == "getitem" and len(wanted) == 1 and not self.flags.get(
-                    wanted[0][1].name) and self.d(wanted[0][1].name) not in self.null:
+                    wanted[0][1].name) and (self.d(wanted[0][1].name) not in self.null or
+                                            self.d(wanted[0][1].name) in self.trip_null):
                 # d_x += (g placed at index): one copy instead of zeros, scatter and add
+                # (also for a cotangent None because a backward trip starts: acc_at
+                # takes None, and containers, as the rule's getitem_vjp does)
                 dx = self.d(wanted[0][1].name)
                 stmt = Prim(dx, "acc_at", [Var(dx), s.args[0], s.args[1], Var(g)], loc=loc)
                 out.extend(self.meta_operands([stmt]))
                 self.backward_reads.update(core.atom_vars([s.args[1]]))
+                self.null.discard(dx)
                 self.nonnull.add(dx)
                 if not self_update and self.reassigned(s.target):
                     out.extend(self.reset(d_y, loc))
@@ -787,6 +796,7 @@ class ReverseAD:
         self.null = set()
         self.nonnull = set(seeded)
         self.seeded = set(seeded)
+        self.trip_null = set()
         self.late_values = set()
         self.implied = {}
         self.loop_depth = 0

@@ -23,6 +23,13 @@ def chain(x):
     return np.sum(s)
 
 
+def scalar_loop(x):
+    acc = 0.0
+    for i in range(3):
+        acc = acc + np.sin(x * (i + 1.0)) * acc + x
+    return acc
+
+
 def read_after_loop(x):
     s = x * 0.0
     for i in range(3):
