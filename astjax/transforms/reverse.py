@@ -468,7 +468,9 @@ class ReverseAD:
                 shape_of = self.meta_operands([Prim(contrib, "unbroadcast", [Var(part), s.value],
                                                     loc=loc)])
                 out.extend(shape_of)
-                out.extend(self.accumulate(self.d(s.value.name), Var(contrib), loc))
+                # an entry of a container's cotangent may be None (nothing reached it)
+                out.extend(self.accumulate(self.d(s.value.name), Var(contrib), loc,
+                                           surely=False))
             out.append(Prim(d_t, "cot_zero_at", [Var(d_t), s.index], loc=loc))
             return out
         return self.guarded(d_t, body, loc)
@@ -603,7 +605,8 @@ class ReverseAD:
                 stmts, contribs = self.inline_template(src, prim, s, g, [i], ans)
                 inner = list(stmts)
                 if contribs[0] is not None:
-                    inner.extend(self.accumulate(self.d(op.name), contribs[0], loc))
+                    inner.extend(self.accumulate(self.d(op.name), contribs[0], loc,
+                                                 surely=prim.kind not in _MAY_GIVE_NONE))
                 written = _written(inner)
                 self.null, self.nonnull = null - written, nonnull - written
                 if inner:

@@ -134,6 +134,20 @@ def skipped_late(x):
     return np.sum(s)
 
 
+def dict_entries_in_loop(x):
+    d = {}
+    for i in range(3):
+        d[i] = np.sin(x * (i + 1.0))
+    return np.sum(d[0] * d[1])
+
+
+def list_entries_in_loop(x):
+    items = [x, x, x]
+    for i in range(3):
+        items[i] = np.cos(x * i) * x
+    return np.sum(items[1])
+
+
 def unused_scan_output(x):
     def step(carry, w):
         a, b = carry
@@ -197,6 +211,6 @@ def while_body(x):
 
 PROGRAMS = [chain, read_after_loop, stale_in_outer, growing_slices, int_carry,
             updated_in_place, branch_inside, output_in_loop, early_exit, skipped,
-            skipped_late,
+            skipped_late, dict_entries_in_loop, list_entries_in_loop,
             unused_scan_output, unused_carry, scan_stencil, fori_body, nested_scan,
             while_body]
