@@ -247,6 +247,13 @@ def run(fn: core.Function, straight_line: bool = False, donated=frozenset()) -> 
     if straight_line:
         assert not any(core.child_blocks(s) for s in fn.body)
     donated = frozenset(d for d in donated if d in fn.params)
+    changed = False
+    if not straight_line:
+        # the gradient's accumulations into buffers it owns (transforms/inplace.py):
+        # jit reads reverse-mode code in its functional spelling, so the in-place
+        # one is found again on the optimized code
+        from astjax.transforms.inplace import own_accumulations
+        changed = own_accumulations(fn.body) > 0
     r = _Reuser(fn, straight_line, donated)
     r.block(fn.body, set(donated))
-    return r.changed
+    return r.changed or changed

@@ -223,9 +223,19 @@ class ReverseAD:
         self.null: set[str] = set()
         self.nonnull: set[str] = set()
         self.loop_depth = 0
+        # cotangent -> the guard (an If) whose test held exactly when it is not None
+        self.implied: dict = {}
+        self.seeded: set = set()
+        # cotangents None because a backward trip starts (see ``loop_adjoint``)
+        self.trip_null: set = set()
+        # loop temporaries saved at the end of their trip (``_late_values``)
+        self.late_values: set = set()
         # target -> copy of its shape stand-in, while its adjoint is emitted (see
         # ``standin_pair_adjoint``)
         self.ans_standin: dict[str, str] = {}
+        # shape stand-ins recorded at the end of a loop body: saved after they are
+        # assigned (their trip's value), restored when the body's adjoint starts
+        self.deferred_standins: set[str] = set()
 
     # ---------------------------------------------------------------- naming
 
@@ -284,11 +294,39 @@ class ReverseAD:
         self.nonnull.add(d_y)
         body = body_fn()
         written = _written(body)
+        # None before the test, surely not None when the body ran: not None exactly
+        # when the test held (``_append`` reads it)
+        implied = before_null & self.nonnull
         self.null = before_null - written
         self.nonnull = before_nonnull - written
         if not body:
             return []
-        return [If(Prim(None, "not_none", [Var(d_y)]), body, [], loc=loc)]
+        guard = If(Prim(None, "not_none", [Var(d_y)]), body, [], loc=loc)
+        for v in implied:
+            self.implied[v] = guard
+        return [guard]
+
+    def _append(self, out: list, stmts: list):
+        """``out += stmts``, merging a guard on a cotangent into the guard just before
+        it when the cotangent is not None exactly when that guard's test held.
+
+        ``if d_a is not None: ...; d_b = f(d_a)`` then ``if d_b is not None: g(d_b)``
+        becomes one block: when the first test fails, d_b is still None and the second
+        body would not run either; when it holds, d_b is surely not None.  The adjoint
+        of a chain is then one straight-line block, which fusion can see whole.
+        """
+        while stmts and out and isinstance(out[-1], If) and _guard_of(stmts[0]) and \
+                self.implied.get(_guard_of(stmts[0])) is out[-1]:
+            outer, inner = out[-1], stmts[0]
+            outer.body.extend(inner.body)
+            for v in _written(inner.body):
+                if self.implied.get(v) is outer:
+                    del self.implied[v]
+            for v, g in list(self.implied.items()):
+                if g is inner:
+                    self.implied[v] = outer
+            stmts = stmts[1:]
+        out.extend(stmts)
 
     # ------------------------------------------------------------ backward
 
@@ -299,10 +337,10 @@ class ReverseAD:
         while k < len(rev):
             s, before = rev[k], rev[k + 1] if k + 1 < len(rev) else None
             if self._own_standin(s, before):
-                out.extend(self.standin_pair_adjoint(s, before))
+                self._append(out, self.standin_pair_adjoint(s, before))
                 k += 2
                 continue
-            out.extend(self.adjoint(s))
+            self._append(out, self.adjoint(s))
             k += 1
         return out
 
@@ -385,7 +423,7 @@ class ReverseAD:
                                 loc=loc))
         else:
             for w in core.writes(s):
-                if w in self.restore:
+                if w in self.restore and w not in self.late_values:
                     out.append(Prim(w, "pop", [Var(self.tape)], loc=loc))
         return out
 
@@ -408,8 +446,9 @@ class ReverseAD:
             if not self.is_active(value):
                 return [Prim(None, "pop", [Var(d_tape)], loc=loc)]
             got = self.names.fresh(f"d_{value.name}_back")
+            # what the mirror pushed may be None (a cotangent nothing reached)
             return [Prim(got, "pop", [Var(d_tape)], loc=loc)] + self.accumulate(
-                self.d(value.name), Var(got), loc)
+                self.d(value.name), Var(got), loc, surely=False)
         if s.target in self.activity.active:
             d_x = self.d(s.target)
             return [Prim(None, "push", [Var(d_tape), Var(d_x)], loc=loc)] + self.reset(d_x, loc)
@@ -429,7 +468,9 @@ class ReverseAD:
                 shape_of = self.meta_operands([Prim(contrib, "unbroadcast", [Var(part), s.value],
                                                     loc=loc)])
                 out.extend(shape_of)
-                out.extend(self.accumulate(self.d(s.value.name), Var(contrib), loc))
+                # an entry of a container's cotangent may be None (nothing reached it)
+                out.extend(self.accumulate(self.d(s.value.name), Var(contrib), loc,
+                                           surely=False))
             out.append(Prim(d_t, "cot_zero_at", [Var(d_t), s.index], loc=loc))
             return out
         return self.guarded(d_t, body, loc)
@@ -450,10 +491,16 @@ class ReverseAD:
     def loop_adjoint(self, s) -> list:
         loc = s.loc
         outer_null, outer_nonnull = set(self.null), set(self.nonnull)
-        # inside a reverse loop nothing is known about cotangents at iteration start
-        self.null, self.nonnull = set(), set()
+        # at the start of a backward trip, little is known about cotangents: those of
+        # the trip's own temporaries are None (reset by the previous trip's adjoints,
+        # and nothing after the loop reaches them); others may be anything
+        self.null = {self.d(v) for v in self._locals(s) if v in self.activity.active}
+        outer_trip_null, self.trip_null = self.trip_null, set(self.null)
+        self.nonnull = set()
         self.loop_depth += 1
-        inner = self.backward(s.body)
+        late = self._late_values(s)
+        inner = [Prim(v, "pop", [Var(self.tape)], loc=loc) for v in reversed(late)]
+        inner = inner + self.backward(s.body)
         if isinstance(s, For) and s.target in self.restore:
             inner.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
         test_once = test_each = []
@@ -462,6 +509,7 @@ class ReverseAD:
             self.null, self.nonnull = set(), set()
             test_once = self.backward(s.test_body)
         self.loop_depth -= 1
+        self.trip_null = outer_trip_null
         written = _written(inner + test_each + test_once)
         self.null = outer_null - written
         self.nonnull = outer_nonnull - written
@@ -473,6 +521,22 @@ class ReverseAD:
         out.append(For(self.names.fresh("step"), Prim(None, "range", [
             Const(0), Var(trips), Const(None)]), inner + test_each, loc=loc))
         return out
+
+    def _locals(self, loop) -> list:
+        """The loop body's own temporaries (``loop_locals``), in body order; not the
+        output nor a seeded cotangent's variable (their cotangent comes from outside)."""
+        got = loop_locals(loop, self.fn.body, self.fn.params)
+        return [v for v in sorted(got, key=got.get) if v != self.output and
+                self.adj_names.get(v) not in self.seeded]
+
+    def _late_values(self, loop) -> list:
+        """Saved temporaries of the loop body: pushed at the end of each trip (after
+        the value is made, so the pushes do not split the body's elementwise chains)
+        and popped when the backward trip starts."""
+        got = [v for v in self._locals(loop)
+               if v in self.restore and v not in self.deferred_standins]
+        self.late_values.update(got)
+        return got
 
     def _trip_var(self, loop):
         name = getattr(loop, "_trips", None)
@@ -509,12 +573,16 @@ class ReverseAD:
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
             if s.prim == "getitem" and len(wanted) == 1 and not self.flags.get(
-                    wanted[0][1].name) and self.d(wanted[0][1].name) not in self.null:
+                    wanted[0][1].name) and (self.d(wanted[0][1].name) not in self.null or
+                                            self.d(wanted[0][1].name) in self.trip_null):
                 # d_x += (g placed at index): one copy instead of zeros, scatter and add
+                # (also for a cotangent None because a backward trip starts: acc_at
+                # takes None, and containers, as the rule's getitem_vjp does)
                 dx = self.d(wanted[0][1].name)
                 stmt = Prim(dx, "acc_at", [Var(dx), s.args[0], s.args[1], Var(g)], loc=loc)
                 out.extend(self.meta_operands([stmt]))
                 self.backward_reads.update(core.atom_vars([s.args[1]]))
+                self.null.discard(dx)
                 self.nonnull.add(dx)
                 if not self_update and self.reassigned(s.target):
                     out.extend(self.reset(d_y, loc))
@@ -537,7 +605,8 @@ class ReverseAD:
                 stmts, contribs = self.inline_template(src, prim, s, g, [i], ans)
                 inner = list(stmts)
                 if contribs[0] is not None:
-                    inner.extend(self.accumulate(self.d(op.name), contribs[0], loc))
+                    inner.extend(self.accumulate(self.d(op.name), contribs[0], loc,
+                                                 surely=prim.kind not in _MAY_GIVE_NONE))
                 written = _written(inner)
                 self.null, self.nonnull = null - written, nonnull - written
                 if inner:
@@ -628,14 +697,21 @@ class ReverseAD:
                 pre.append(Prim(saved, "save_at", [Var(s.target), s.index], loc=loc))
                 pre.append(Prim(None, "push", [Var(self.tape), Var(saved)], loc=loc))
             return pre + [activity.emitted(s)]
+        if isinstance(s, Prim) and s.target in self.deferred_standins:
+            # saved after the assignment: the backward trip pops this trip's shape first
+            if s.target in self.restore:
+                return [s, Prim(None, "push", [Var(self.tape), Var(s.target)], loc=loc)]
+            return [s]
         if not isinstance(s, For):
             for w in core.writes(s):
-                if w in self.restore:
+                if w in self.restore and w not in self.late_values:
                     pre.append(Prim(None, "push", [Var(self.tape), Var(w)], loc=loc))
         if isinstance(s, If):
             return pre + [If(s.test, self.forward(s.body), self.forward(s.orelse), loc=loc)]
         if isinstance(s, (For, While)):
-            body = self.forward(s.body)
+            late = self._late_values(s) if isinstance(s, For) else []
+            body = self.forward(s.body) + [
+                Prim(None, "push", [Var(self.tape), Var(v)], loc=loc) for v in late]
             trips = getattr(s, "_trips", None)
             if trips is not None:
                 body = [Prim(trips, "add", [Var(trips), Const(1)], loc=loc)] + body
@@ -684,7 +760,8 @@ class ReverseAD:
                       if v in primal_vars and (self.reassigned(v) or self.residuals)}
         if shape_only:
             self.meta_of = {v: self.names.fresh(f"{v}_shape") for v in sorted(shape_only)}
-            body = _insert_shape_standins(body, self.meta_of, self.fn.params)
+            body = _insert_shape_standins(body, self.meta_of, self.fn.params,
+                                          self.deferred_standins)
             body = [Prim(self.meta_of[p], "meta", [Var(p)], loc=self.fn.loc)
                     for p in self.fn.params if p in self.meta_of] + body
             self.fn.body[:] = body + [s for s in self.fn.body if isinstance(s, Return)]
@@ -721,6 +798,10 @@ class ReverseAD:
         self.meta_reads = set()
         self.null = set()
         self.nonnull = set(seeded)
+        self.seeded = set(seeded)
+        self.trip_null = set()
+        self.late_values = set()
+        self.implied = {}
         self.loop_depth = 0
 
     def initial_cotangents(self, backward, epilogue_reads, seeded) -> list:
@@ -748,22 +829,84 @@ def _written(stmts) -> set:
     return core.all_writes(stmts)
 
 
-def _insert_shape_standins(stmts, meta_of, params) -> list:
-    """After every assignment of a variable in ``meta_of``, record its shape stand-in."""
+def _insert_shape_standins(stmts, meta_of, params, deferred=None, root=None) -> list:
+    """After every assignment of a variable in ``meta_of``, record its shape stand-in.
+
+    In a ``for`` body, the stand-ins of the body's own temporaries (``loop_locals``)
+    are recorded together at the end of the body instead, and their names added to
+    ``deferred``: a stand-in between two elementwise statements would split the chain
+    that fusion makes one kernel.
+    """
+    root = stmts if root is None else root
+    deferred = set() if deferred is None else deferred
     out = []
     for s in stmts:
-        if isinstance(s, For) and s.target in meta_of:
-            s.body[:] = [Prim(meta_of[s.target], "meta", [Var(s.target)], loc=s.loc)] + \
-                _insert_shape_standins(s.body, meta_of, params)
+        if isinstance(s, For):
+            late = {v: k for v, k in loop_locals(s, root, params).items() if v in meta_of}
+            body = _insert_shape_standins(s.body, {v: m for v, m in meta_of.items()
+                                                   if v not in late},
+                                          params, deferred, root)
+            for v in sorted(late, key=lambda v: late[v]):
+                body.append(Prim(meta_of[v], "meta", [Var(v)], loc=s.body[late[v]].loc))
+                deferred.add(meta_of[v])
+            if s.target in meta_of:
+                body = [Prim(meta_of[s.target], "meta", [Var(s.target)], loc=s.loc)] + body
+            s.body[:] = body
             out.append(s)
             continue
         for b in core.child_blocks(s):
-            b[:] = _insert_shape_standins(b, meta_of, params)
+            b[:] = _insert_shape_standins(b, meta_of, params, deferred, root)
         out.append(s)
         if isinstance(s, (Prim, Copy, External, SetItem)):
             for w in core.writes(s):
                 if w in meta_of:
                     out.append(Prim(meta_of[w], "meta", [Var(w)], loc=s.loc))
+    return out
+
+
+def _guard_of(st):
+    """The cotangent an ``if d_x is not None:`` block (no else) tests, or None."""
+    if isinstance(st, If) and not st.orelse and isinstance(st.test, Prim) and \
+            st.test.prim == "not_none" and isinstance(st.test.args[0], Var):
+        return st.test.args[0].name
+    return None
+
+
+def loop_locals(loop, root, params=()) -> dict:
+    """{variable: position in the body} of a ``for`` body's own temporaries.
+
+    A temporary is assigned by one statement of the whole function (``root``), at the
+    top of this body (so on every trip, the loop having no early exit), and read
+    nowhere before that statement in the body nor anywhere outside the loop: each
+    trip makes its own value and nothing sees another trip's.  So a backward trip may
+    take the trip's value (or shape) from the tape when it starts, and its
+    cotangent is None then (the previous trip's adjoint reset it).
+    """
+    if not isinstance(loop, For) or loop.exit_flags:
+        return {}
+    writers: dict = {}
+    reads_all: dict = {}
+    for st in core.walk(root):
+        for w in core.writes(st):
+            writers[w] = writers.get(w, 0) + 1
+        for r in core.reads(st):
+            reads_all[r] = reads_all.get(r, 0) + 1
+    reads_in: dict = {}
+    for st in core.walk(loop.body):
+        for r in core.reads(st):
+            reads_in[r] = reads_in.get(r, 0) + 1
+    out = {}
+    seen = set()
+    for k, s in enumerate(loop.body):
+        seen |= set(core.reads(s))
+        for b in core.child_blocks(s):
+            seen |= core.all_reads(b)
+        if not isinstance(s, (Prim, Copy, External)):
+            continue
+        for w in core.writes(s):
+            if w != loop.target and w not in params and writers.get(w) == 1 and \
+                    w not in seen and reads_all.get(w, 0) == reads_in.get(w, 0):
+                out[w] = k
     return out
 
 
