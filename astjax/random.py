@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from astjax import xlamath
 from astjax.errors import ArgumentError
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "bits",
@@ -244,32 +245,8 @@ def _uniform_b(k, shape, dt, minval, maxval):
 
 
 def _fma(a, b, c):
-    """``a * b + c`` rounded once, as XLA's CPU code contracts it (a float32 product is
-    exact in float64; float64 operands go through ``math.fma`` where Python has it)."""
-    dt = np.result_type(a, b, c)
-    if dt.itemsize <= 4:
-        wide = np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)
-        return wide.astype(dt)
-    a, b, c = (np.asarray(v, dt) for v in (a, b, c))
-    with np.errstate(over="ignore", invalid="ignore"):
-        prod, err = _two_product(a, b)
-        total = prod + c                   # two-sum of the product and c
-        back = total - prod
-        low = (prod - (total - back)) + (c - back)
-        out = total + (low + err)
-        return np.where(np.isfinite(out), out, a * b + c)
-
-
-def _two_product(a, b):
-    """``a * b`` as an unevaluated sum ``p + e`` (Dekker's product, Veltkamp's split)."""
-    def halves(x):
-        t = x * 134217729.0
-        hi = t - (t - x)
-        return hi, x - hi
-    p = a * b
-    ah, al = halves(a)
-    bh, bl = halves(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    """``a * b + c`` rounded once, as XLA's CPU code contracts it."""
+    return xlamath.fma(a, b, c)
 
 
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
@@ -278,81 +255,8 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     return _uniform_b(_key(key, "uniform"), _shape(shape, "uniform"), dt, minval, maxval)
 
 
-# Giles' single-precision approximation of the inverse error function, as XLA computes
-# erf_inv for float32 (two polynomials in w = -log(1 - x^2)).
-_ERFINV_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
-
-
 def _erf_inv(x):
-    dt = x.dtype
-    if dt == np.float64:
-        return _erf_inv64(x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        xf = x.astype(np.float32)
-        w = -np.log1p(xf * -xf)
-        small = w < np.float32(5.0)
-        w = np.where(small, w - np.float32(2.5), np.sqrt(w) - np.float32(3.0))
-        p = np.where(small, np.float32(_ERFINV_SMALL[0]), np.float32(_ERFINV_LARGE[0]))
-        for cs, cl in zip(_ERFINV_SMALL[1:], _ERFINV_LARGE[1:]):
-            p = np.where(small, np.float32(cs), np.float32(cl)) + p * w
-        out = np.where(np.abs(xf) == np.float32(1.0), xf * np.float32(np.inf), p * xf)
-    return out.astype(dt, copy=False)
-
-
-_ERF = np.frompyfunc(math.erf, 1, 1)
-
-
-def _erf64(x):
-    return np.asarray(_ERF(np.asarray(x, np.float64))).astype(np.float64)
-
-
-# Giles' double-precision approximation (three regions of w), XLA's erf_inv for float64.
-_ERFINV64 = (
-    (6.25, 3.125, False, (
-        -3.6444120640178196996e-21, -1.685059138182016589e-19, 1.2858480715256400167e-18,
-        1.115787767802518096e-17, -1.333171662854620906e-16, 2.0972767875968561637e-17,
-        6.6376381343583238325e-15, -4.0545662729752068639e-14, -8.1519341976054721522e-14,
-        2.6335093153082322977e-12, -1.2975133253453532498e-11, -5.4154120542946279317e-11,
-        1.051212273321532285e-09, -4.1126339803469836976e-09, -2.9070369957882005086e-08,
-        4.2347877827932403518e-07, -1.3654692000834678645e-06, -1.3882523362786468719e-05,
-        0.0001867342080340571352, -0.00074070253416626697512, -0.0060336708714301490533,
-        0.24015818242558961693, 1.6536545626831027356)),
-    (16.0, 3.25, True, (
-        2.2137376921775787049e-09, 9.0756561938885390979e-08, -2.7517406297064545428e-07,
-        1.8239629214389227755e-08, 1.5027403968909827627e-06, -4.013867526981545969e-06,
-        2.9234449089955446044e-06, 1.2475304481671778723e-05, -4.7318229009055733981e-05,
-        6.8284851459573175448e-05, 2.4031110387097893999e-05, -0.0003550375203628474796,
-        0.00095328937973738049703, -0.0016882755560235047313, 0.0024914420961078508066,
-        -0.0037512085075692412107, 0.005370914553590063617, 1.0052589676941592334,
-        3.0838856104922207635)),
-    (np.inf, 5.0, True, (
-        -2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572693500548083e-09,
-        -3.7894654401267369937e-09, 7.6157012080783393804e-09, -1.4960026627149240478e-08,
-        2.9147953450901080826e-08, -6.7711997758452339498e-08, 2.2900482228026654717e-07,
-        -9.9298272942317002539e-07, 4.5260625972231537039e-06, -1.9681778105531670567e-05,
-        7.5995277030017761139e-05, -0.00021503011930044477347, -0.00013871931833623122026,
-        1.0103004648645343977, 4.8499064014085844221)),
-)
-
-
-def _erf_inv64(x):
-    x = np.asarray(x, np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = -np.log1p(x * -x)
-        out = np.zeros_like(w)
-        done = np.zeros(w.shape, bool)
-        for bound, shift, root, coeffs in _ERFINV64:
-            here = ~done & (w < bound)
-            t = (np.sqrt(w) if root else w) - shift
-            p = np.full_like(w, coeffs[0])
-            for c in coeffs[1:]:
-                p = c + p * t
-            out = np.where(here, p, out)
-            done |= here
-        return np.where(np.abs(x) == 1.0, x * np.inf, out * x)
+    return xlamath.erf_inv(x)
 
 
 def _normal_b(k, shape, dt):
@@ -369,7 +273,7 @@ def normal(key, shape=(), dtype=None):
 
 def _exponential_b(k, shape, dt):
     u = _uniform_b(k, shape, dt, 0.0, 1.0)
-    return -np.log1p(-u)
+    return -xlamath.log1p(-u)
 
 
 def exponential(key, shape=(), dtype=None):
@@ -392,7 +296,7 @@ def _broadcast_shapes(name, shape, *param_shapes):
 
 def _erf(x):
     x = np.asarray(x)
-    return _erf64(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    return xlamath.erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 def _truncated_normal_b(k, lower, upper, shape, dt):
@@ -588,7 +492,7 @@ def permutation(key, x, axis=0, independent=False):
 def _gumbel_b(k, shape, dt):
     tiny = np.finfo(dt).tiny
     u = _uniform_b(k, shape, dt, tiny, 1.0)
-    return -np.log(-np.log(u))
+    return -xlamath.log(-xlamath.log(u))
 
 
 def _top_k_indices(x, kk):
@@ -639,7 +543,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
             ind = np.searchsorted(p_cuml, r).astype(np.int32)
         else:
             with np.errstate(divide="ignore"):
-                g = _gumbel_b(k, (n_inputs,), pdt) + np.log(p_arr)
+                g = _gumbel_b(k, (n_inputs,), pdt) + xlamath.log(p_arr)
             ind = _top_k_indices(g, n_draws).astype(np.int32)
         result = ind if arr.ndim == 0 else np.take(arr, ind, axis=axis)
     return result.reshape(shape if arr.ndim == 0 else
@@ -713,7 +617,7 @@ def _gamma_one_b(keys, alpha):
     def not_done(X, V, U):
         with np.errstate(divide="ignore", invalid="ignore"):
             return (U >= one - dt.type(0.0331) * (X * X)) & (
-                np.log(U) >= X * dt.type(0.5) + d * ((one - V) + np.log(V)))
+                xlamath.log(U) >= X * dt.type(0.5) + d * ((one - V) + xlamath.log(V)))
 
     active = not_done(X, V, U)
     while active.any():
