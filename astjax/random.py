@@ -607,7 +607,9 @@ def _gamma_one_b(keys, alpha):
     alpha_orig = alpha
     alpha = np.where(boost_mask, alpha, alpha + one)
     d = alpha - third
-    c = third / np.sqrt(d)
+    # XLA rewrites third / sqrt(d) as third * rsqrt(d), with the CPU's approximate
+    # rsqrt instruction refined by Newton steps: vendor-specific in the last bit
+    c = third * (one / np.sqrt(d))
     pair = _split_b(keys, (2,))
     key, subkey = pair[0], pair[1]
     X = np.zeros_like(alpha)
@@ -632,7 +634,7 @@ def _gamma_one_b(keys, alpha):
             x_key = np.where(inner, pair[0], x_key)
             xn = _normal_b(pair[1], (), dt)
             x = np.where(inner, xn, x)
-            v = np.where(inner, one + x * c, v)
+            v = np.where(inner, _fma(x, c, one), v)
             inner = inner & (v <= zero)
         u = _uniform_b(three[2], (), dt, 0.0, 1.0)
         X = np.where(active, x * x, X)
@@ -641,7 +643,7 @@ def _gamma_one_b(keys, alpha):
         active = active & not_done(X, V, U)
     samples = one - _uniform_b(subkey, (), dt, 0.0, 1.0)
     with np.errstate(divide="ignore", over="ignore"):
-        boost = np.where(boost_mask, one, np.power(samples, one / alpha_orig))
+        boost = np.where(boost_mask, one, xlamath.power(samples, one / alpha_orig))
     return (d * V * boost).astype(dt, copy=False)
 
 
@@ -700,16 +702,48 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     else:
         shape = _shape(shape, "multivariate_normal")
         _broadcast_shapes("normal", shape, mean.shape[:-1], cov.shape[:-2])
+    factor = _mvn_factor(cov, method)
+    z = _normal_b(k, tuple(shape) + mean.shape[-1:], dt)
+    return (mean + _matvec(factor, z)).astype(dt, copy=False)
+
+
+def _cholesky(cov):
+    """The lower Cholesky factor from the LAPACK that jaxlib calls on CPU (SciPy's
+    ``potrf``) when SciPy is installed, so that the factor is JAX's to the bit; NumPy's
+    (a different LAPACK build, last-bit differences in float32) otherwise."""
+    try:
+        from scipy.linalg import lapack
+    except ImportError:
+        return np.linalg.cholesky(cov)
+    cov = np.asarray(cov)
+    flat = cov.reshape((-1,) + cov.shape[-2:])
+    potrf = lapack.spotrf if cov.dtype == np.float32 else lapack.dpotrf
+    out = np.empty_like(flat)
+    for i, a in enumerate(flat):
+        c, info = potrf(a, lower=1, clean=1)
+        out[i] = c if info == 0 else np.nan
+    return out.reshape(cov.shape)
+
+
+def _mvn_factor(cov, method):
     if method == "svd":
         u, s, _ = np.linalg.svd(cov)
-        factor = u * np.sqrt(s[..., None, :])
-    elif method == "eigh":
+        return u * np.sqrt(s[..., None, :])
+    if method == "eigh":
         w, v = np.linalg.eigh(cov)
-        factor = v * np.sqrt(w[..., None, :])
-    else:
-        factor = np.linalg.cholesky(cov)
-    z = _normal_b(k, tuple(shape) + mean.shape[-1:], dt)
-    return (mean + np.einsum("...ij,...j->...i", factor, z)).astype(dt, copy=False)
+        return v * np.sqrt(w[..., None, :])
+    return _cholesky(cov)
+
+
+def _matvec(factor, z):
+    """``factor @ z`` over the trailing axes as XLA's CPU dot computes a small one: each
+    row accumulated left to right with fused multiply-adds."""
+    n = factor.shape[-1]
+    acc = None
+    for j in range(n):
+        term = factor[..., :, j] * z[..., j:j + 1] if acc is None else None
+        acc = term if acc is None else _fma(factor[..., :, j], z[..., j:j + 1], acc)
+    return acc
 
 
 # ------------------------------------------------------------------ transformed code

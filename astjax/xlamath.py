@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["fma", "log", "log1p", "erf_inv", "erf"]
+__all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power"]
 
 _F32, _F64 = np.float32, np.float64
 
@@ -284,3 +284,43 @@ def erf(x):
     if x.dtype == _F64:
         return np.asarray(_LIBM_ERF(x), dtype=_F64)
     return _erf32(x).astype(x.dtype, copy=False)
+
+
+# ------------------------------------------------------------------ pow
+
+def _libm_pow32():
+    """The C library's ``powf`` (what XLA calls for float32 pow), or None."""
+    import ctypes
+    import ctypes.util
+    name = ctypes.util.find_library("m")
+    try:
+        lib = ctypes.CDLL(name) if name else None
+        fn = lib.powf if lib is not None else None
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_float
+    fn.argtypes = [ctypes.c_float, ctypes.c_float]
+    return np.frompyfunc(lambda a, b: fn(a, b), 2, 1)
+
+
+_POW32 = _libm_pow32()
+_POW64 = np.frompyfunc(math.pow, 2, 1)
+
+
+def _flush32(x):
+    """XLA flushes float32 denormal results to zero."""
+    return np.where(np.abs(x) < _MIN_NORMAL32, _F32(0) * x, x)
+
+
+def power(x, y):
+    """``x ** y`` as XLA computes it: the C library's ``pow``/``powf`` (float32 results
+    below the normal range flushed to zero)."""
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    dt = np.result_type(x, y)
+    if dt == _F64:
+        with np.errstate(all="ignore"):
+            return np.asarray(_POW64(x, y), dtype=_F64)
+    if _POW32 is None:
+        return np.power(x, y)
+    out = np.asarray(_POW32(x.astype(_F32), y.astype(_F32)), dtype=_F32)
+    return _flush32(out).astype(dt, copy=False)
