@@ -138,10 +138,31 @@ def _to_bkey(k):
     return k[:, None] if k.ndim == 1 else k
 
 
+# Large draws run the cipher (and the float samplers built on it) as one compiled C
+# kernel, bit-identical to the NumPy code below (astjax/kernels/threefry.py); False
+# keeps everything in NumPy (the tests compare the two).
+USE_KERNEL = True
+
+
+def _kernel_for(shape, k):
+    if not USE_KERNEL:
+        return None
+    from astjax.kernels import threefry
+    return threefry if threefry.wanted(shape, k) else None
+
+
+def _hash_b(k, shape):
+    """Both cipher words for every counter of ``shape`` under keys ``(2, *kb)``."""
+    kern = _kernel_for(shape, k)
+    if kern is not None:
+        return kern.hash_words(k, shape)
+    hi, lo = _iota_2x32(shape, _nb(k))
+    return threefry2x32(k[0], k[1], hi, lo)
+
+
 def _split_b(k, shape):
     """``split`` for keys ``(2, *kb)``: ``(*shape, 2, *kb)``."""
-    hi, lo = _iota_2x32(shape, _nb(k))
-    a, b = threefry2x32(k[0], k[1], hi, lo)
+    a, b = _hash_b(k, shape)
     return np.stack([a, b], axis=len(shape))
 
 
@@ -196,8 +217,12 @@ def _shape(shape, name):
 
 def _bits_b(k, width, shape):
     """Random unsigned integers of ``width`` bits: ``(*shape, *kb)``."""
-    hi, lo = _iota_2x32(shape, _nb(k))
-    a, b = threefry2x32(k[0], k[1], hi, lo)
+    if width <= 32:
+        kern = _kernel_for(shape, k)
+        if kern is not None:
+            out = kern.bits32(k, shape)
+            return out if width == 32 else out.astype(_UINT[width])
+    a, b = _hash_b(k, shape)
     if width == 64:
         return (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
     out = a ^ b
@@ -237,7 +262,21 @@ def _unit_b(k, shape, dt):
     return mant.view(dt) - dt.type(1.0)
 
 
+def _fused(name, k, shape, dt, minval=0.0, maxval=1.0):
+    """The compiled kernel's draw for scalar bounds and float32/float64, else None."""
+    if dt not in (np.float32, np.float64) or np.ndim(minval) or np.ndim(maxval):
+        return None
+    kern = _kernel_for(shape, k)
+    if kern is None:
+        return None
+    return kern.sample(name, k, shape, dt, float(_float_param(minval, dt)),
+                       float(_float_param(maxval, dt)))
+
+
 def _uniform_b(k, shape, dt, minval, maxval):
+    out = _fused("uniform", k, shape, dt, minval, maxval)
+    if out is not None:
+        return out
     minval = _float_param(minval, dt)
     maxval = _float_param(maxval, dt)
     floats = _unit_b(k, shape, dt)
@@ -261,6 +300,9 @@ def _erf_inv(x):
 
 def _normal_b(k, shape, dt):
     lo = np.nextafter(np.array(-1.0, dt), np.array(0.0, dt))
+    out = _fused("normal", k, shape, dt, lo, 1.0)
+    if out is not None:
+        return out
     u = _uniform_b(k, shape, dt, lo, np.array(1.0, dt))
     return dt.type(np.sqrt(2)) * _erf_inv(u)
 
@@ -272,6 +314,9 @@ def normal(key, shape=(), dtype=None):
 
 
 def _exponential_b(k, shape, dt):
+    out = _fused("exponential", k, shape, dt)
+    if out is not None:
+        return out
     u = _uniform_b(k, shape, dt, 0.0, 1.0)
     return -xlamath.log1p(-u)
 

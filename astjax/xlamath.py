@@ -42,16 +42,19 @@ def _two_product(a, b):
 
 
 def _fma32(a, b, c):
-    """float32 ``a * b + c`` rounded once: the product is exact in float64, the sum is
-    rounded to odd in float64 (so that the final rounding to float32 is not a double
-    rounding)."""
+    """float32 ``a * b + c`` rounded once.  The product is exact in float64 and the sum
+    is rounded there first; that double rounding can only go wrong where the float64
+    sum lies exactly halfway between two float32s, so those (rare) elements are redone
+    with the sum rounded to odd, which makes the final rounding correct."""
     a, b, c = (np.asarray(v, _F64) for v in (a, b, c))
     with np.errstate(over="ignore", invalid="ignore"):
         p = a * b
-        s, err = _two_sum(p, c)
-        even = (s.view(np.int64) & 1) == 0
-        nudge = (err != 0) & even & np.isfinite(s)
-        s = np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        s = p + c
+        halfway = (s.view(np.int64) & 0x1FFFFFFF) == 0x10000000
+        if halfway.any():
+            err = np.where(halfway, (p - (s - (s - p))) + (c - (s - p)), 0.0)
+            odd = np.nextafter(s, np.where(err > 0, np.inf, -np.inf))
+            s = np.where(halfway & (err != 0), odd, s)
         return s.astype(_F32)
 
 
