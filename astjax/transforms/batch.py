@@ -184,6 +184,17 @@ class Batching:
             out.extend(self.statement(s))
         return out
 
+    def _lane_form(self, s):
+        """The ``astjax_lane_form`` of an External's callee, as an operand, or None."""
+        env = self.fn.env
+        if s.method or not isinstance(s.func, Var) or s.func.name not in env.entries:
+            return None
+        entry = env.entries[s.func.name]
+        obj = entry[1][entry[2]] if entry[0] == "global" else (
+            entry[1].cell_contents if entry[0] == "cell" else entry[1])
+        lane = getattr(obj, "astjax_lane_form", None)
+        return None if lane is None else Var(env.value_ref(lane, s.func.name + "_lane"))
+
     def error(self, s, message, hint=None):
         raise TransformError(message, s.loc, hint)
 
@@ -215,7 +226,16 @@ class Batching:
                 self.error(s, "vmap: raise with a per-example message is not supported")
             return [s]
         if isinstance(s, External):
-            if set(core.reads(s)) & self.batched and s.target is not None:
+            # isinstance()/type() answer the same for every example (a custom_jvp rule
+            # with symbolic_zeros=True testing for SymbolicZero); a callee with an
+            # ``astjax_lane_form`` makes one value for all lanes from the batched ones
+            same_in_every_lane = core.format_operand(s.func) in ("isinstance", "type") \
+                and not s.method
+            lane = self._lane_form(s)
+            if lane is not None and set(core.reads(s)) & self.batched:
+                return [External(s.target, lane, s.args, s.kwargs, s.method, loc=loc)]
+            if set(core.reads(s)) & self.batched and s.target is not None and \
+                    not same_in_every_lane:
                 callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
                 self.error(s, f"vmap cannot batch the call to {callee}(): astjax has no "
                               "batching rule for it", "use NumPy functions astjax knows")

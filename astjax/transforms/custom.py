@@ -131,9 +131,13 @@ def tangent(fad, s):
             "use reverse mode (grad, vjp, jacrev), or define the function with "
             "custom_jvp, whose rule serves both modes")
     pre, ts = [], []
+    zeros = [not fad.active(x) for x, d in zip(xs, rules.diff) if d]
+    rule = rules.tangent_rule_for(zeros) if rules.kind == "jvp" else None
     for x, d in zip(xs, rules.diff):
         if not d:
             continue
+        if rule is not None and not fad.active(x):
+            continue            # a SymbolicZero inside the rule (symbolic_zeros=True)
         if fad.active(x):
             ts.append(Var(fad.dot(x.name)))
         else:
@@ -142,7 +146,7 @@ def tangent(fad, s):
             ts.append(Var(z))
     norm = fad.make_normalizer(fad.names, fad.fn.env)
     dot = fad.dot(s.target)
-    stmts, pair = inline(norm, rules.tangent_rule, list(xs) + ts, dot, s.loc)
+    stmts, pair = inline(norm, rule or rules.tangent_rule, list(xs) + ts, dot, s.loc)
     return pre + stmts + [Prim(dot, "getitem", [pair, Index((Const(1),))], loc=s.loc)]
 
 
