@@ -32,7 +32,8 @@ from astjax.errors import ArgumentError
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "bits",
            "uniform", "normal", "bernoulli", "categorical", "randint", "permutation",
-           "choice", "truncated_normal", "exponential", "gamma", "multivariate_normal"]
+           "choice", "truncated_normal", "exponential", "gamma", "multivariate_normal",
+           "gamma_grad"]
 
 _U32 = np.uint32
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -716,12 +717,128 @@ def gamma(key, a, shape=None, dtype=None):
     return _gamma_b(_key(key, "gamma"), a, shape, dt, 0)
 
 
+# ------------------------------------------------------------------ gamma's derivative
+
+def _digamma(a):
+    """The digamma function for a > 0 (float64): the recurrence up to 6, then the
+    asymptotic series (error below 1e-15)."""
+    a = np.asarray(a, np.float64)
+    shift = np.zeros_like(a)
+    x = a.copy()
+    for _ in range(6):
+        small = x < 6.0
+        shift = np.where(small, shift + 1.0 / np.where(small, x, 1.0), shift)
+        x = np.where(small, x + 1.0, x)
+    inv = 1.0 / (x * x)
+    series = inv * (1 / 12 - inv * (1 / 120 - inv * (1 / 252 - inv * (
+        1 / 240 - inv * (1 / 132 - inv * (691 / 32760 - inv / 12))))))
+    return np.log(x) - 0.5 / x - series - shift
+
+
+def gamma_grad(a, sample):
+    """d sample / d a of a Gamma(a, 1) sample held at its quantile (implicit
+    reparameterization: ``-dP(a, x)/da / (dP(a, x)/dx)`` with P the regularized lower
+    incomplete gamma function), as JAX's ``random_gamma_grad``: P's series where
+    ``x <= 1`` or ``x < a``, the continued fraction of ``1 - P`` elsewhere, each summed
+    with its derivative in ``a`` until that has converged."""
+    a, x = np.broadcast_arrays(np.asarray(a), np.asarray(sample))
+    dt = np.result_type(a.dtype, x.dtype, np.float32)
+    a64, x64 = a.astype(np.float64), x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        out = np.where(
+            (x64 > 1.0) & (x64 > a64), _gamma_grad_fraction(a64, x64),
+            _gamma_grad_series(a64, x64))
+        out = np.where(x64 == 0, 0.0, out)
+        out = np.where((x64 < 0) | (a64 <= 0) | np.isnan(a64) | np.isnan(x64), np.nan, out)
+    return out.astype(dt)
+
+
+_EPS = np.finfo(np.float64).eps
+
+
+def _gamma_grad_series(a, x):
+    """P = x^a e^-x / Gamma(a + 1) * sum_n c_n, c_n = c_(n-1) x / (a + n)."""
+    r = a.copy()
+    c = np.ones_like(a)
+    total = np.ones_like(a)
+    dc = np.zeros_like(a)
+    dtotal = np.zeros_like(a)
+    going = np.ones(a.shape, bool)
+    for _ in range(2000):
+        if not going.any():
+            break
+        r = np.where(going, r + 1.0, r)
+        dc_new = dc * (x / r) - (c * x) / (r * r)
+        c_new = c * (x / r)
+        dc = np.where(going, dc_new, dc)
+        dtotal = np.where(going, dtotal + dc_new, dtotal)
+        c = np.where(going, c_new, c)
+        total = np.where(going, total + c_new, total)
+        going &= np.abs(dc_new / dtotal) > _EPS
+    dlog = np.log(x) - _digamma(a + 1.0)
+    return -(dtotal + total * dlog) * x / a
+
+
+def _gamma_grad_fraction(a, x):
+    """1 - P = x^a e^-x / Gamma(a) * (Legendre's continued fraction), evaluated by its
+    convergents p_k / q_k together with their derivatives in a."""
+    y = 1.0 - a
+    z = x + y + 1.0
+    c = np.zeros_like(a)
+    pkm2, qkm2 = np.ones_like(a), x.copy()
+    pkm1, qkm1 = x + 1.0, z * x
+    ans = pkm1 / qkm1
+    dpkm2, dqkm2, dpkm1, dqkm1 = (np.zeros_like(a), np.zeros_like(a), np.zeros_like(a),
+                                  -x)
+    dans = (dpkm1 - ans * dqkm1) / qkm1
+    going = np.ones(a.shape, bool)
+    big = 1.0 / _EPS
+    for _ in range(2000):
+        if not going.any():
+            break
+        c = c + 1.0
+        y = y + 1.0
+        z = z + 2.0
+        yc = y * c
+        pk = pkm1 * z - pkm2 * yc
+        qk = qkm1 * z - qkm2 * yc
+        ok = qk != 0
+        safe_qk = np.where(ok, qk, 1.0)
+        r = pk / safe_qk
+        ans_new = np.where(ok, r, ans)
+        dpk = dpkm1 * z - pkm1 - dpkm2 * yc + pkm2 * c
+        dqk = dqkm1 * z - qkm1 - dqkm2 * yc + qkm2 * c
+        dans_new = np.where(ok, (dpk - ans_new * dqk) / safe_qk, dans)
+        change = np.where(ok, np.abs(dans_new - dans), 1.0)
+        ans = np.where(going, ans_new, ans)
+        dans = np.where(going, dans_new, dans)
+        pkm2, pkm1 = np.where(going, pkm1, pkm2), np.where(going, pk, pkm1)
+        qkm2, qkm1 = np.where(going, qkm1, qkm2), np.where(going, qk, qkm1)
+        dpkm2, dpkm1 = np.where(going, dpkm1, dpkm2), np.where(going, dpk, dpkm1)
+        dqkm2, dqkm1 = np.where(going, dqkm1, dqkm2), np.where(going, dqk, dqkm1)
+        rescale = going & (np.abs(pkm1) > big)
+        for v in (pkm2, pkm1, qkm2, qkm1, dpkm2, dpkm1, dqkm2, dqkm1):
+            v *= np.where(rescale, _EPS, 1.0)
+        going &= change > _EPS
+    dlog = np.log(x) - _digamma(a)
+    return (dans + ans * dlog) * x
+
+
 # ------------------------------------------------------------------ multivariate
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
     """Samples of N(mean, cov): ``mean + factor @ normal`` with ``factor`` from
     ``method`` ('cholesky', 'svd' or 'eigh')."""
     k = _key(key, "multivariate_normal")
+    dt, mean, cov, shape = _mvn_operands(mean, cov, shape, dtype, method)
+    factor = _mvn_factor(cov, method)
+    z = _normal_b(k, tuple(shape) + mean.shape[-1:], dt)
+    return (mean + _matvec(factor, z)).astype(dt, copy=False)
+
+
+def _mvn_operands(mean, cov, shape, dtype, method):
+    """(dtype, mean, cov, shape) checked and converted as JAX does; ``cov`` is
+    symmetrized ((cov + cov^T) / 2, exact for a symmetric one) as JAX's cholesky does."""
     if method not in ("svd", "eigh", "cholesky"):
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
     mean, cov = np.asarray(mean), np.asarray(cov)
@@ -747,9 +864,74 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     else:
         shape = _shape(shape, "multivariate_normal")
         _broadcast_shapes("normal", shape, mean.shape[:-1], cov.shape[:-2])
-    factor = _mvn_factor(cov, method)
-    z = _normal_b(k, tuple(shape) + mean.shape[-1:], dt)
-    return (mean + _matvec(factor, z)).astype(dt, copy=False)
+    if method == "cholesky":
+        cov = (cov + np.swapaxes(cov, -1, -2)) / dt.type(2)
+    return dt, mean, cov, tuple(shape)
+
+
+def _sum_to(x, shape):
+    """``x`` summed over the axes that broadcasting added to ``shape``."""
+    x = np.asarray(x)
+    lead = x.ndim - len(shape)
+    x = x.sum(axis=tuple(range(lead))) if lead > 0 else x
+    keep = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
+    return (x.sum(axis=keep, keepdims=True) if keep else x).reshape(shape)
+
+
+def _mvn_derivative_parts(key, mean, cov, shape, dtype, method, what):
+    if method != "cholesky":
+        raise ArgumentError(f"{what}: the derivative of multivariate_normal in cov is "
+                            f"implemented for method='cholesky' (got {method!r})")
+    dt, m, c, shape = _mvn_operands(mean, cov, shape, dtype, method)
+    lower = _mvn_factor(c, method)
+    z = _normal_b(_key(key, what), shape + m.shape[-1:], dt)
+    return dt, lower, z
+
+
+def _phi(x):
+    """The lower triangle of ``x`` with its diagonal halved."""
+    return np.tril(x) - 0.5 * x * np.eye(x.shape[-1], dtype=x.dtype)
+
+
+def multivariate_normal_vjp(g, key, mean, cov, shape=None, dtype=None, method="cholesky"):
+    """Cotangents (mean, cov) of ``multivariate_normal(key, mean, cov, ...)`` for the
+    output cotangent ``g``: ``g`` summed to mean's shape, and the Cholesky factor's
+    cotangent ``sum g z^T`` taken back through the factorization (symmetric, as the
+    sampler symmetrizes cov)."""
+    dt, lower, z = _mvn_derivative_parts(key, mean, cov, shape, dtype, method,
+                                         "multivariate_normal_vjp")
+    g = np.asarray(g, dt)
+    g_mean = _sum_to(g, np.shape(mean))
+    g_lower = _sum_to(g[..., :, None] * z[..., None, :], lower.shape)
+    lt = np.swapaxes(lower, -1, -2)
+    p = _phi(lt @ g_lower)
+    s = np.linalg.solve(lt, np.swapaxes(np.linalg.solve(lt, np.swapaxes(p, -1, -2)), -1, -2))
+    s = (s + np.swapaxes(s, -1, -2)) * 0.5
+    return (_like_operand(g_mean, mean), _like_operand(_sum_to(s, np.shape(cov)), cov))
+
+
+def _like_operand(ct, x):
+    """A cotangent in its operand's floating dtype."""
+    dt = np.asarray(x).dtype
+    return np.asarray(ct).astype(dt if dt.kind == "f" else np.float64)
+
+
+def multivariate_normal_jvp(key, mean, cov, dmean, dcov, shape=None, dtype=None,
+                            method="cholesky"):
+    """The tangent of ``multivariate_normal(key, mean, cov, ...)``: ``dmean + dL z`` with
+    ``dL = L phi(L^-1 dcov L^-T)`` (cov symmetrized)."""
+    dt, lower, z = _mvn_derivative_parts(key, mean, cov, shape, dtype, method,
+                                         "multivariate_normal_jvp")
+    out = np.zeros(np.broadcast_shapes(z.shape, np.shape(mean)), dt)
+    if dmean is not None:
+        out = out + np.asarray(dmean, dt)
+    if dcov is not None:
+        dc = np.broadcast_to(np.asarray(dcov, dt), np.shape(cov))
+        dc = (dc + np.swapaxes(dc, -1, -2)) * 0.5
+        inner = np.linalg.solve(lower, np.swapaxes(np.linalg.solve(lower, dc), -1, -2))
+        d_lower = lower @ _phi(inner)
+        out = out + np.einsum("...ij,...j->...i", d_lower, z)
+    return out
 
 
 def _cholesky(cov):
@@ -985,3 +1167,33 @@ def multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None,
                                 method="cholesky"):
     return _lanes(lambda k, m, c: multivariate_normal(k, m, c, shape, dtype, method),
                   key_b, mean, cov)
+
+
+def _lanes_pair(fn, key_b, *args):
+    """``_lanes`` for a function returning a pair: each stacked on a trailing axis."""
+    k = _lane_key(key_b)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    size = max([k.shape[-1]] + [a.shape[-1] for a in arrays])
+    firsts, seconds = [], []
+    for b in range(size):
+        lane = [a[..., min(b, a.shape[-1] - 1)] if isinstance(a, np.ndarray) else a
+                for a in args]
+        one, two = fn(np.ascontiguousarray(k[:, min(b, k.shape[-1] - 1)]), *lane)
+        firsts.append(one)
+        seconds.append(two)
+    return np.stack(firsts, axis=-1), np.stack(seconds, axis=-1)
+
+
+def multivariate_normal_vjp_batched(g, key_b, mean, cov, shape=None, dtype=None,
+                                    method="cholesky"):
+    """Per-lane cotangents, stacked on a trailing batch axis."""
+    return _lanes_pair(
+        lambda k, gg, m, c: multivariate_normal_vjp(gg, k, m, c, shape, dtype, method),
+        key_b, np.asarray(g), np.asarray(mean), np.asarray(cov))
+
+
+def multivariate_normal_jvp_batched(key_b, mean, cov, dmean, dcov, shape=None, dtype=None,
+                                    method="cholesky"):
+    return _lanes(lambda k, m, c, dm, dc: multivariate_normal_jvp(k, m, c, dm, dc, shape,
+                                                                  dtype, method),
+                  key_b, mean, cov, dmean, dcov)

@@ -265,7 +265,11 @@ def test_grad_through_permutation_and_its_second_order():
     assert np.allclose(h, 0.0)
 
 
-@pytest.mark.parametrize("fn, arg", [(gamma_loss, np.array([1.0, 2.0, 3.0]))])
+def choice_loss(p, key):
+    return np.sum(jr.choice(key, 3, (4,), p=p))
+
+
+@pytest.mark.parametrize("fn, arg", [(choice_loss, np.array([0.2, 0.3, 0.5]))])
 def test_samplers_without_a_parameter_rule_are_refused(fn, arg):
     with pytest.raises(DifferentiationError) as info:
         astjax.grad(fn)(arg, jr.PRNGKey(0))
