@@ -22,12 +22,13 @@ the batch axes last).
 """
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from astjax import xlamath
+from astjax.xlamath import erf, erf_inv, fma, log, log1p, power
 from astjax.errors import ArgumentError
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "bits",
@@ -146,9 +147,11 @@ USE_KERNEL = True
 
 
 def _kernel_for(shape, k):
-    if not USE_KERNEL:
+    """The kernel module when it should draw ``shape`` (only in astjax itself: a copy of
+    this module in a standalone ``astjax gen`` output stays NumPy-only)."""
+    if not USE_KERNEL or __name__ != "astjax.random":
         return None
-    from astjax.kernels import threefry
+    threefry = importlib.import_module("astjax.kernels.threefry")
     return threefry if threefry.wanted(shape, k) else None
 
 
@@ -286,7 +289,7 @@ def _uniform_b(k, shape, dt, minval, maxval):
 
 def _fma(a, b, c):
     """``a * b + c`` rounded once, as XLA's CPU code contracts it."""
-    return xlamath.fma(a, b, c)
+    return fma(a, b, c)
 
 
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
@@ -296,7 +299,7 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
 
 
 def _erf_inv(x):
-    return xlamath.erf_inv(x)
+    return erf_inv(x)
 
 
 def _normal_b(k, shape, dt):
@@ -319,7 +322,7 @@ def _exponential_b(k, shape, dt):
     if out is not None:
         return out
     u = _uniform_b(k, shape, dt, 0.0, 1.0)
-    return -xlamath.log1p(-u)
+    return -log1p(-u)
 
 
 def exponential(key, shape=(), dtype=None):
@@ -342,7 +345,7 @@ def _broadcast_shapes(name, shape, *param_shapes):
 
 def _erf(x):
     x = np.asarray(x)
-    return xlamath.erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    return erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 def _truncated_normal_b(k, lower, upper, shape, dt):
@@ -538,7 +541,7 @@ def permutation(key, x, axis=0, independent=False):
 def _gumbel_b(k, shape, dt):
     tiny = np.finfo(dt).tiny
     u = _uniform_b(k, shape, dt, tiny, 1.0)
-    return -xlamath.log(-xlamath.log(u))
+    return -log(-log(u))
 
 
 def _top_k_indices(x, kk):
@@ -589,7 +592,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
             ind = np.searchsorted(p_cuml, r).astype(np.int32)
         else:
             with np.errstate(divide="ignore"):
-                g = _gumbel_b(k, (n_inputs,), pdt) + xlamath.log(p_arr)
+                g = _gumbel_b(k, (n_inputs,), pdt) + log(p_arr)
             ind = _top_k_indices(g, n_draws).astype(np.int32)
         result = ind if arr.ndim == 0 else np.take(arr, ind, axis=axis)
     return result.reshape(shape if arr.ndim == 0 else
@@ -665,7 +668,7 @@ def _gamma_one_b(keys, alpha):
     def not_done(X, V, U):
         with np.errstate(divide="ignore", invalid="ignore"):
             return (U >= one - dt.type(0.0331) * (X * X)) & (
-                xlamath.log(U) >= X * dt.type(0.5) + d * ((one - V) + xlamath.log(V)))
+                log(U) >= X * dt.type(0.5) + d * ((one - V) + log(V)))
 
     active = not_done(X, V, U)
     while active.any():
@@ -689,7 +692,7 @@ def _gamma_one_b(keys, alpha):
         active = active & not_done(X, V, U)
     samples = one - _uniform_b(subkey, (), dt, 0.0, 1.0)
     with np.errstate(divide="ignore", over="ignore"):
-        boost = np.where(boost_mask, one, xlamath.power(samples, one / alpha_orig))
+        boost = np.where(boost_mask, one, power(samples, one / alpha_orig))
     return (d * V * boost).astype(dt, copy=False)
 
 
