@@ -61,6 +61,12 @@ def _source() -> str:
 #include <stdint.h>
 #include <string.h>
 
+/* Let the vectorizer evaluate both sides of a selection (sqrt of a negative lane that
+   is then discarded): it changes no value, only which floating-point flags get set. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize ("no-trapping-math")
+#endif
+
 static inline uint32_t rotl(uint32_t v, int r) {{ return (v << r) | (v >> (32 - r)); }}
 
 static inline void threefry(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1,
@@ -81,14 +87,14 @@ static inline void threefry(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1,
     *o1 = b;
 }}
 
-static inline float as_float(uint32_t u) {{ float f; memcpy(&f, &u, 4); return f; }}
-static inline double as_double(uint64_t u) {{ double f; memcpy(&f, &u, 8); return f; }}
+/* bit casts through pointers: kernels/compile.py builds with -fno-strict-aliasing */
+static inline float as_float(uint32_t u) {{ return *(float *)&u; }}
+static inline double as_double(uint64_t u) {{ return *(double *)&u; }}
+static inline uint32_t float_bits(float f) {{ return *(uint32_t *)&f; }}
 
-static float log32(float x) {{
-    if (!(x >= 0x1p-126f)) return (x < 0.0f || x != x) ? NAN : -INFINITY;
-    if (x == INFINITY) return INFINITY;
-    uint32_t bits;
-    memcpy(&bits, &x, 4);
+static inline float log32(float x0) {{
+    float x = x0 >= 0x1p-126f ? x0 : 0x1p-126f;
+    uint32_t bits = float_bits(x);
     int32_t exponent = (int32_t)(bits >> 23) - 0x7F;
     float mant = as_float((bits & ~0x7F800000u) | 0x3F000000u);
     float e = 1.0f + (float)exponent;
@@ -107,10 +113,13 @@ static float log32(float x) {{
     float poly = fmaf(y0, m3, y2);
     float tail = fmaf(poly, m3, {_f(-2.12194440e-4)} * e);
     float head = fmaf(-0.5f, m2, m);
-    return fmaf({_f(0.693359375)}, e, head + tail);
+    float out = fmaf({_f(0.693359375)}, e, head + tail);
+    out = x0 < 0x1p-126f ? -INFINITY : out;       /* zero, and denormals (flushed) */
+    out = x0 == INFINITY ? INFINITY : out;
+    return (x0 < 0.0f || x0 != x0) ? NAN : out;
 }}
 
-static float log1p32(float x) {{
+static inline float log1p32(float x) {{
     float large = log32(x + 1.0f);
     float x2 = x * x;
     float num = 0.0f, den = 0.0f;
@@ -121,10 +130,11 @@ static float log1p32(float x) {{
     return fabsf(x) < {_f(0.41421356237309504880)} ? small : large;
 }}
 
-static float erfinv32(float x) {{
+static inline float erfinv32(float x) {{
     float w = -log1p32(x * -x);
     int small = w < 5.0f;
-    float t = small ? w - 2.5f : sqrtf(w) - 3.0f;
+    float root = sqrtf(w);
+    float t = small ? w - 2.5f : root - 3.0f;
     float p = small ? {_f(s32[0])} : {_f(l32[0])};
 {erfinv32_steps}
     return fabsf(x) == 1.0f ? x * INFINITY : p * x;
@@ -150,38 +160,59 @@ static double erfinv64(double x) {{
 
 /* out[i * nk + j]: the sample for counter i under key j (keys k0[j], k1[j]).
    kind: 0 bits32, 1 both words (a, b), 2 uniform32, 3 normal32, 4 exponential32,
-   5 uniform64, 6 normal64, 7 exponential64.  lo, hi: the uniform's bounds. */
+   5 uniform64, 6 normal64, 7 exponential64.  lo, hi: the uniform's bounds.
+   One loop per kind, so that each is straight-line code the compiler vectorizes. */
+#define LOOP(BODY) \
+    if (nk == 1) {{ \
+        const uint32_t key0 = k0[0], key1 = k1[0]; \
+        _Pragma("omp parallel for schedule(static) if (n > 262144)") \
+        for (int64_t i = 0; i < n; i++) {{ \
+            uint32_t a, b; \
+            int64_t at = i; \
+            threefry(key0, key1, (uint32_t)((uint64_t)i >> 32), (uint32_t)i, &a, &b); \
+            BODY \
+        }} \
+    }} else \
+    _Pragma("omp parallel for schedule(static) if (n * nk > 262144)") \
+    for (int64_t i = 0; i < n; i++) {{ \
+        uint32_t x0 = (uint32_t)((uint64_t)i >> 32), x1 = (uint32_t)i; \
+        for (int64_t j = 0; j < nk; j++) {{ \
+            uint32_t a, b; \
+            int64_t at = i * nk + j; \
+            threefry(k0[j], k1[j], x0, x1, &a, &b); \
+            BODY \
+        }} \
+    }}
+
+static inline float unit32(uint32_t a, uint32_t b, float lo, float span) {{
+    float f = as_float(((a ^ b) >> 9) | 0x3F800000u) - 1.0f;
+    float x = fmaf(f, span, lo);
+    return lo > x ? lo : x;           /* np.maximum(lo, x): never NaN here */
+}}
+
+static inline double unit64(uint32_t a, uint32_t b, double lo, double span) {{
+    uint64_t w = ((uint64_t)a << 32) | b;
+    double f = as_double((w >> 12) | 0x3FF0000000000000ull) - 1.0;
+    double x = fma(f, span, lo);
+    return lo > x ? lo : x;
+}}
+
 void astjax_threefry(const uint32_t *k0, const uint32_t *k1, int64_t nk, int64_t n,
                      int kind, double lo, double hi, void *out, void *out2) {{
     float lo32 = (float)lo, span32 = (float)hi - (float)lo;
     double span64 = hi - lo;
-    #pragma omp parallel for schedule(static) if (n * nk > 65536)
-    for (int64_t i = 0; i < n; i++) {{
-        uint32_t x0 = (uint32_t)((uint64_t)i >> 32), x1 = (uint32_t)i;
-        for (int64_t j = 0; j < nk; j++) {{
-            uint32_t a, b;
-            int64_t at = i * nk + j;
-            threefry(k0[j], k1[j], x0, x1, &a, &b);
-            if (kind == 0) {{
-                ((uint32_t *)out)[at] = a ^ b;
-            }} else if (kind == 1) {{
-                ((uint32_t *)out)[at] = a;
-                ((uint32_t *)out2)[at] = b;
-            }} else if (kind <= 4) {{
-                float f = as_float(((a ^ b) >> 9) | 0x3F800000u) - 1.0f;
-                float u = fmaxf(lo32, fmaf(f, span32, lo32));
-                float r = kind == 2 ? u : kind == 3 ? {_f(np.sqrt(2))} * erfinv32(u)
-                                                    : -log1p32(-u);
-                ((float *)out)[at] = r;
-            }} else {{
-                uint64_t w = ((uint64_t)a << 32) | b;
-                double f = as_double((w >> 12) | 0x3FF0000000000000ull) - 1.0;
-                double u = fmax(lo, fma(f, span64, lo));
-                double r = kind == 5 ? u : kind == 6 ? {_d(np.sqrt(2))} * erfinv64(u)
-                                                     : -log1p64(-u);
-                ((double *)out)[at] = r;
-            }}
-        }}
+    uint32_t *u = (uint32_t *)out, *u2 = (uint32_t *)out2;
+    float *f = (float *)out;
+    double *d = (double *)out;
+    switch (kind) {{
+    case 0: LOOP(u[at] = a ^ b;) break;
+    case 1: LOOP(u[at] = a; u2[at] = b;) break;
+    case 2: LOOP(f[at] = unit32(a, b, lo32, span32);) break;
+    case 3: LOOP(f[at] = {_f(np.sqrt(2))} * erfinv32(unit32(a, b, lo32, span32));) break;
+    case 4: LOOP(f[at] = -log1p32(-unit32(a, b, lo32, span32));) break;
+    case 5: LOOP(d[at] = unit64(a, b, lo, span64);) break;
+    case 6: LOOP(d[at] = {_d(np.sqrt(2))} * erfinv64(unit64(a, b, lo, span64));) break;
+    case 7: LOOP(d[at] = -log1p64(-unit64(a, b, lo, span64));) break;
     }}
 }}
 """
