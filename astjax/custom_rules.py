@@ -15,7 +15,10 @@ order up:
   ``checkpoint``) and, in the backward sweep, the user's ``bwd`` — for ``custom_jvp``
   the transpose of the tangent map (a gradient of ``<g, jvp(x, t)[1]>`` in ``t``), for
   ``checkpoint`` the gradient of the primal recomputed from the saved inputs;
-* forward mode inlines the jvp rule (``custom_vjp``: an error, as in JAX);
+* forward mode inlines the jvp rule (``custom_vjp``: an error, as in JAX); with
+  ``symbolic_zeros=True`` the tangent of an operand that is not differentiated reaches
+  the rule as a ``SymbolicZero`` (forward mode knows which statically; reverse mode's
+  transpose passes one for every operand whose cotangent is not wanted);
 * vmap replaces ``rules`` by its batched version (each function vmapped), so that the
   batched primal runs and a later ``grad`` uses the batched rule.
 
@@ -71,6 +74,8 @@ class SymbolicZero(np.lib.mixins.NDArrayOperatorsMixin):
     does use it gets the right numbers."""
 
     __array_priority__ = 1000
+    # vmap: isinstance(t, SymbolicZero) is the same for every example
+    astjax_same_in_every_lane = True
 
     def __init__(self, shape=(), dtype=np.float64):
         self.shape = tuple(shape)

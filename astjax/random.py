@@ -4,21 +4,29 @@ A key is what ``jax.random.PRNGKey`` returns: a ``uint32`` array of shape ``(2,)
 (``key(seed)`` returns the same raw array: astjax has no typed key arrays).  Every
 sampler hashes a counter with the threefry2x32 block cipher under the key, exactly as
 JAX 0.10 does with its defaults (``jax_threefry_partitionable=True``), so the same
-key gives the same bits as ``jax.random`` for every function and shape.  Results
-built from bits with integer or exact float arithmetic (``bits``, ``uniform``,
-``randint``, ``bernoulli``, ``permutation``, ``choice``, ``split``, ``fold_in``) are
-identical; those that go through a transcendental (``normal``'s inverse error
-function, ``exponential``'s log1p...) use NumPy's ``log``, which may differ from XLA's
-in the last bit, so they agree with JAX to a few ulp.
+key gives the same bits as ``jax.random`` for every function and shape.  The samplers
+that go through a transcendental function use ``astjax.xlamath``, XLA's CPU ``log``,
+``log1p``, ``erf_inv``, ``erf`` and ``pow`` reproduced operation for operation, so
+``normal``, ``exponential``, ``truncated_normal`` and ``multivariate_normal`` (its
+Cholesky factor from SciPy's LAPACK, which jaxlib calls, when SciPy is installed) are
+identical too.  ``gamma`` is identical except where XLA's ``1/3 * rsqrt(d)`` (the CPU's
+approximate rsqrt instruction refined by Newton steps: vendor-specific bits) rounds
+differently from ``1/3 * (1 / sqrt(d))``: a few percent of float32 samples, by an ulp.
+
+Large draws (``bits``, ``split``, ``uniform``, ``normal``, ``exponential``) run as one
+compiled C kernel (``astjax/kernels/threefry.py``) with the same bits; ``USE_KERNEL =
+False`` keeps everything in NumPy.
 
 Default dtypes are JAX's (``float32``, ``int32``, ``uint32``); ``float64``/``int64``
 give what JAX gives with ``jax_enable_x64``.
 
 Inside transformed code each sampler is a primitive (``astjax/primitives.py``): no
 derivative flows into a key, reparameterized samples (``mu + sigma * normal(k, s)``)
-differentiate in their parameters, and ``vmap`` over a batch of keys runs the cipher
-once on all of them (the ``_b`` entry points take keys of shape ``(2, *batch)`` and put
-the batch axes last).
+differentiate in their parameters (``uniform``'s bounds, ``truncated_normal``'s,
+``gamma``'s shape by implicit reparameterization as JAX's ``random_gamma_grad``,
+``multivariate_normal``'s mean and cov through the Cholesky factor), and ``vmap`` over
+a batch of keys runs the cipher once on all of them (the ``_b`` entry points take keys
+of shape ``(2, *batch)`` and put the batch axes last).
 """
 from __future__ import annotations
 

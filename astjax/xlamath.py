@@ -68,6 +68,9 @@ def _fma64(a, b, c):
         y, y_err = _two_sum(t, e)
         r, r_err = _two_sum(s, y)
         half = np.spacing(np.abs(r)) / 2
+        # just below a power of two the spacing is half as large
+        downward = (r_err != 0) & (np.sign(r_err) != np.sign(r))
+        half = np.where(downward & (np.frexp(r)[0] == np.copysign(0.5, r)), half / 2, half)
         past_tie = (np.abs(r_err) == half) & (y_err != 0) & (np.sign(y_err) == np.sign(r_err))
         r = np.where(past_tie, np.nextafter(r, np.where(r_err > 0, np.inf, -np.inf)), r)
         return np.where(np.isfinite(r), r, a * b + c)

@@ -29,7 +29,7 @@ def scaled_jvp(primals, tangents):
     out = np.sin(x) * y
     if isinstance(y_dot, SymbolicZero):
         t = 10.0 * np.cos(x) * x_dot * y
-    elif type(x_dot) is SymbolicZero:
+    elif isinstance(x_dot, SymbolicZero):
         t = 100.0 * np.sin(x) * y_dot
     else:
         t = np.cos(x) * x_dot * y + np.sin(x) * y_dot
@@ -124,3 +124,16 @@ def test_decorator_form_and_default_off():
     assert f.symbolic_zeros
     g = astjax.custom_jvp(lambda x: x)
     assert not g.symbolic_zeros
+
+
+def _float_branch(x):
+    if isinstance(x, float):
+        return x * 2.0
+    return x * 3.0
+
+
+def test_other_isinstance_tests_are_still_refused_under_vmap():
+    # per example x is a float, batched it is an array: answering once for all lanes
+    # would take the wrong branch, so vmap keeps refusing it
+    with pytest.raises(astjax.TransformError, match="isinstance"):
+        astjax.vmap(_float_branch)(np.arange(3.0))

@@ -184,16 +184,32 @@ class Batching:
             out.extend(self.statement(s))
         return out
 
+    def _object(self, op):
+        """The Python object an operand names (a global, cell or constant), or None."""
+        env = self.fn.env
+        if isinstance(op, Const):
+            return op.value
+        if not isinstance(op, Var) or op.name not in env.entries:
+            return None
+        entry = env.entries[op.name]
+        if entry[0] == "global":
+            return entry[1].get(entry[2])
+        return entry[1].cell_contents if entry[0] == "cell" else entry[1]
+
+    def _lane_uniform_test(self, s):
+        """``isinstance(x, C)`` with a class C flagged ``astjax_same_in_every_lane``."""
+        if s.method or len(s.args) != 2 or self._object(s.func) is not isinstance:
+            return False
+        cls = self._object(s.args[1])
+        return bool(getattr(cls, "astjax_same_in_every_lane", False))
+
     def _lane_form(self, s):
         """The ``astjax_lane_form`` of an External's callee, as an operand, or None."""
-        env = self.fn.env
-        if s.method or not isinstance(s.func, Var) or s.func.name not in env.entries:
+        if s.method:
             return None
-        entry = env.entries[s.func.name]
-        obj = entry[1][entry[2]] if entry[0] == "global" else (
-            entry[1].cell_contents if entry[0] == "cell" else entry[1])
-        lane = getattr(obj, "astjax_lane_form", None)
-        return None if lane is None else Var(env.value_ref(lane, s.func.name + "_lane"))
+        lane = getattr(self._object(s.func), "astjax_lane_form", None)
+        return None if lane is None else Var(self.fn.env.value_ref(lane,
+                                                                   s.func.name + "_lane"))
 
     def error(self, s, message, hint=None):
         raise TransformError(message, s.loc, hint)
@@ -226,11 +242,10 @@ class Batching:
                 self.error(s, "vmap: raise with a per-example message is not supported")
             return [s]
         if isinstance(s, External):
-            # isinstance()/type() answer the same for every example (a custom_jvp rule
-            # with symbolic_zeros=True testing for SymbolicZero); a callee with an
+            # isinstance(t, SymbolicZero) answers the same for every example (a
+            # custom_jvp rule with symbolic_zeros=True); a callee with an
             # ``astjax_lane_form`` makes one value for all lanes from the batched ones
-            same_in_every_lane = core.format_operand(s.func) in ("isinstance", "type") \
-                and not s.method
+            same_in_every_lane = self._lane_uniform_test(s)
             lane = self._lane_form(s)
             if lane is not None and set(core.reads(s)) & self.batched:
                 return [External(s.target, lane, s.args, s.kwargs, s.method, loc=loc)]

@@ -8,7 +8,9 @@ it (``astjax/custom_rules.py`` explains the rules objects):
   whose backward (``backward``) inlines ``bwd(*xs, res, g)``; ``custom_jvp`` and
   ``checkpoint`` calls keep their opaque primal (the forward sweep saves nothing inside
   it) and get the derived backward rule (transpose of the jvp; recompute);
-* forward mode (``tangent``): the jvp rule inlined; ``custom_vjp`` refused;
+* forward mode (``tangent``): the jvp rule inlined; ``custom_vjp`` refused; with
+  ``symbolic_zeros=True`` the rule variant that takes only the active tangents and
+  makes ``SymbolicZero`` for the others (``Rules.tangent_rule_for``);
 * vmap (``batched``): the same statement on the batched rules.
 """
 from __future__ import annotations
