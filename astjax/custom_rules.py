@@ -15,7 +15,10 @@ order up:
   ``checkpoint``) and, in the backward sweep, the user's ``bwd`` — for ``custom_jvp``
   the transpose of the tangent map (a gradient of ``<g, jvp(x, t)[1]>`` in ``t``), for
   ``checkpoint`` the gradient of the primal recomputed from the saved inputs;
-* forward mode inlines the jvp rule (``custom_vjp``: an error, as in JAX);
+* forward mode inlines the jvp rule (``custom_vjp``: an error, as in JAX); with
+  ``symbolic_zeros=True`` the tangent of an operand that is not differentiated reaches
+  the rule as a ``SymbolicZero`` (forward mode knows which statically; reverse mode's
+  transpose passes one for every operand whose cotangent is not wanted);
 * vmap replaces ``rules`` by its batched version (each function vmapped), so that the
   batched primal runs and a later ``grad`` uses the batched rule.
 
@@ -35,7 +38,7 @@ from astjax import codegen
 from astjax import runtime as rt
 from astjax.errors import TransformError
 
-__all__ = ["custom_jvp", "custom_vjp"]
+__all__ = ["custom_jvp", "custom_vjp", "SymbolicZero"]
 
 serial_rules = itertools.count()
 
@@ -58,6 +61,91 @@ def _tree_vdot_lines(g, t, out):
             f"    {out} = {out} + np.sum(g_leaf * t_leaf)"]
 
 
+# ------------------------------------------------------------------------ symbolic zeros
+
+class SymbolicZero(np.lib.mixins.NDArrayOperatorsMixin):
+    """The tangent of an operand that is not being differentiated, as a
+    ``custom_jvp(..., symbolic_zeros=True)`` rule receives it (JAX's
+    ``jax.custom_derivatives.SymbolicZero``): the rule can test
+    ``isinstance(t, SymbolicZero)`` and skip work; ``shape``, ``dtype`` and ``aval``
+    describe the primal, ``instantiate()`` gives concrete zeros.  A rule may return one
+    as its output tangent.  It is the same for every example of a vmap (it is not an
+    array, so nothing batches it); arithmetic on it computes with zeros, so a rule that
+    does use it gets the right numbers."""
+
+    __array_priority__ = 1000
+    # vmap: isinstance(t, SymbolicZero) is the same for every example
+    astjax_same_in_every_lane = True
+
+    def __init__(self, shape=(), dtype=np.float64):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def aval(self):
+        from astjax.shapes import ShapeDtypeStruct
+        return ShapeDtypeStruct(self.shape, self.dtype)
+
+    def instantiate(self):
+        """Concrete zeros of the same shape and dtype."""
+        return np.zeros(self.shape, self.dtype)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.zeros(self.shape, dtype or self.dtype)
+
+    def __repr__(self):
+        return f"SymbolicZero({self.dtype.name}{list(self.shape)})"
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain = [x.instantiate() if isinstance(x, SymbolicZero) else x for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+
+class _FromPrimal:
+    """``SymbolicZero.from_primal_value(x)``: the zero tangent of ``x``.  A class, so
+    that a rule calling it keeps it as one opaque call."""
+
+    def __new__(cls, x):
+        arr = np.asarray(x)
+        return SymbolicZero(arr.shape, arr.dtype if arr.dtype.kind in "fc" else np.float64)
+
+
+SymbolicZero.from_primal_value = _FromPrimal
+
+
+def _zeros_tree(x):
+    if isinstance(x, (list, tuple)):
+        items = [_zeros_tree(v) for v in x]
+        return items if isinstance(x, list) else (
+            type(x)(*items) if hasattr(x, "_fields") else tuple(items))
+    if isinstance(x, dict):
+        return {k: _zeros_tree(v) for k, v in x.items()}
+    return None if x is None else SymbolicZero.from_primal_value(x)
+
+
+class symbolic_zero_like:  # noqa: N801  (called like a function)
+    """A SymbolicZero per array leaf of ``x`` (containers kept).  A class, so that the
+    rules that call it keep it as one opaque call instead of reading its source."""
+
+    def __new__(cls, x):
+        return _zeros_tree(x)
+
+
+class lane_zero_like:  # noqa: N801
+    """``symbolic_zero_like`` of one example of ``x``, batched along its last axis."""
+
+    def __new__(cls, x):
+        return SymbolicZero.from_primal_value(np.asarray(x)[..., 0])
+
+
+# under vmap, the zero of one example (the batch is the trailing axis)
+symbolic_zero_like.astjax_lane_form = lane_zero_like
+
+
 # ---------------------------------------------------------------------------- the rules
 
 class Rules:
@@ -74,8 +162,13 @@ class Rules:
     """
 
     def __init__(self, kind, name, params, diff, primal, jvp=None, fwd=None, bwd=None,
-                 policy=None):
+                 policy=None, zero_rule=None):
         self.kind, self.name, self.params, self.diff = kind, name, tuple(params), tuple(diff)
+        # custom_jvp(symbolic_zeros=True): zero_rule(zeros) -> a jvp taking the tangents
+        # of the diff operands whose entry in ``zeros`` is False only (the others are
+        # SymbolicZero inside)
+        self.zero_rule = zero_rule
+        self._zero_rules: dict = {}
         self.primal, self.jvp, self._fwd, self._bwd = primal, jvp, fwd, bwd
         self.policy = policy
         self._batched: dict = {}
@@ -87,6 +180,17 @@ class Rules:
 
     def __repr__(self):
         return f"<astjax {self.kind} rules of {self.name}>"
+
+    def tangent_rule_for(self, zeros):
+        """The tangent rule for a call whose diff operands flagged in ``zeros`` have no
+        tangent: with symbolic zeros, a rule taking only the others; else None."""
+        zeros = tuple(bool(z) for z in zeros)
+        if self.zero_rule is None or not any(zeros):
+            return None
+        got = self._zero_rules.get(zeros)
+        if got is None:
+            got = self._zero_rules[zeros] = self.zero_rule(zeros)
+        return got
 
     @property
     def diff_positions(self):
@@ -140,8 +244,11 @@ class Rules:
                            [f"return {call}"], ns)
         # kind "jvp": the tangent map t -> jvp(xs, t)[1] is linear; its transpose at g is
         # the gradient of <g, jvp(xs, t)[1]> in t (at any t: zeros)
-        ns["jvp"] = self.jvp
         diff = self.diff_positions
+        unperturbed = self.tangent_rule_for([i not in wanted for i in diff])
+        if unperturbed is not None:    # symbolic zeros for the operands not wanted
+            diff = [i for i in diff if i in wanted]
+        ns["jvp"] = unperturbed or self.jvp
         ts = [f"{xs[i]}_t" for i in diff]
         dot = define_function(f"{self.name}_tangent_dot", xs + ts + ["g"],
                       [f"pair = jvp({', '.join(xs + ts)})", "t_out = pair[1]"]
@@ -183,7 +290,12 @@ class Rules:
         tangent_axes = tuple(a for a, d in zip(axes, self.diff) if d)
         if self.kind == "jvp":
             jvp = vmap(self.jvp, in_axes=axes + tangent_axes, out_axes=-1)
-            return Rules("jvp", name, self.params, self.diff, primal, jvp=jvp)
+            zero_rule = None
+            if self.zero_rule is not None:
+                def zero_rule(zeros):
+                    return self._batched_zero_rule(axes, zeros)
+            return Rules("jvp", name, self.params, self.diff, primal, jvp=jvp,
+                         zero_rule=zero_rule)
         if self.kind == "remat":
             return Rules("remat", name, self.params, self.diff, primal, policy=self.policy)
         fwd = vmap(self.fwd, in_axes=axes, out_axes=-1)
@@ -202,6 +314,32 @@ class Rules:
         ns = {"inner": inner, "tree_map": _tree_map(), "lane_sum": _lane_sum}
         bwd = define_function(f"{name}_bwd", xs + ["res", "g"], body, ns)
         return Rules("vjp", name, self.params, self.diff, primal, fwd=fwd, bwd=bwd)
+
+
+    def _batched_zero_rule(self, axes, zeros):
+        """The batched rule with SymbolicZero tangents: made outside the vmapped rule
+        (one per example shape, the same for every lane) and passed in unbatched."""
+        from astjax.api import stop_gradient
+        from astjax.batch_api import vmap
+        xs = list(self.params)
+        diff = self.diff_positions
+        ts_axes = tuple(None if z else axes[i] for i, z in zip(diff, zeros))
+        inner = vmap(self.jvp, in_axes=tuple(axes) + ts_axes, out_axes=-1)
+        body, ts = [], []
+        for i, z in zip(diff, zeros):
+            t = f"{xs[i]}_t"
+            ts.append(t)
+            if z:
+                maker = "lane_zero_like" if axes[i] is not None else "symbolic_zero_like"
+                body += [f"{xs[i]}_still = stop_gradient({xs[i]})",
+                         f"{t} = {maker}({xs[i]}_still)"]
+        body.append(f"return inner({', '.join(xs + ts)})")
+        kept = [t for t, z in zip(ts, zeros) if not z]
+        tag = "".join("z" if z else "t" for z in zeros)
+        return define_function(f"{self.name}_jvp_rule_{tag}", xs + kept, body,
+                               {"inner": inner, "stop_gradient": stop_gradient,
+                                "lane_zero_like": lane_zero_like,
+                                "symbolic_zero_like": symbolic_zero_like})
 
 
 def _saves_products(policy):
@@ -331,15 +469,17 @@ class custom_jvp(CustomFunction):
 
     def __init__(self, fun, nondiff_argnums=(), symbolic_zeros=False):
         super().__init__(fun, nondiff_argnums)
-        if symbolic_zeros:
-            raise NotImplementedError("custom_jvp(symbolic_zeros=True) is not supported by "
-                                      "astjax: rules always receive concrete zero tangents")
+        self.symbolic_zeros = bool(symbolic_zeros)
         self.jvp = None
 
-    def defjvp(self, jvp, symbolic_zeros=False):
-        if symbolic_zeros:
-            raise NotImplementedError("defjvp(symbolic_zeros=True) is not supported by "
-                                      "astjax: rules always receive concrete zero tangents")
+    def defjvp(self, jvp, symbolic_zeros=None):
+        """Register ``jvp(primals, tangents) -> (primal_out, tangent_out)``.
+
+        ``symbolic_zeros=True`` (here or on the decorator): the tangent of an argument
+        that is not being differentiated arrives as a ``SymbolicZero`` (so the rule can
+        skip its terms), and the rule may return one for a zero output tangent."""
+        if symbolic_zeros is not None:
+            self.symbolic_zeros = bool(symbolic_zeros)
         self.jvp = jvp
         self._rules.clear()
         return jvp
@@ -382,7 +522,28 @@ class custom_jvp(CustomFunction):
         jvp = define_function(f"{self.__name__}_jvp_rule", operands + ts,
                       [f"pair = rule({', '.join(nd + [_tup(dp), _tup(ts)])})",
                        f"return rt.custom_cotangents(pair, 2, {what!r})"], ns)
-        return Rules("jvp", self.__name__, operands, diff, primal, jvp=jvp)
+        zero_rule = None
+        if self.symbolic_zeros:
+            diff_ops = [n for n, d in zip(operands, diff) if d]
+
+            def zero_rule(zeros):
+                """The rule with the flagged tangents made SymbolicZero inside (from a
+                stop_gradient'ed primal: nothing differentiates through the zero)."""
+                body = []
+                for n, z in zip(diff_ops, zeros):
+                    if z:
+                        body += [f"{n}_still = stop_gradient({n})",
+                                 f"{n}_t = symbolic_zero_like({n}_still)"]
+                kept = [f"{n}_t" for n, z in zip(diff_ops, zeros) if not z]
+                body += [f"pair = rule({', '.join(nd + [_tup(dp), _tup(ts)])})",
+                         f"return rt.custom_cotangents(pair, 2, {what!r})"]
+                tag = "".join("z" if z else "t" for z in zeros)
+                from astjax.api import stop_gradient
+                return define_function(f"{self.__name__}_jvp_rule_{tag}", operands + kept,
+                                       body, dict(ns, stop_gradient=stop_gradient,
+                                                  symbolic_zero_like=symbolic_zero_like))
+        return Rules("jvp", self.__name__, operands, diff, primal, jvp=jvp,
+                     zero_rule=zero_rule)
 
 
 class custom_vjp(CustomFunction):

@@ -1121,6 +1121,11 @@ def _rkey(r):
     return r.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
 
 
+def _spd3(r):
+    m = r.standard_normal((3, 3))
+    return m @ m.T + 3 * np.eye(3)
+
+
 # samples of the differentiable samplers (key first; float64 for finite differences)
 _RANDOM_SAMPLES = {
     "uniform": lambda r: ((_rkey(r), (3, 4), "float64", _u(r, (4,)), _u(r, (3, 1)) + 4.0),
@@ -1141,6 +1146,15 @@ _RANDOM_SAMPLES = {
     "permutation_vjp_batched": lambda r: ((_u(r, (4, 3, 2)), np.stack([_rkey(r), _rkey(r)],
                                                                       -1), _u(r, (4, 3, 2))),
                                           {"axis": 0}),
+    "gamma": lambda r: ((_rkey(r), r.uniform(0.3, 4.0, (3,))), {"dtype": "float64"}),
+    "gamma_batched": lambda r: ((np.stack([_rkey(r), _rkey(r)], -1),
+                                 r.uniform(0.3, 4.0, (3, 2))), {"dtype": "float64"}),
+    "multivariate_normal": lambda r: ((_rkey(r), _u(r, (3,)), _spd3(r)),
+                                      {"shape": (2,), "dtype": "float64"}),
+    "multivariate_normal_batched": lambda r: ((np.stack([_rkey(r), _rkey(r)], -1),
+                                               _u(r, (3, 2)), np.stack([_spd3(r), _spd3(r)],
+                                                                       -1)),
+                                              {"dtype": "float64"}),
 }
 
 
@@ -1178,10 +1192,10 @@ _RANDOM = (
     ("truncated_normal", ("key", "lower", "upper", "shape", "dtype"),
      {"shape": None, "dtype": None}, ("lower", "upper"), "other", ""),
     ("unit_like", ("key", "like"), {}, (), "creation", ""),
-    ("gamma", ("key", "a", "shape", "dtype"), {"shape": None, "dtype": None}, (), "other",
-     _NR),
+    ("gamma", ("key", "a", "shape", "dtype"), {"shape": None, "dtype": None}, ("a",), "other",
+     ""),
     ("multivariate_normal", ("key", "mean", "cov", "shape", "dtype", "method"),
-     {"shape": None, "dtype": None, "method": "cholesky"}, (), "other", _NR),
+     {"shape": None, "dtype": None, "method": "cholesky"}, ("mean", "cov"), "other", ""),
 )
 for _name, _params, _defaults, _diff, _kind, _reason in _RANDOM:
     _random(_name, _params, _defaults, _diff, _kind, _reason,
@@ -1196,6 +1210,23 @@ for _name, _params, _defaults, _diff, _kind, _reason in _RANDOM:
                        kind="creation" if _name == "unit_like" else "batch",
                        sample=_RANDOM_SAMPLES.get(f"{_name}_batched"),
                        reason=_reason or (_ND + "a random sample")))
+# gamma's implicit-reparameterization derivative (JAX's random_gamma_grad)
+register(Primitive("random_gamma_grad", _jr.gamma_grad, "jr.gamma_grad", ("a", "sample"),
+                   kind="elementwise", reason=_ND + "gamma's derivative in its shape "
+                   "(no second derivative)"))
+# multivariate_normal's derivative (through its Cholesky factor)
+_MVN = {"shape": None, "dtype": None, "method": "cholesky"}
+for _name, _params in (
+        ("multivariate_normal_vjp", ("g", "key", "mean", "cov", "shape", "dtype", "method")),
+        ("multivariate_normal_jvp", ("key", "mean", "cov", "dmean", "dcov", "shape", "dtype",
+                                     "method"))):
+    register(Primitive(f"random_{_name}", getattr(_jr, _name), f"jr.{_name}", _params,
+                       dict(_MVN), kind="other",
+                       reason=_ND + "multivariate_normal's derivative (no second one)"))
+    _bparams = tuple("key_b" if p == "key" else p for p in _params)
+    register(Primitive(f"random_{_name}_batched", getattr(_jr, f"{_name}_batched"),
+                       f"jr.{_name}_batched", _bparams, dict(_MVN), kind="batch",
+                       reason=_ND + "multivariate_normal's derivative (no second one)"))
 _random("permutation_vjp", ("t", "key", "x", "axis", "independent"),
         {"axis": 0, "independent": False}, diff=("t",), kind="other")
 register(Primitive("random_permutation_vjp_batched", _jr.permutation_vjp_batched,

@@ -4,34 +4,45 @@ A key is what ``jax.random.PRNGKey`` returns: a ``uint32`` array of shape ``(2,)
 (``key(seed)`` returns the same raw array: astjax has no typed key arrays).  Every
 sampler hashes a counter with the threefry2x32 block cipher under the key, exactly as
 JAX 0.10 does with its defaults (``jax_threefry_partitionable=True``), so the same
-key gives the same bits as ``jax.random`` for every function and shape.  Results
-built from bits with integer or exact float arithmetic (``bits``, ``uniform``,
-``randint``, ``bernoulli``, ``permutation``, ``choice``, ``split``, ``fold_in``) are
-identical; those that go through a transcendental (``normal``'s inverse error
-function, ``exponential``'s log1p...) use NumPy's ``log``, which may differ from XLA's
-in the last bit, so they agree with JAX to a few ulp.
+key gives the same bits as ``jax.random`` for every function and shape.  The samplers
+that go through a transcendental function use ``astjax.xlamath``, XLA's CPU ``log``,
+``log1p``, ``erf_inv``, ``erf`` and ``pow`` reproduced operation for operation, so
+``normal``, ``exponential``, ``truncated_normal`` and ``multivariate_normal`` (its
+Cholesky factor from SciPy's LAPACK, which jaxlib calls, when SciPy is installed) are
+identical too.  ``gamma`` is identical except where XLA's ``1/3 * rsqrt(d)`` (the CPU's
+approximate rsqrt instruction refined by Newton steps: vendor-specific bits) rounds
+differently from ``1/3 * (1 / sqrt(d))``: a few percent of float32 samples, by an ulp.
+
+Large draws (``bits``, ``split``, ``uniform``, ``normal``, ``exponential``) run as one
+compiled C kernel (``astjax/kernels/threefry.py``) with the same bits; ``USE_KERNEL =
+False`` keeps everything in NumPy.
 
 Default dtypes are JAX's (``float32``, ``int32``, ``uint32``); ``float64``/``int64``
 give what JAX gives with ``jax_enable_x64``.
 
 Inside transformed code each sampler is a primitive (``astjax/primitives.py``): no
 derivative flows into a key, reparameterized samples (``mu + sigma * normal(k, s)``)
-differentiate in their parameters, and ``vmap`` over a batch of keys runs the cipher
-once on all of them (the ``_b`` entry points take keys of shape ``(2, *batch)`` and put
-the batch axes last).
+differentiate in their parameters (``uniform``'s bounds, ``truncated_normal``'s,
+``gamma``'s shape by implicit reparameterization as JAX's ``random_gamma_grad``,
+``multivariate_normal``'s mean and cov through the Cholesky factor), and ``vmap`` over
+a batch of keys runs the cipher once on all of them (the ``_b`` entry points take keys
+of shape ``(2, *batch)`` and put the batch axes last).
 """
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from astjax.xlamath import erf, erf_inv, fma, log, log1p, power
 from astjax.errors import ArgumentError
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "bits",
            "uniform", "normal", "bernoulli", "categorical", "randint", "permutation",
-           "choice", "truncated_normal", "exponential", "gamma", "multivariate_normal"]
+           "choice", "truncated_normal", "exponential", "gamma", "multivariate_normal",
+           "gamma_grad"]
 
 _U32 = np.uint32
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -137,10 +148,33 @@ def _to_bkey(k):
     return k[:, None] if k.ndim == 1 else k
 
 
+# Large draws run the cipher (and the float samplers built on it) as one compiled C
+# kernel, bit-identical to the NumPy code below (astjax/kernels/threefry.py); False
+# keeps everything in NumPy (the tests compare the two).
+USE_KERNEL = True
+
+
+def _kernel_for(shape, k):
+    """The kernel module when it should draw ``shape`` (only in astjax itself: a copy of
+    this module in a standalone ``astjax gen`` output stays NumPy-only)."""
+    if not USE_KERNEL or __name__ != "astjax.random":
+        return None
+    threefry = importlib.import_module("astjax.kernels.threefry")
+    return threefry if threefry.wanted(shape, k) else None
+
+
+def _hash_b(k, shape):
+    """Both cipher words for every counter of ``shape`` under keys ``(2, *kb)``."""
+    kern = _kernel_for(shape, k)
+    if kern is not None:
+        return kern.hash_words(k, shape)
+    hi, lo = _iota_2x32(shape, _nb(k))
+    return threefry2x32(k[0], k[1], hi, lo)
+
+
 def _split_b(k, shape):
     """``split`` for keys ``(2, *kb)``: ``(*shape, 2, *kb)``."""
-    hi, lo = _iota_2x32(shape, _nb(k))
-    a, b = threefry2x32(k[0], k[1], hi, lo)
+    a, b = _hash_b(k, shape)
     return np.stack([a, b], axis=len(shape))
 
 
@@ -195,8 +229,12 @@ def _shape(shape, name):
 
 def _bits_b(k, width, shape):
     """Random unsigned integers of ``width`` bits: ``(*shape, *kb)``."""
-    hi, lo = _iota_2x32(shape, _nb(k))
-    a, b = threefry2x32(k[0], k[1], hi, lo)
+    if width <= 32:
+        kern = _kernel_for(shape, k)
+        if kern is not None:
+            out = kern.bits32(k, shape)
+            return out if width == 32 else out.astype(_UINT[width])
+    a, b = _hash_b(k, shape)
     if width == 64:
         return (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
     out = a ^ b
@@ -236,7 +274,21 @@ def _unit_b(k, shape, dt):
     return mant.view(dt) - dt.type(1.0)
 
 
+def _fused(name, k, shape, dt, minval=0.0, maxval=1.0):
+    """The compiled kernel's draw for scalar bounds and float32/float64, else None."""
+    if dt not in (np.float32, np.float64) or np.ndim(minval) or np.ndim(maxval):
+        return None
+    kern = _kernel_for(shape, k)
+    if kern is None:
+        return None
+    return kern.sample(name, k, shape, dt, float(_float_param(minval, dt)),
+                       float(_float_param(maxval, dt)))
+
+
 def _uniform_b(k, shape, dt, minval, maxval):
+    out = _fused("uniform", k, shape, dt, minval, maxval)
+    if out is not None:
+        return out
     minval = _float_param(minval, dt)
     maxval = _float_param(maxval, dt)
     floats = _unit_b(k, shape, dt)
@@ -244,32 +296,8 @@ def _uniform_b(k, shape, dt, minval, maxval):
 
 
 def _fma(a, b, c):
-    """``a * b + c`` rounded once, as XLA's CPU code contracts it (a float32 product is
-    exact in float64; float64 operands go through ``math.fma`` where Python has it)."""
-    dt = np.result_type(a, b, c)
-    if dt.itemsize <= 4:
-        wide = np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)
-        return wide.astype(dt)
-    a, b, c = (np.asarray(v, dt) for v in (a, b, c))
-    with np.errstate(over="ignore", invalid="ignore"):
-        prod, err = _two_product(a, b)
-        total = prod + c                   # two-sum of the product and c
-        back = total - prod
-        low = (prod - (total - back)) + (c - back)
-        out = total + (low + err)
-        return np.where(np.isfinite(out), out, a * b + c)
-
-
-def _two_product(a, b):
-    """``a * b`` as an unevaluated sum ``p + e`` (Dekker's product, Veltkamp's split)."""
-    def halves(x):
-        t = x * 134217729.0
-        hi = t - (t - x)
-        return hi, x - hi
-    p = a * b
-    ah, al = halves(a)
-    bh, bl = halves(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    """``a * b + c`` rounded once, as XLA's CPU code contracts it."""
+    return fma(a, b, c)
 
 
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
@@ -278,86 +306,15 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     return _uniform_b(_key(key, "uniform"), _shape(shape, "uniform"), dt, minval, maxval)
 
 
-# Giles' single-precision approximation of the inverse error function, as XLA computes
-# erf_inv for float32 (two polynomials in w = -log(1 - x^2)).
-_ERFINV_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
-
-
 def _erf_inv(x):
-    dt = x.dtype
-    if dt == np.float64:
-        return _erf_inv64(x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        xf = x.astype(np.float32)
-        w = -np.log1p(xf * -xf)
-        small = w < np.float32(5.0)
-        w = np.where(small, w - np.float32(2.5), np.sqrt(w) - np.float32(3.0))
-        p = np.where(small, np.float32(_ERFINV_SMALL[0]), np.float32(_ERFINV_LARGE[0]))
-        for cs, cl in zip(_ERFINV_SMALL[1:], _ERFINV_LARGE[1:]):
-            p = np.where(small, np.float32(cs), np.float32(cl)) + p * w
-        out = np.where(np.abs(xf) == np.float32(1.0), xf * np.float32(np.inf), p * xf)
-    return out.astype(dt, copy=False)
-
-
-_ERF = np.frompyfunc(math.erf, 1, 1)
-
-
-def _erf64(x):
-    # math.erf is a Python function: on the host (a device value is copied there and back)
-    return _device.on_host(_ERF, x, np.float64)
-
-
-# Giles' double-precision approximation (three regions of w), XLA's erf_inv for float64.
-_ERFINV64 = (
-    (6.25, 3.125, False, (
-        -3.6444120640178196996e-21, -1.685059138182016589e-19, 1.2858480715256400167e-18,
-        1.115787767802518096e-17, -1.333171662854620906e-16, 2.0972767875968561637e-17,
-        6.6376381343583238325e-15, -4.0545662729752068639e-14, -8.1519341976054721522e-14,
-        2.6335093153082322977e-12, -1.2975133253453532498e-11, -5.4154120542946279317e-11,
-        1.051212273321532285e-09, -4.1126339803469836976e-09, -2.9070369957882005086e-08,
-        4.2347877827932403518e-07, -1.3654692000834678645e-06, -1.3882523362786468719e-05,
-        0.0001867342080340571352, -0.00074070253416626697512, -0.0060336708714301490533,
-        0.24015818242558961693, 1.6536545626831027356)),
-    (16.0, 3.25, True, (
-        2.2137376921775787049e-09, 9.0756561938885390979e-08, -2.7517406297064545428e-07,
-        1.8239629214389227755e-08, 1.5027403968909827627e-06, -4.013867526981545969e-06,
-        2.9234449089955446044e-06, 1.2475304481671778723e-05, -4.7318229009055733981e-05,
-        6.8284851459573175448e-05, 2.4031110387097893999e-05, -0.0003550375203628474796,
-        0.00095328937973738049703, -0.0016882755560235047313, 0.0024914420961078508066,
-        -0.0037512085075692412107, 0.005370914553590063617, 1.0052589676941592334,
-        3.0838856104922207635)),
-    (np.inf, 5.0, True, (
-        -2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572693500548083e-09,
-        -3.7894654401267369937e-09, 7.6157012080783393804e-09, -1.4960026627149240478e-08,
-        2.9147953450901080826e-08, -6.7711997758452339498e-08, 2.2900482228026654717e-07,
-        -9.9298272942317002539e-07, 4.5260625972231537039e-06, -1.9681778105531670567e-05,
-        7.5995277030017761139e-05, -0.00021503011930044477347, -0.00013871931833623122026,
-        1.0103004648645343977, 4.8499064014085844221)),
-)
-
-
-def _erf_inv64(x):
-    x = np.asarray(x, np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = -np.log1p(x * -x)
-        out = np.zeros_like(w)
-        done = np.zeros(w.shape, bool)
-        for bound, shift, root, coeffs in _ERFINV64:
-            here = ~done & (w < bound)
-            t = (np.sqrt(w) if root else w) - shift
-            p = np.full_like(w, coeffs[0])
-            for c in coeffs[1:]:
-                p = c + p * t
-            out = np.where(here, p, out)
-            done |= here
-        return np.where(np.abs(x) == 1.0, x * np.inf, out * x)
+    return erf_inv(x)
 
 
 def _normal_b(k, shape, dt):
     lo = np.nextafter(np.array(-1.0, dt), np.array(0.0, dt))
+    out = _fused("normal", k, shape, dt, lo, 1.0)
+    if out is not None:
+        return out
     u = _uniform_b(k, shape, dt, lo, np.array(1.0, dt))
     return dt.type(math.sqrt(2)) * _erf_inv(u)
 
@@ -369,8 +326,11 @@ def normal(key, shape=(), dtype=None):
 
 
 def _exponential_b(k, shape, dt):
+    out = _fused("exponential", k, shape, dt)
+    if out is not None:
+        return out
     u = _uniform_b(k, shape, dt, 0.0, 1.0)
-    return -np.log1p(-u)
+    return -log1p(-u)
 
 
 def exponential(key, shape=(), dtype=None):
@@ -393,7 +353,7 @@ def _broadcast_shapes(name, shape, *param_shapes):
 
 def _erf(x):
     x = np.asarray(x)
-    return _erf64(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    return erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 def _truncated_normal_b(k, lower, upper, shape, dt):
@@ -589,7 +549,7 @@ def permutation(key, x, axis=0, independent=False):
 def _gumbel_b(k, shape, dt):
     tiny = np.finfo(dt).tiny
     u = _uniform_b(k, shape, dt, tiny, 1.0)
-    return -np.log(-np.log(u))
+    return -log(-log(u))
 
 
 def _top_k_indices(x, kk):
@@ -640,7 +600,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
             ind = np.searchsorted(p_cuml, r).astype(np.int32)
         else:
             with np.errstate(divide="ignore"):
-                g = _gumbel_b(k, (n_inputs,), pdt) + np.log(p_arr)
+                g = _gumbel_b(k, (n_inputs,), pdt) + log(p_arr)
             ind = _top_k_indices(g, n_draws).astype(np.int32)
         result = ind if arr.ndim == 0 else np.take(arr, ind, axis=axis)
     return result.reshape(shape if arr.ndim == 0 else
@@ -704,7 +664,9 @@ def _gamma_one_b(keys, alpha):
     alpha_orig = alpha
     alpha = np.where(boost_mask, alpha, alpha + one)
     d = alpha - third
-    c = third / np.sqrt(d)
+    # XLA rewrites third / sqrt(d) as third * rsqrt(d), with the CPU's approximate
+    # rsqrt instruction refined by Newton steps: vendor-specific in the last bit
+    c = third * (one / np.sqrt(d))
     pair = _split_b(keys, (2,))
     key, subkey = pair[0], pair[1]
     X = np.zeros_like(alpha)
@@ -714,7 +676,7 @@ def _gamma_one_b(keys, alpha):
     def not_done(X, V, U):
         with np.errstate(divide="ignore", invalid="ignore"):
             return (U >= one - dt.type(0.0331) * (X * X)) & (
-                np.log(U) >= X * dt.type(0.5) + d * ((one - V) + np.log(V)))
+                log(U) >= X * dt.type(0.5) + d * ((one - V) + log(V)))
 
     active = not_done(X, V, U)
     while active.any():
@@ -729,7 +691,7 @@ def _gamma_one_b(keys, alpha):
             x_key = np.where(inner, pair[0], x_key)
             xn = _normal_b(pair[1], (), dt)
             x = np.where(inner, xn, x)
-            v = np.where(inner, one + x * c, v)
+            v = np.where(inner, _fma(x, c, one), v)
             inner = inner & (v <= zero)
         u = _uniform_b(three[2], (), dt, 0.0, 1.0)
         X = np.where(active, x * x, X)
@@ -738,7 +700,7 @@ def _gamma_one_b(keys, alpha):
         active = active & not_done(X, V, U)
     samples = one - _uniform_b(subkey, (), dt, 0.0, 1.0)
     with np.errstate(divide="ignore", over="ignore"):
-        boost = np.where(boost_mask, one, np.power(samples, one / alpha_orig))
+        boost = np.where(boost_mask, one, power(samples, one / alpha_orig))
     return (d * V * boost).astype(dt, copy=False)
 
 
@@ -766,12 +728,128 @@ def gamma(key, a, shape=None, dtype=None):
     return _gamma_b(_key(key, "gamma"), a, shape, dt, 0)
 
 
+# ------------------------------------------------------------------ gamma's derivative
+
+def _digamma(a):
+    """The digamma function for a > 0 (float64): the recurrence up to 6, then the
+    asymptotic series (error below 1e-15)."""
+    a = np.asarray(a, np.float64)
+    shift = np.zeros_like(a)
+    x = a.copy()
+    for _ in range(6):
+        small = x < 6.0
+        shift = np.where(small, shift + 1.0 / np.where(small, x, 1.0), shift)
+        x = np.where(small, x + 1.0, x)
+    inv = 1.0 / (x * x)
+    series = inv * (1 / 12 - inv * (1 / 120 - inv * (1 / 252 - inv * (
+        1 / 240 - inv * (1 / 132 - inv * (691 / 32760 - inv / 12))))))
+    return np.log(x) - 0.5 / x - series - shift
+
+
+def gamma_grad(a, sample):
+    """d sample / d a of a Gamma(a, 1) sample held at its quantile (implicit
+    reparameterization: ``-dP(a, x)/da / (dP(a, x)/dx)`` with P the regularized lower
+    incomplete gamma function), as JAX's ``random_gamma_grad``: P's series where
+    ``x <= 1`` or ``x < a``, the continued fraction of ``1 - P`` elsewhere, each summed
+    with its derivative in ``a`` until that has converged."""
+    a, x = np.broadcast_arrays(np.asarray(a), np.asarray(sample))
+    dt = np.result_type(a.dtype, x.dtype, np.float32)
+    a64, x64 = a.astype(np.float64), x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        out = np.where(
+            (x64 > 1.0) & (x64 > a64), _gamma_grad_fraction(a64, x64),
+            _gamma_grad_series(a64, x64))
+        out = np.where(x64 == 0, 0.0, out)
+        out = np.where((x64 < 0) | (a64 <= 0) | np.isnan(a64) | np.isnan(x64), np.nan, out)
+    return out.astype(dt)
+
+
+_EPS = np.finfo(np.float64).eps
+
+
+def _gamma_grad_series(a, x):
+    """P = x^a e^-x / Gamma(a + 1) * sum_n c_n, c_n = c_(n-1) x / (a + n)."""
+    r = a.copy()
+    c = np.ones_like(a)
+    total = np.ones_like(a)
+    dc = np.zeros_like(a)
+    dtotal = np.zeros_like(a)
+    going = np.ones(a.shape, bool)
+    for _ in range(2000):
+        if not going.any():
+            break
+        r = np.where(going, r + 1.0, r)
+        dc_new = dc * (x / r) - (c * x) / (r * r)
+        c_new = c * (x / r)
+        dc = np.where(going, dc_new, dc)
+        dtotal = np.where(going, dtotal + dc_new, dtotal)
+        c = np.where(going, c_new, c)
+        total = np.where(going, total + c_new, total)
+        going &= np.abs(dc_new / dtotal) > _EPS
+    dlog = np.log(x) - _digamma(a + 1.0)
+    return -(dtotal + total * dlog) * x / a
+
+
+def _gamma_grad_fraction(a, x):
+    """1 - P = x^a e^-x / Gamma(a) * (Legendre's continued fraction), evaluated by its
+    convergents p_k / q_k together with their derivatives in a."""
+    y = 1.0 - a
+    z = x + y + 1.0
+    c = np.zeros_like(a)
+    pkm2, qkm2 = np.ones_like(a), x.copy()
+    pkm1, qkm1 = x + 1.0, z * x
+    ans = pkm1 / qkm1
+    dpkm2, dqkm2, dpkm1, dqkm1 = (np.zeros_like(a), np.zeros_like(a), np.zeros_like(a),
+                                  -x)
+    dans = (dpkm1 - ans * dqkm1) / qkm1
+    going = np.ones(a.shape, bool)
+    big = 1.0 / _EPS
+    for _ in range(2000):
+        if not going.any():
+            break
+        c = c + 1.0
+        y = y + 1.0
+        z = z + 2.0
+        yc = y * c
+        pk = pkm1 * z - pkm2 * yc
+        qk = qkm1 * z - qkm2 * yc
+        ok = qk != 0
+        safe_qk = np.where(ok, qk, 1.0)
+        r = pk / safe_qk
+        ans_new = np.where(ok, r, ans)
+        dpk = dpkm1 * z - pkm1 - dpkm2 * yc + pkm2 * c
+        dqk = dqkm1 * z - qkm1 - dqkm2 * yc + qkm2 * c
+        dans_new = np.where(ok, (dpk - ans_new * dqk) / safe_qk, dans)
+        change = np.where(ok, np.abs(dans_new - dans), 1.0)
+        ans = np.where(going, ans_new, ans)
+        dans = np.where(going, dans_new, dans)
+        pkm2, pkm1 = np.where(going, pkm1, pkm2), np.where(going, pk, pkm1)
+        qkm2, qkm1 = np.where(going, qkm1, qkm2), np.where(going, qk, qkm1)
+        dpkm2, dpkm1 = np.where(going, dpkm1, dpkm2), np.where(going, dpk, dpkm1)
+        dqkm2, dqkm1 = np.where(going, dqkm1, dqkm2), np.where(going, dqk, dqkm1)
+        rescale = going & (np.abs(pkm1) > big)
+        for v in (pkm2, pkm1, qkm2, qkm1, dpkm2, dpkm1, dqkm2, dqkm1):
+            v *= np.where(rescale, _EPS, 1.0)
+        going &= change > _EPS
+    dlog = np.log(x) - _digamma(a)
+    return (dans + ans * dlog) * x
+
+
 # ------------------------------------------------------------------ multivariate
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
     """Samples of N(mean, cov): ``mean + factor @ normal`` with ``factor`` from
     ``method`` ('cholesky', 'svd' or 'eigh')."""
     k = _key(key, "multivariate_normal")
+    dt, mean, cov, shape = _mvn_operands(mean, cov, shape, dtype, method)
+    factor = _mvn_factor(cov, method)
+    z = _normal_b(k, tuple(shape) + mean.shape[-1:], dt)
+    return (mean + _matvec(factor, z)).astype(dt, copy=False)
+
+
+def _mvn_operands(mean, cov, shape, dtype, method):
+    """(dtype, mean, cov, shape) checked and converted as JAX does; ``cov`` is
+    symmetrized ((cov + cov^T) / 2, exact for a symmetric one) as JAX's cholesky does."""
     if method not in ("svd", "eigh", "cholesky"):
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
     mean, cov = np.asarray(mean), np.asarray(cov)
@@ -797,16 +875,113 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     else:
         shape = _shape(shape, "multivariate_normal")
         _broadcast_shapes("normal", shape, mean.shape[:-1], cov.shape[:-2])
+    if method == "cholesky":
+        cov = (cov + np.swapaxes(cov, -1, -2)) / dt.type(2)
+    return dt, mean, cov, tuple(shape)
+
+
+def _sum_to(x, shape):
+    """``x`` summed over the axes that broadcasting added to ``shape``."""
+    x = np.asarray(x)
+    lead = x.ndim - len(shape)
+    x = x.sum(axis=tuple(range(lead))) if lead > 0 else x
+    keep = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
+    return (x.sum(axis=keep, keepdims=True) if keep else x).reshape(shape)
+
+
+def _mvn_derivative_parts(key, mean, cov, shape, dtype, method, what):
+    if method != "cholesky":
+        raise ArgumentError(f"{what}: the derivative of multivariate_normal in cov is "
+                            f"implemented for method='cholesky' (got {method!r})")
+    dt, m, c, shape = _mvn_operands(mean, cov, shape, dtype, method)
+    lower = _mvn_factor(c, method)
+    z = _normal_b(_key(key, what), shape + m.shape[-1:], dt)
+    return dt, lower, z
+
+
+def _phi(x):
+    """The lower triangle of ``x`` with its diagonal halved."""
+    return np.tril(x) - 0.5 * x * np.eye(x.shape[-1], dtype=x.dtype)
+
+
+def multivariate_normal_vjp(g, key, mean, cov, shape=None, dtype=None, method="cholesky"):
+    """Cotangents (mean, cov) of ``multivariate_normal(key, mean, cov, ...)`` for the
+    output cotangent ``g``: ``g`` summed to mean's shape, and the Cholesky factor's
+    cotangent ``sum g z^T`` taken back through the factorization (symmetric, as the
+    sampler symmetrizes cov)."""
+    dt, lower, z = _mvn_derivative_parts(key, mean, cov, shape, dtype, method,
+                                         "multivariate_normal_vjp")
+    g = np.asarray(g, dt)
+    g_mean = _sum_to(g, np.shape(mean))
+    g_lower = _sum_to(g[..., :, None] * z[..., None, :], lower.shape)
+    lt = np.swapaxes(lower, -1, -2)
+    p = _phi(lt @ g_lower)
+    s = np.linalg.solve(lt, np.swapaxes(np.linalg.solve(lt, np.swapaxes(p, -1, -2)), -1, -2))
+    s = (s + np.swapaxes(s, -1, -2)) * 0.5
+    return (_like_operand(g_mean, mean), _like_operand(_sum_to(s, np.shape(cov)), cov))
+
+
+def _like_operand(ct, x):
+    """A cotangent in its operand's floating dtype."""
+    dt = np.asarray(x).dtype
+    return np.asarray(ct).astype(dt if dt.kind == "f" else np.float64)
+
+
+def multivariate_normal_jvp(key, mean, cov, dmean, dcov, shape=None, dtype=None,
+                            method="cholesky"):
+    """The tangent of ``multivariate_normal(key, mean, cov, ...)``: ``dmean + dL z`` with
+    ``dL = L phi(L^-1 dcov L^-T)`` (cov symmetrized)."""
+    dt, lower, z = _mvn_derivative_parts(key, mean, cov, shape, dtype, method,
+                                         "multivariate_normal_jvp")
+    out = np.zeros(np.broadcast_shapes(z.shape, np.shape(mean)), dt)
+    if dmean is not None:
+        out = out + np.asarray(dmean, dt)
+    if dcov is not None:
+        dc = np.broadcast_to(np.asarray(dcov, dt), np.shape(cov))
+        dc = (dc + np.swapaxes(dc, -1, -2)) * 0.5
+        inner = np.linalg.solve(lower, np.swapaxes(np.linalg.solve(lower, dc), -1, -2))
+        d_lower = lower @ _phi(inner)
+        out = out + np.einsum("...ij,...j->...i", d_lower, z)
+    return out
+
+
+def _cholesky(cov):
+    """The lower Cholesky factor from the LAPACK that jaxlib calls on CPU (SciPy's
+    ``potrf``) when SciPy is installed, so that the factor is JAX's to the bit; NumPy's
+    (a different LAPACK build, last-bit differences in float32) otherwise."""
+    try:
+        from scipy.linalg import lapack
+    except ImportError:
+        return np.linalg.cholesky(cov)
+    cov = np.asarray(cov)
+    flat = cov.reshape((-1,) + cov.shape[-2:])
+    potrf = lapack.spotrf if cov.dtype == np.float32 else lapack.dpotrf
+    out = np.empty_like(flat)
+    for i, a in enumerate(flat):
+        c, info = potrf(a, lower=1, clean=1)
+        out[i] = c if info == 0 else np.nan
+    return out.reshape(cov.shape)
+
+
+def _mvn_factor(cov, method):
     if method == "svd":
         u, s, _ = np.linalg.svd(cov)
-        factor = u * np.sqrt(s[..., None, :])
-    elif method == "eigh":
+        return u * np.sqrt(s[..., None, :])
+    if method == "eigh":
         w, v = np.linalg.eigh(cov)
-        factor = v * np.sqrt(w[..., None, :])
-    else:
-        factor = np.linalg.cholesky(cov)
-    z = _normal_b(k, tuple(shape) + mean.shape[-1:], dt)
-    return (mean + np.einsum("...ij,...j->...i", factor, z)).astype(dt, copy=False)
+        return v * np.sqrt(w[..., None, :])
+    return _cholesky(cov)
+
+
+def _matvec(factor, z):
+    """``factor @ z`` over the trailing axes as XLA's CPU dot computes a small one: each
+    row accumulated left to right with fused multiply-adds."""
+    n = factor.shape[-1]
+    acc = None
+    for j in range(n):
+        term = factor[..., :, j] * z[..., j:j + 1] if acc is None else None
+        acc = term if acc is None else _fma(factor[..., :, j], z[..., j:j + 1], acc)
+    return acc
 
 
 # ------------------------------------------------------------------ transformed code
@@ -1003,6 +1178,36 @@ def multivariate_normal_batched(key_b, mean, cov, shape=None, dtype=None,
                                 method="cholesky"):
     return _lanes(lambda k, m, c: multivariate_normal(k, m, c, shape, dtype, method),
                   key_b, mean, cov)
+
+
+def _lanes_pair(fn, key_b, *args):
+    """``_lanes`` for a function returning a pair: each stacked on a trailing axis."""
+    k = _lane_key(key_b)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    size = max([k.shape[-1]] + [a.shape[-1] for a in arrays])
+    firsts, seconds = [], []
+    for b in range(size):
+        lane = [a[..., min(b, a.shape[-1] - 1)] if isinstance(a, np.ndarray) else a
+                for a in args]
+        one, two = fn(np.ascontiguousarray(k[:, min(b, k.shape[-1] - 1)]), *lane)
+        firsts.append(one)
+        seconds.append(two)
+    return np.stack(firsts, axis=-1), np.stack(seconds, axis=-1)
+
+
+def multivariate_normal_vjp_batched(g, key_b, mean, cov, shape=None, dtype=None,
+                                    method="cholesky"):
+    """Per-lane cotangents, stacked on a trailing batch axis."""
+    return _lanes_pair(
+        lambda k, gg, m, c: multivariate_normal_vjp(gg, k, m, c, shape, dtype, method),
+        key_b, np.asarray(g), np.asarray(mean), np.asarray(cov))
+
+
+def multivariate_normal_jvp_batched(key_b, mean, cov, dmean, dcov, shape=None, dtype=None,
+                                    method="cholesky"):
+    return _lanes(lambda k, m, c, dm, dc: multivariate_normal_jvp(k, m, c, dm, dc, shape,
+                                                                  dtype, method),
+                  key_b, mean, cov, dmean, dcov)
 
 
 # a key on the GPU (a CuPy array) samples there: each public function runs this module's

@@ -46,7 +46,7 @@ from astjax import runtime_batch as rb
 from astjax.errors import AstjaxError
 
 # the module that generated code knows under each name (generation.base_namespace)
-CANONICAL = {"rt": "astjax.runtime", "ra": "astjax.runtime_array",
+CANONICAL = {"rt": "astjax.runtime", "ra": "astjax.runtime_array", "jr": "astjax.random",
              "rb": "astjax.runtime_batch",
              # sharded modules (astjax/sharding/gen.py): collectives and the shard runner
              "sh": "astjax.sharding.collectives", "shx": "astjax.sharding.execute"}

@@ -1418,6 +1418,28 @@ def random_truncated_normal_batched(key_b, lower, upper, shape=None, dtype=None)
     return jr.truncated_normal_batched(key_b, lower, upper, shape, dtype)
 
 
+def random_multivariate_normal_vjp(g, key, mean, cov, shape=None, dtype=None,
+                                   method="cholesky"):
+    return jr.multivariate_normal_vjp_batched(g, key, mean, cov, shape, dtype, method)
+
+
+def random_multivariate_normal_vjp_batched(g, key_b, mean, cov, shape=None, dtype=None,
+                                           method="cholesky"):
+    return jr.multivariate_normal_vjp_batched(g, key_b, mean, cov, shape, dtype, method)
+
+
+def random_multivariate_normal_jvp(key, mean, cov, dmean, dcov, shape=None, dtype=None,
+                                   method="cholesky"):
+    return jr.multivariate_normal_jvp_batched(key, mean, cov, dmean, dcov, shape, dtype,
+                                              method)
+
+
+def random_multivariate_normal_jvp_batched(key_b, mean, cov, dmean, dcov, shape=None,
+                                           dtype=None, method="cholesky"):
+    return jr.multivariate_normal_jvp_batched(key_b, mean, cov, dmean, dcov, shape, dtype,
+                                              method)
+
+
 def random_gamma(key, a, shape=None, dtype=None):
     return jr.gamma_batched(key, a, shape, dtype)
 

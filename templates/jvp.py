@@ -1377,6 +1377,24 @@ def random_truncated_normal_batched(ans, key_b, lower, upper, shape=None, dtype=
     return dlower * ((1.0 - u) * np.exp((ans * ans - lower * lower) * 0.5)) + \
         dupper * (u * np.exp((ans * ans - upper * upper) * 0.5))
 
+def random_multivariate_normal(ans, key, mean, cov, shape=None, dtype=None,
+                               method="cholesky", dmean=None, dcov=None):
+    return jr.multivariate_normal_jvp(key, mean, cov, dmean, dcov, shape, dtype, method)
+
+
+def random_multivariate_normal_batched(ans, key_b, mean, cov, shape=None, dtype=None,
+                                       method="cholesky", dmean=None, dcov=None):
+    return jr.multivariate_normal_jvp_batched(key_b, mean, cov, dmean, dcov, shape, dtype,
+                                              method)
+
+
+def random_gamma(ans, key, a, shape=None, dtype=None, da=None):
+    return da * jr.gamma_grad(a, ans)
+
+
+def random_gamma_batched(ans, key_b, a, shape=None, dtype=None, da=None):
+    return da * jr.gamma_grad(a, ans)
+
 # ------------------------------------------------------------------ collectives
 # Collectives are linear: the tangent goes through the same collective (pmax/pmin:
 # the mean tangent of the devices holding the extreme).

@@ -1458,6 +1458,27 @@ def random_truncated_normal_batched(g, ans, key_b, lower, upper, shape=None, dty
     g_upper = g * u * np.exp((ans * ans - upper * upper) * 0.5)
     return ra.unbroadcast(g_lower, lower), ra.unbroadcast(g_upper, upper)
 
+def random_multivariate_normal(g, ans, key, mean, cov, shape=None, dtype=None,
+                               method="cholesky"):
+    g_mean, g_cov = jr.multivariate_normal_vjp(g, key, mean, cov, shape, dtype, method)
+    return g_mean, g_cov
+
+
+def random_multivariate_normal_batched(g, ans, key_b, mean, cov, shape=None, dtype=None,
+                                       method="cholesky"):
+    g_mean, g_cov = jr.multivariate_normal_vjp_batched(g, key_b, mean, cov, shape, dtype,
+                                                       method)
+    return g_mean, g_cov
+
+
+def random_gamma(g, ans, key, a, shape=None, dtype=None):
+    # implicit reparameterization: the sample moves with a at a fixed quantile
+    return ra.unbroadcast(g * jr.gamma_grad(a, ans), a)
+
+
+def random_gamma_batched(g, ans, key_b, a, shape=None, dtype=None):
+    return ra.unbroadcast(g * jr.gamma_grad(a, ans), a)
+
 # ------------------------------------------------------------------ collectives
 # Transposes on per-device values (JAX's check_vma=False): psum <-> psum, all_gather <->
 # psum_scatter, ppermute <-> the inverse permutation, all_to_all <-> all_to_all with

@@ -4,8 +4,12 @@ The fixtures (tests/fixtures/random_x32.*, random_x64.*; written by
 tests/gen_random_fixtures.py with JAX 0.10, threefry2x32, partitionable) hold JAX's
 outputs for 18 keys (seeds, split and fold_in children, arbitrary key data) and every
 function with several shapes and dtypes.  Integer, boolean and bit-built results must
-be identical; samplers that go through a transcendental function (XLA's log/log1p
-differ from NumPy's in the last bit) must agree to a few ulp and be mostly identical.
+be identical, and so must the samplers that go through XLA's transcendental functions
+(astjax.xlamath reproduces them): normal, exponential, truncated_normal and
+multivariate_normal (its Cholesky factor is SciPy's LAPACK, which jaxlib calls: exact
+where SciPy is installed).  gamma alone cannot always be: XLA computes its
+``1/3 / sqrt(d)`` with the CPU's approximate rsqrt instruction (vendor-specific bits),
+so it must agree to an ulp or two and be mostly identical.
 """
 from __future__ import annotations
 
@@ -24,10 +28,15 @@ from astjax.errors import ArgumentError, DifferentiationError
 from conftest import check_grad, numerical_grad
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# samplers whose last step is a transcendental function: (rtol float32, rtol float64)
-TRANSCENDENTAL = {"normal": (1e-6, 1e-13), "exponential": (1e-6, 1e-13),
-                  "truncated_normal": (1e-6, 1e-13), "gamma": (2e-6, 1e-13),
-                  "multivariate_normal": (1e-5, 1e-12)}
+try:
+    import scipy.linalg  # noqa: F401
+    HAVE_SCIPY = True
+except ImportError:
+    HAVE_SCIPY = False
+# samplers that cannot be bit-identical everywhere: (rtol float32, rtol float64)
+APPROXIMATE = {"gamma": (2e-6, 1e-13)}
+if not HAVE_SCIPY:
+    APPROXIMATE["multivariate_normal"] = (1e-5, 1e-12)
 
 
 def _load(tag):
@@ -81,15 +90,15 @@ def test_same_numbers_as_jax(tag, fn):
         out = np.asarray(out)
         assert out.shape == ref.shape and out.dtype == ref.dtype, (
             f"{where}: {out.shape} {out.dtype}, JAX gives {ref.shape} {ref.dtype}")
-        if fn in TRANSCENDENTAL:
-            rtol = TRANSCENDENTAL[fn][ref.dtype == np.float64]
+        if fn in APPROXIMATE:
+            rtol = APPROXIMATE[fn][ref.dtype == np.float64]
             np.testing.assert_allclose(out, ref, rtol=rtol, atol=rtol * 1e-3, err_msg=where)
             exact += int(np.sum(out == ref))
             total += out.size
         else:
             np.testing.assert_array_equal(out, ref, err_msg=where)
     if total:   # the same algorithm, not merely the same distribution
-        assert exact / total > 0.3, f"{fn}: only {exact}/{total} values identical to JAX"
+        assert exact / total > 0.9, f"{fn}: only {exact}/{total} values identical to JAX"
 
 
 def test_half_precision_normal_is_identical():
@@ -256,7 +265,11 @@ def test_grad_through_permutation_and_its_second_order():
     assert np.allclose(h, 0.0)
 
 
-@pytest.mark.parametrize("fn, arg", [(gamma_loss, np.array([1.0, 2.0, 3.0]))])
+def choice_loss(p, key):
+    return np.sum(jr.choice(key, 3, (4,), p=p))
+
+
+@pytest.mark.parametrize("fn, arg", [(choice_loss, np.array([0.2, 0.3, 0.5]))])
 def test_samplers_without_a_parameter_rule_are_refused(fn, arg):
     with pytest.raises(DifferentiationError) as info:
         astjax.grad(fn)(arg, jr.PRNGKey(0))

@@ -55,6 +55,14 @@ RANDOM_BATCH_SAMPLES = {
                                    ("key", "mean", "cov")),
     "random_permutation_vjp": (lambda r: ((_u(r, (4, 3)), _key(r), _u(r, (4, 3))),
                                           {"axis": 1}), ("t", "key", "x")),
+    "random_gamma_grad": (lambda r: ((r.uniform(0.3, 3.0, (3,)), r.uniform(0.1, 4.0, (3,))),
+                                     {}), ("a", "sample")),
+    "random_multivariate_normal_vjp": (
+        lambda r: ((_u(r, (2, 3)), _key(r), _u(r, (3,)), _spd(r)), {"shape": (2,)}),
+        ("g", "key", "mean", "cov")),
+    "random_multivariate_normal_jvp": (
+        lambda r: ((_key(r), _u(r, (3,)), _spd(r), _u(r, (3,)), _u(r, (3, 3))), {}),
+        ("key", "mean", "cov", "dmean", "dcov")),
 }
 
 

@@ -34,6 +34,12 @@ from astjax.errors import DifferentiationError
 REFUSED_THIRD = {
     "norm": "third derivatives of np.linalg.norm are not implemented",
     "matrix_norm": "third derivatives of np.linalg.norm are not implemented",
+    # as in JAX, random_gamma_grad has no derivative of its own
+    "random_gamma": "second derivatives of gamma's implicit reparameterization",
+    "random_gamma_batched": "second derivatives of gamma's implicit reparameterization",
+    "random_multivariate_normal": "second derivatives of multivariate_normal's mean/cov",
+    "random_multivariate_normal_batched": "second derivatives of multivariate_normal's "
+                                          "mean/cov",
 }
 # name -> reason the sweep does not apply (no float operand to move, ...)
 NOT_APPLICABLE = {}

@@ -184,6 +184,33 @@ class Batching:
             out.extend(self.statement(s))
         return out
 
+    def _object(self, op):
+        """The Python object an operand names (a global, cell or constant), or None."""
+        env = self.fn.env
+        if isinstance(op, Const):
+            return op.value
+        if not isinstance(op, Var) or op.name not in env.entries:
+            return None
+        entry = env.entries[op.name]
+        if entry[0] == "global":
+            return entry[1].get(entry[2])
+        return entry[1].cell_contents if entry[0] == "cell" else entry[1]
+
+    def _lane_uniform_test(self, s):
+        """``isinstance(x, C)`` with a class C flagged ``astjax_same_in_every_lane``."""
+        if s.method or len(s.args) != 2 or self._object(s.func) is not isinstance:
+            return False
+        cls = self._object(s.args[1])
+        return bool(getattr(cls, "astjax_same_in_every_lane", False))
+
+    def _lane_form(self, s):
+        """The ``astjax_lane_form`` of an External's callee, as an operand, or None."""
+        if s.method:
+            return None
+        lane = getattr(self._object(s.func), "astjax_lane_form", None)
+        return None if lane is None else Var(self.fn.env.value_ref(lane,
+                                                                   s.func.name + "_lane"))
+
     def error(self, s, message, hint=None):
         raise TransformError(message, s.loc, hint)
 
@@ -215,7 +242,15 @@ class Batching:
                 self.error(s, "vmap: raise with a per-example message is not supported")
             return [s]
         if isinstance(s, External):
-            if set(core.reads(s)) & self.batched and s.target is not None:
+            # isinstance(t, SymbolicZero) answers the same for every example (a
+            # custom_jvp rule with symbolic_zeros=True); a callee with an
+            # ``astjax_lane_form`` makes one value for all lanes from the batched ones
+            same_in_every_lane = self._lane_uniform_test(s)
+            lane = self._lane_form(s)
+            if lane is not None and set(core.reads(s)) & self.batched:
+                return [External(s.target, lane, s.args, s.kwargs, s.method, loc=loc)]
+            if set(core.reads(s)) & self.batched and s.target is not None and \
+                    not same_in_every_lane:
                 callee = core.format_operand(s.func) + (f".{s.method}" if s.method else "")
                 self.error(s, f"vmap cannot batch the call to {callee}(): astjax has no "
                               "batching rule for it", "use NumPy functions astjax knows")

@@ -8,7 +8,9 @@ it (``astjax/custom_rules.py`` explains the rules objects):
   whose backward (``backward``) inlines ``bwd(*xs, res, g)``; ``custom_jvp`` and
   ``checkpoint`` calls keep their opaque primal (the forward sweep saves nothing inside
   it) and get the derived backward rule (transpose of the jvp; recompute);
-* forward mode (``tangent``): the jvp rule inlined; ``custom_vjp`` refused;
+* forward mode (``tangent``): the jvp rule inlined; ``custom_vjp`` refused; with
+  ``symbolic_zeros=True`` the rule variant that takes only the active tangents and
+  makes ``SymbolicZero`` for the others (``Rules.tangent_rule_for``);
 * vmap (``batched``): the same statement on the batched rules.
 """
 from __future__ import annotations
@@ -131,9 +133,13 @@ def tangent(fad, s):
             "use reverse mode (grad, vjp, jacrev), or define the function with "
             "custom_jvp, whose rule serves both modes")
     pre, ts = [], []
+    zeros = [not fad.active(x) for x, d in zip(xs, rules.diff) if d]
+    rule = rules.tangent_rule_for(zeros) if rules.kind == "jvp" else None
     for x, d in zip(xs, rules.diff):
         if not d:
             continue
+        if rule is not None and not fad.active(x):
+            continue            # a SymbolicZero inside the rule (symbolic_zeros=True)
         if fad.active(x):
             ts.append(Var(fad.dot(x.name)))
         else:
@@ -142,7 +148,7 @@ def tangent(fad, s):
             ts.append(Var(z))
     norm = fad.make_normalizer(fad.names, fad.fn.env)
     dot = fad.dot(s.target)
-    stmts, pair = inline(norm, rules.tangent_rule, list(xs) + ts, dot, s.loc)
+    stmts, pair = inline(norm, rule or rules.tangent_rule, list(xs) + ts, dot, s.loc)
     return pre + stmts + [Prim(dot, "getitem", [pair, Index((Const(1),))], loc=s.loc)]
 
 
