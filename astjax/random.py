@@ -954,6 +954,8 @@ def _cholesky(cov):
     except ImportError:
         return np.linalg.cholesky(cov)
     cov = np.asarray(cov)
+    if type(cov).__module__.split(".")[0] != "numpy":   # a device array: its own LAPACK
+        return np.linalg.cholesky(cov)
     flat = cov.reshape((-1,) + cov.shape[-2:])
     potrf = lapack.spotrf if cov.dtype == np.float32 else lapack.dpotrf
     out = np.empty_like(flat)

@@ -11,6 +11,7 @@ float64 input except denormals, which XLA flushes to zero (and so does ``log32``
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -330,3 +331,23 @@ def power(x, y):
         return np.power(x, y)
     out = np.asarray(_POW32(x.astype(_F32), y.astype(_F32)), dtype=_F32)
     return _flush32(out).astype(dt, copy=False)
+
+
+# ------------------------------------------------------------------ device values
+
+def _on_host(f):
+    """The bit-level tricks above (int views of floats, the C library's log per
+    element) are the host's: a device value (a CuPy key's samples) is computed on the
+    host and moved back to its array module, so the numbers stay XLA's."""
+    @functools.wraps(f)
+    def run(*args):
+        from astjax import device
+        xp = device.tree_module(args)
+        if xp is np:
+            return f(*args)
+        return xp.asarray(f(*device.device_get(args)))
+    return run
+
+
+fma, log, log1p, erf_inv, erf, power = (_on_host(_f) for _f in (
+    fma, log, log1p, erf_inv, erf, power))
