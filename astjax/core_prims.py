@@ -10,7 +10,7 @@ import builtins
 import inspect
 
 from astjax import runtime as rt
-from astjax.core import format_operand
+from astjax.core import Var, format_operand
 from astjax.primitives import Primitive, register
 
 CORE_RULE_MODULE = "vjp_core"
@@ -21,8 +21,10 @@ register(Primitive("make_list", rt.make_list, "rt.make_list", ("*items",), diff=
                    kind="structural"))
 register(Primitive("make_dict", rt.make_dict, "rt.make_dict", ("keys", "*values"),
                    diff=("*values",), kind="structural"))
+# ``x = append(x, item)`` is printed as ``rt.append_owned`` (the old list is dead:
+# it may grow in place); read back, it is the functional append again
 register(Primitive("append", rt.append, "rt.append", ("lst", "item"), diff=("lst", "item"),
-                   kind="structural"))
+                   kind="structural"), callables=(rt.append_owned,))
 register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="structural"),
          callables=(builtins.list, builtins.tuple))
 register(Primitive("keys_list", rt.keys_list, "rt.keys_list", ("x",), kind="static"))
@@ -104,6 +106,12 @@ def _print_no_flags(s):
     return f"not ({' or '.join(format_operand(f) for f in flags)})"
 
 
+def _print_append(s):
+    lst, item = s.args[0], s.args[1]
+    helper = "rt.append_owned" if isinstance(lst, Var) and lst.name == s.target else "rt.append"
+    return f"{helper}({format_operand(lst)}, {format_operand(item)})"
+
+
 PRINTERS = {
     "make_tuple": _print_make_tuple,
     "make_list": lambda s: f"[{_seq(s.args[0])}]",
@@ -113,6 +121,7 @@ PRINTERS = {
     "no_flags": _print_no_flags,
     "any_flag": lambda s: " or ".join(format_operand(f) for f in s.args[0]),
     "to_list": lambda s: f"list({format_operand(s.args[0])})",
+    "append": _print_append,
 }
 
 register(Primitive("push", rt.push, "rt.push", ("tape", "value"), kind="tape"))

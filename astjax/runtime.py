@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import sys
+
 import numpy as np
 
 # ----------------------------------------------------------------- cotangent algebra
@@ -130,6 +132,33 @@ def make_dict(keys, *values):
 
 def append(lst, item):
     """Functional ``lst.append(item)``: a new list, so the old one can be restored."""
+    return [*lst, item]
+
+
+def _references_of(lst, item):
+    return sys.getrefcount(lst)
+
+
+def _owned_references():
+    """How many references a list held by one local variable has inside
+    ``append_owned`` (the caller's variable, the parameter, the count's own argument:
+    measured, since it depends on the interpreter)."""
+    lst = []
+    return _references_of(lst, None)
+
+
+_OWNED_REFERENCES = _owned_references()
+
+
+def append_owned(lst, item):
+    """``lst = append(lst, item)`` where the old list is dead after the statement
+    (generated code writes it only then: ``core_prims.PRINTERS``).  A list that
+    nothing but the caller's variable holds grows in place -- a scan's per-step
+    outputs cost O(1) per step, not a copy of every earlier step -- one that a tape,
+    a tuple or another name also holds is copied, as ``append`` does."""
+    if type(lst) is list and sys.getrefcount(lst) <= _OWNED_REFERENCES:
+        lst.append(item)
+        return lst
     return [*lst, item]
 
 
