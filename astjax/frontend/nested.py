@@ -31,7 +31,7 @@ def gram(xs):
         outs_tree_index = rt.tree_index(xs, i)
         outs_out_mul = outs_tree_index * xs
         outs_out = np.sum(outs_out_mul)
-        outs = rt.append(outs, outs_out)
+        outs = rt.append_owned(outs, outs_out)
     stacked = rt.tree_stack(outs, False)
     gram = stacked
     return gram
