@@ -301,7 +301,8 @@ _part("vm_atan", ("vm_bits",), f"""\
    |y| <= 7/16 and atan(y) = y + y^3 p(y^2) */
 static inline double vm_atan(double x) {{
     const double a = fabs(x);
-    const int r0 = isless(a, 0.4375), r1 = isless(a, 0.6875), r2 = isless(a, 1.1875), r3 = isless(a, 2.4375);
+    const int r0 = isless(a, 0.4375), r1 = isless(a, 0.6875);
+    const int r2 = isless(a, 1.1875), r3 = isless(a, 2.4375);
     const double num = vm_sel(r0, a, vm_sel(r1, 2.0 * a - 1.0, vm_sel(r2, a - 1.0,
                        vm_sel(r3, a - 1.5, -1.0))));
     const double den = vm_sel(r0, 1.0, vm_sel(r1, 2.0 + a, vm_sel(r2, a + 1.0,
@@ -358,7 +359,8 @@ static inline double vm_asin(double x) {{
     const double q = 0x1.921fb54442d18p-1 - 2.0 * shi;
     const double p = 2.0 * (vm_asin_tail(s) + slo) - 0x1.1a62633145c07p-54;
     const double big = 0x1.921fb54442d18p-1 - (p - q);
-    const double res = vm_sel(isgreater(a, 1.0), (double)NAN, vm_sel(isgreater(a, 0.5), big, small));
+    const double res = vm_sel(isgreater(a, 1.0), (double)NAN,
+                              vm_sel(isgreater(a, 0.5), big, small));
     return copysign(vm_sel(a != a, x, res), x);
 }}
 /* x > 1/2: 2 asin(s), s = sqrt((1 - x) / 2); x < -1/2: pi - 2 asin(sqrt((1 + x) / 2)) */
@@ -374,7 +376,8 @@ static inline double vm_acos(double x) {{
     const double aa = vm_sel(isgreater(a, 0.5), 0.0, x);
     const double mid = VM_PIO2HI - ((aa + vm_asin_tail(aa)) - VM_PIO2LO);
     const double res = vm_sel(isgreater(a, 1.0), (double)NAN,
-                              vm_sel(islessequal(a, 0.5), mid, vm_sel(isgreater(x, 0.0), pos, neg)));
+                              vm_sel(islessequal(a, 0.5), mid,
+                                     vm_sel(isgreater(x, 0.0), pos, neg)));
     return vm_sel(a != a, x, res);
 }}
 """)
