@@ -425,6 +425,96 @@ static inline double vm_atanh(double x) {
 }
 """)
 
+_EXPF = ['0x1.000000p-1', '0x1.5554dcp-3', '0x1.555518p-5', '0x1.120cdep-7', '0x1.6d1278p-10']
+_LOGF = ['0x1.55555cp-1', '0x1.997bdcp-2', '0x1.2ef516p-2']
+_TANHF = ['-0x1.555556p-2', '0x1.1110eap-3', '-0x1.ba08c2p-5', '0x1.64a94p-6',
+          '-0x1.1168b4p-7', '0x1.2c7d78p-9']
+
+
+def _f(coeffs):
+    return [c + "f" for c in coeffs]
+
+
+# float32 functions computed in float32 (16 lanes where float64 has 8): the ones a
+# network's loss and layers use most; the others go through float64 (``_float32``)
+_part("vm_bitsf", (), """\
+#define VM_SHIFTF 0x1.8p23f
+#define VM_LN2HIF 0x1.62e4p-1f
+#define VM_LN2LOF 0x1.7f7d1cp-20f
+typedef union { float f; uint32_t u; } vm_fu;
+static inline uint32_t vm_bitsf(float x) { vm_fu v; v.f = x; return v.u; }
+static inline float vm_floatu(uint32_t u) { vm_fu v; v.u = u; return v.f; }
+static inline float vm_self(int c, float a, float b) {
+    const uint32_t m = (uint32_t)0 - (uint32_t)(c != 0);
+    return vm_floatu((vm_bitsf(a) & m) | (vm_bitsf(b) & ~m));
+}
+/* 2^n for an integer n in [-126, 127] */
+static inline float vm_pow2f(int32_t n) { return vm_floatu((uint32_t)(n + 127) << 23); }
+/* p * 2^n for |n| < 250, rounding once */
+static inline float vm_scalef(float p, int32_t n) {
+    const int32_t h = (int32_t)((uint32_t)(n + 512) >> 1) - 256;
+    return p * vm_pow2f(h) * vm_pow2f(n - h);
+}
+""")
+
+_part("vm_expf_core", ("vm_bitsf",), f"""\
+/* e^x = 2^n p for |x| < 110: p in [sqrt(1/2), sqrt(2)], n in *n */
+static inline float vm_expf_core(float x, int32_t *n) {{
+    const float nf = (x * 0x1.715476p+0f + VM_SHIFTF) - VM_SHIFTF;
+    *n = (int32_t)(vm_bitsf(nf + VM_SHIFTF) - vm_bitsf(VM_SHIFTF));
+    const float hi = x - nf * VM_LN2HIF;
+    const float lo = -(nf * VM_LN2LOF);
+    const float r = hi + lo;
+    const float tail = r * r * ({_horner("r", _f(_EXPF))});
+    return 1.0f + (hi + (lo + tail));
+}}
+""")
+
+_part("vm_expf", ("vm_expf_core",), """\
+static inline float vm_expf(float x) {
+    const int high = isgreater(x, 89.0f), low = isless(x, -104.0f);
+    int32_t n;
+    const float p = vm_expf_core(vm_self(high | low, 0.0f, x), &n);
+    const float res = vm_scalef(p, n);
+    return vm_self(high, (float)INFINITY, vm_self(low, 0.0f, res));
+}
+""")
+
+_part("vm_logf", ("vm_bitsf",), f"""\
+static inline float vm_logf(float x) {{
+    const int sub = isless(x, 0x1p-126f);
+    const float xs = vm_self(sub, x * 0x1p23f, x);
+    const uint32_t ix = vm_bitsf(xs) + (0x3f800000u - 0x3f3504f3u);
+    const int32_t ki = (int32_t)(ix >> 23) - 127 - (int32_t)(23u & (0u - (uint32_t)sub));
+    const float k = (float)ki;
+    const float f = vm_floatu((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+    const float s = f / (2.0f + f);
+    const float z = s * s;
+    const float t = z * ({_horner("z", _f(_LOGF))});
+    const float hfsq = 0.5f * f * f;
+    const float corr = s * (hfsq + t);
+    const float r = k * VM_LN2HIF - ((hfsq - (corr + k * VM_LN2LOF)) - f);
+    return vm_self(isgreater(x, 0.0f) & isless(x, (float)INFINITY), r,
+                   vm_self(x == 0.0f, -(float)INFINITY, vm_self(isless(x, 0.0f), (float)NAN, x)));
+}}
+""")
+
+_part("vm_tanhf", ("vm_expf_core",), f"""\
+/* |x| < 0.625: x + x^3 p(x^2); else 1 - 2 / (e^2|x| + 1) (1 beyond 9.5) */
+static inline float vm_tanhf(float x) {{
+    const float a = fabsf(x);
+    const int small = isless(a, 0.625f);
+    const float as = vm_self(small, a, 0.0f);
+    const float z = as * as;
+    const float ps = as + as * z * ({_horner("z", _f(_TANHF))});
+    const float ab = vm_self(small, 0.625f, vm_self(isgreater(a, 9.5f), 9.5f, a));
+    int32_t n;
+    const float e = vm_expf_core(2.0f * ab, &n) * vm_pow2f(n);
+    const float big = 1.0f - 2.0f / (e + 1.0f);
+    return copysignf(vm_self(small, ps, big), x);
+}}
+""")
+
 _BINARY = frozenset({"vm_atan2"})
 
 
@@ -449,7 +539,8 @@ def needed(names) -> str:
 
     f32 = []
     for name in sorted(names):
-        base = name[:-1] if name.endswith("f") and name[:-1] in _PARTS else name
+        native = name in _PARTS
+        base = name[:-1] if not native and name.endswith("f") else name
         visit(base)
         if base != name:
             f32.append(base)
