@@ -25,9 +25,9 @@ from astjax.kernels.runtime import KernelCall, _cname, c_text
 # NumPy's blocked run (``run_fused``), which is faster than any fusion saves.
 # exp, log, tanh, ... left this list when their vectorizable versions
 # (``kernels/vmath.py``) landed; these still call libm (``sin``/``cos``/``tan`` need
-# a reduction exact for huge arguments; ``arctan2`` does not vectorize yet).
+# a reduction exact for huge arguments).
 NUMPY_FASTER = frozenset({
-    "sin", "cos", "tan", "arctan2", "cbrt", "logaddexp", "logaddexp2"})
+    "sin", "cos", "tan", "cbrt", "logaddexp", "logaddexp2"})
 
 
 def numpy_faster(members) -> bool:

@@ -329,7 +329,8 @@ static inline double vm_atan2(double y, double x) {
     const int zeros = (ay == 0.0) & (ax == 0.0);
     const double q = vm_sel(infs, 1.0, vm_sel(zeros, 0.0, ay / ax));
     const double t = vm_atan(q);
-    const double res = vm_sel(signbit(x), (0x1.921fb54442d18p+1 - t) + 0x1.1a62633145c07p-53, t);
+    const double res = vm_sel((int)(vm_bits(x) >> 63),
+                              (0x1.921fb54442d18p+1 - t) + 0x1.1a62633145c07p-53, t);
     return copysign(vm_sel((x != x) | (y != y), x + y, res), y);
 }
 """)
