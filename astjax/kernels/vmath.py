@@ -516,6 +516,58 @@ static inline float vm_tanhf(float x) {{
 }}
 """)
 
+_part("vm_expm1f", ("vm_expf_core",), f"""\
+/* e^x - 1 = 2^n (em + 1) - 1, em = e^r - 1 = hi + lo + tail, summed with two-sum */
+static inline float vm_two_sumf(float a, float b, float *err) {{
+    const float s = a + b;
+    const float bb = s - a;
+    *err = (a - (s - bb)) + (b - bb);
+    return s;
+}}
+static inline float vm_expm1f(float x) {{
+    const int high = isgreater(x, 89.0f), low = isless(x, -18.0f);
+    const float v = vm_self(high | low, 0.0f, x);
+    const float nf = (v * 0x1.715476p+0f + VM_SHIFTF) - VM_SHIFTF;
+    const int32_t n = (int32_t)(vm_bitsf(nf + VM_SHIFTF) - vm_bitsf(VM_SHIFTF));
+    const float hi = v - nf * VM_LN2HIF;
+    const float lo = -(nf * VM_LN2LOF);
+    const float r = hi + lo;
+    const float rest = lo + r * r * ({_horner("r", _f(_EXPF))});
+    const int32_t nc = n > 60 ? 60 : (n < -60 ? -60 : n);
+    float e1, e2;
+    const float s1 = vm_two_sumf(1.0f - vm_pow2f(-nc), hi, &e1);        /* n > 0 */
+    const float up = vm_scalef(s1 + (e1 + rest), n);
+    const float p2 = vm_pow2f(nc);
+    const float s2 = vm_two_sumf(p2 - 1.0f, p2 * hi, &e2);              /* n < 0 */
+    const float down = s2 + (e2 + p2 * rest);
+    const float res = vm_self(n == 0, hi + rest, vm_self(n > 0, up, down));
+    return vm_self(high, (float)INFINITY, vm_self(low, -1.0f, vm_self(x == 0.0f, x, res)));
+}}
+""")
+
+_part("vm_log1pf", ("vm_bitsf",), f"""\
+/* log(u) + c / u, u = 1 + x rounded and c = (1 + x) - u exactly */
+static inline float vm_log1pf(float x) {{
+    const float u = 1.0f + x;
+    const float c = vm_self(isless(x, 0x1p24f), x - (u - 1.0f), 0.0f);
+    const float cu = vm_self(c == 0.0f, 0.0f, c / u);
+    const uint32_t iu = vm_bitsf(u) + (0x3f800000u - 0x3f3504f3u);
+    const float k = (float)((int32_t)(iu >> 23) - 127);
+    const float f = vm_floatu((iu & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+    const float s = f / (2.0f + f);
+    const float z = s * s;
+    const float t = z * ({_horner("z", _f(_LOGF))});
+    const float hfsq = 0.5f * f * f;
+    const float corr = s * (hfsq + t);
+    const float r = k * VM_LN2HIF - ((hfsq - (corr + (k * VM_LN2LOF + cu))) - f);
+    const float res = vm_self(isgreater(u, 0.0f) & isless(u, (float)INFINITY), r,
+                              vm_self(u == 0.0f, -(float)INFINITY,
+                                      vm_self(isless(u, 0.0f), (float)NAN, u)));
+    return vm_self(x == 0.0f, x, res);
+}}
+""")
+
+
 _BINARY = frozenset({"vm_atan2"})
 
 
