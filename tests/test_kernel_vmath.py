@@ -92,12 +92,24 @@ def arctanh(x):
     return np.arctanh(x) * 1.0
 
 
+def sin(x):
+    return np.sin(x) * 1.0
+
+
+def cos(x):
+    return np.cos(x) * 1.0
+
+
+def tan(x):
+    return np.tan(x) * 1.0
+
+
 def arctan2(y, x):
     return np.arctan2(y, x) * 1.0
 
 
 UNARY = [exp, exp2, expm1, log, log2, log10, log1p, tanh, sinh, cosh, arctan, arcsin,
-         arccos, arcsinh, arccosh, arctanh]
+         arccos, arcsinh, arccosh, arctanh, sin, cos, tan]
 DTYPES = [np.float32, np.float64]
 
 
@@ -201,6 +213,29 @@ def test_arctan2_kernel_within_2_ulp_of_numpy(dt):
     assert vmath.function("arctan2", np.dtype(dt).itemsize) + "(" in \
         astjax.make_source(jf)(y[:8], x[:8])
     _check("arctan2", got, want, _reference(np.arctan2, dt, y, x), dt)
+
+
+def _hard_trig_arguments():
+    """Doubles close to multiples of pi/2, where the reduction cancels: the closest
+    of all (6381956970095103 * 2^797, |x mod pi/2| ~ 2^-61), 10^22, 2^1023, and
+    k * fl(pi/2) and their neighbours."""
+    xs = [6381956970095103 * 2.0 ** 797, 5.0 ** 22, 1e22, 2.0 ** 1023 * 1.9999, 355.0,
+          103993.0, 1.5707963267948966e10, 1e15 * np.pi / 2]
+    xs += [float(np.float64(np.pi / 2) * k) for k in range(1, 3000)]
+    x = np.array(xs)
+    x = np.concatenate([x, np.nextafter(x, 0), np.nextafter(x, np.inf)])
+    return np.concatenate([x, -x])
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant < 60, reason="needs an 80-bit long double")
+@pytest.mark.parametrize("f", [sin, cos, tan], ids=["sin", "cos", "tan"])
+def test_trig_reduction_is_exact_near_multiples_of_half_pi(f):
+    """Checked against the long double result: on some of these NumPy's own float64
+    loops are several ulp off (cos(6381956970095103 * 2^797): 8 ulp)."""
+    x = _hard_trig_arguments()
+    got = astjax.jit(f, backend="c")(x)
+    ref = _reference(getattr(np, f.__name__), np.float64, x)
+    assert ulps(got, ref).max() <= 1
 
 
 def test_strided_and_broadcast_operands_use_the_same_functions():

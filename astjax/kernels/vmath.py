@@ -31,7 +31,8 @@ C_NAMES = {
     "log2": "vm_log2", "log10": "vm_log10", "log1p": "vm_log1p", "tanh": "vm_tanh",
     "sinh": "vm_sinh", "cosh": "vm_cosh", "arctan": "vm_atan", "arctan2": "vm_atan2",
     "arcsin": "vm_asin", "arccos": "vm_acos", "arcsinh": "vm_asinh",
-    "arccosh": "vm_acosh", "arctanh": "vm_atanh",
+    "arccosh": "vm_acosh", "arctanh": "vm_atanh", "sin": "vm_sin", "cos": "vm_cos",
+    "tan": "vm_tan",
 }
 
 _EXP = ['0x1.0000000000000p-1', '0x1.5555555555557p-3', '0x1.5555555555556p-5',
@@ -83,24 +84,29 @@ _part("vm_bits", (), """\
 #define VM_INVLN2 0x1.71547652b82fep+0
 #define VM_PIO2HI 0x1.921fb54442d18p+0
 #define VM_PIO2LO 0x1.1a62633145c07p-54
+#if defined(__GNUC__)
+#define VM_INLINE static inline __attribute__((always_inline))
+#else
+#define VM_INLINE static inline
+#endif
 typedef union { double d; uint64_t u; } vm_du;
-static inline uint64_t vm_bits(double x) { vm_du v; v.d = x; return v.u; }
-static inline double vm_double(uint64_t u) { vm_du v; v.u = u; return v.d; }
+VM_INLINE uint64_t vm_bits(double x) { vm_du v; v.d = x; return v.u; }
+VM_INLINE double vm_double(uint64_t u) { vm_du v; v.u = u; return v.d; }
 /* 2^n for an integer n in [-1022, 1023] */
-static inline double vm_pow2(int64_t n) { return vm_double((uint64_t)(n + 1023) << 52); }
+VM_INLINE double vm_pow2(int64_t n) { return vm_double((uint64_t)(n + 1023) << 52); }
 /* p * 2^n for |n| < 2000, in two exact steps so the result rounds once */
-static inline double vm_scale(double p, int64_t n) {
+VM_INLINE double vm_scale(double p, int64_t n) {
     const int64_t h = (int64_t)((uint64_t)(n + 4096) >> 1) - 2048;
     return p * vm_pow2(h) * vm_pow2(n - h);
 }
 /* the integer-valued double d (|d| < 2^51) as an int64, through the shift constant */
-static inline int64_t vm_toint(double d) {
+VM_INLINE int64_t vm_toint(double d) {
     return (int64_t)(vm_bits(d + VM_SHIFT) - vm_bits(VM_SHIFT));
 }
 /* c ? a : b as bit operations: a ternary that feeds a long computation is a branch
    gcc may thread, specializing the computation for a constant (which it then cannot
    if-convert when the constant path overflows); this select is never a branch */
-static inline double vm_sel(int c, double a, double b) {
+VM_INLINE double vm_sel(int c, double a, double b) {
     const uint64_t m = (uint64_t)0 - (uint64_t)(c != 0);
     return vm_double((vm_bits(a) & m) | (vm_bits(b) & ~m));
 }
@@ -109,18 +115,18 @@ static inline double vm_sel(int c, double a, double b) {
 _part("vm_expm1_poly", ("vm_bits",), f"""\
 /* x = n ln2 + hi + lo, |hi + lo| <= ln2/2, for |x| < 2^11: returns hi (x - n LN2HI,
    exact), lo in *lo and n as a double in *nd */
-static inline double vm_exp_reduce(double x, double *nd, double *lo) {{
+VM_INLINE double vm_exp_reduce(double x, double *nd, double *lo) {{
     const double n = (x * VM_INVLN2 + VM_SHIFT) - VM_SHIFT;
     *nd = n;
     *lo = -(n * VM_LN2LO);
     return x - n * VM_LN2HI;
 }}
 /* e^r - 1 - r for |r| <= ln2/2: r^2 times a fitted polynomial */
-static inline double vm_expm1_tail(double r) {{
+VM_INLINE double vm_expm1_tail(double r) {{
     return r * r * ({_horner("r", _EXP)});
 }}
 /* a + b = s + *err exactly (Knuth's two-sum) */
-static inline double vm_two_sum(double a, double b, double *err) {{
+VM_INLINE double vm_two_sum(double a, double b, double *err) {{
     const double s = a + b;
     const double bb = s - a;
     *err = (a - (s - bb)) + (b - bb);
@@ -133,7 +139,7 @@ _part("vm_exp", ("vm_expm1_poly",), """\
    arguments beyond the clamps are computed as 0 and their result selected after, so
    no branch of the computation is a constant that overflows (gcc would not
    if-convert it) */
-static inline double vm_exp_scaled(double x, int64_t extra) {
+VM_INLINE double vm_exp_scaled(double x, int64_t extra) {
     const int high = isgreater(x, 711.0), low = isless(x, -746.0);
     const double v = vm_sel(high | low, 0.0, x);
     double n, lo;
@@ -142,11 +148,11 @@ static inline double vm_exp_scaled(double x, int64_t extra) {
     const double res = vm_scale(1.0 + (hi + (lo + vm_expm1_tail(r))), vm_toint(n) + extra);
     return vm_sel(high, (double)INFINITY, vm_sel(low, 0.0, res));
 }
-static inline double vm_exp(double x) { return vm_exp_scaled(x, 0); }
+VM_INLINE double vm_exp(double x) { return vm_exp_scaled(x, 0); }
 """)
 
 _part("vm_exp2", ("vm_expm1_poly",), """\
-static inline double vm_exp2(double x) {
+VM_INLINE double vm_exp2(double x) {
     const int high = isgreater(x, 1025.0), low = isless(x, -1080.0);
     const double v = vm_sel(high | low, 0.0, x);
     const double n = (v + VM_SHIFT) - VM_SHIFT;
@@ -159,7 +165,7 @@ static inline double vm_exp2(double x) {
 _part("vm_expm1", ("vm_expm1_poly",), """\
 /* e^x - 1 = 2^n (em + 1) - 1, em = e^r - 1 = hi + lo + tail, the big terms added
    with two-sum so nothing cancels */
-static inline double vm_expm1(double x) {
+VM_INLINE double vm_expm1(double x) {
     const int high = isgreater(x, 711.0), low = isless(x, -40.0);
     const double v = vm_sel(high | low, 0.0, x);
     double nd, lo;
@@ -180,7 +186,7 @@ static inline double vm_expm1(double x) {
 
 _part("vm_log_core", ("vm_bits",), f"""\
 /* x > 0 finite = 2^k (1 + f), sqrt(1/2) <= 1 + f < sqrt(2): returns f (exact), k in *k */
-static inline double vm_log_split(double x, double *k) {{
+VM_INLINE double vm_log_split(double x, double *k) {{
     const int sub = isless(x, 0x1p-1022);
     const double xs = vm_sel(sub, x * 0x1p54, x);
     const uint64_t ix = vm_bits(xs) + (0x3ff0000000000000ULL - 0x3fe6a09e667f3bcdULL);
@@ -189,7 +195,7 @@ static inline double vm_log_split(double x, double *k) {{
     return vm_double((ix & 0x000fffffffffffffULL) + 0x3fe6a09e667f3bcdULL) - 1.0;
 }}
 /* log(1 + f) = f - hfsq + corr, hfsq = f^2 / 2 (s = f / (2 + f), log(1 + f) = 2 atanh s) */
-static inline double vm_log_corr(double f, double *hfsq) {{
+VM_INLINE double vm_log_corr(double f, double *hfsq) {{
     const double s = f / (2.0 + f);
     const double z = s * s;
     const double t = z * ({_horner("z", _LOG)});
@@ -198,14 +204,14 @@ static inline double vm_log_corr(double f, double *hfsq) {{
     return s * (h + t);
 }}
 /* the special values of a logarithm at x (r: the value computed for 0 < x < inf) */
-static inline double vm_log_special(double x, double r) {{
+VM_INLINE double vm_log_special(double x, double r) {{
     return vm_sel(isgreater(x, 0.0) & isless(x, (double)INFINITY), r,
                   vm_sel(x == 0.0, -(double)INFINITY, vm_sel(isless(x, 0.0), (double)NAN, x)));
 }}
 """)
 
 _part("vm_log", ("vm_log_core",), """\
-static inline double vm_log(double x) {
+VM_INLINE double vm_log(double x) {
     double k, hfsq;
     const double f = vm_log_split(x, &k);
     const double corr = vm_log_corr(f, &hfsq);
@@ -215,7 +221,7 @@ static inline double vm_log(double x) {
 
 _part("vm_log2", ("vm_log_core",), """\
 /* log(1 + f) split hi + lo, hi with 21 significant bits so hi * (1/ln2)_hi is exact */
-static inline double vm_log2(double x) {
+VM_INLINE double vm_log2(double x) {
     double k, hfsq;
     const double f = vm_log_split(x, &k);
     const double corr = vm_log_corr(f, &hfsq);
@@ -230,7 +236,7 @@ static inline double vm_log2(double x) {
 """)
 
 _part("vm_log10", ("vm_log_core",), """\
-static inline double vm_log10(double x) {
+VM_INLINE double vm_log10(double x) {
     double k, hfsq;
     const double f = vm_log_split(x, &k);
     const double corr = vm_log_corr(f, &hfsq);
@@ -248,7 +254,7 @@ static inline double vm_log10(double x) {
 
 _part("vm_log1p", ("vm_log_core",), """\
 /* log(u) + c / u, u = 1 + x rounded and c = (1 + x) - u exactly */
-static inline double vm_log1p(double x) {
+VM_INLINE double vm_log1p(double x) {
     const double u = 1.0 + x;
     const double c = vm_sel(isless(x, 0x1p53), x - (u - 1.0), 0.0);
     const double cu = vm_sel(c == 0.0, 0.0, c / u);
@@ -262,7 +268,7 @@ static inline double vm_log1p(double x) {
 
 _part("vm_tanh", ("vm_exp",), f"""\
 /* |x| < 0.55: x + x^3 p(x^2); else 1 - 2 / (e^2|x| + 1) (1 beyond 22) */
-static inline double vm_tanh(double x) {{
+VM_INLINE double vm_tanh(double x) {{
     const double a = fabs(x);
     const double as = vm_sel(isless(a, 0.55), a, 0.0);
     const double z = as * as;
@@ -275,7 +281,7 @@ static inline double vm_tanh(double x) {{
 
 _part("vm_sinh", ("vm_exp",), f"""\
 /* |x| < 1: x + x^3 p(x^2); < 22: (e - 1/e) / 2; else e^|x| / 2 */
-static inline double vm_sinh(double x) {{
+VM_INLINE double vm_sinh(double x) {{
     const double a = fabs(x);
     const double as = vm_sel(isless(a, 1.0), a, 0.0);
     const double z = as * as;
@@ -288,7 +294,7 @@ static inline double vm_sinh(double x) {{
 """)
 
 _part("vm_cosh", ("vm_exp",), """\
-static inline double vm_cosh(double x) {
+VM_INLINE double vm_cosh(double x) {
     const double a = fabs(x);
     const double e = vm_exp(vm_sel(isgreater(a, 22.0), 22.0, a));
     const double small = 0.5 * e + 0.5 / e;
@@ -299,7 +305,7 @@ static inline double vm_cosh(double x) {
 _part("vm_atan", ("vm_bits",), f"""\
 /* atan|x| = atan(c) + atan(y), y = (|x| - c) / (1 + c|x|), c in 0, 1/2, 1, 3/2, inf;
    |y| <= 7/16 and atan(y) = y + y^3 p(y^2) */
-static inline double vm_atan(double x) {{
+VM_INLINE double vm_atan(double x) {{
     const double a = fabs(x);
     const int r0 = isless(a, 0.4375), r1 = isless(a, 0.6875);
     const int r2 = isless(a, 1.1875), r3 = isless(a, 2.4375);
@@ -323,7 +329,7 @@ static inline double vm_atan(double x) {{
 
 _part("vm_atan2", ("vm_atan",), """\
 /* atan(|y| / |x|) placed in its quadrant, with IEEE's values at zeros and infinities */
-static inline double vm_atan2(double y, double x) {
+VM_INLINE double vm_atan2(double y, double x) {
     const double ay = fabs(y), ax = fabs(x);
     const int infs = (ay == (double)INFINITY) & (ax == (double)INFINITY);
     const int zeros = (ay == 0.0) & (ax == 0.0);
@@ -337,19 +343,19 @@ static inline double vm_atan2(double y, double x) {
 
 _part("vm_asin", ("vm_bits",), f"""\
 /* asin(s) - s for 0 <= s <= 1/2: s^3 p(s^2) */
-static inline double vm_asin_tail(double s) {{
+VM_INLINE double vm_asin_tail(double s) {{
     const double z = s * s;
     return s * z * ({_horner("z", _ASIN)});
 }}
 /* s = sqrt(w) (w = (1 - |x|) / 2 for |x| > 1/2) as hi + *lo, hi with 21 bits */
-static inline double vm_sqrt_split(double w, double *lo) {{
+VM_INLINE double vm_sqrt_split(double w, double *lo) {{
     const double s = sqrt(w);
     const double hi = vm_double(vm_bits(s) & 0xffffffff00000000ULL);
     *lo = vm_sel(isgreater(s, 0.0), (w - hi * hi) / (s + hi), 0.0);
     return hi;
 }}
 /* |x| <= 1/2: x + tail; else pi/2 - 2 asin(s), s = sqrt((1 - |x|) / 2) */
-static inline double vm_asin(double x) {{
+VM_INLINE double vm_asin(double x) {{
     const double a = fabs(x);
     const double w = 0.5 * (1.0 - vm_sel(isgreater(a, 0.5), a, 1.0));
     double slo;
@@ -365,7 +371,7 @@ static inline double vm_asin(double x) {{
     return copysign(vm_sel(a != a, x, res), x);
 }}
 /* x > 1/2: 2 asin(s), s = sqrt((1 - x) / 2); x < -1/2: pi - 2 asin(sqrt((1 + x) / 2)) */
-static inline double vm_acos(double x) {{
+VM_INLINE double vm_acos(double x) {{
     const double a = fabs(x);
     const double w = 0.5 * (1.0 - vm_sel(isgreater(a, 0.5), a, 1.0));
     double slo;
@@ -388,7 +394,7 @@ _part("vm_acos", ("vm_asin",), "")
 _part("vm_asinh", ("vm_log", "vm_log1p"), """\
 /* |x| < 2: log1p(a + a^2 / (1 + sqrt(1 + a^2))); < 2^28: log(2a + 1 / (sqrt(a^2 + 1) + a));
    else log(a) + ln 2 */
-static inline double vm_asinh(double x) {
+VM_INLINE double vm_asinh(double x) {
     const double a = fabs(x);
     const double am = vm_sel(isgreater(a, 0x1p28), 1.0, a);
     const double a2 = am * am;
@@ -404,7 +410,7 @@ static inline double vm_asinh(double x) {
 _part("vm_acosh", ("vm_log", "vm_log1p"), """\
 /* x < 2: log1p(t + sqrt(2t + t^2)), t = x - 1; < 2^28: log(2x - 1 / (x + sqrt(x^2 - 1)));
    else log(x) + ln 2 */
-static inline double vm_acosh(double x) {
+VM_INLINE double vm_acosh(double x) {
     const double xm = vm_sel(isgreater(x, 0x1p28), 2.0, vm_sel(isless(x, 1.0), 1.0, x));
     const double t = xm - 1.0;
     const double small = vm_log1p(t + sqrt(2.0 * t + t * t));
@@ -417,7 +423,7 @@ static inline double vm_acosh(double x) {
 
 _part("vm_atanh", ("vm_log1p",), """\
 /* atanh|x| = log1p(2a / (1 - a)) / 2, the small argument as 2a + 2a^2 / (1 - a) */
-static inline double vm_atanh(double x) {
+VM_INLINE double vm_atanh(double x) {
     const double a = fabs(x);
     const double d = 1.0 - a;
     const double arg = vm_sel(isless(a, 0.5), 2.0 * a + 2.0 * a * a / d, (2.0 * a) / d);
@@ -438,21 +444,21 @@ def _f(coeffs):
 
 # float32 functions computed in float32 (16 lanes where float64 has 8): the ones a
 # network's loss and layers use most; the others go through float64 (``_float32``)
-_part("vm_bitsf", (), """\
+_part("vm_bitsf", ("vm_bits",), """\
 #define VM_SHIFTF 0x1.8p23f
 #define VM_LN2HIF 0x1.62e4p-1f
 #define VM_LN2LOF 0x1.7f7d1cp-20f
 typedef union { float f; uint32_t u; } vm_fu;
-static inline uint32_t vm_bitsf(float x) { vm_fu v; v.f = x; return v.u; }
-static inline float vm_floatu(uint32_t u) { vm_fu v; v.u = u; return v.f; }
-static inline float vm_self(int c, float a, float b) {
+VM_INLINE uint32_t vm_bitsf(float x) { vm_fu v; v.f = x; return v.u; }
+VM_INLINE float vm_floatu(uint32_t u) { vm_fu v; v.u = u; return v.f; }
+VM_INLINE float vm_self(int c, float a, float b) {
     const uint32_t m = (uint32_t)0 - (uint32_t)(c != 0);
     return vm_floatu((vm_bitsf(a) & m) | (vm_bitsf(b) & ~m));
 }
 /* 2^n for an integer n in [-126, 127] */
-static inline float vm_pow2f(int32_t n) { return vm_floatu((uint32_t)(n + 127) << 23); }
+VM_INLINE float vm_pow2f(int32_t n) { return vm_floatu((uint32_t)(n + 127) << 23); }
 /* p * 2^n for |n| < 250, rounding once */
-static inline float vm_scalef(float p, int32_t n) {
+VM_INLINE float vm_scalef(float p, int32_t n) {
     const int32_t h = (int32_t)((uint32_t)(n + 512) >> 1) - 256;
     return p * vm_pow2f(h) * vm_pow2f(n - h);
 }
@@ -460,7 +466,7 @@ static inline float vm_scalef(float p, int32_t n) {
 
 _part("vm_expf_core", ("vm_bitsf",), f"""\
 /* e^x = 2^n p for |x| < 110: p in [sqrt(1/2), sqrt(2)], n in *n */
-static inline float vm_expf_core(float x, int32_t *n) {{
+VM_INLINE float vm_expf_core(float x, int32_t *n) {{
     const float nf = (x * 0x1.715476p+0f + VM_SHIFTF) - VM_SHIFTF;
     *n = (int32_t)(vm_bitsf(nf + VM_SHIFTF) - vm_bitsf(VM_SHIFTF));
     const float hi = x - nf * VM_LN2HIF;
@@ -472,7 +478,7 @@ static inline float vm_expf_core(float x, int32_t *n) {{
 """)
 
 _part("vm_expf", ("vm_expf_core",), """\
-static inline float vm_expf(float x) {
+VM_INLINE float vm_expf(float x) {
     const int high = isgreater(x, 89.0f), low = isless(x, -104.0f);
     int32_t n;
     const float p = vm_expf_core(vm_self(high | low, 0.0f, x), &n);
@@ -482,7 +488,7 @@ static inline float vm_expf(float x) {
 """)
 
 _part("vm_logf", ("vm_bitsf",), f"""\
-static inline float vm_logf(float x) {{
+VM_INLINE float vm_logf(float x) {{
     const int sub = isless(x, 0x1p-126f);
     const float xs = vm_self(sub, x * 0x1p23f, x);
     const uint32_t ix = vm_bitsf(xs) + (0x3f800000u - 0x3f3504f3u);
@@ -502,7 +508,7 @@ static inline float vm_logf(float x) {{
 
 _part("vm_tanhf", ("vm_expf_core",), f"""\
 /* |x| < 0.625: x + x^3 p(x^2); else 1 - 2 / (e^2|x| + 1) (1 beyond 9.5) */
-static inline float vm_tanhf(float x) {{
+VM_INLINE float vm_tanhf(float x) {{
     const float a = fabsf(x);
     const int small = isless(a, 0.625f);
     const float as = vm_self(small, a, 0.0f);
@@ -518,13 +524,13 @@ static inline float vm_tanhf(float x) {{
 
 _part("vm_expm1f", ("vm_expf_core",), f"""\
 /* e^x - 1 = 2^n (em + 1) - 1, em = e^r - 1 = hi + lo + tail, summed with two-sum */
-static inline float vm_two_sumf(float a, float b, float *err) {{
+VM_INLINE float vm_two_sumf(float a, float b, float *err) {{
     const float s = a + b;
     const float bb = s - a;
     *err = (a - (s - bb)) + (b - bb);
     return s;
 }}
-static inline float vm_expm1f(float x) {{
+VM_INLINE float vm_expm1f(float x) {{
     const int high = isgreater(x, 89.0f), low = isless(x, -18.0f);
     const float v = vm_self(high | low, 0.0f, x);
     const float nf = (v * 0x1.715476p+0f + VM_SHIFTF) - VM_SHIFTF;
@@ -547,7 +553,7 @@ static inline float vm_expm1f(float x) {{
 
 _part("vm_log1pf", ("vm_bitsf",), f"""\
 /* log(u) + c / u, u = 1 + x rounded and c = (1 + x) - u exactly */
-static inline float vm_log1pf(float x) {{
+VM_INLINE float vm_log1pf(float x) {{
     const float u = 1.0f + x;
     const float c = vm_self(isless(x, 0x1p24f), x - (u - 1.0f), 0.0f);
     const float cu = vm_self(c == 0.0f, 0.0f, c / u);
@@ -568,14 +574,165 @@ static inline float vm_log1pf(float x) {{
 """)
 
 
+_SIN = ['-0x1.5555555555555p-3', '0x1.1111111111110p-7', '-0x1.a01a01a019927p-13',
+        '0x1.71de3a545e95cp-19', '-0x1.ae64540f4d1dbp-26', '0x1.61217c4c31493p-33',
+        '-0x1.ab1635d19009bp-41']
+_COS = ['0x1.5555555555555p-5', '-0x1.6c16c16c16c16p-10', '0x1.a01a01a019d03p-16',
+        '-0x1.27e4fb7711f2ap-22', '0x1.1eed8dea0c945p-29', '-0x1.9394b79b331aap-37',
+        '0x1.ab76ea8ab6767p-45']
+
+_part("vm_rem_pio2", ("vm_expm1_poly",), """\
+/* 2/pi in 24-bit digits: 2/pi = sum_k vm_2opi[k] 2^(-24 (k + 1)) */
+static const double vm_2opi[52] = {
+    10680707.0, 7228996.0, 1387004.0, 2578385.0, 16069853.0, 12639074.0, 9804092.0,
+    4427841.0, 16666979.0, 11263675.0, 12935607.0, 2387514.0, 4345298.0, 14681673.0,
+    3074569.0, 13734428.0, 16653803.0, 1880361.0, 10960616.0, 8533493.0, 3062596.0,
+    8710556.0, 7349940.0, 6258241.0, 3772886.0, 3769171.0, 3798172.0, 8675211.0,
+    12450088.0, 3874808.0, 9961438.0, 366607.0, 15675153.0, 9132554.0, 7151469.0,
+    3571407.0, 2607881.0, 12013382.0, 4155038.0, 6285869.0, 7677882.0, 13102053.0,
+    15825725.0, 473591.0, 9065106.0, 15363067.0, 6271263.0, 9264392.0, 5636912.0,
+    4652155.0, 7056368.0, 13614112.0};
+/* t mod 4 for a double t >= 0 (exact; floor through 2^52, as libm's floor does not
+   vectorize without -fno-trapping-math) */
+VM_INLINE double vm_mod4(double t) {
+    const double y = t * 0.25;
+    const double r = (y + 0x1p52) - 0x1p52;               /* nearest, y < 2^52 */
+    const double fl = vm_sel(isless(y, 0x1p52), r - vm_sel(isgreater(r, y), 1.0, 0.0), y);
+    return t - 4.0 * fl;
+}
+/* (h, m, l) += t, a triple-double sum whose errors stay below 2^-150 of h */
+VM_INLINE void vm_acc3(double *h, double *m, double *l, double t) {
+    double e1, e2;
+    *h = vm_two_sum(*h, t, &e1);
+    *m = vm_two_sum(*m, e1, &e2);
+    *l += e2;
+}
+/* a = |x| (2^-30 <= a < inf) = (n + F) pi/2, |F| <= 1/2 + 2^-20, exactly for every
+   double (Payne-Hanek: x 2/pi mod 4 from the digits of 2/pi that matter at x's
+   exponent, each product exact): returns n mod 4, r = F pi/2 as *rh + *rl */
+VM_INLINE int64_t vm_rem_pio2(double a, double *rh, double *rl) {
+    const uint64_t ia = vm_bits(a);
+    const int64_t e = (int64_t)(ia >> 52) - 1075;          /* a = mant 2^e */
+    const uint64_t mant = (ia & 0x000fffffffffffffULL) | 0x0010000000000000ULL;
+    const double mh = vm_double(0x4330000000000000ULL | (mant >> 26)) - 0x1p52;
+    const double ml = vm_double(0x4330000000000000ULL | (mant & 0x3ffffffULL)) - 0x1p52;
+    /* the first digit whose product with mant has bits below 4 */
+    const double ed = vm_double(0x4330000000000000ULL | (uint64_t)(e + 2048)) -
+                      (0x1p52 + 2048.0);
+    const double y = (ed - 2.0) / 24.0;              /* |y| < 2^7: floor exactly */
+    const double yr = (y + VM_SHIFT) - VM_SHIFT;
+    const double kd = yr - vm_sel(isgreater(yr, y), 1.0, 0.0);
+    const int64_t k = vm_toint(vm_sel(isless(kd, 0.0), 0.0, kd));
+    double h = 0.0, m = 0.0, l = 0.0;
+    const double d0 = vm_2opi[k + 0] * vm_pow2(e - 24 * (k + 1));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d0 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d0));
+    const double d1 = vm_2opi[k + 1] * vm_pow2(e - 24 * (k + 2));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d1 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d1));
+    h = vm_mod4(h);               /* the integer part is known: keep h small */
+    const double d2 = vm_2opi[k + 2] * vm_pow2(e - 24 * (k + 3));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d2 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d2));
+    const double d3 = vm_2opi[k + 3] * vm_pow2(e - 24 * (k + 4));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d3 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d3));
+    const double d4 = vm_2opi[k + 4] * vm_pow2(e - 24 * (k + 5));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d4 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d4));
+    const double d5 = vm_2opi[k + 5] * vm_pow2(e - 24 * (k + 6));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d5 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d5));
+    const double d6 = vm_2opi[k + 6] * vm_pow2(e - 24 * (k + 7));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d6 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d6));
+    const double d7 = vm_2opi[k + 7] * vm_pow2(e - 24 * (k + 8));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d7 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d7));
+    const double d8 = vm_2opi[k + 8] * vm_pow2(e - 24 * (k + 9));
+    vm_acc3(&h, &m, &l, vm_mod4(mh * (d8 * 0x1p26)));
+    vm_acc3(&h, &m, &l, vm_mod4(ml * d8));
+    const double n = (h + VM_SHIFT) - VM_SHIFT;           /* h's nearest integer */
+    double t, fh, fl;
+    h = h - n;
+    fh = vm_two_sum(h, m, &t);
+    fl = t + l;
+    /* (fh + fl) pi/2, fh * PIO2HI exactly by Dekker's product */
+    const double p = fh * VM_PIO2HI;
+    const double c = fh * 134217729.0;
+    const double f1 = c - (c - fh), f2 = fh - f1;
+    const double err = ((f1 * 0x1.921fb5p+0 - p) + f1 * 0x1.110b46p-26 + f2 * 0x1.921fb5p+0) +
+                       f2 * 0x1.110b46p-26;
+    *rh = p + (err + (fh * VM_PIO2LO + fl * VM_PIO2HI));
+    *rl = (p - *rh) + (err + (fh * VM_PIO2LO + fl * VM_PIO2HI));
+    return vm_toint(n) & 3;
+}
+""")
+
+_part("vm_sincos", ("vm_rem_pio2",), f"""\
+/* v with its sign flipped where x is negative (sin and tan are odd) */
+VM_INLINE double vm_flipsign(double v, double x) {{
+    return vm_double(vm_bits(v) ^ (vm_bits(x) & 0x8000000000000000ULL));
+}}
+/* sin and cos of rh + rl, |rh| <= pi/4 (1 + 2^-20) */
+VM_INLINE double vm_sin_kernel(double rh, double rl) {{
+    const double z = rh * rh;
+    const double tail = rh * z * ({_horner("z", _SIN)});
+    return rh + (tail + rl * (1.0 - 0.5 * z));
+}}
+VM_INLINE double vm_cos_kernel(double rh, double rl) {{
+    const double z = rh * rh;
+    const double hz = 0.5 * z;
+    const double w = 1.0 - hz;
+    const double tail = z * z * ({_horner("z", _COS)});
+    return w + (((1.0 - w) - hz) + (tail - rh * rl));
+}}
+/* |x| < 2^-30: sin x = x, cos x = 1; NaN and inf: NaN */
+VM_INLINE double vm_sin(double x) {{
+    const double a = fabs(x);
+    const int tiny = isless(a, 0x1p-30), bad = !isless(a, (double)INFINITY);
+    double rh, rl;
+    const int64_t q = vm_rem_pio2(vm_sel(tiny | bad, 1.0, a), &rh, &rl);
+    const double s = vm_sin_kernel(rh, rl), c = vm_cos_kernel(rh, rl);
+    const double v = vm_sel(q & 1, c, s);
+    const double res = vm_flipsign(vm_sel(q & 2, -v, v), x);
+    return vm_sel(tiny, x, vm_sel(bad, x - x, res));
+}}
+VM_INLINE double vm_cos(double x) {{
+    const double a = fabs(x);
+    const int tiny = isless(a, 0x1p-30), bad = !isless(a, (double)INFINITY);
+    double rh, rl;
+    const int64_t q = vm_rem_pio2(vm_sel(tiny | bad, 1.0, a), &rh, &rl);
+    const double s = vm_sin_kernel(rh, rl), c = vm_cos_kernel(rh, rl);
+    const double v = vm_sel(q & 1, -s, c);
+    const double res = vm_sel(q & 2, -v, v);
+    return vm_sel(tiny, 1.0, vm_sel(bad, x - x, res));
+}}
+/* tan = sin / cos of the reduced argument (-cos / sin in odd quadrants) */
+VM_INLINE double vm_tan(double x) {{
+    const double a = fabs(x);
+    const int tiny = isless(a, 0x1p-30), bad = !isless(a, (double)INFINITY);
+    double rh, rl;
+    const int64_t q = vm_rem_pio2(vm_sel(tiny | bad, 1.0, a), &rh, &rl);
+    const double s = vm_sin_kernel(rh, rl), c = vm_cos_kernel(rh, rl);
+    const double res = vm_flipsign(vm_sel(q & 1, -c / s, s / c), x);
+    return vm_sel(tiny, x, vm_sel(bad, x - x, res));
+}}
+""")
+
+_part("vm_cos", ("vm_sincos",), "")
+_part("vm_tan", ("vm_sincos",), "")
+_part("vm_sin", ("vm_sincos",), "")
+
+
 _BINARY = frozenset({"vm_atan2"})
 
 
 def _float32(name: str) -> str:
     if name in _BINARY:
-        return (f"static inline float {name}f(float y, float x) "
+        return (f"VM_INLINE float {name}f(float y, float x) "
                 f"{{ return (float){name}((double)y, (double)x); }}\n")
-    return f"static inline float {name}f(float x) {{ return (float){name}((double)x); }}\n"
+    return f"VM_INLINE float {name}f(float x) {{ return (float){name}((double)x); }}\n"
 
 
 def needed(names) -> str:
@@ -611,7 +768,7 @@ def function(ufunc: str, itemsize: int):
 
 _LIBM = {"vm_" + n: n for n in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
                                  "tanh", "sinh", "cosh", "atan", "atan2", "asin", "acos",
-                                 "asinh", "acosh", "atanh")}
+                                 "asinh", "acosh", "atanh", "sin", "cos", "tan")}
 
 
 def forwarders(names, qualifier: str) -> str:
