@@ -19,14 +19,18 @@ from astjax.kernels import c as c_render, compile as cc, ir
 from astjax.kernels.runtime import KernelCall, _cname, c_text
 
 
-# Functions a kernel computes with libm's scalar calls where NumPy has SIMD loops
-# (measured on the development machine, 65,536 float32: np.tanh 19 us against a
-# kernel's tanhf 780 us; exp 36 against 138 us): a group calling one stays with
-# NumPy's blocked run (``run_fused``), which is faster than any fusion saves.
-# exp, log, tanh, sin, ... left this list when their vectorizable versions
-# (``kernels/vmath.py``) landed; cbrt still calls libm (logaddexp and logaddexp2 have
-# no kernel rule: listed so a rule added later is measured first).
-NUMPY_FASTER = frozenset({"cbrt", "logaddexp", "logaddexp2"})
+# Functions whose kernel is slower than NumPy's SIMD loop (measured on the development
+# machine, 65,536 float32): a group calling one stays with NumPy's blocked run
+# (``run_fused``), which is faster than any fusion saves.  exp, expm1, log, log1p and
+# tanh left it when their float32-native vectorized versions landed
+# (``kernels/vmath.py``; exp 135 us against NumPy's 104, tanh 99 against 33 with a
+# libm kernel at 3,142).  The others have vectorized versions too, exact to 1-2 ulp,
+# but compute float32 through float64 (sin/cos/tan through an exact Payne-Hanek
+# reduction): 3-10x NumPy's float32 loops, so they stay until float32-native ones.
+NUMPY_FASTER = frozenset({
+    "exp2", "log2", "log10", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+    "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "arctan2", "cbrt", "logaddexp",
+    "logaddexp2"})
 
 
 def numpy_faster(members) -> bool:

@@ -56,7 +56,8 @@ def render(typed: Typed, cname: str, openmp: bool) -> str:
         body.append(f"    const {ctype(op.loop[-1])} {op.target} = {expr};")
     for j, (name, _) in enumerate(typed.outputs):
         body.append(f"    *out{j} = {name};")
-    elem = (f"static inline void {cname}_element({', '.join(params)}) {{\n" +
+    elem = (f"static inline void ASTJAX_ALWAYS_INLINE {cname}_element("
+            f"{', '.join(params)}) {{\n" +
             "\n".join(body) + "\n}\n")
 
     # the exported loops

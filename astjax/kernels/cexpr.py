@@ -224,6 +224,13 @@ _PRELUDE = """\
 #include <stdint.h>
 #include <math.h>
 typedef unsigned char npy_bool;
+/* the element function inlines into its loops whatever its size, or they do not
+   vectorize (a kernel calling sin is past gcc's inlining limit) */
+#if defined(__GNUC__)
+#define ASTJAX_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define ASTJAX_ALWAYS_INLINE
+#endif
 """
 
 

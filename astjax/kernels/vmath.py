@@ -725,6 +725,75 @@ _part("vm_tan", ("vm_sincos",), "")
 _part("vm_sin", ("vm_sincos",), "")
 
 
+_part("vm_sincosf", ("vm_sincos",), f"""\
+/* float32 arguments: a = |x| = m 2^e with m of 24 bits, so m times a 24-bit digit of
+   2/pi is exact and five digits past the integer part give F to 2^-100 */
+VM_INLINE int64_t vm_rem_pio2f(double a, double *r) {{
+    const uint64_t ia = vm_bits(a);
+    const int64_t e = (int64_t)(ia >> 52) - 1075 + 29;
+    const uint64_t mant = ((ia & 0x000fffffffffffffULL) | 0x0010000000000000ULL) >> 29;
+    const double m = vm_double(0x4330000000000000ULL | mant) - 0x1p52;
+    const double ed = vm_double(0x4330000000000000ULL | (uint64_t)(e + 2048)) -
+                      (0x1p52 + 2048.0);
+    const double y = (ed - 2.0) / 24.0;
+    const double yr = (y + VM_SHIFT) - VM_SHIFT;
+    const double kd = yr - vm_sel(isgreater(yr, y), 1.0, 0.0);
+    const int64_t k = vm_toint(vm_sel(isless(kd, 0.0), 0.0, kd));
+    /* (mod 4, t0 + t1 has under 50 bits: exact; t2 < 2) */
+    const double t0 = m * (vm_2opi[k] * vm_pow2(e - 24 * (k + 1)));
+    const double t1 = m * (vm_2opi[k + 1] * vm_pow2(e - 24 * (k + 2)));
+    const double t2 = m * (vm_2opi[k + 2] * vm_pow2(e - 24 * (k + 3)));
+    const double t3 = m * (vm_2opi[k + 3] * vm_pow2(e - 24 * (k + 4)));
+    const double t4 = m * (vm_2opi[k + 4] * vm_pow2(e - 24 * (k + 5)));
+    double e2, lo;
+    const double h = vm_two_sum(vm_mod4(vm_mod4(t0) + vm_mod4(t1)), t2, &e2);
+    const double n = (h + VM_SHIFT) - VM_SHIFT;
+    const double f = vm_two_sum(h - n, e2, &lo);
+    lo += t3 + t4;
+    *r = f * VM_PIO2HI + (lo * VM_PIO2HI + f * VM_PIO2LO);
+    return vm_toint(n) & 3;
+}}
+/* sin and cos of |r| <= pi/4 (1 + 2^-20) to float32's precision */
+VM_INLINE double vm_sinf_kernel(double r) {{
+    const double z = r * r;
+    return r + r * z * ({_horner("z", _SIN[:5])});
+}}
+VM_INLINE double vm_cosf_kernel(double r) {{
+    const double z = r * r;
+    return (1.0 - 0.5 * z) + z * z * ({_horner("z", _COS[:4])});
+}}
+VM_INLINE float vm_sinf(float xf) {{
+    const double x = (double)xf, a = fabs(x);
+    const int tiny = isless(a, 0x1p-30), bad = !isless(a, (double)INFINITY);
+    double r;
+    const int64_t q = vm_rem_pio2f(vm_sel(tiny | bad, 1.0, a), &r);
+    const double v = vm_sel(q & 1, vm_cosf_kernel(r), vm_sinf_kernel(r));
+    const double res = vm_flipsign(vm_sel(q & 2, -v, v), x);
+    return (float)vm_sel(tiny, x, vm_sel(bad, x - x, res));
+}}
+VM_INLINE float vm_cosf(float xf) {{
+    const double x = (double)xf, a = fabs(x);
+    const int tiny = isless(a, 0x1p-30), bad = !isless(a, (double)INFINITY);
+    double r;
+    const int64_t q = vm_rem_pio2f(vm_sel(tiny | bad, 1.0, a), &r);
+    const double v = vm_sel(q & 1, -vm_sinf_kernel(r), vm_cosf_kernel(r));
+    return (float)vm_sel(tiny, 1.0, vm_sel(bad, x - x, vm_sel(q & 2, -v, v)));
+}}
+VM_INLINE float vm_tanf(float xf) {{
+    const double x = (double)xf, a = fabs(x);
+    const int tiny = isless(a, 0x1p-30), bad = !isless(a, (double)INFINITY);
+    double r;
+    const int64_t q = vm_rem_pio2f(vm_sel(tiny | bad, 1.0, a), &r);
+    const double s = vm_sinf_kernel(r), c = vm_cosf_kernel(r);
+    const double res = vm_flipsign(vm_sel(q & 1, -c / s, s / c), x);
+    return (float)vm_sel(tiny, x, vm_sel(bad, x - x, res));
+}}
+""")
+_part("vm_sinf", ("vm_sincosf",), "")
+_part("vm_cosf", ("vm_sincosf",), "")
+_part("vm_tanf", ("vm_sincosf",), "")
+
+
 _BINARY = frozenset({"vm_atan2"})
 
 
