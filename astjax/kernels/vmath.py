@@ -3,7 +3,7 @@
 libm's ``exp``, ``tanh``, ... are scalar calls gcc cannot vectorize, so a kernel
 calling them ran 4-40x slower than NumPy's SIMD loops.  These are branch-free C99
 (selects instead of ``if``, integer bit operations instead of ``frexp``/``ldexp``,
-no table lookups), so they inline into a kernel's ``#pragma omp simd`` loop and gcc
+no table lookups but sin/cos/tan's digits of 2/pi), so they inline into a kernel's ``#pragma omp simd`` loop and gcc
 vectorizes them with the loop.  Every one uses only operations AVX2 has for 64-bit
 lanes: no double <-> int64 conversions (integers travel through the ``1.5 * 2^52``
 "shift" constant, and back through ``2^52 + i``), no arithmetic 64-bit shifts.
@@ -15,17 +15,20 @@ polynomials fitted on the reduced interval (Chebyshev fits, ``mpmath.chebyfit``,
 of the part beyond the leading terms, so the leading term is exact and the
 polynomial's error is scaled down by the argument), and the special values NumPy
 gives: NaN propagates, ``+-inf``, ``-0.0`` kept where the function is odd,
-overflow to ``inf`` and gradual underflow at the same thresholds.  float32
-functions evaluate the float64 ones on the widened argument and round once: the
-float64 result is within about 1 ulp of float64, so the float32 result is the
-correctly rounded one except in rare double-rounding ties (within 1 ulp).
+overflow to ``inf`` and gradual underflow at the same thresholds.  exp, expm1, log,
+log1p and tanh have float32 versions computed in float32 (16 lanes); sin, cos and
+tan a float32 reduction (24-bit mantissas need five digits of 2/pi); the other
+float32 functions evaluate the float64 ones on the widened argument and round once
+(within 1 ulp of the correctly rounded value).  sin, cos and tan reduce exactly for
+every argument (Payne-Hanek: the digits of 2/pi that matter at the argument's
+exponent, read from a table, every product exact, summed in triple-double).
 
 ``needed(names)`` gives the C text of the named functions and what they call, in
 dependency order; ``C_NAMES`` maps a NumPy ufunc to its function name.
 """
 from __future__ import annotations
 
-# NumPy ufunc -> (float64 function, float32 function)
+# NumPy ufunc -> the float64 function's name (the float32 one adds ``f``)
 C_NAMES = {
     "exp": "vm_exp", "exp2": "vm_exp2", "expm1": "vm_expm1", "log": "vm_log",
     "log2": "vm_log2", "log10": "vm_log10", "log1p": "vm_log1p", "tanh": "vm_tanh",
