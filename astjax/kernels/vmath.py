@@ -3,10 +3,11 @@
 libm's ``exp``, ``tanh``, ... are scalar calls gcc cannot vectorize, so a kernel
 calling them ran 4-40x slower than NumPy's SIMD loops.  These are branch-free C99
 (selects instead of ``if``, integer bit operations instead of ``frexp``/``ldexp``,
-no table lookups but sin/cos/tan's digits of 2/pi), so they inline into a kernel's ``#pragma omp simd`` loop and gcc
-vectorizes them with the loop.  Every one uses only operations AVX2 has for 64-bit
-lanes: no double <-> int64 conversions (integers travel through the ``1.5 * 2^52``
-"shift" constant, and back through ``2^52 + i``), no arithmetic 64-bit shifts.
+no table lookups but sin/cos/tan's digits of 2/pi), so they inline into a
+kernel's ``#pragma omp simd`` loop and gcc vectorizes them with the loop.  Every one
+uses only operations AVX2 has for 64-bit lanes: no double <-> int64 conversions
+(integers travel through the ``1.5 * 2^52`` "shift" constant, and back through
+``2^52 + i``), no arithmetic 64-bit shifts.
 
 Numerics (checked by ``tests/test_kernel_vmath.py`` against NumPy on 10^5-10^6
 points per function and dtype, within 2 ulp): Cody-Waite range reduction with
