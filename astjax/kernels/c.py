@@ -67,7 +67,8 @@ def render(typed: Typed, cname: str, openmp: bool) -> str:
         body.append(f"    const {ctype(op.loop[-1])} {op.target} = {expr};")
     for j, (name, _) in enumerate(typed.outputs):
         body.append(f"    *out{j} = {name};")
-    elem = (f"static inline void {cname}_element({', '.join(params)}) {{\n" +
+    elem = (f"static inline void ASTJAX_ALWAYS_INLINE {cname}_element("
+            f"{', '.join(params)}) {{\n" +
             "\n".join(body) + "\n}\n")
 
     # the exported loops
@@ -95,6 +96,9 @@ def render(typed: Typed, cname: str, openmp: bool) -> str:
         par = par_rows = simd = ""
     flat = call(lambda j: "i")
     strided = call(lambda j: "r" if j is None else f"o{j} + c * st[{j} * ndim + ndim - 1]")
+    unit = call(lambda j: "r" if j is None else f"o{j} + c")   # inner strides all 1
+    units = " && ".join(f"st[{j} * ndim + ndim - 1] == 1" for j, inp in
+                        enumerate(typed.inputs) if not inp.scalar) or "1"
     offsets = "\n".join(f"        int64_t o{j} = 0;" for j, inp in enumerate(typed.inputs)
                         if not inp.scalar)
     steps = "\n".join(f"            o{j} += idx * st[{j} * ndim + d];"
@@ -131,6 +135,14 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
 {steps}
         }}
         const int64_t base = row * inner;
+        if ({units}) {{    /* rows contiguous (a broadcast bias): no gathers */
+            {simd}
+            for (int64_t c = 0; c < inner; c++) {{
+                const int64_t r = base + c;
+                {unit}
+            }}
+            continue;
+        }}
         {simd}
         for (int64_t c = 0; c < inner; c++) {{
             const int64_t r = base + c;

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from astjax.kernels import vmath
 from astjax.kernels.ir import Unsupported
 
 _CTYPES = {("b", 1): "npy_bool", ("i", 1): "int8_t", ("i", 2): "int16_t",
@@ -205,16 +206,17 @@ def op_expr(op, a, scalar_args, helpers) -> str:
         if k != "f":
             return "(npy_bool)1" if uf == "isfinite" else "(npy_bool)0"
         return f"(npy_bool)({uf}({a[0]}) != 0)"
-    if uf in _MATH1:
+    if uf in _MATH1 or uf in _MATH2:
         if k != "f":
             if uf in _INT_ROUNDING:
                 return a[0]
             raise Unsupported(f"np.{uf} integer loop")
-        return f"{_fn(_MATH1[uf], t)}({a[0]})"
-    if uf in _MATH2:
-        if k != "f":
-            raise Unsupported(f"np.{uf} integer loop")
-        return f"{_fn(_MATH2[uf], t)}({a[0]}, {a[1]})"
+        operands = ", ".join(a[:2 if uf in _MATH2 else 1])
+        vm = vmath.function(uf, t.itemsize)   # vectorizable (kernels/vmath.py)
+        if vm is not None:
+            helpers.add(("vmath", vm))
+            return f"{vm}({operands})"
+        return f"{_fn(_MATH1.get(uf) or _MATH2[uf], t)}({operands})"
     raise Unsupported(f"np.{uf}")
 
 
@@ -222,6 +224,13 @@ _PRELUDE = """\
 #include <stdint.h>
 #include <math.h>
 typedef unsigned char npy_bool;
+/* the element function inlines into its loops whatever its size, or they do not
+   vectorize (a kernel calling sin is past gcc's inlining limit) */
+#if defined(__GNUC__)
+#define ASTJAX_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define ASTJAX_ALWAYS_INLINE
+#endif
 """
 
 
@@ -322,9 +331,14 @@ def helpers_text(helpers, qualifier: str = "static inline") -> str:
     """The helper functions ``op_expr`` asked for (its ``helpers`` set), each declared
     with ``qualifier`` (the CUDA renderer passes ``__device__ static inline``)."""
     out = []
-    for kind, dtstr in sorted(helpers):
+    for kind, dtstr in sorted(h for h in helpers if h[0] != "vmath"):
         text = _divmod_helpers(dtstr) if kind == "divmod" else _clip_helper(dtstr)
         out.append(text.replace("static inline", qualifier))
+    vm = sorted(name for kind, name in helpers if kind == "vmath")
+    if vm and qualifier == "static inline":
+        out.append(vmath.needed(vm))
+    elif vm:    # CUDA: the device's own math functions
+        out.append(vmath.forwarders(vm, qualifier))
     return "".join(out)
 
 
