@@ -517,6 +517,9 @@ class Pmapped:
             fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
         self._bound = (fun, tuple(axes), oax)
         self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=oax)
+        # eval_shape of the shard reads the vmapped code (its collectives are the
+        # batched ones, abstract here), not vmap's per-example shortcut
+        vars(self._plan.fun).pop("_astjax_eval_shape", None)
         self._plan.mesh.mapped = tuple(axes)
         self._plan.in_specs = tuple(self._spec(a) if a is not None else PartitionSpec()
                                     for a in axes)
