@@ -165,8 +165,8 @@ def _passive_openmp():
     pays a wake-up: the 300x300 wave ran at 97 ms with two threads against 72 with
     one); 1,000 rounds (about a microsecond) keep the threads of back-to-back kernels
     awake (43 ms) and leave the cores at once after (the MLP's BLAS calls between its
-    kernels: 2.20 ms, 2.08 passive, 2.63 with 10,000 rounds).  Read once, when libgomp loads; the
-    user's own ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` win."""
+    kernels: 2.20 ms, 2.08 passive, 2.63 with 10,000 rounds).  Read once, when
+    libgomp loads; the user's own ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` win."""
     if "OMP_WAIT_POLICY" not in os.environ:
         os.environ.setdefault("GOMP_SPINCOUNT", "1000")
         os.environ.setdefault("KMP_BLOCKTIME", "0")    # (clang's libomp: milliseconds)
