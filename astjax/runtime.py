@@ -215,7 +215,8 @@ def append_cotangents(g, lst):
     None: saving a stand-in of a list that grows every step costs quadratic time)."""
     if g is None:
         return None, None
-    return list(g[:-1]), g[-1]
+    head = g[:-1]                     # a list's slice is a new list already
+    return (head if type(head) is list else list(head)), g[-1]
 
 
 def list_cotangent(g, x):
