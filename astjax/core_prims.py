@@ -58,9 +58,10 @@ def _params(fn):
 
 # Runtime helpers that generated code calls.  Those differentiable in some argument
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
-_META = {"acc_at": ("x",), "instantiate": ("x",), "list_cotangent": ("x",),
+_META = {"acc_at": ("x",), "acc_step": ("xs",), "instantiate": ("x",), "list_cotangent": ("x",),
          "append_cotangents": ("lst",), "cot_at_vjp": ("g",), "append_cotangents_vjp": ("like",)}
-_DIFF = {"acc_at": ("d", "g"), "instantiate": ("g",), "check_scalar_output": ("value",),
+_DIFF = {"acc_at": ("d", "g"), "acc_step": ("d", "g"), "instantiate": ("g",),
+         "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
          "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
          # linear second-order pieces: rules for third and higher derivatives
@@ -71,12 +72,13 @@ _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
               "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
               "check_scalar_output", "meta", "restore_at", "cot_at_vjp", "dict_from_values",
-              "acc_at",
+              "acc_at", "acc_step",
               "append_cotangents_vjp"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
                        diff=_DIFF.get(_name, ()), kind=_KIND.get(_name, "other"),
                        meta=_META.get(_name, ())),
-             callables=(rt.acc_at_inplace,) if _name == "acc_at" else ())
+             callables={"acc_at": (rt.acc_at_inplace,),
+                        "acc_step": (rt.acc_step_inplace,)}.get(_name, ()))
 
 
 def _seq(a):

@@ -569,6 +569,29 @@ def tree_index_vjp(g, xs, i):
     return tree_map(put, xs, instantiate(g, tree_index(xs, i)))
 
 
+def acc_step(d, xs, i, g):
+    """``d + tree_index_vjp(g, xs, i)`` (a scan input's cotangent, one step's added):
+    a new array (``acc_step_inplace`` adds into an owned ``d`` instead -- one step's
+    work per backward step, not the size of all of ``xs``)."""
+    if g is None:
+        return d.copy() if type(d) is np.ndarray else d
+    if d is None or type(d) is not np.ndarray or type(xs) is not np.ndarray:
+        return acc(d, tree_index_vjp(g, xs, i))
+    out = np.array(d, dtype=np.result_type(d, g))
+    out[i] += g
+    return out
+
+
+def acc_step_inplace(d, xs, i, g):
+    """``acc_step`` for an owned ``d``: ``d[i] += g`` in place."""
+    if g is not None and type(xs) is np.ndarray and _owned_buffer(d) and \
+            (type(g) is np.ndarray or isinstance(g, np.generic) or type(g) in _NUMBERS) \
+            and np.result_type(d, g) == d.dtype:
+        d[i] += g
+        return d
+    return acc_step(d, xs, i, g)
+
+
 def compact(y):
     """Copy array leaves that are views into larger arrays.
 

@@ -1508,6 +1508,20 @@ def getitem_vjp(t, x, index):
     return out
 
 
+def acc_step(d, xs, i, g):
+    """``d + tree_index_vjp(g, xs, i)`` on batch-last values."""
+    from astjax import runtime as rt
+    t = tree_index_vjp(g, xs, i)
+    if t is None:
+        return d
+    if d is None:
+        return t
+    if isinstance(d, np.ndarray) and isinstance(t, np.ndarray):
+        size_ = _sizes(d, t)
+        return _expand(d, size_) + _expand(t, size_)
+    return rt.acc(d, t)
+
+
 def acc_at(d, x, index, g):
     """``d + getitem_vjp(g, x, index)`` without building a zero array first."""
     from astjax import runtime as rt

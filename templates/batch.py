@@ -641,6 +641,10 @@ def acc_at(d, x, index, g):
     return rb.acc_at(d, x, index, g)
 
 
+def acc_step(d, xs, i, g):
+    return rb.acc_step(d, xs, i, g)
+
+
 def check_scalar_output(value, fname):
     return rb.check_scalar_output(value, fname)
 

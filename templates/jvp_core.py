@@ -91,6 +91,10 @@ def acc_at(ans, d, x, index, g, dd=None, dg=None):
     return rt.acc_at(dd, x, index, dg)
 
 
+def acc_step(ans, d, xs, i, g, dd=None, dg=None):
+    return rt.acc_step(dd, xs, i, dg)
+
+
 def as_sequence_cotangent(ans, g, x, dg=None):
     return rt.as_sequence_cotangent(dg, x)
 

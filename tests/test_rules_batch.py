@@ -89,6 +89,8 @@ EXTRA = {
     "acc": (lambda r: ((_u(r), _u(r, (4,))), {}), ("a", "b")),
     "acc_at": (lambda r: ((_u(r, (5, 4)), _u(r, (5, 4)), (slice(1, 3), 2), _u(r, (2,))), {}),
                ("d", "x", "g")),
+    "acc_step": (lambda r: ((_u(r, (5, 4)), _u(r, (5, 4)), 3, _u(r, (4,))), {}),
+                 ("d", "xs", "g")),
     "cot_at": (lambda r: ((_u(r, (5, 4)), (Ellipsis, 1)), {}), ("g",)),
     "cot_zero_at": (lambda r: ((_u(r, (5, 4)), (Ellipsis, 1)), {}), ("g",)),
     "cot_at_vjp": (lambda r: ((_u(r, (4,)), _u(r, (5, 4)), 2), {}), ("ct", "g")),

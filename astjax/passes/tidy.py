@@ -35,7 +35,7 @@ from astjax.passes import analysis as A
 
 # in-place spellings of the accumulation primitives (astjax/transforms/inplace.py)
 _FUNCTIONAL = {"acc_inplace": "acc", "acc_copy": "acc", "acc_reuse": "acc",
-               "acc_at_inplace": "acc_at"}
+               "acc_at_inplace": "acc_at", "acc_step_inplace": "acc_step"}
 
 
 def functional(stmts) -> bool:

@@ -41,7 +41,7 @@ from astjax.core import Const, Copy, External, For, If, Prim, Var, While
 from astjax import primitives as P
 
 # non-ufunc primitives whose array result is always a new array nobody else holds
-_FRESH = {"getitem_vjp", "broadcast_like", "acc_at", "ones_like", "zeros_like"}
+_FRESH = {"getitem_vjp", "broadcast_like", "acc_at", "acc_step", "ones_like", "zeros_like"}
 # primitives that return their first operand itself, a view of it, or a new array
 _MOVES = {"unbroadcast", "pad_vjp"}
 _NEVER_FRESH_UFUNCS = {"conj"}
@@ -106,7 +106,8 @@ class _Counts:
 
 def _acc_target(s):
     """``d`` for ``d = rt.acc(d, g)`` / ``d = rt.acc_at(d, x, index, g)``, else None."""
-    if isinstance(s, Prim) and s.prim in ("acc", "acc_at") and s.target and s.args and \
+    if isinstance(s, Prim) and s.prim in ("acc", "acc_at", "acc_step") and s.target and \
+            s.args and \
             s.args[0] == Var(s.target):
         return s.target
     return None
@@ -205,9 +206,9 @@ class _Owner:
         owned -= set(others)
         owned.discard(d)
         helper = None
-        if s.prim == "acc_at":
-            # rt.acc_at's array result is always new; in place when d is owned
-            helper = "acc_at_inplace" if d_owned else None
+        if s.prim in ("acc_at", "acc_step"):
+            # their array result is always new; in place when d is owned
+            helper = f"{s.prim}_inplace" if d_owned else None
             owned.add(d)
         elif d_owned and g_moves:
             helper = "acc_inplace"

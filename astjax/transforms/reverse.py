@@ -572,14 +572,17 @@ class ReverseAD:
                 g = self.names.fresh(f"{d_y}_in")
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
-            if s.prim == "getitem" and len(wanted) == 1 and not self.flags.get(
+            if s.prim in ("getitem", "tree_index") and len(wanted) == 1 and not self.flags.get(
                     wanted[0][1].name) and (self.d(wanted[0][1].name) not in self.null or
                                             self.d(wanted[0][1].name) in self.trip_null):
                 # d_x += (g placed at index): one copy instead of zeros, scatter and add
                 # (also for a cotangent None because a backward trip starts: acc_at
                 # takes None, and containers, as the rule's getitem_vjp does)
+                # (a scan input's step, ``tree_index``: acc_step, the same for every
+                # leaf of the inputs' pytree -- one step's work, not all of ``xs``)
                 dx = self.d(wanted[0][1].name)
-                stmt = Prim(dx, "acc_at", [Var(dx), s.args[0], s.args[1], Var(g)], loc=loc)
+                acc_prim = "acc_at" if s.prim == "getitem" else "acc_step"
+                stmt = Prim(dx, acc_prim, [Var(dx), s.args[0], s.args[1], Var(g)], loc=loc)
                 out.extend(self.meta_operands([stmt]))
                 self.backward_reads.update(core.atom_vars([s.args[1]]))
                 self.null.discard(dx)
