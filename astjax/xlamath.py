@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-__all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power"]
+__all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power", "rsqrt"]
 
 _F32, _F64 = np.float32, np.float64
 
@@ -351,3 +351,85 @@ def _on_host(f):
 
 fma, log, log1p, erf_inv, erf, power = (_on_host(_f) for _f in (
     fma, log, log1p, erf_inv, erf, power))
+
+
+# ------------------------------------------------------------------ rsqrt
+
+# XLA's CPU float32 rsqrt (what it makes of ``1 / sqrt(d)``): the x86 approximate
+# reciprocal square root (``vrsqrtss``/``vrsqrtps``, 12 bits, table bits that differ
+# between Intel and AMD) refined by one Newton step that LLVM contracts into two
+# fmas: ``r = fma(-y/2, fma(x*y, y, -1), y)``; zeros, infinities, negatives and
+# denormals keep the raw estimate.  Only the instruction itself gives its bits, so
+# this is compiled C on this CPU (read from jaxlib 0.10's dumped LLVM IR and assembly).
+_RSQRT_C = r"""
+#include <immintrin.h>
+#include <string.h>
+#if !defined(__SSE__) || !defined(__FMA__)
+#error "no SSE rsqrt or no FMA: XLA's refinement cannot be reproduced here"
+#endif
+void astjax_xla_rsqrt32(const float *x, float *out, long n) {
+    for (long i = 0; i < n; i++) {
+        __m128 v = _mm_set_ss(x[i]);
+        __m128 y = _mm_rsqrt_ss(v);
+        __m128 half_y = _mm_mul_ss(y, _mm_set_ss(-0.5f));
+        __m128 xy = _mm_mul_ss(v, y);
+        __m128 e = _mm_fmadd_ss(xy, y, _mm_set_ss(-1.0f));
+        __m128 r = _mm_fmadd_ss(half_y, e, y);
+        unsigned int bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        unsigned int mag = bits & 0x7fffffffu;
+        int pos_normal = bits >= 0x00800000u && bits < 0x7f800000u;
+        int refine = pos_normal || mag > 0x7f800000u || bits == 0x80000000u;
+        out[i] = _mm_cvtss_f32(refine ? r : y);
+    }
+}
+"""
+
+_rsqrt_fn = None
+_rsqrt_why = None
+
+
+def _rsqrt_kernel():
+    """The compiled refinement, or None (no compiler, not x86 with FMA): the reason
+    is kept in ``_rsqrt_why``."""
+    global _rsqrt_fn, _rsqrt_why
+    if _rsqrt_fn is None and _rsqrt_why is None:
+        import ctypes
+        from astjax.kernels import compile as _cc
+        try:
+            fn = _cc.build(_RSQRT_C, "astjax_xla_rsqrt32")
+        except Exception as e:          # CompilerUnavailable, KernelCompileError, OSError
+            _rsqrt_why = f"{type(e).__name__}: {e}"
+            return None
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+        _rsqrt_fn = fn
+    return _rsqrt_fn
+
+
+def rsqrt_exact_available():
+    """True when ``rsqrt`` of float32 runs XLA's own instruction sequence here."""
+    return _rsqrt_kernel() is not None
+
+
+def rsqrt(x):
+    """``1 / sqrt(x)`` as XLA's CPU backend computes it.  float32: the hardware
+    estimate plus XLA's Newton step, compiled here (bit for bit on the CPU jax runs
+    on); without a compiler or off x86 the correctly rounded ``1 / sqrt(x)``, which
+    differs from XLA's in the last bit for a few percent of inputs.  float64:
+    ``1 / sqrt(x)`` (XLA uses no estimate there)."""
+    x = np.asarray(x)
+    if x.dtype != _F32:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(1 / np.sqrt(x))
+    fn = _rsqrt_kernel()
+    if fn is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(_F32(1) / np.sqrt(x))
+    src = np.ascontiguousarray(x)
+    out = np.empty_like(src)
+    fn(src.ctypes.data, out.ctypes.data, src.size)
+    return out
+
+
+rsqrt = _on_host(rsqrt)
