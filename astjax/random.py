@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from astjax.xlamath import erf, erf_inv, fma, log, log1p, power
+from astjax.xlamath import erf, erf_inv, fma, log, log1p, power, rsqrt
 from astjax.errors import ArgumentError
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "bits",
@@ -665,8 +665,8 @@ def _gamma_one_b(keys, alpha):
     alpha = np.where(boost_mask, alpha, alpha + one)
     d = alpha - third
     # XLA rewrites third / sqrt(d) as third * rsqrt(d), with the CPU's approximate
-    # rsqrt instruction refined by Newton steps: vendor-specific in the last bit
-    c = third * (one / np.sqrt(d))
+    # rsqrt instruction refined by a Newton step: xlamath.rsqrt runs the same
+    c = third * rsqrt(d)
     pair = _split_b(keys, (2,))
     key, subkey = pair[0], pair[1]
     X = np.zeros_like(alpha)

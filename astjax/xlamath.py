@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-__all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power", "rsqrt"]
+__all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power", "rsqrt",
+           "rsqrt_exact_available", "cpu_vendor"]
 
 _F32, _F64 = np.float32, np.float64
 
@@ -379,7 +380,7 @@ void astjax_xla_rsqrt32(const float *x, float *out, long n) {
         memcpy(&bits, &x[i], sizeof bits);
         unsigned int mag = bits & 0x7fffffffu;
         int pos_normal = bits >= 0x00800000u && bits < 0x7f800000u;
-        int refine = pos_normal || mag > 0x7f800000u || bits == 0x80000000u;
+        int refine = pos_normal || mag > 0x7f800000u;   /* NaN: refined (stays NaN) */
         out[i] = _mm_cvtss_f32(refine ? r : y);
     }
 }
@@ -407,6 +408,19 @@ def _rsqrt_kernel():
     return _rsqrt_fn
 
 
+def cpu_vendor() -> str:
+    """The CPU's vendor (``/proc/cpuinfo``'s ``vendor_id``, '' if unknown): the
+    approximate rsqrt's bits are the vendor's, so recorded XLA results are too."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def rsqrt_exact_available():
     """True when ``rsqrt`` of float32 runs XLA's own instruction sequence here."""
     return _rsqrt_kernel() is not None
@@ -426,8 +440,8 @@ def rsqrt(x):
     if fn is None:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray(_F32(1) / np.sqrt(x))
-    src = np.ascontiguousarray(x)
-    out = np.empty_like(src)
+    src = np.require(x, requirements="C")     # (ascontiguousarray makes 0-d 1-d)
+    out = np.empty(src.shape, _F32)
     fn(src.ctypes.data, out.ctypes.data, src.size)
     return out
 
