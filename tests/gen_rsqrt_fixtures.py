@@ -54,6 +54,10 @@ def main():
         out[f"gamma:{i}:vector"] = np.asarray(jax.random.gamma(k, alphas, (3, 128)))
         out[f"gamma:{i}:scalar"] = np.asarray(
             jax.random.gamma(k, jnp.float32(alphas[i * 10]), (257,)))
+    # small alphas: draws below float32's normal range, which XLA flushes to zero
+    out["gamma:tiny:alpha"] = np.float32([0.01, 0.02, 0.03])
+    out["gamma:tiny"] = np.asarray(jax.random.gamma(
+        jax.random.PRNGKey(11), out["gamma:tiny:alpha"], (4000, 3)))
     path = Path(__file__).parent / "fixtures" / "rsqrt_f32.npz"
     np.savez_compressed(path, **out)
     print(f"{len(out)} arrays -> {path}")
