@@ -422,13 +422,15 @@ def _rsqrt_kernel(dt):
     """The compiled estimate and refinement for ``dt``, or None (no compiler, not x86,
     no FMA / AVX-512): the reason is kept in ``_rsqrt_fns``."""
     name = np.dtype(dt).name
+    if __name__ != "astjax.xlamath":     # a copy in an ``astjax gen`` module: NumPy only
+        return None
     if name not in _rsqrt_fns:
         import ctypes
-        from astjax.errors import AstjaxError
-        from astjax.kernels import compile as _cc
+        import importlib
+        cc = importlib.import_module("astjax.kernels.compile")
         try:
-            fn = _cc.build(_RSQRT_C[name], "astjax_xla_rsqrt")
-        except (AstjaxError, OSError) as e:   # CompilerUnavailable, KernelCompileError
+            fn = cc.build(_RSQRT_C[name], "astjax_xla_rsqrt")
+        except (cc.AstjaxError, OSError) as e:   # CompilerUnavailable, KernelCompileError
             _rsqrt_fns[name] = f"{type(e).__name__}: {e}"
             return None
         fn.restype = None
@@ -459,9 +461,10 @@ def rsqrt_exact_available(dtype=np.float32):
 def rsqrt(x):
     """``1 / sqrt(x)`` as XLA's CPU backend computes it (float32, float64): the
     hardware estimate plus XLA's Newton steps, compiled here (bit for bit on the CPU
-    jax runs on).  Without a compiler, off x86, or (float64) without AVX-512: the
-    correctly rounded ``1 / sqrt(x)``, which differs from XLA's by an ulp or two
-    for a few percent (float32) or a third (float64) of inputs."""
+    jax runs on).  Without a compiler, off x86, (float64) without AVX-512, or in the
+    NumPy-only copy an ``astjax gen`` module carries: the correctly rounded
+    ``1 / sqrt(x)``, which differs from XLA's by an ulp or two for a few percent
+    (float32) or a third (float64) of inputs."""
     x = np.asarray(x)
     if x.dtype.kind != "f":
         x = x.astype(_F64)
