@@ -9,9 +9,10 @@ that go through a transcendental function use ``astjax.xlamath``, XLA's CPU ``lo
 ``log1p``, ``erf_inv``, ``erf`` and ``pow`` reproduced operation for operation, so
 ``normal``, ``exponential``, ``truncated_normal`` and ``multivariate_normal`` (its
 Cholesky factor from SciPy's LAPACK, which jaxlib calls, when SciPy is installed) are
-identical too.  ``gamma`` is identical except where XLA's ``1/3 * rsqrt(d)`` (the CPU's
-approximate rsqrt instruction refined by Newton steps: vendor-specific bits) rounds
-differently from ``1/3 * (1 / sqrt(d))``: a few percent of float32 samples, by an ulp.
+identical too, and so is ``gamma``: XLA computes its ``1/3 * rsqrt(d)`` with the CPU's
+approximate rsqrt instruction and a Newton step, which ``xlamath.rsqrt`` runs as
+compiled C; without a C compiler (or off x86) it falls back to ``1 / sqrt(d)``, and a
+few percent of float32 samples then differ from JAX's by an ulp.
 
 Large draws (``bits``, ``split``, ``uniform``, ``normal``, ``exponential``) run as one
 compiled C kernel (``astjax/kernels/threefry.py``) with the same bits; ``USE_KERNEL =
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from astjax.xlamath import erf, erf_inv, fma, log, log1p, power
+from astjax.xlamath import erf, erf_inv, fma, log, log1p, power, rsqrt
 from astjax.errors import ArgumentError
 
 __all__ = ["key", "PRNGKey", "key_data", "wrap_key_data", "split", "fold_in", "bits",
@@ -665,8 +666,8 @@ def _gamma_one_b(keys, alpha):
     alpha = np.where(boost_mask, alpha, alpha + one)
     d = alpha - third
     # XLA rewrites third / sqrt(d) as third * rsqrt(d), with the CPU's approximate
-    # rsqrt instruction refined by Newton steps: vendor-specific in the last bit
-    c = third * (one / np.sqrt(d))
+    # rsqrt instruction refined by a Newton step: xlamath.rsqrt runs the same
+    c = third * rsqrt(d)
     pair = _split_b(keys, (2,))
     key, subkey = pair[0], pair[1]
     X = np.zeros_like(alpha)
@@ -701,7 +702,10 @@ def _gamma_one_b(keys, alpha):
     samples = one - _uniform_b(subkey, (), dt, 0.0, 1.0)
     with np.errstate(divide="ignore", over="ignore"):
         boost = np.where(boost_mask, one, power(samples, one / alpha_orig))
-    return (d * V * boost).astype(dt, copy=False)
+    out = d * V * boost
+    if dt == np.float32:     # XLA's CPU flushes float32 denormal results to zero
+        out = np.where(np.abs(out) < np.finfo(dt).tiny, zero * out, out)
+    return out.astype(dt, copy=False)
 
 
 def _gamma_b(k, a, shape, dt, nb):

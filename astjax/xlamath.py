@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-__all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power"]
+__all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power", "rsqrt",
+           "rsqrt_exact_available", "cpu_vendor"]
 
 _F32, _F64 = np.float32, np.float64
 
@@ -351,3 +352,132 @@ def _on_host(f):
 
 fma, log, log1p, erf_inv, erf, power = (_on_host(_f) for _f in (
     fma, log, log1p, erf_inv, erf, power))
+
+
+# ------------------------------------------------------------------ rsqrt
+
+# XLA's CPU rsqrt (what it makes of ``1 / sqrt(d)``), read from jaxlib 0.10's dumped
+# LLVM IR and assembly: an x86 approximate reciprocal square root refined by Newton
+# steps that LLVM contracts into fmas, ``y = fma(-y/2, fma(x*y, y, -1), y)``.
+# float32: ``vrsqrtss``/``vrsqrtps`` (12 bits; its table differs between Intel and
+# AMD) and one step; float64 (AVX-512 only): ``vrsqrt14pd`` (14 bits, specified
+# exactly) and two steps.  Zeros, infinities, negatives and denormals keep the raw
+# estimate.  Only the instruction gives its bits, so this is C compiled on this CPU.
+_STEP = """
+        h = MUL(y, SET(-0.5)); e = FMA(MUL(v, y), y, SET(-1.0)); y = FMA(h, e, y);"""
+_RSQRT_C = {
+    "float32": r"""
+#include <immintrin.h>
+#include <string.h>
+#if !defined(__SSE__) || !defined(__FMA__)
+#error "no SSE rsqrt or no FMA: XLA's refinement cannot be reproduced here"
+#endif
+#define MUL _mm_mul_ss
+#define FMA _mm_fmadd_ss
+#define SET _mm_set_ss
+void astjax_xla_rsqrt(const float *x, float *out, long n) {
+    unsigned int csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);    /* XLA runs with denormals as zero, flushed to zero */
+    for (long i = 0; i < n; i++) {
+        __m128 v = _mm_set_ss(x[i]), y0 = _mm_rsqrt_ss(v), y = y0, h, e;""" + _STEP + r"""
+        unsigned int b;
+        memcpy(&b, &x[i], sizeof b);
+        /* refined: positive normals and NaN (mask 732 of XLA's is_fpclass) */
+        int refine = (b >= 0x00800000u && b < 0x7f800000u) || (b & 0x7fffffffu) > 0x7f800000u;
+        out[i] = _mm_cvtss_f32(refine ? y : y0);
+    }
+    _mm_setcsr(csr);
+}
+""",
+    "float64": r"""
+#include <immintrin.h>
+#include <string.h>
+#if !defined(__AVX512F__) || !defined(__FMA__)
+#error "no AVX-512 rsqrt14 or no FMA: XLA computes 1/sqrt another way here"
+#endif
+#define MUL _mm_mul_sd
+#define FMA _mm_fmadd_sd
+#define SET _mm_set_sd
+void astjax_xla_rsqrt(const double *x, double *out, long n) {
+    unsigned int csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);    /* XLA runs with denormals as zero, flushed to zero */
+    for (long i = 0; i < n; i++) {
+        __m128d v = _mm_set_sd(x[i]), y0 = _mm_rsqrt14_sd(v, v), y = y0, h, e;"""
+    + _STEP + _STEP + r"""
+        unsigned long long b;
+        memcpy(&b, &x[i], sizeof b);
+        /* refined: positive normals and NaN (mask 764) */
+        int refine = (b >= 0x0010000000000000ull && b < 0x7ff0000000000000ull)
+                     || (b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+        out[i] = _mm_cvtsd_f64(refine ? y : y0);
+    }
+    _mm_setcsr(csr);
+}
+""",
+}
+_rsqrt_fns: dict = {}        # dtype name -> ctypes function, or the reason there is none
+
+
+def _rsqrt_kernel(dt):
+    """The compiled estimate and refinement for ``dt``, or None (no compiler, not x86,
+    no FMA / AVX-512): the reason is kept in ``_rsqrt_fns``."""
+    name = np.dtype(dt).name
+    if __name__ != "astjax.xlamath":     # a copy in an ``astjax gen`` module: NumPy only
+        return None
+    if name not in _rsqrt_fns:
+        import ctypes
+        import importlib
+        cc = importlib.import_module("astjax.kernels.compile")
+        try:
+            fn = cc.build(_RSQRT_C[name], "astjax_xla_rsqrt")
+        except (cc.AstjaxError, OSError) as e:   # CompilerUnavailable, KernelCompileError
+            _rsqrt_fns[name] = f"{type(e).__name__}: {e}"
+            return None
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+        _rsqrt_fns[name] = fn
+    fn = _rsqrt_fns[name]
+    return None if isinstance(fn, str) else fn
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor (``/proc/cpuinfo``'s ``vendor_id``, '' if unknown): the
+    approximate rsqrt's bits are the vendor's, so recorded XLA results are too."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def rsqrt_exact_available(dtype=np.float32):
+    """True when ``rsqrt`` of ``dtype`` runs XLA's own instruction sequence here."""
+    return _rsqrt_kernel(dtype) is not None
+
+
+def rsqrt(x):
+    """``1 / sqrt(x)`` as XLA's CPU backend computes it (float32, float64): the
+    hardware estimate plus XLA's Newton steps, compiled here (bit for bit on the CPU
+    jax runs on).  Without a compiler, off x86, (float64) without AVX-512, or in the
+    NumPy-only copy an ``astjax gen`` module carries: the correctly rounded
+    ``1 / sqrt(x)``, which differs from XLA's by an ulp or two for a few percent
+    (float32) or a third (float64) of inputs."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        x = x.astype(_F64)
+    elif x.dtype not in (_F32, _F64):        # half precision: through float32, as XLA
+        return np.asarray(rsqrt(x.astype(_F32))).astype(x.dtype)
+    fn = _rsqrt_kernel(x.dtype)
+    if fn is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(x.dtype.type(1) / np.sqrt(x))
+    src = np.require(x, requirements="C")     # (ascontiguousarray makes 0-d 1-d)
+    out = np.empty(src.shape, src.dtype)
+    fn(src.ctypes.data, out.ctypes.data, src.size)
+    return out
+
+
+rsqrt = _on_host(rsqrt)

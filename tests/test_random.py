@@ -7,9 +7,12 @@ function with several shapes and dtypes.  Integer, boolean and bit-built results
 be identical, and so must the samplers that go through XLA's transcendental functions
 (astjax.xlamath reproduces them): normal, exponential, truncated_normal and
 multivariate_normal (its Cholesky factor is SciPy's LAPACK, which jaxlib calls: exact
-where SciPy is installed).  gamma alone cannot always be: XLA computes its
-``1/3 / sqrt(d)`` with the CPU's approximate rsqrt instruction (vendor-specific bits),
-so it must agree to an ulp or two and be mostly identical.
+where SciPy is installed).  gamma too where astjax.xlamath.rsqrt compiles on a CPU of
+the fixtures' vendor: XLA computes its ``1/3 / sqrt(d)`` with the CPU's approximate
+rsqrt instruction (vendor-specific bits); elsewhere it must agree to an ulp or two and
+be mostly identical.  tests/fixtures/rsqrt_f32.npz (tests/gen_rsqrt_fixtures.py) adds
+gamma draws for 12 more keys (float32 and float64), scalar and array alphas from 0.01
+to 1.6e5.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import numpy as np
 import pytest
 
 import astjax
-from astjax import lax
+from astjax import lax, xlamath
 from astjax import random as jr
 from astjax.errors import ArgumentError, DifferentiationError
 
@@ -33,8 +36,15 @@ try:
     HAVE_SCIPY = True
 except ImportError:
     HAVE_SCIPY = False
-# samplers that cannot be bit-identical everywhere: (rtol float32, rtol float64)
-APPROXIMATE = {"gamma": (2e-6, 1e-13)}
+with np.load(FIXTURES / "rsqrt_xla.npz") as _data:
+    GAMMA32 = dict(_data)
+# gamma is bit for bit where XLA's rsqrt instruction is ours (the recording's vendor)
+EXACT_GAMMA, EXACT_GAMMA64 = (
+    xlamath.rsqrt_exact_available(dt) and xlamath.cpu_vendor() == str(GAMMA32["vendor"])
+    for dt in (np.float32, np.float64))
+# samplers that cannot be bit-identical everywhere: (rtol float32, rtol float64), None
+# where they are here
+APPROXIMATE = {"gamma": (None if EXACT_GAMMA else 2e-6, None if EXACT_GAMMA64 else 1e-13)}
 if not HAVE_SCIPY:
     APPROXIMATE["multivariate_normal"] = (1e-5, 1e-12)
 
@@ -90,8 +100,8 @@ def test_same_numbers_as_jax(tag, fn):
         out = np.asarray(out)
         assert out.shape == ref.shape and out.dtype == ref.dtype, (
             f"{where}: {out.shape} {out.dtype}, JAX gives {ref.shape} {ref.dtype}")
-        if fn in APPROXIMATE:
-            rtol = APPROXIMATE[fn][ref.dtype == np.float64]
+        rtol = APPROXIMATE.get(fn, (None, None))[ref.dtype == np.float64]
+        if rtol is not None:
             np.testing.assert_allclose(out, ref, rtol=rtol, atol=rtol * 1e-3, err_msg=where)
             exact += int(np.sum(out == ref))
             total += out.size
@@ -99,6 +109,53 @@ def test_same_numbers_as_jax(tag, fn):
             np.testing.assert_array_equal(out, ref, err_msg=where)
     if total:   # the same algorithm, not merely the same distribution
         assert exact / total > 0.9, f"{fn}: only {exact}/{total} values identical to JAX"
+
+
+@pytest.mark.parametrize("i", range(12))
+def test_gamma_float32_same_numbers_as_jax(i):
+    k, alphas = GAMMA32["gamma:keys"][i], GAMMA32["gamma:alpha"]
+    draws = [(jr.gamma(k, alphas, (3, 128)), GAMMA32[f"gamma:{i}:vector"]),
+             (jr.gamma(k, alphas[i * 10], (257,)), GAMMA32[f"gamma:{i}:scalar"])]
+    for out, ref in draws:
+        assert out.dtype == np.float32 and out.shape == ref.shape
+        if EXACT_GAMMA:
+            np.testing.assert_array_equal(out, ref)
+        else:
+            np.testing.assert_allclose(out, ref, rtol=2e-6, atol=1e-30)
+            assert np.mean(out == ref) > 0.9
+
+
+@pytest.mark.parametrize("i", range(12))
+def test_gamma_float64_same_numbers_as_jax(i):
+    k, alphas = GAMMA32["gamma:keys"][i], GAMMA32["gamma:alpha"].astype(np.float64)
+    out, ref = jr.gamma(k, alphas, (2, 128), np.float64), GAMMA32[f"gamma64:{i}:vector"]
+    assert out.dtype == np.float64 and out.shape == ref.shape
+    if EXACT_GAMMA64:
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-300)
+        assert np.mean(out == ref) > 0.9
+
+
+def test_gamma_float32_flushes_denormals_as_xla():
+    # alphas ~0.01 draw values below float32's normal range: XLA's CPU gives 0
+    a, ref = GAMMA32["gamma:tiny:alpha"], GAMMA32["gamma:tiny"]
+    out = jr.gamma(np.array([0, 11], np.uint32), a, (4000, 3))
+    assert not ((out > 0) & (out < np.finfo(np.float32).tiny)).any()
+    assert (ref == 0).sum() > 1000
+    if EXACT_GAMMA:
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_allclose(out, ref, rtol=2e-6, atol=np.finfo(np.float32).tiny)
+
+
+def test_gamma_rsqrt_fallback_is_an_ulp_away(monkeypatch):
+    # without the compiled rsqrt, gamma stays within an ulp or two of JAX's draws
+    monkeypatch.setitem(xlamath._rsqrt_fns, "float32", "no compiler (test)")
+    k, alphas = GAMMA32["gamma:keys"][0], GAMMA32["gamma:alpha"]
+    out, ref = jr.gamma(k, alphas, (3, 128)), GAMMA32["gamma:0:vector"]
+    np.testing.assert_allclose(out, ref, rtol=2e-6, atol=1e-30)
+    assert 0.5 < np.mean(out == ref) < 1           # (pure NumPy: the same everywhere)
 
 
 def test_half_precision_normal_is_identical():
