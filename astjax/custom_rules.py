@@ -562,7 +562,13 @@ class custom_vjp(CustomFunction):
 
     def defvjp(self, fwd, bwd, symbolic_zeros=False):
         if symbolic_zeros:
-            raise NotImplementedError("defvjp(symbolic_zeros=True) is not supported by astjax")
+            from astjax.generation import caller_location
+            raise TransformError(
+                f"{self.__name__}.defvjp(symbolic_zeros=True) is not supported by astjax",
+                caller_location(2),
+                "drop symbolic_zeros: the fwd rule then receives concrete values and the "
+                "bwd rule returns zeros for unused inputs (custom_jvp supports "
+                "symbolic_zeros=True)")
         self.fwd, self.bwd = fwd, bwd
         self._rules.clear()
 

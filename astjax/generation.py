@@ -208,9 +208,10 @@ def check_callable(fun, what):
         raise SourceError(f"{what}(): {err.message}", where, err.hint) from None
 
 
-def caller_location():
-    """The user's line that called the transformation (two frames up from the check)."""
-    frame = sys._getframe(3)
+def caller_location(depth=3):
+    """The user's line that called the transformation (``depth`` frames up from here:
+    by default two frames up from the check calling this)."""
+    frame = sys._getframe(depth)
     where = Location(frame.f_code.co_filename, frame.f_lineno, 0, None,
                      frame.f_code.co_name)
     text = where.source_line()

@@ -551,3 +551,12 @@ def test_eval_shape_of_custom_calls_reads_the_primal():
     expected = np.sum(sin_times(np.ones((2, 3), np.float32), 1.0), axis=1) + \
         log1pexp(np.ones((2, 3), np.float32))[:, 0]
     assert out.shape == expected.shape == (2,) and out.dtype == expected.dtype
+
+
+def test_custom_vjp_symbolic_zeros_is_a_located_error():
+    @astjax.custom_vjp
+    def f(x):
+        return np.sin(x)
+    with pytest.raises(astjax.TransformError, match="symbolic_zeros") as e:
+        f.defvjp(lambda x: (f(x), x), lambda r, g: (g * np.cos(r),), symbolic_zeros=True)
+    assert "test_custom_rules.py" in str(e.value) and "hint:" in str(e.value)
