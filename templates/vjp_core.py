@@ -57,6 +57,10 @@ def instantiate(ct, ans, g, x):
     return ct
 
 
+def cot_or_zero(ct, ans, g, x):
+    return ct
+
+
 def check_scalar_output(ct, ans, value, fname):
     return ct
 

@@ -23,7 +23,7 @@ from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
                          Var, While)
 from astjax.errors import DifferentiationError
-from astjax.transforms import activity, aliasing, custom
+from astjax.transforms import activity, aliasing, custom, fast_trips
 from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
@@ -236,6 +236,11 @@ class ReverseAD:
         # shape stand-ins recorded at the end of a loop body: saved after they are
         # assigned (their trip's value), restored when the body's adjoint starts
         self.deferred_standins: set[str] = set()
+        # the fast adjoint of a loop body being built (``fast_trips.FastTrip``), or None
+        self.fast = None
+        self.consts = None
+        # the statements of the block being built (``backward``)
+        self._tail: list = []
 
     # ---------------------------------------------------------------- naming
 
@@ -255,15 +260,25 @@ class ReverseAD:
 
     # ------------------------------------------------------- cotangent updates
 
-    def accumulate(self, dx: str, contrib, loc, surely=True) -> list:
+    def accumulate(self, dx: str, contrib, loc, surely=True, fast_add=None) -> list:
         """``dx += contrib`` where None is zero; plain assignment when dx is known None.
 
         ``surely``: the contribution is never None at run time (array rules); the
         cotangents of containers may hold None entries, so theirs may be None.
+        ``fast_add``: the primal (a name) when ``contrib`` is an array of its shape and
+        dtype (a fast trip's rule): ``dx`` takes a plain add, which fuses, after
+        ``rt.cot_or_zero`` when it may be None (-0.0 everywhere: adding it changes no
+        bit of ``contrib``).
         """
         was_nonnull = dx in self.nonnull
         if dx in self.null:
             stmt = Copy(dx, contrib, loc=loc)
+        elif fast_add:
+            pre = [] if was_nonnull else self.meta_operands(
+                [Prim(dx, "cot_or_zero", [Var(dx), Var(fast_add)], loc=loc)])
+            self.null.discard(dx)
+            self.nonnull.add(dx)
+            return pre + [Prim(dx, "add", [Var(dx), contrib], loc=loc)]
         else:
             stmt = Prim(dx, "acc", [Var(dx), contrib], loc=loc)
         self.null.discard(dx)
@@ -291,17 +306,29 @@ class ReverseAD:
         if d_y in self.nonnull:
             return body_fn()
         before_null, before_nonnull = set(self.null), set(self.nonnull)
+        start_null = before_null
+        prev = self._tail[-1] if self._tail else None
+        if isinstance(prev, If) and getattr(prev, "_state", None) is not None and \
+                self.implied.get(d_y) is prev:
+            # d_y is not None exactly when the guard just emitted ran (``_append``
+            # merges the two): what that guard's body knew at its end holds here too
+            # (between the two come only restores of primal values)
+            start_null, end_null, end_nonnull = prev._state
+            self.null, self.nonnull = set(end_null), set(end_nonnull)
+            self.null.discard(d_y)
         self.nonnull.add(d_y)
         body = body_fn()
         written = _written(body)
         # None before the test, surely not None when the body ran: not None exactly
         # when the test held (``_append`` reads it)
-        implied = before_null & self.nonnull
+        implied = start_null & self.nonnull
+        state = (start_null, set(self.null), set(self.nonnull))
         self.null = before_null - written
         self.nonnull = before_nonnull - written
         if not body:
             return []
         guard = If(Prim(None, "not_none", [Var(d_y)]), body, [], loc=loc)
+        guard._state = state
         for v in implied:
             self.implied[v] = guard
         return [guard]
@@ -319,6 +346,10 @@ class ReverseAD:
                 self.implied.get(_guard_of(stmts[0])) is out[-1]:
             outer, inner = out[-1], stmts[0]
             outer.body.extend(inner.body)
+            inner_state = getattr(inner, "_state", None)
+            outer_state = getattr(outer, "_state", None)
+            outer._state = None if inner_state is None or outer_state is None or \
+                inner_state[0] is not outer_state[0] else inner_state
             for v in _written(inner.body):
                 if self.implied.get(v) is outer:
                     del self.implied[v]
@@ -334,14 +365,19 @@ class ReverseAD:
         out: list = []
         rev = list(reversed(stmts))
         k = 0
-        while k < len(rev):
-            s, before = rev[k], rev[k + 1] if k + 1 < len(rev) else None
-            if self._own_standin(s, before):
-                self._append(out, self.standin_pair_adjoint(s, before))
-                k += 2
-                continue
-            self._append(out, self.adjoint(s))
-            k += 1
+        outer_tail = self._tail
+        try:
+            while k < len(rev):
+                self._tail = out              # what ``guarded`` may continue
+                s, before = rev[k], rev[k + 1] if k + 1 < len(rev) else None
+                if self._own_standin(s, before):
+                    self._append(out, self.standin_pair_adjoint(s, before))
+                    k += 2
+                    continue
+                self._append(out, self.adjoint(s))
+                k += 1
+        finally:
+            self._tail = outer_tail
         return out
 
     def _own_standin(self, s, prev) -> bool:
@@ -499,10 +535,40 @@ class ReverseAD:
         self.nonnull = set()
         self.loop_depth += 1
         late = self._late_values(s)
-        inner = [Prim(v, "pop", [Var(self.tape)], loc=loc) for v in reversed(late)]
-        inner = inner + self.backward(s.body)
-        if isinstance(s, For) and s.target in self.restore:
-            inner.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+        start_null = set(self.null)
+
+        def trip():
+            inner = [Prim(v, "pop", [Var(self.tape)], loc=loc) for v in reversed(late)]
+            inner = inner + self.backward(s.body)
+            if isinstance(s, For) and s.target in self.restore:
+                inner.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+            return inner
+
+        inner = trip()
+        s._fast = None
+        if fast_trips.eligible(s) and self.fast is None:
+            # the same trip from same-shape rules (``fast_trips``), behind the check the
+            # forward trip made of the facts they assume
+            self.null, self.trip_null, self.nonnull = set(start_null), set(start_null), set()
+            self.fast = fast_trips.FastTrip(s, self._constants())
+            try:
+                fast = trip()
+                ctx = self.fast
+            finally:
+                self.fast = None
+            carried = ctx.carried_inputs() if ctx.facts else None
+            if carried is not None:
+                # the fast forward trip pushes only the shape stand-ins this reads
+                reads = core.all_reads(fast)
+                fast = [st for st in fast if not (
+                    isinstance(st, Prim) and st.prim == "pop" and
+                    st.target in self.deferred_standins and st.target not in reads)]
+                ctx.standins = {w for w in self.deferred_standins if w in reads}
+                ctx.carried = carried
+                flag = self._fast_flag(s)
+                s._fast = ctx
+                inner = [Prim(flag, "pop", [Var(self.tape)], loc=loc),
+                         If(Var(flag), fast, inner, loc=loc)]
         test_once = test_each = []
         if isinstance(s, While):
             test_each = self.backward(s.test_body)
@@ -538,6 +604,21 @@ class ReverseAD:
         self.late_values.update(got)
         return got
 
+    def _fast_flag(self, loop):
+        name = getattr(loop, "_fast_flag", None)
+        if name is None:
+            name = self.names.fresh("fast_trip")
+            loop._fast_flag = name
+            loop._fast_sig = self.names.fresh("fast_sig")
+        return name
+
+    def _constants(self):
+        """Names assigned once from a constant (pad widths hoisted into a tuple)."""
+        if self.consts is None:
+            from astjax.passes.fusion import constant_names
+            self.consts = constant_names(self.fn)
+        return self.consts
+
     def _trip_var(self, loop):
         name = getattr(loop, "_trips", None)
         if name is None:
@@ -572,6 +653,14 @@ class ReverseAD:
                 g = self.names.fresh(f"{d_y}_in")
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
+            if self.fast is not None and not self_update and not any(
+                    op.name in self.flags for _, op in wanted):
+                fast = fast_trips.adjoint(self, s, wanted, g, ans)
+                if fast is not None:
+                    out.extend(fast)
+                    if self.reassigned(s.target):
+                        out.extend(self.reset(d_y, loc))
+                    return out
             if s.prim in ("getitem", "tree_index") and len(wanted) == 1 and not self.flags.get(
                     wanted[0][1].name) and (self.d(wanted[0][1].name) not in self.null or
                                             self.d(wanted[0][1].name) in self.trip_null):
@@ -715,6 +804,9 @@ class ReverseAD:
             late = self._late_values(s) if isinstance(s, For) else []
             body = self.forward(s.body) + [
                 Prim(None, "push", [Var(self.tape), Var(v)], loc=loc) for v in late]
+            fast = getattr(s, "_fast", None)
+            if fast is not None:
+                body = self._fast_forward(s, fast, body)
             trips = getattr(s, "_trips", None)
             if trips is not None:
                 body = [Prim(trips, "add", [Var(trips), Const(1)], loc=loc)] + body
@@ -728,11 +820,42 @@ class ReverseAD:
                 loop = For(target, s.iter, body, s.exit_flags, loc=loc)
             else:
                 loop = While(self.forward(s.test_body), s.test, body, s.exit_flags, loc=loc)
+            if fast is not None:
+                pre = pre + [Copy(s._fast_sig, Const(None), loc=loc)]
             if trips is None:
                 return pre + [loop]
             return pre + [Copy(trips, Const(0), loc=loc), loop,
                           Prim(None, "push", [Var(self.tape), Var(trips)], loc=loc)]
         return pre + [s]
+
+    def _fast_forward(self, loop, fast, body) -> list:
+        """The forward trip of a loop with a fast backward trip (``fast_trips``).
+
+        A trip whose carried inputs have the signature of a trip that met the facts
+        runs ``body`` without the shape stand-ins only the general backward trip
+        reads (they would keep values of other shapes alive, out of the trip's
+        kernels) and pushes True.  Any other trip runs ``body`` as it is, checks the
+        facts on its values (``rt.trip_fits``: the signature when they hold, else
+        None) and pushes False.
+        """
+        from astjax.passes import copy_stmt
+        loc = loop.loc
+        sig = self.names.fresh("trip_sig")
+        fast_sig = loop._fast_sig
+        dropped = self.deferred_standins - fast.standins
+        quick = [copy_stmt(st) for st in body if not (
+            isinstance(st, Prim) and (st.prim == "meta" and st.target in dropped or
+                                      st.prim == "push" and isinstance(st.args[1], Var) and
+                                      st.args[1].name in dropped))]
+        spec, names = fast.spec()
+        checked = body + [
+            Prim(fast_sig, "trip_fits", [Const(spec), Var(sig), [Var(n) for n in names]],
+                 loc=loc),
+            Prim(None, "push", [Var(self.tape), Const(False)], loc=loc)]
+        quick.append(Prim(None, "push", [Var(self.tape), Const(True)], loc=loc))
+        return [Prim(sig, "trip_signature", [[Var(n) for n in fast.carried]], loc=loc),
+                If(Prim(None, "same_signature", [Var(sig), Var(fast_sig)]), quick, checked,
+                   loc=loc)]
 
     # -------------------------------------------------------------- driver
 
@@ -750,7 +873,9 @@ class ReverseAD:
             nonlocal seed_names
             self._start(seeded)
             self.backward(body)
-            keep = {x._trips for x in core.walk(body) if hasattr(x, "_trips")}
+            keep = {x._trips for x in core.walk(body) if hasattr(x, "_trips")} | {
+                x._fast_flag for x in core.walk(body) if hasattr(x, "_fast_flag")} | {
+                x._fast_sig for x in core.walk(body) if hasattr(x, "_fast_sig")}
             self.names.used = used | keep | set(self.meta_of.values())
             seed_names = seed_names or {k: v for k, v in self.adj_names.items() if v in seeded}
             self.adj_names = dict(seed_names)
