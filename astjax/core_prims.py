@@ -70,7 +70,7 @@ _DIFF = {"acc_at": ("d", "g"), "acc_step": ("d", "g"), "instantiate": ("g",),
          "append_cotangents_vjp": ("ct",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
          "save_at": "tape", "restore_at": "tape", "trip_fits": "static",
-         "trip_signature": "static", "same_signature": "compare"}
+         "trip_signature": "static", "same_signature": "static"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
               "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
               "check_scalar_output", "meta", "restore_at", "cot_at_vjp", "dict_from_values",

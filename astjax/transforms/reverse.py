@@ -583,6 +583,10 @@ class ReverseAD:
             return []
         trips = self._trip_var(s)
         out = [Prim(trips, "pop", [Var(self.tape)], loc=loc)]
+        if s._fast is not None:
+            # (assigned besides its pops: vmap sees a flag that is the same in every
+            # lane, not a value of the tape's lanes)
+            out.append(Copy(s._fast_flag, Const(False), loc=loc))
         out.extend(test_once)
         out.append(For(self.names.fresh("step"), Prim(None, "range", [
             Const(0), Var(trips), Const(None)]), inner + test_each, loc=loc))
