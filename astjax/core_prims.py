@@ -67,7 +67,8 @@ _DIFF = {"acc_at": ("d", "g"), "acc_step": ("d", "g"), "instantiate": ("g",),
          "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
          # linear second-order pieces: rules for third and higher derivatives
          "cot_at_vjp": ("ct",), "dict_from_values": ("values",), "save_at": ("x",),
-         "append_cotangents_vjp": ("ct",)}
+         "append_cotangents_vjp": ("ct",), "last_cotangent": ("g",),
+         "drop_last_cotangent": ("g",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
          "save_at": "tape", "restore_at": "tape", "trip_fits": "static",
          "trip_signature": "static", "same_signature": "static"}
@@ -76,12 +77,13 @@ for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_
               "check_scalar_output", "meta", "restore_at", "cot_at_vjp", "dict_from_values",
               "acc_at", "acc_step",
               "append_cotangents_vjp", "trip_fits", "cot_or_zero", "trip_signature",
-              "same_signature"):
+              "same_signature", "last_cotangent", "drop_last_cotangent"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
                        diff=_DIFF.get(_name, ()), kind=_KIND.get(_name, "other"),
                        meta=_META.get(_name, ())),
              callables={"acc_at": (rt.acc_at_inplace,),
-                        "acc_step": (rt.acc_step_inplace,)}.get(_name, ()))
+                        "acc_step": (rt.acc_step_inplace,),
+                        "drop_last_cotangent": (rt.drop_last_owned,)}.get(_name, ()))
 
 
 def _seq(a):
@@ -111,6 +113,13 @@ def _print_no_flags(s):
     return f"not ({' or '.join(format_operand(f) for f in flags)})"
 
 
+def _print_drop_last(s):
+    g = s.args[0]
+    helper = "rt.drop_last_owned" if isinstance(g, Var) and g.name == s.target else \
+        "rt.drop_last_cotangent"
+    return f"{helper}({format_operand(g)})"
+
+
 def _print_append(s):
     lst, item = s.args[0], s.args[1]
     helper = "rt.append_owned" if isinstance(lst, Var) and lst.name == s.target else "rt.append"
@@ -127,6 +136,7 @@ PRINTERS = {
     "any_flag": lambda s: " or ".join(format_operand(f) for f in s.args[0]),
     "to_list": lambda s: f"list({format_operand(s.args[0])})",
     "append": _print_append,
+    "drop_last_cotangent": _print_drop_last,
 }
 
 register(Primitive("push", rt.push, "rt.push", ("tape", "value"), kind="tape"))

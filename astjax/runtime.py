@@ -228,6 +228,30 @@ def append_cotangents(g, lst):
     return (head if type(head) is list else list(head)), g[-1]
 
 
+def last_cotangent(g):
+    """The cotangent of the item ``append`` added: the last entry of the list's."""
+    return None if g is None else g[-1]
+
+
+def drop_last_cotangent(g):
+    """The cotangent of the list before ``append``: all entries but the last (new)."""
+    if g is None:
+        return None
+    head = g[:-1]                     # a list's slice is a new list already
+    return head if type(head) is list else list(head)
+
+
+def drop_last_owned(g):
+    """``g = drop_last_cotangent(g)``, the old list dead after the statement (printed
+    only then: ``core_prims.PRINTERS``): a list nothing else holds loses its last
+    entry in place -- a scan's backward sweep takes O(1) per step, not a copy of
+    every earlier step's cotangent -- one a tape or another name holds is copied."""
+    if type(g) is list and g and sys.getrefcount(g) <= _OWNED_REFERENCES:
+        g.pop()
+        return g
+    return drop_last_cotangent(g)
+
+
 def list_cotangent(g, x):
     """Cotangent of ``list(x)``: back to the type of ``x``."""
     if g is None:

@@ -87,6 +87,14 @@ def list_cotangent(ans, g, x, dg=None):
     return rt.list_cotangent(dg, x)
 
 
+def last_cotangent(ans, g, dg=None):
+    return rt.last_cotangent(dg)
+
+
+def drop_last_cotangent(ans, g, dg=None):
+    return rt.drop_last_cotangent(dg)
+
+
 def append_cotangents(ans, g, lst, dg=None):
     return rt.append_cotangents(dg, lst)
 

@@ -44,6 +44,7 @@ class FastTrip:
         self.loop = loop
         self.consts = consts
         self.facts: list = []
+        self.resets: list = []        # cotangents of the trip's temporaries, set None last
         self.position = {id(st): k for k, st in enumerate(loop.body)}
         self.writes: dict = {}
         for k, st in enumerate(loop.body):

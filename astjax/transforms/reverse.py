@@ -297,6 +297,12 @@ class ReverseAD:
             return []
         self.null.add(dx)
         self.nonnull.discard(dx)
+        if self.fast is not None and dx in self.trip_null:
+            # a fast trip's own temporary: nothing in the trip reads its cotangent
+            # again, so it is set None at the end of the trip, not between the
+            # statements of the elementwise chain it would split
+            self.fast.resets.append(dx)
+            return []
         return [Copy(dx, Const(None), loc=loc)]
 
     def guarded(self, d_y: str, body_fn, loc) -> list:
@@ -554,16 +560,20 @@ class ReverseAD:
             try:
                 fast = trip()
                 ctx = self.fast
+                fast += [Copy(d, Const(None), loc=loc) for d in dict.fromkeys(ctx.resets)]
             finally:
                 self.fast = None
             carried = ctx.carried_inputs() if ctx.facts else None
             if carried is not None:
                 # the fast forward trip pushes only the shape stand-ins this reads
+                # and only the trip's values this reads (pad widths the general
+                # rules read are left out)
                 reads = core.all_reads(fast)
+                trip_values = self.deferred_standins | set(late)
                 fast = [st for st in fast if not (
                     isinstance(st, Prim) and st.prim == "pop" and
-                    st.target in self.deferred_standins and st.target not in reads)]
-                ctx.standins = {w for w in self.deferred_standins if w in reads}
+                    st.target in trip_values and st.target not in reads)]
+                ctx.standins = {w for w in trip_values if w in reads}
                 ctx.carried = carried
                 flag = self._fast_flag(s)
                 s._fast = ctx
@@ -652,6 +662,9 @@ class ReverseAD:
             out: list = []
             g = d_y
             self_update = s.target in {op.name for _, op in wanted}
+            if self_update and s.prim == "append" and not any(
+                    op.name in self.flags for _, op in wanted):
+                return out + self.append_adjoint(s, wanted, d_y)
             if self_update:
                 # y = f(y, ...): take the cotangent out before accumulating into y
                 g = self.names.fresh(f"{d_y}_in")
@@ -711,6 +724,22 @@ class ReverseAD:
                 out.extend(self.reset(d_y, loc))
             return out
         return self.guarded(d_y, body, loc)
+
+    def append_adjoint(self, s: Prim, wanted, d_y: str) -> list:
+        """``x = append(x, item)``: the item's cotangent is the last entry of ``d_x``,
+        and ``d_x = drop_last(d_x)`` -- the same variable on both sides, so the
+        generated code shrinks a list nothing else holds in place (``rt.drop_last_owned``)
+        instead of copying every earlier step's cotangent at each step."""
+        loc = s.loc
+        out = []
+        item = [op for i, op in wanted if i == 1]
+        if item:
+            last = self.names.fresh(f"{d_y}_last")
+            out.append(Prim(last, "last_cotangent", [Var(d_y)], loc=loc))
+        out.append(Prim(d_y, "drop_last_cotangent", [Var(d_y)], loc=loc))
+        if item:
+            out.extend(self.accumulate(self.d(item[0].name), Var(last), loc, surely=False))
+        return out
 
     def inline_template(self, src, prim, s: Prim, g: str, positions, ans: str):
         """(statements, one operand or None per position) for the template's cotangents.
@@ -846,7 +875,7 @@ class ReverseAD:
         loc = loop.loc
         sig = self.names.fresh("trip_sig")
         fast_sig = loop._fast_sig
-        dropped = self.deferred_standins - fast.standins
+        dropped = (self.deferred_standins | set(self._late_values(loop))) - fast.standins
         quick = [copy_stmt(st) for st in body if not (
             isinstance(st, Prim) and (st.prim == "meta" and st.target in dropped or
                                       st.prim == "push" and isinstance(st.args[1], Var) and
