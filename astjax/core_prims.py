@@ -58,8 +58,9 @@ def _params(fn):
 
 # Runtime helpers that generated code calls.  Those differentiable in some argument
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
-_META = {"acc_at": ("x",), "cot_or_zero": ("x",), "acc_step": ("xs",), "instantiate": ("x",), "list_cotangent": ("x",),
-         "append_cotangents": ("lst",), "cot_at_vjp": ("g",), "append_cotangents_vjp": ("like",)}
+_META = {"acc_at": ("x",), "cot_or_zero": ("x",), "acc_step": ("xs",), "instantiate": ("x",),
+         "list_cotangent": ("x",), "append_cotangents": ("lst",), "cot_at_vjp": ("g",),
+         "append_cotangents_vjp": ("like",)}
 _DIFF = {"acc_at": ("d", "g"), "acc_step": ("d", "g"), "instantiate": ("g",),
          "cot_or_zero": ("g",),
          "check_scalar_output": ("value",),

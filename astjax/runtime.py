@@ -320,7 +320,8 @@ def _signature(v):
     """What decides the type, shape and dtype of whitelisted operations on ``v``."""
     t = type(v)
     if t is np.ndarray:
-        return (v.shape, v.dtype)
+        # (a boolean array may index: what it selects depends on its values)
+        return _NEVER if v.dtype.kind == "b" else (v.shape, v.dtype)
     if t is tuple or t is list:
         return (t, tuple([_signature(x) for x in v]))
     if t is int or t is bool:

@@ -248,6 +248,8 @@ def test_trip_signature():
     assert rt.trip_signature(2) != rt.trip_signature(3)
     assert rt.trip_signature(2.0) == rt.trip_signature(3.5)
     assert rt.trip_signature(object()) is None
+    # what a boolean mask selects depends on its values, not its shape
+    assert rt.trip_signature(np.array([True, False])) is None
     assert not rt.same_signature(None, None)
 
 
@@ -257,3 +259,33 @@ def test_cot_or_zero_is_negative_zero():
     assert z.dtype == np.float32 and np.all(np.signbit(z)) and not np.any(z)
     v = np.array([-0.0, 0.0, 1.0], np.float32)
     assert np.array_equal(np.signbit(rt.cot_or_zero(None, v) + v), np.signbit(v))
+
+
+def test_scanned_boolean_masks_select_different_shapes(monkeypatch):
+    masks = np.array([[True, True, True], [True, False, False], [True, True, True],
+                      [False, True, False]])
+    v = 1.0 + RNG.random(3)
+
+    def f(w, xs):
+        def step(c, m):
+            a = c[m] * w[m]                  # 3 entries on some trips, 1 on others
+            y = a * v                        # (1,) * (3,) broadcasts: no fast rule fits
+            c = np.tanh(c + y * 0.5)
+            return c, np.sum(y)
+        c, ys = lax.scan(step, np.ones(3), xs)
+        return np.sum(ys ** 2) + np.sum(c)
+    # the masks come from the scanned inputs: their values, which decide what the
+    # facts see, are not part of any signature, so no trip is fast
+    _check(f, (1.0 + RNG.random(3), masks), monkeypatch, fast=False)
+
+
+def test_carried_index_value_is_part_of_the_signature(monkeypatch):
+    def f(w, xs):
+        def step(carry, x):
+            c, k = carry
+            p = np.pad(c * w, ((1, 1),))
+            c = np.sin(p[1:-1] * x) + c[k] * 0.1
+            return (c, 2 - k), c
+        (c, _), ys = lax.scan(step, (np.ones(4), 0), xs)
+        return np.sum(ys ** 2)
+    _check(f, (RNG.random(4), RNG.standard_normal(5)), monkeypatch)

@@ -86,7 +86,8 @@ class FastTrip:
             deps = _shape_deps(body[k])
             if deps is None:
                 return None
-            for r in deps:
+            shape_deps, value_deps = deps
+            for r in shape_deps:
                 if r == self.loop.target:
                     return None
                 before = [j for j in self.writes.get(r, ()) if j < k]
@@ -94,7 +95,30 @@ class FastTrip:
                     todo.append(before[-1])   # the assignment this statement reads
                 elif r in self.writes:
                     carried.add(r)            # this trip reads the last trip's value
+            for r in value_deps:              # an index, pad widths: their values count
+                if not self._value_known(r, k, carried):
+                    return None
         return sorted(carried)
+
+    def _value_known(self, name, k, carried, depth=0) -> bool:
+        """The value ``body[k]`` reads from ``name`` is the same on every trip with one
+        signature: made before the loop, carried (an int's signature is its value), or
+        built from such values by tuples and copies."""
+        if name == self.loop.target or depth > 16:
+            return False
+        before = [j for j in self.writes.get(name, ()) if j < k]
+        if not before:
+            if name in self.writes:
+                carried.add(name)
+            return True
+        st = self.loop.body[before[-1]]
+        if not (isinstance(st, Copy) or isinstance(st, Prim) and (
+                st.prim == "make_tuple" or st.prim == "getitem" and isinstance(
+                    st.args[1], Index) and all(isinstance(i, Const)
+                                               for i in st.args[1].items))):
+            return False           # (``carry[1]``: an entry of a carried tuple)
+        return all(self._value_known(r, before[-1], carried, depth + 1)
+                   for r in core.reads(st))
 
     def add_fact(self, fact):
         if fact not in self.facts:
@@ -110,21 +134,25 @@ class FastTrip:
 
 
 def _shape_deps(st):
-    """The operands deciding the type, shape and dtype of what ``st`` makes, or None
-    when something else may (a value-dependent shape, a call)."""
+    """(operands whose type, shape and dtype decide those of what ``st`` makes,
+    operands whose values do: an index, pad widths), or None when something else
+    may (a call, a primitive not listed here)."""
     from astjax import primitives as P
     import numpy as np
     if isinstance(st, Copy):
-        return [st.value.name] if isinstance(st.value, Var) else []
+        return ([st.value.name] if isinstance(st.value, Var) else []), []
     if not isinstance(st, Prim) or st.target is None:
         return None
     if st.prim == "tree_index":               # one step of the scanned inputs
-        return core.atom_vars([st.args[0]])
+        return core.atom_vars([st.args[0]]), []
+    if st.prim in ("getitem", "pad"):         # the array, then index / widths / mode
+        return core.atom_vars(st.args[:1]), [r for r in core.reads(st)
+                                             if r not in core.atom_vars(st.args[:1])]
     entry = P.REGISTRY.get(st.prim)
-    if st.prim in ("getitem", "make_tuple", "pad") or (
+    if st.prim == "make_tuple" or (
             entry is not None and entry.kind == "elementwise" and not st.kwargs and
             isinstance(entry.impl, np.ufunc)):
-        return list(core.reads(st))
+        return list(core.reads(st)), []
     return None
 
 
