@@ -10,12 +10,21 @@ So reverse mode builds a second adjoint of the body (``ReverseAD.loop_adjoint``)
 same-shape rules: ``templates/vjp_fast.py`` for arithmetic, a ``getitem`` for the
 adjoint of a constant ``np.pad``, a ``pad`` (and an add) for the adjoint of a slice.
 Each rule records the fact it assumes, a comparison of the shapes and dtypes of
-values of the forward trip (``x`` and ``ans`` of ``ans = x * y``).  The forward trip
-checks them all at its end (``rt.trip_fits``) and pushes the answer; the backward
-trip pops it and runs the fast adjoint or the general one.  A cotangent always has its
-primal's shape and dtype (the general rules end with ``unbroadcast``, the fast ones
-keep the result's), so a fact about the primals is the fact the general rule would
-find about the cotangent, and both adjoints compute the same numbers.
+values of the forward trip (``x`` and ``ans`` of ``ans = x * y``).  A cotangent always
+has its primal's shape and dtype (the general rules end with ``unbroadcast``, the fast
+ones keep the result's), so a fact about the primals is the fact the general rule
+would find about the cotangent, and both adjoints compute the same numbers (to the
+bit: a cotangent that may be None starts as -0.0, ``rt.cot_or_zero``).
+
+When the facts are checked (``ReverseAD._fast_forward``): the values they name are
+made by statements whose shapes follow from their operands' (``_shape_deps``), from
+values made before the loop and from the loop's carried inputs.  A forward trip
+whose carried inputs have a new signature (``rt.trip_signature``) runs the body as
+it is, checks the facts on its values (``rt.trip_fits``) and pushes False; a trip
+with the signature of one that met them runs the body without the shape stand-ins
+and saved values only the general adjoint reads -- reading values of other shapes
+kept them out of the step's kernels -- and pushes True.  The backward trip pops the
+flag and takes the fast adjoint or the general one.
 """
 from __future__ import annotations
 
