@@ -41,9 +41,13 @@ _TEMPLATE_PRIMS = frozenset({"add", "subtract", "multiply", "divide"})
 
 
 def eligible(loop) -> bool:
-    """A ``for`` body of plain statements (no branch, inner loop or in-place update)."""
+    """A ``for`` body of plain statements (no branch, inner loop or in-place update),
+    calling no user-defined rule (a custom_vjp's backward may return a cotangent of
+    another dtype than its primal's, which the general rules' unbroadcast would cast)."""
+    from astjax.transforms.custom import CUSTOM_PRIMS
     return ENABLED and isinstance(loop, For) and not loop.exit_flags and all(
-        isinstance(st, (Prim, Copy, External, Comment)) for st in loop.body)
+        isinstance(st, (Prim, Copy, External, Comment)) and not (
+            isinstance(st, Prim) and st.prim in CUSTOM_PRIMS) for st in loop.body)
 
 
 class FastTrip:
