@@ -88,7 +88,8 @@ def list_cotangent(ans, g, x, dg=None):
 
 
 def last_cotangent(ans, g, dg=None):
-    return rt.last_cotangent(dg)
+    # an entry of a list's tangent may be None where the entry itself is not
+    return rt.instantiate(rt.last_cotangent(dg), ans)
 
 
 def drop_last_cotangent(ans, g, dg=None):
