@@ -101,3 +101,24 @@ def test_multivariate_normal_refuses_half_precision_as_jax(method):
     with pytest.raises(ArgumentError, match="float16"):
         jr.multivariate_normal(np.array([0, 1], np.uint32), mean.astype(np.float32),
                                cov.astype(np.float32), dtype=np.float16)
+
+
+@pytest.mark.parametrize("fn", ["gamma", "uniform", "truncated_normal"])
+def test_jit_and_vmap_give_jaxs_numbers(fn):
+    # the same draws through a transformation: jit of one key, vmap over several
+    import astjax
+    cases = [c for c in CASES if c["fn"] == fn][:3]
+    for case in cases:
+        kw = _kwargs(case)
+        same_kw = [c for c in CASES if c["fn"] == fn and c["kwargs"] == case["kwargs"]
+                   and all(np.array_equal(_kwargs(c)[n], v) for n, v in kw.items()
+                           if isinstance(v, np.ndarray))][:4]
+        keys = np.stack([DATA["keys"][c["key"]] for c in same_kw])
+        refs = np.stack([DATA[f"out:{c['id']}"] for c in same_kw])
+
+        draw = {"gamma": lambda k: jr.gamma(k, **kw),
+                "uniform": lambda k: jr.uniform(k, **kw),
+                "truncated_normal": lambda k: jr.truncated_normal(k, **kw)}[fn]
+        np.testing.assert_array_equal(astjax.jit(draw)(keys[0]), refs[0])
+        if len(same_kw) > 1:
+            np.testing.assert_array_equal(astjax.vmap(draw)(keys), refs)
