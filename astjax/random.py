@@ -13,9 +13,10 @@ identical too, and so is ``gamma``: XLA computes its ``1/3 * rsqrt(d)`` with the
 approximate rsqrt instruction and a Newton step, which ``xlamath.rsqrt`` runs as
 compiled C; without a C compiler (or off x86) it falls back to ``1 / sqrt(d)``, and a
 few percent of float32 samples then differ from JAX's by an ulp.  float16 is identical
-on every CPU: XLA computes half precision one operation at a time, each rounded (no
-fused multiply-add), its transcendental functions in float32, and its rsqrt rounded to
-float16 does not depend on the CPU's estimate.
+whatever the CPU's rsqrt estimate: XLA computes half precision one operation at a time,
+each rounded (no fused multiply-add; x86 without AVX-512 FP16, where it is widened to
+float32), its transcendental functions in float32, and its rsqrt rounded to float16
+is the correctly rounded one.
 
 Large draws (``bits``, ``split``, ``uniform``, ``normal``, ``exponential``) run as one
 compiled C kernel (``astjax/kernels/threefry.py``) with the same bits; ``USE_KERNEL =

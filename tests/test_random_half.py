@@ -1,5 +1,7 @@
 """astjax.random in float16 against jax.random's draws (tests/fixtures/half_xla.npz,
-written by tests/gen_half_fixtures.py with JAX 0.10 on CPU): identical, on every CPU.
+written by tests/gen_half_fixtures.py with JAX 0.10 on CPU): identical, on every x86
+CPU without AVX-512 FP16 (one with it computes half precision natively, where LLVM
+may fuse multiply-adds: not seen yet).
 
 XLA computes half precision one operation at a time, each widened to float32 and
 rounded back, with no fused multiply-add: uniform's ``u * (maxval - minval) + minval``
