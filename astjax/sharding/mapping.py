@@ -662,7 +662,7 @@ _VJP_SOURCE = """def {fname}_pair(args, g):
 
 
 def {fname}(args, g):
-    cts = grad({fname}_pair, argnums=0)(args, g)
+    cts = grad({fname}_pair, argnums=0, allow_int=True)(args, g)
     return cts
 """
 
