@@ -271,7 +271,11 @@ def _as_function(plan, params, call, user_fun=None):
                  "by in_specs)")
         return call(*args)
     functools.update_wrapper(sharded, plan.fun)
-    sharded.__dict__.pop("__wrapped__", None)
+    # update_wrapper copied plan.fun's attributes: for pmap and vmap(axis_name=) that
+    # is vmap(f)'s, whose _astjax_batched/_astjax_vmap would make jit and vmap run the
+    # plain batched code, with collectives over an enclosing mesh axis of that name
+    for attr in [a for a in vars(sharded) if a.startswith("_astjax") or a == "__wrapped__"]:
+        del sharded.__dict__[attr]
     made = {}
 
     def generated():
@@ -291,7 +295,7 @@ def _param_names(f, nargs=None):
     """The positional parameters of ``f`` (of the code it runs, for a transformed
     function), named as the generated wrapper will name them."""
     try:
-        from astjax.api import signature_of
+        from astjax.binding import signature_of
         names = list(signature_of(f).names)
         if names:
             return names
@@ -310,7 +314,7 @@ def _fixed_arity(f):
     """True when ``f`` takes a fixed number of positional arguments (no ``*args``)."""
     import inspect
     try:
-        from astjax.api import signature_of
+        from astjax.binding import signature_of
         sig = signature_of(f).signature
     except Exception:   # noqa: BLE001
         try:
