@@ -578,3 +578,22 @@ def test_tuple_axes_through_the_transformations(name):
     close(loop(X2), ref_loop(X2), tight=True)
     close(astjax.grad(lambda x: np.sum(loop(x) * w))(X2),
           fd_grad(lambda x: np.sum(ref_loop(x) * w), X2))
+
+
+def test_transformed_named_vmap_inside_a_mesh_axis_of_the_same_name():
+    # the innermost name wins (the batch); jit and vmap of a named vmap or a pmap run
+    # its shard_map rules, never the plain batched code with collectives over the mesh
+    def per_row(r):
+        return r - lax.pmean(r, "i") + lax.axis_index("i")
+
+    def shard(x):                                    # x: (1, 4) on each device
+        return astjax.jit(astjax.vmap(per_row, axis_name="i"))(x[0])[None]
+    x = RNG.standard_normal((N, 4))
+    out = astjax.shard_map(shard, mesh=mesh(), in_specs=P("i"), out_specs=P("i"))(x)
+    np.testing.assert_allclose(out, x - x.mean(axis=1, keepdims=True) + np.arange(4.0))
+    xs = RNG.standard_normal((3, 4))
+    ref = xs - xs.mean(axis=1, keepdims=True) + np.arange(4.0)
+    named = astjax.vmap(per_row, axis_name="i")
+    np.testing.assert_allclose(astjax.vmap(named)(xs), ref)
+    np.testing.assert_allclose(astjax.vmap(astjax.pmap(per_row, axis_name="i"))(xs), ref)
+    np.testing.assert_allclose(astjax.jit(astjax.pmap(per_row, axis_name="i"))(xs[0]), ref[0])
