@@ -28,6 +28,8 @@ from astjax.sharding import execute
 from astjax.sharding import nccl
 from astjax.sharding.errors import fail
 from astjax.sharding.mesh import Mesh, PartitionSpec, devices
+from astjax.sharding.execute import leaf_modes
+from astjax.sharding.execute import shared as _shared
 from astjax.sharding.specs import assemble, block_index, check_spec, leaf_specs, split
 from astjax.tree_util import tree_flatten, tree_unflatten
 
@@ -282,6 +284,11 @@ def _as_function(plan, params, call, user_fun=None):
         if "fn" not in made:
             made["fn"] = _generated_wrapper(plan, params, plan.name)
         return made["fn"]
+    try:                                # called as the user's function is
+        import inspect
+        sharded.__signature__ = inspect.signature(user_fun or plan.fun)
+    except (TypeError, ValueError):
+        pass
     sharded._astjax = plan.kind
     sharded._astjax_plan = plan         # astjax gen writes its per-shard code
     sharded._astjax_generated = generated
@@ -492,6 +499,7 @@ class Pmapped:
         plan.nargs = len(self.dyn_names)
         self.axis_name = axis_name
         self._plan = plan
+        plan.pmapped = self                 # astjax gen writes its per-device code
         plan.shapes_of = self._shapes_of
         self._bind(None, self._axes_for(len(self.dyn_names)))
 
@@ -571,42 +579,6 @@ class Pmapped:
 def shard_map_call(plan, args):
     """The primitive every shard_map'ed function is, for the transformations."""
     return run(plan, tuple(args))
-
-
-def _unnamed_size(spec, sizes):
-    named = set(spec.mesh_axes())
-    return int(np.prod([n for a, n in sizes.items() if a not in named], dtype=int))
-
-
-def _shared(x, spec, mesh):
-    """A replicated input's share: its copies (one per device holding it) add up to it."""
-    n = _unnamed_size(spec, mesh.shape)
-    return (x if nccl.is_cupy(x) else np.asarray(x)) / n if n > 1 else x
-
-
-def leaf_modes(modes, tree, default):
-    """One mode per leaf of ``tree`` (``modes``: a pytree prefix of strings).
-
-    copy: a replicated input goes whole to every device; share: each copy gets its
-    share (value / copies); one: of a replicated output's copies keep one (they are
-    equal); mean / sum: average / add the copies.  copy <-> sum and share <-> mean
-    (one ~ mean) are each other's transposes."""
-    out = []
-
-    def walk(m, t):
-        if isinstance(m, str) or m is None:
-            out.extend([m or default] * len(tree_flatten(t)[0]))
-        elif isinstance(m, (tuple, list)) and isinstance(t, (tuple, list)) and \
-                len(m) == len(t):
-            for a, b in zip(m, t):
-                walk(a, b)
-        elif isinstance(m, dict) and isinstance(t, dict):
-            for k in sorted(t, key=repr):
-                walk(m.get(k), t[k])
-        else:
-            out.extend([default] * len(tree_flatten(t)[0]))
-    walk(modes, tree)
-    return out
 
 
 _TRANSPOSED = {"copy": "sum", "share": "mean", "one": "share", "mean": "share",
@@ -756,6 +728,52 @@ def batch_plan(plan):
     new.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
     plan.__dict__["_batch"] = new
     return new
+
+
+_PMAP_SHARD_SOURCE = """def {fname}({params}):
+{squeeze}    out = fun({call})
+{expand}    return out
+"""
+
+
+def per_device_plan(plan):
+    """A pmap (or named vmap) plan whose per-device function is ``fun`` on the device's
+    example, written out: the mapped axis (of size 1 on a device) dropped from the
+    arguments and put back on the outputs, instead of ``vmap(fun)`` over it.  The
+    same numbers; generated source that ``astjax gen`` writes without vmap's layout,
+    and whose derivatives (``vjp_plan``...) are derived from it."""
+    found = plan.__dict__.get("_per_device")
+    if found is not None:
+        return found
+    import linecache
+    import re
+    from astjax.tree_util import tree_map
+    pm = plan.pmapped
+    if pm.static:
+        fail(f"{plan.kind}({plan.name}) has static_broadcasted_argnums: astjax gen does "
+             "not write it", "bind the static arguments with functools.partial first")
+    fun, axes, oax = pm._bound
+    names = [f"a{i}" for i in range(len(axes))]
+    squeeze = "".join(
+        f"    b{i} = tree_map(lambda v: np.squeeze(v, axis={ax}), a{i})\n"
+        if ax is not None else f"    b{i} = a{i}\n" for i, ax in enumerate(axes))
+    expand = (f"    out = tree_map(lambda v: np.expand_dims(v, {oax}), out)\n"
+              if oax is not None else "")
+    fname = re.sub(r"\W", "_", f"{plan.name}_per_device").strip("_")
+    src = _PMAP_SHARD_SOURCE.format(fname=fname, params=", ".join(names), squeeze=squeeze,
+                                    call=", ".join(f"b{i}" for i in range(len(axes))),
+                                    expand=expand)
+    filename = f"<astjax-{plan.kind}-device-{next(_COUNTER)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace = {"np": np, "tree_map": tree_map, "fun": fun}
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    found = ShardPlan(namespace[fname], plan.mesh, plan.in_specs, plan.out_specs,
+                      check_vma=plan.check_vma, kind=plan.kind, name=plan.name)
+    found.nargs = len(axes)
+    found.local_only = getattr(plan, "local_only", False)
+    found.pmapped = pm
+    plan.__dict__["_per_device"] = found
+    return found
 
 
 def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
