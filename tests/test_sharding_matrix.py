@@ -597,3 +597,24 @@ def test_transformed_named_vmap_inside_a_mesh_axis_of_the_same_name():
     np.testing.assert_allclose(astjax.vmap(named)(xs), ref)
     np.testing.assert_allclose(astjax.vmap(astjax.pmap(per_row, axis_name="i"))(xs), ref)
     np.testing.assert_allclose(astjax.jit(astjax.pmap(per_row, axis_name="i"))(xs[0]), ref[0])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_named_vmap_inside_a_shard_map(name):
+    """vmap(spmd, axis_name="i") inside a shard_map over another mesh axis: each
+    device's 4 examples are the 4 participants of the collectives."""
+    spmd = CASES[name][0]
+    xs = RNG.standard_normal((8, 2, 3))          # 2 devices x 4 examples of (2, 3)
+    ts = RNG.standard_normal(xs.shape)
+    w = RNG.standard_normal(xs.shape)
+    sm = astjax.shard_map(astjax.vmap(spmd, axis_name="i"),
+                          mesh=astjax.make_mesh((2,), ("j",)), in_specs=P("j"),
+                          out_specs=P("j"))
+
+    def ref(x):
+        return np.concatenate([F(name, x[4 * d:4 * d + 4].reshape(8, 3)).reshape(4, 2, 3)
+                               for d in range(2)])
+    close(sm(xs), ref(xs), tight=True)
+    close(astjax.grad(lambda x: np.sum(np.sin(sm(x)) * w))(xs),
+          fd_grad(lambda x: np.sum(np.sin(ref(x)) * w), xs))
+    close(astjax.jvp(sm, (xs,), (ts,))[1], fd_tangent(ref, xs, ts))

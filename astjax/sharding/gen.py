@@ -207,8 +207,8 @@ class _Node:
 
 
 def _is_plan(value):
-    from astjax.sharding.mapping import ShardPlan
-    return isinstance(value, ShardPlan)
+    from astjax.sharding import collectives as sh
+    return isinstance(value, sh.driver().ShardPlan)
 
 
 class _Deep:
@@ -240,15 +240,16 @@ def _root_layout(plan) -> dict:
 
 def node_layout(node) -> dict:
     """The layout literal of a node: its root's mesh, its own specs and modes."""
-    from astjax.sharding import mapping
+    from astjax.sharding import collectives as sh
+    mapping = sh.driver()           # (the driver, above this module: not imported)
     root = node.root.plan
     lay, sized_by = _root_layout(root)
     p = node.plan
     if node.depth:
         args = _Deep(root.nargs)
         lay = dict(lay, name=p.name, kind=p.kind,
-                   in_specs=spec_literal(mapping._plan_in_specs(p, args)),
-                   out_specs=spec_literal(mapping._plan_out_specs(p, args)),
+                   in_specs=spec_literal(mapping.plan_in_specs(p, args)),
+                   out_specs=spec_literal(mapping.plan_out_specs(p, args)),
                    check_vma=bool(p.check_vma))
     lay["in_modes"], lay["out_modes"] = p.in_modes, p.out_modes
     if sized_by is not None:
@@ -331,12 +332,10 @@ def _safe_rename(source, old, new):
 
 def _per_shard_code(node):
     """jit (NumPy backend) of the node's per-shard function, on placeholder arguments."""
-    import astjax
+    from astjax import transform_table
     from astjax.generation import generated
-    from astjax.sharding import mapping
-    fun = node.plan.fun
-    return generated(astjax.jit(fun, backend="numpy"),
-                     *([None] * (node.plan.nargs or len(mapping._param_names(fun)))))
+    jit = transform_table.get("jit").function
+    return generated(jit(node.plan.fun, backend="numpy"), *([None] * node.plan.nargs))
 
 
 def attach_plans(gen):
@@ -360,8 +359,8 @@ def attach_plans(gen):
                            "give it named parameters")
         node = roots.get(id(plan))
         if node is None:
-            from astjax.sharding import mapping
-            base = plan if plan.kind == "shard_map" else mapping.per_device_plan(plan)
+            from astjax.sharding import collectives as sh
+            base = plan if plan.kind == "shard_map" else sh.driver().per_device_plan(plan)
             node = roots[id(plan)] = _Node(base, None, 0)
             node.root = node
         for kind in reversed(chain):

@@ -160,6 +160,10 @@ def _plan_out_specs(plan, args):
     return plan.out_specs
 
 
+# a call's specs, for astjax gen's layouts (astjax/sharding/gen.py)
+plan_in_specs, plan_out_specs = _plan_in_specs, _plan_out_specs
+
+
 def _join(plan, mesh, out_specs, outs, groups, what):
     out_leaves, out_tdef = tree_flatten(outs[0])
     specs = leaf_specs(out_specs, outs[0], f"{what}: out_specs")
