@@ -618,3 +618,17 @@ def test_named_vmap_inside_a_shard_map(name):
     close(astjax.grad(lambda x: np.sum(np.sin(sm(x)) * w))(xs),
           fd_grad(lambda x: np.sum(np.sin(ref(x)) * w), xs))
     close(astjax.jvp(sm, (xs,), (ts,))[1], fd_tangent(ref, xs, ts))
+
+
+def test_transforming_a_pmap_with_static_arguments_is_refused_at_the_line():
+    from astjax.sharding.errors import ShardingError
+    pm = astjax.pmap(lambda v, k: lax.psum(v ** 2, "d") * k, axis_name="d",
+                     static_broadcasted_argnums=1)
+    v = np.arange(4.0)
+    np.testing.assert_allclose(pm(v, 3.0), np.full(4, 42.0))     # called directly: runs
+    for transform in (lambda: astjax.grad(lambda v: np.sum(pm(v, 3.0)))(v),
+                      lambda: astjax.jit(lambda v: pm(v, 3.0))(v),
+                      lambda: astjax.vmap(lambda v: pm(v, 3.0))(np.stack([v, v]))):
+        with pytest.raises(ShardingError, match="static_broadcasted_argnums") as e:
+            transform()
+        assert "test_sharding_matrix.py" in str(e.value) and "functools.partial" in str(e.value)

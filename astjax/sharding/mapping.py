@@ -449,6 +449,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     mapped = _as_function(p._plan, p.dyn_names, p.__call__, fun)
     if static:
         mapped._astjax_eval_shape = functools.partial(p.eval_shape, mapped)
+        mapped._astjax_generated = p.refuse_transformations
     return mapped
 
 
@@ -549,8 +550,16 @@ class Pmapped:
         statics = [args[i] for i in self.static]
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
         self._bind(statics, self._axes_for(len(dyn)))
-        wrapper = mapped._astjax_generated()
+        wrapper = _generated_wrapper(self._plan, self.dyn_names, self._plan.name)
         return eval_shape(wrapper, *dyn)
+
+    def refuse_transformations(self):
+        """A transformation reading a pmap with static_broadcasted_argnums: refused (its
+        one-call form has no place for the static values)."""
+        fail(f"pmap({self._plan.name}) has static_broadcasted_argnums: grad, jvp, vmap and "
+             "jit of code calling it are not supported",
+             "bind the static arguments first (functools.partial(f, k=...)) and pmap "
+             "that, or call the pmap'ed function outside the transformation")
 
     def _shapes_of(self, blocks):
         """eval_shape of one device's call: ``fun`` on one example (the block without
