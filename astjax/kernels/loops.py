@@ -47,6 +47,8 @@ from astjax.runtime_fusion import num_threads
 MIN_STEPS = 4
 # steps interpreted in Python looking for two alike before the rest runs as C
 MAX_WARMUP = 4
+# loops and steps the C drivers ran (what tests check was compiled)
+STATS = {"loops": 0, "steps": 0}
 
 
 # ---------------------------------------------------------------- the step program
@@ -140,8 +142,9 @@ def match(loop: core.For, kernel_refs: dict) -> Program | None:
                     (a[1].name == loop.target or a[1].name in reverse):
                 use(a[0])
                 ops.append(("xs", s.target, a[0].name, a[1].name, reverse.get(a[1].name)))
-            elif s.prim == "subtract" and len(a) == 2 and isinstance(a[0], Var) and \
-                    a[0].name not in written and a[1] == Var(loop.target):
+            elif s.prim == "subtract" and len(a) in (2, 3) and isinstance(a[0], Var) and \
+                    a[0].name not in written and a[1] == Var(loop.target) and \
+                    a[2:] in ([], [Const(None)]) and not s.kwargs:
                 use(a[0])
                 reverse[s.target] = a[0].name
                 ops.append(("reverse", s.target, a[0].name))
@@ -196,10 +199,11 @@ def resolve(prog) -> bool:
     operand, lists for tuples.  False when a value is not of a form the C driver
     takes (a tuple where an array must be, a kernel operand that changes per step
     without being a pointer...).  Carried values take the structure the body gives
-    them (iterated to a fixed point)."""
+    them (iterated to a fixed point); ``x[k]`` of an array is a view."""
     shapes = {n: "ptr" for n in prog.carried}
+    original = prog.ops
     for _ in range(6):
-        guessed = False              # a carry's structure taken as a leaf was indexed
+        ops = list(original)
         sym = {n: "inv" for n in prog.invariants}
         leaves = []
         for n in prog.carried:
@@ -210,7 +214,9 @@ def resolve(prog) -> bool:
         start = {n: sym[n] for n in prog.carried}
         counts = {"xs": 0, "view": 0}
         y_leaves, y_symbol, at = [], None, []
-        for op in prog.ops:
+        for k_op, op in enumerate(ops):
+            if op[0] == "item" and _is_ptr(sym.get(op[2])):
+                op = ops[k_op] = ("view", op[1], op[2], Index((Const(op[3]),)))
             kind, t = op[0], op[1]
             at.append(None)
             if kind == "kernel":
@@ -232,10 +238,6 @@ def resolve(prog) -> bool:
                 sym[t] = "index"
             elif kind == "item":
                 src = sym.get(op[2])
-                if _is_ptr(src) and src[0] == "carry":
-                    guessed = True       # (its structure comes from the body's end)
-                    sym[t] = ("carry", -1)
-                    continue
                 if not isinstance(src, list) or not 0 <= op[3] < len(src):
                     return False
                 sym[t] = src[op[3]]
@@ -253,7 +255,8 @@ def resolve(prog) -> bool:
                 y_symbol = sym[op[2].name]
                 y_leaves = _flatten(y_symbol)
         new_shapes = {n: _shape_of(sym[n]) for n in prog.carried}
-        if new_shapes == shapes and not guessed:
+        if new_shapes == shapes:
+            prog.ops = ops
             prog.symbols, prog.carry_leaves, prog.y_leaves = sym, leaves, y_leaves
             prog.at, prog.carry_start, prog.y_symbol = at, start, y_symbol
             prog.new_carry = [x for n in prog.carried for x in _flatten(sym[n])]
@@ -552,8 +555,9 @@ def _ptr(a) -> int:
     return a.__array_interface__["data"][0]
 
 
-def _pointers(values):
-    arr = np.array(values, dtype=np.uint64) if values else np.zeros(1, np.uint64)
+def _pointers(values, dtype=np.uint64):
+    """(array of ``values``, its address) for the driver's tables."""
+    arr = np.array(values, dtype=dtype) if values else np.zeros(1, dtype)
     return arr, _ptr(arr)
 
 
@@ -831,8 +835,9 @@ class LoopDriver:
         tables = {
             "inv": _pointers(inv),
             "xs": _pointers([_ptr(xs) + first * xs.strides[0] for xs, first, _ in xs_info]),
-            "xs_stride": _pointers([step * xs.strides[0] for xs, _, step in xs_info]),
-            "offset": _pointers(offsets),
+            "xs_stride": _pointers([step * xs.strides[0] for xs, _, step in xs_info],
+                                   np.int64),
+            "offset": _pointers(offsets, np.int64),
             "carry": _pointers([_ptr(c) for c in carries]),
             "pool": _pointers([_ptr(b) for b in pool]),
             "fn": _pointers(fns), "lead": _pointers(leads),
@@ -848,6 +853,8 @@ class LoopDriver:
                      ys_dir=-1 if self.reverse else 1)
         if self.func(i, stop, ctypes.byref(loop)):
             raise RuntimeError(f"astjax: the compiled loop {self.__name__} failed")
+        STATS["loops"] += 1
+        STATS["steps"] += stop - i
         # the carries after the last step, as arrays
         by_ptr = {_ptr(b): b for b in pool}
         by_ptr.update({_ptr(c): c for c in carries})
