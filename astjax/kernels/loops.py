@@ -500,14 +500,17 @@ def render_c(prog: Program, cname: str) -> str:
                 emit(f"        char *{c} = astjax_free(L->pool + {pool} * L->pool_size, "
                      f"L->pool_size, live, {ncarry});")
             operands = []
-            for x in at[0]:
+            for a, x in zip(op[3], at[0]):
                 if _is_ptr(x):
-                    operands.append(names[x])
+                    alias = f" /* {a.name} */" if names[x] != _cvar(a.name) else ""
+                    operands.append(names[x] + alias)
                 else:
-                    operands.append(f"L->inv[{inv}]")
+                    what = a.name if isinstance(a, Var) else repr(a.value)
+                    operands.append(f"L->inv[{inv}] /* {what} */")
                     inv += 1
             operands += [names[o] for o in outs]
-            emit(f"        {{   void *ptrs[{len(operands)}] = {{{', '.join(operands)}}};")
+            emit(f"        {{   void *ptrs[{len(operands)}] = {{")
+            emit("                " + ",\n                ".join(operands) + "};")
             if kc.indexed:
                 emit(f"            if (((astjax_indexed_fn)L->fn[{k}])(L->lead[{k}], "
                      f"L->nthreads[{k}], ptrs)) return 1; }}")
@@ -765,6 +768,7 @@ class LoopDriver:
             plan = kc.plans.get(key) if key is not None else None
             if plan is None or plan[7] is None or plan[5]:
                 return None          # ran with NumPy, or a full reduction (a scalar)
+            keep.append(plan)        # (its layout holds the P array the C call reads)
             conv = dict(plan[2])
             for j, (x, value) in enumerate(zip(at[0], args)):
                 ptr_operand = _is_ptr(x)
