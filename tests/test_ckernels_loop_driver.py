@@ -273,3 +273,13 @@ def test_the_wave_simulation_is_one_compiled_loop():
     got = astjax.jit(w.simulate, backend="c")(velocity, **problem)
     assert identical(got, want)
     assert loops.STATS["steps"] - before == 29
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_large_steps_run_on_threads_inside_the_driver(threads, monkeypatch):
+    """Steps large enough for OpenMP threads (``MIN_PARALLEL_WORK``): each compiled
+    call splits its rows among the threads, the values stay NumPy's."""
+    monkeypatch.setenv("ASTJAX_NUM_THREADS", threads)
+    u = _rng().standard_normal((260, 270)).astype(np.float32)
+    xs = _rng(1).standard_normal(7).astype(np.float32)
+    _check(M.stencil, u, xs)
