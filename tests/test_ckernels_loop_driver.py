@@ -106,6 +106,13 @@ def divides(u, xs):
     return lax.scan(step, u, xs)
 
 
+def no_xs(u, n):
+    def step(c, x):
+        n2 = c * 0.5 + 1.0 / (c * c + 1.0)
+        return n2, n2[0]
+    return lax.scan(step, u, None, length=n)
+
+
 def misfit(u, xs, target):
     ys, last = stencil(u, xs)
     return 0.5 * np.sum((ys - target) ** 2) + np.sum(last * last)
@@ -212,6 +219,12 @@ def test_a_carry_that_changes_dtype_after_the_first_step():
     _check(M.rows_in_rows_out, u, xs)
 
 
+@pytest.mark.parametrize("n", [0, 2, 9])
+def test_a_scan_without_xs(n):
+    u = _rng().standard_normal((4, 3)).astype(np.float32)
+    _check(M.no_xs, u, n, compiled=n >= loops.MIN_STEPS)
+
+
 def test_pytree_xs_stay_with_python():
     u = _rng().standard_normal(5)
     xs = (_rng(1).standard_normal((6, 5)), _rng(2).standard_normal((6, 5)))
@@ -246,6 +259,17 @@ def test_results_do_not_share_buffers_across_calls():
     assert identical(first, kept)
     assert not np.shares_memory(first[0], second[0])
     assert not np.shares_memory(first[1], second[1])
+
+
+def test_vmap_of_a_scan_under_jit():
+    u = _rng().standard_normal((3, 6, 5))
+    xs = _rng(1).standard_normal((3, 8))
+    f = astjax.vmap(M.stencil)
+    want = astjax.jit(f, backend="numpy")(u, xs)
+    got = astjax.jit(f, backend="c")(u, xs)
+    assert identical(got, want)
+    assert identical(got, tuple(np.stack(z) for z in zip(*[M.stencil(a, b) for a, b in
+                                                           zip(u, xs)])))
 
 
 def test_gradient_of_a_scan_under_jit():

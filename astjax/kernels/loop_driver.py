@@ -196,6 +196,9 @@ class LoopDriver:
             if op[0] != "xs":
                 continue
             xs = env[op[2]]
+            if xs is None:                 # ``scan(f, init, None, length=n)``
+                info.append((None, 0, 0))
+                continue
             if type(xs) is not _ndarray or xs.ndim == 0:
                 return None
             if op[4] is None:
@@ -322,9 +325,10 @@ class LoopDriver:
         carries = list(after)
         tables = {
             "inv": _pointers(inv),
-            "xs": _pointers([_ptr(xs) + first * xs.strides[0] for xs, first, _ in xs_info]),
-            "xs_stride": _pointers([step * xs.strides[0] for xs, _, step in xs_info],
-                                   np.int64),
+            "xs": _pointers([0 if xs is None else _ptr(xs) + first * xs.strides[0]
+                             for xs, first, _ in xs_info]),
+            "xs_stride": _pointers([0 if xs is None else step * xs.strides[0]
+                                    for xs, _, step in xs_info], np.int64),
             "offset": _pointers(offsets, np.int64),
             "carry": _pointers([_ptr(c) for c in carries]),
             "pool": _pointers([_ptr(b) for b in pool]),

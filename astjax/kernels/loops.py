@@ -28,11 +28,11 @@ remaining steps run in one call of a C function rendered from the body
 (``render_c``; ``kernels/loop_driver.py`` runs it): carries are pointers ping-ponged
 among preallocated result buffers (a kernel writes into a buffer no carry holds),
 ``xs`` is read by pointer, and each step's ``ys`` are copied straight into their row
-of the stacked output.  Whatever the driver cannot take (``xs`` or carries that are not plain arrays, a kernel that ran
-with NumPy, fewer than ``MIN_STEPS`` steps, NumPy error states that raise) leaves the
-loop to Python: up front by returning ``(False, None, None)``, later by interpreting
-the remaining steps.  Values are those of the loop: the C function makes the same
-kernel calls on the same operands.
+of the stacked output.  Whatever the driver cannot take (``xs`` or carries that are
+not plain arrays, a kernel that ran with NumPy, fewer than ``MIN_STEPS`` steps, NumPy
+error states that raise) leaves the loop to Python: up front by returning
+``(False, ...)``, later by interpreting the remaining steps.  Values are those of the
+loop: the C function makes the same kernel calls on the same operands.
 """
 from __future__ import annotations
 
