@@ -3,11 +3,13 @@
 It runs the same passes as the NumPy backend; its ``load`` swaps every
 ``run_fused(group, ...)`` call of the host code for a call of a ``KernelCall`` made
 from the group's kernel plan (``passes/fusion.py`` records it on the block function),
-and keeps the block function as that kernel's fallback.  The generated source shown by
+and keeps the block function as that kernel's fallback; a loop whose body is then only
+kernel calls becomes a call of a compiled loop driver (``kernels/loops.py``), the loop
+kept as its fallback.  The generated source shown by
 ``make_source(jit(f, backend="c"))(*args)`` is the host Python followed by each
-kernel's C text, rendered for the argument dtypes jit specialized on (the dtypes of
-values made between kernels are known only when the code runs: those kernels are
-shown for float64 operands).
+kernel's C text (and each loop driver's), rendered for the argument dtypes jit
+specialized on (the dtypes of values made between kernels are known only when the
+code runs: those kernels are shown for float64 operands).
 """
 from __future__ import annotations
 
