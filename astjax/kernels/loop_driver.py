@@ -316,12 +316,16 @@ class LoopDriver:
             func.restype = ctypes.c_int
             self.func = func
         # result buffers: one more per result than there are carries
+        # (one for a result no carry takes: its last value is dead when it is made)
         pool_size = len(prog.carry_leaves) + 1
+        carried = {x for x in prog.new_carry if x[0] == "out"}
         pool = []
-        for results in pools_of:
-            for shape, dt in results:
-                for _ in range(pool_size):
-                    pool.append(np.empty(shape, dt))
+        for k, results in enumerate(pools_of):
+            for r, (shape, dt) in enumerate(results):
+                if ("out", k, r) in carried:
+                    pool += [np.empty(shape, dt) for _ in range(pool_size)]
+                else:
+                    pool += [np.empty(shape, dt)] * pool_size
         carries = list(after)
         tables = {
             "inv": _pointers(inv),
@@ -348,7 +352,7 @@ class LoopDriver:
         STATS["loops"] += 1
         STATS["steps"] += stop - i
         # the carries after the last step, as arrays
-        by_ptr = {_ptr(b): b for b in pool}
+        by_ptr = {_ptr(b): b for b in pool}     # (duplicates: the same array)
         by_ptr.update({_ptr(c): c for c in carries})
         out_ptrs = tables["carry"][0]
         leaves = iter([by_ptr[int(p)] for p in out_ptrs[:len(carries)]])

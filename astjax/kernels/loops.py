@@ -221,7 +221,7 @@ def resolve(prog) -> bool:
                 operands = [None if isinstance(a, Const) else sym.get(a.name) for a in op[3]]
                 if not all(x is None or x == "inv" or _is_ptr(x) for x in operands):
                     return False
-                k = prog.kernel_ops.index(op)
+                k = _position(prog.kernel_ops, op)
                 n_out = len(op[2].kernel.outputs)
                 sym[t] = ("out", k, 0) if n_out == 1 else [("out", k, r) for r in range(n_out)]
                 at[-1] = (operands, _flatten(sym[t]))
@@ -263,6 +263,11 @@ def resolve(prog) -> bool:
             return all(x[0] in ("out", "carry") for x in prog.new_carry)
         shapes = new_shapes
     return False
+
+
+def _position(items, x):
+    """Index of the object ``x`` itself in ``items`` (not of an equal one)."""
+    return next(k for k, y in enumerate(items) if y is x)
 
 
 def _is_ptr(s):
@@ -489,7 +494,7 @@ def render_c(prog: Program, cname: str) -> str:
             else:
                 emit(f"        char *{c} = {names[at[1]]} + L->offset[{s[1]}];")
         elif kind == "kernel":
-            kc, k = op[2], prog.kernel_ops.index(op)
+            kc, k = op[2], _position(prog.kernel_ops, op)
             outs = at[1]
             emit(f"        /* {kc.kernel.name} */")
             for r, o in enumerate(outs):
