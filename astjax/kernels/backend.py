@@ -3,11 +3,13 @@
 It runs the same passes as the NumPy backend; its ``load`` swaps every
 ``run_fused(group, ...)`` call of the host code for a call of a ``KernelCall`` made
 from the group's kernel plan (``passes/fusion.py`` records it on the block function),
-and keeps the block function as that kernel's fallback.  The generated source shown by
+and keeps the block function as that kernel's fallback; a loop whose body is then only
+kernel calls becomes a call of a compiled loop driver (``kernels/loops.py``), the loop
+kept as its fallback.  The generated source shown by
 ``make_source(jit(f, backend="c"))(*args)`` is the host Python followed by each
-kernel's C text, rendered for the argument dtypes jit specialized on (the dtypes of
-values made between kernels are known only when the code runs: those kernels are
-shown for float64 operands).
+kernel's C text (and each loop driver's), rendered for the argument dtypes jit
+specialized on (the dtypes of values made between kernels are known only when the
+code runs: those kernels are shown for float64 operands).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 
 from astjax import core
 from astjax.core import External, Var
-from astjax.kernels import c as c_render, compile as cc, ir
+from astjax.kernels import c as c_render, compile as cc, ir, loops
 from astjax.kernels.runtime import KernelCall, _cname, c_text
 
 
@@ -76,7 +78,7 @@ def load(fn, doc, label):
         name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
         kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, cost)
         calls[helper.name] = KernelCall(kernel)
-    shown = []
+    shown, kernel_refs = [], {}
     for s, looped in _walk_loops(fn.body):
         if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
                 isinstance(s.args[0], Var) and s.args[0].name in calls and \
@@ -87,16 +89,19 @@ def load(fn, doc, label):
             cost = s.args[2].value if isinstance(s.args[2], core.Const) else 1
             kc.kernel.cost = int(cost) if isinstance(cost, int) else 1
             ref = fn.env.value_ref(kc, kc.kernel.name)
+            kernel_refs[ref] = kc
             s.func = Var(ref)
             s.args = list(s.args[3:])
             s.kwargs = {}
             shown.append(kc)
             if looped:       # a loop body: its results' buffers are reused (runtime.py)
                 kc.use_pool()
+    # loops whose body is only kernel calls: one C call runs their steps
+    drivers = loops.rewrite(fn, kernel_refs, fn.env.value_ref)
     gen = load_functions([(fn, doc)], fn.env, label, ["main"])
     for block_name, kc in calls.items():
         kc.block = gen.namespace[block_name]
-    texts = _display(fn, shown)
+    texts = _display(fn, shown) + [(d.__name__, d.text) for d in drivers]
     if texts:   # each kernel's C as a Python string: the shown source stays Python
         shown_c = [f'{name}_c = r"""\n{text.rstrip()}\n"""' for name, text in texts]
         gen = Generated(gen.source + KERNELS_HEADER + "\n\n\n".join(shown_c) + "\n",
