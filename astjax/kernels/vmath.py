@@ -24,9 +24,10 @@ float32 functions evaluate the float64 ones on the widened argument and round on
 their polynomials with fused multiply-adds where the CPU has them (``VM_FMAF``: the
 dependency chain, not the operation count, bounds these loops; tanh at 65,536
 float32 took 86 us, 71 with them; both within 1 ulp of the float64 value rounded, on
-every float32 in exp's range and in tanh's |x| in [2^-40, 12)).  sin, cos and tan reduce exactly for
-every argument (Payne-Hanek: the digits of 2/pi that matter at the argument's
-exponent, read from a table, every product exact, summed in triple-double).
+every float32 in exp's range and in tanh's |x| in [2^-40, 12)).  sin, cos and tan
+reduce exactly for every argument (Payne-Hanek: the digits of 2/pi that matter at
+the argument's exponent, read from a table, every product exact, summed in
+triple-double).
 
 ``needed(names)`` gives the C text of the named functions and what they call, in
 dependency order; ``C_NAMES`` maps a NumPy ufunc to its function name.
