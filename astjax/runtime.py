@@ -339,7 +339,6 @@ def acc_at(d, x, index, g):
     An array result is always a new array (a copy of ``d`` even when ``g`` is None):
     the backward sweep may add into it in place (``acc_at_inplace``).
     """
-    from astjax.runtime_array import getitem_vjp
     if g is None:
         return d.copy() if type(d) is np.ndarray else d
     kind = type(x)
@@ -350,6 +349,7 @@ def acc_at(d, x, index, g):
         items[index] = g if items[index] is None else acc(items[index], g)
         return tuple(items) if kind is tuple else items
     if d is None or not isinstance(d, np.ndarray) or not isinstance(x, np.ndarray):
+        from astjax.runtime_array import getitem_vjp   # (here: not on the tuple path)
         return acc(d, getitem_vjp(g, x, index))
     out = np.array(d, dtype=np.result_type(d, g))
     if _is_basic_index(index):

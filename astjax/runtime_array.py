@@ -1194,6 +1194,8 @@ def _letters(spec):
 
 def dot_grad_a(t, a, b):
     """Cotangent of ``a`` in ``np.dot(a, b)``: ``g @ b.T`` for matrices."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 == b.ndim:
+        return unbroadcast(np.matmul(t, b.T), a)      # (the matrices' branch below)
     na, nb = np.ndim(a), np.ndim(b)
     if na == 2 and nb == 2:
         # matmul, not dot: np.dot copies a transposed operand first (4 % on the MLP)
@@ -1213,6 +1215,8 @@ def dot_grad_a(t, a, b):
 
 def dot_grad_b(t, a, b):
     """Cotangent of ``b`` in ``np.dot(a, b)``: ``a.T @ g`` for matrices."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 == b.ndim:
+        return unbroadcast(np.matmul(a.T, t), b)      # (the matrices' branch below)
     na, nb = np.ndim(a), np.ndim(b)
     if na == 2 and nb == 2:
         out = np.matmul(a.T, t)      # (see dot_grad_a)
