@@ -109,8 +109,13 @@ def instantiate(g, x):
     return g
 
 
+_FLOAT_SCALARS = frozenset({np.float16, np.float32, np.float64, np.longdouble})
+
+
 def ones_like(x):
     """The seed cotangent for a scalar output: one, in the output's own dtype."""
+    if type(x) in _FLOAT_SCALARS:
+        return type(x)(1)            # (what the general path gives, without asarray)
     arr = np.asarray(x)
     if arr.dtype.kind in "fc":
         return np.ones_like(arr) if arr.ndim else arr.dtype.type(1)
@@ -495,6 +500,8 @@ class NonScalarOutputError(TypeError):
 
 def check_scalar_output(value, fname):
     """grad requires a real scalar output, like JAX."""
+    if type(value) in _FLOAT_SCALARS:
+        return value                 # a NumPy float scalar: shape (), a real dtype
     out = value
     shape = np.shape(out)
     if shape != ():

@@ -58,3 +58,16 @@ def test_instantiate_arrays_and_symbolic_zeros():
     assert out[0][1].dtype == b.dtype and not out[0][1].any()
     assert isinstance(out[1], tuple) and out[1][0].shape == (3,)
     assert rt.instantiate(a, a) is a
+
+
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64, np.longdouble])
+def test_scalar_loss_seed_and_check(dt):
+    loss = dt(2.5)
+    assert rt.check_scalar_output(loss, "f") is loss
+    one = rt.ones_like(loss)
+    general = np.asarray(loss).dtype.type(1)
+    assert type(one) is type(general) and one == general
+    with pytest.raises(Exception, match="scalar output"):
+        rt.check_scalar_output(np.ones(2, dt), "f")
+    with pytest.raises(Exception, match="floating-point"):
+        rt.check_scalar_output(np.int64(2), "f")
