@@ -146,18 +146,21 @@ def get_reverse(fun, kind, argnums, has_aux, args=()):
     return cached(fun, key, lambda: _build_reverse(fun, kind, argnums, has_aux, dict(static)))
 
 
-def grad(fun, argnums=0, has_aux=False):
-    """Gradient of a scalar-valued ``fun`` with respect to argument(s) ``argnums``."""
+def grad(fun, argnums=0, has_aux=False, allow_int=False):
+    """Gradient of a scalar-valued ``fun`` with respect to argument(s) ``argnums``
+    (``allow_int``: integer and boolean inputs too, whose gradient is zero)."""
     fun = plain_callable(fun)
     check_callable(fun, "grad")
     if has_varargs(fun):       # *args/**kwargs: one grad per call arity
-        return per_arity(fun, lambda fixed: grad(fixed, argnums, has_aux), "grad")
+        return per_arity(fun, lambda fixed: grad(fixed, argnums, has_aux, allow_int),
+                         "grad")
 
     def grad_fun(*args, **kwargs):
         _shard_guard("grad")
         values = bind_arguments(fun, args, kwargs, "grad")
         gen, single, nums = get_reverse(fun, "grad", argnums, has_aux, values)
-        _check_args(fun, values, nums)
+        if not allow_int:
+            _check_args(fun, values, nums)
         gen.refresh()
         return call_bound(gen.functions["main"], values)
 
@@ -167,19 +170,20 @@ def grad(fun, argnums=0, has_aux=False):
                      fun, a, k, "grad"))[0])
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
+def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
     """``(fun(*args), grad(fun)(*args))`` computed together."""
     fun = plain_callable(fun)
     check_callable(fun, "value_and_grad")
     if has_varargs(fun):       # *args/**kwargs: one value_and_grad per call arity
-        return per_arity(fun, lambda fixed: value_and_grad(fixed, argnums, has_aux),
-                         "value_and_grad")
+        return per_arity(fun, lambda fixed: value_and_grad(fixed, argnums, has_aux,
+                                                           allow_int), "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
         _shard_guard("value_and_grad")
         values = bind_arguments(fun, args, kwargs, "value_and_grad")
         gen, single, nums = get_reverse(fun, "value_and_grad", argnums, has_aux, values)
-        _check_args(fun, values, nums)
+        if not allow_int:
+            _check_args(fun, values, nums)
         gen.refresh()
         return call_bound(gen.functions["main"], values)
 

@@ -655,7 +655,9 @@ def cmd_gen(opts, argv) -> int:
     import astjax
     from astjax.standalone import standalone_module
     req = _request(opts)
-    if getattr(req.fun, "_astjax_plan", None) is not None:   # a shard_map'ed function
+    plan = getattr(req.fun, "_astjax_plan", None)
+    if plan is not None and plan.kind == "shard_map" and \
+            all(st.name == "jit" for st in req.steps):   # a shard_map'ed function, jitted
         from astjax.sharding.gen import write_sharded
         return write_sharded(sys.modules[__name__], opts, argv, req)
     other = [st.name for st in req.steps if st.name not in GEN_TRANSFORMS]
@@ -673,6 +675,12 @@ def cmd_gen(opts, argv) -> int:
         if st.name == "jit":
             st.kwargs["backend"] = "numpy"
     gen, applied = generate(req)
+    # shard_map / pmap calls in the code: their per-shard code and plans go with it
+    from astjax.sharding.gen import GenError, attach_plans
+    try:
+        gen, plan_lines, plan_needs = attach_plans(gen)
+    except GenError as err:
+        raise CliError(err.message, err.hint) from None
     for note in req.notes:
         print(note, file=sys.stderr)
     entry = _entry_for(req, applied, opts.name)
@@ -690,7 +698,8 @@ def cmd_gen(opts, argv) -> int:
              f"{req.fname} from {os.path.basename(req.path)}, as standalone Python.")
     text = standalone_module(gen, entry, title=title, command=command,
                              module_name=module_name, max_const_size=opts.max_const_size,
-                             version=getattr(astjax, "__version__", None))
+                             version=getattr(astjax, "__version__", None), late=plan_lines,
+                             requests=plan_needs)
     if kernels:
         from astjax.kernels.cuda_runtime import kernels_appendix
         text += kernels_appendix(kernels, out)
@@ -699,7 +708,8 @@ def cmd_gen(opts, argv) -> int:
     else:
         with open(out, "w", encoding="utf-8") as fh:
             fh.write(text)
-        print(f"wrote {out}: {entry.name}() ({text.count(chr(10))} lines, needs only NumPy)",
+        needs = "NumPy; mpi4py under mpiexec" if plan_lines else "only NumPy"
+        print(f"wrote {out}: {entry.name}() ({text.count(chr(10))} lines, needs {needs})",
               file=sys.stderr)
     return 0
 

@@ -12,7 +12,11 @@ Cholesky factor from SciPy's LAPACK, which jaxlib calls, when SciPy is installed
 identical too, and so is ``gamma``: XLA computes its ``1/3 * rsqrt(d)`` with the CPU's
 approximate rsqrt instruction and a Newton step, which ``xlamath.rsqrt`` runs as
 compiled C; without a C compiler (or off x86) it falls back to ``1 / sqrt(d)``, and a
-few percent of float32 samples then differ from JAX's by an ulp.
+few percent of float32 samples then differ from JAX's by an ulp.  float16 is identical
+whatever the CPU's rsqrt estimate: XLA computes half precision one operation at a time,
+each rounded (no fused multiply-add; x86 without AVX-512 FP16, where it is widened to
+float32), its transcendental functions in float32, and its rsqrt rounded to float16
+is the correctly rounded one.
 
 Large draws (``bits``, ``split``, ``uniform``, ``normal``, ``exponential``) run as one
 compiled C kernel (``astjax/kernels/threefry.py``) with the same bits; ``USE_KERNEL =
@@ -297,7 +301,13 @@ def _uniform_b(k, shape, dt, minval, maxval):
 
 
 def _fma(a, b, c):
-    """``a * b + c`` rounded once, as XLA's CPU code contracts it."""
+    """``a * b + c`` as XLA's CPU code computes it: contracted into one fused
+    multiply-add (rounded once) in float32 and float64; in half precision, which x86
+    without AVX-512 FP16 computes one operation at a time (each widened to float32 and
+    rounded back), a rounded product then a rounded sum."""
+    dt = np.result_type(a, b, c)
+    if dt.itemsize < 4:
+        return np.asarray(a, dt) * np.asarray(b, dt) + np.asarray(c, dt)
     return fma(a, b, c)
 
 
@@ -703,8 +713,8 @@ def _gamma_one_b(keys, alpha):
     with np.errstate(divide="ignore", over="ignore"):
         boost = np.where(boost_mask, one, power(samples, one / alpha_orig))
     out = d * V * boost
-    if dt == np.float32:     # XLA's CPU flushes float32 denormal results to zero
-        out = np.where(np.abs(out) < np.finfo(dt).tiny, zero * out, out)
+    if dt.itemsize >= 4:     # XLA's CPU flushes float32/float64 denormal results to zero
+        out = np.where(np.abs(out) < np.finfo(dt).tiny, zero * out, out)   # (not half's)
     return out.astype(dt, copy=False)
 
 
@@ -863,6 +873,10 @@ def _mvn_operands(mean, cov, shape, dtype, method):
     if dt.kind != "f":
         raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, "
                          f"got {dt}")
+    if dt.itemsize < 4:
+        raise ArgumentError(f"multivariate_normal: {dt} is not supported (JAX's CPU "
+                            f"factorizations have no half precision): sample in float32 "
+                            f"and cast the result")
     mean, cov = mean.astype(dt), cov.astype(dt)
     if mean.ndim < 1:
         raise ValueError(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == "

@@ -95,6 +95,8 @@ def instantiate(g, x):
     """Replace symbolic zeros (None) in cotangent ``g`` by concrete zeros shaped like ``x``."""
     if g is None:
         return zeros_like(x)
+    if type(x) is np.ndarray and type(g) is np.ndarray:
+        return g          # an array's cotangent, without the container checks below
     if isinstance(x, (list, tuple)):
         items = [instantiate(gi, xi) for gi, xi in zip(g, x)]
         return items if isinstance(x, list) else _rebuild_tuple(x, items)
@@ -116,8 +118,13 @@ def cot_or_zero(g, x):
     return np.full(np.shape(x), -0.0, dtype=getattr(x, "dtype", np.float64))
 
 
+_FLOAT_SCALARS = frozenset({np.float16, np.float32, np.float64, np.longdouble})
+
+
 def ones_like(x):
     """The seed cotangent for a scalar output: one, in the output's own dtype."""
+    if type(x) in _FLOAT_SCALARS:
+        return type(x)(1)            # (what the general path gives, without asarray)
     arr = np.asarray(x)
     if arr.dtype.kind in "fc":
         return np.ones_like(arr) if arr.ndim else arr.dtype.type(1)
@@ -423,7 +430,6 @@ def acc_at(d, x, index, g):
     An array result is always a new array (a copy of ``d`` even when ``g`` is None):
     the backward sweep may add into it in place (``acc_at_inplace``).
     """
-    from astjax.runtime_array import getitem_vjp
     if g is None:
         return d.copy() if type(d) is np.ndarray else d
     kind = type(x)
@@ -434,6 +440,7 @@ def acc_at(d, x, index, g):
         items[index] = g if items[index] is None else acc(items[index], g)
         return tuple(items) if kind is tuple else items
     if d is None or not isinstance(d, np.ndarray) or not isinstance(x, np.ndarray):
+        from astjax.runtime_array import getitem_vjp   # (here: not on the tuple path)
         return acc(d, getitem_vjp(g, x, index))
     out = np.array(d, dtype=np.result_type(d, g))
     if _is_basic_index(index):
@@ -579,6 +586,8 @@ class NonScalarOutputError(TypeError):
 
 def check_scalar_output(value, fname):
     """grad requires a real scalar output, like JAX."""
+    if type(value) in _FLOAT_SCALARS:
+        return value                 # a NumPy float scalar: shape (), a real dtype
     out = value
     shape = np.shape(out)
     if shape != ():

@@ -88,9 +88,11 @@ def unbroadcast(t, x):
     """
     if t is None or x is None:
         return None
-    if type(t) is np.ndarray and type(x) is np.ndarray and t.shape == x.shape and \
-            t.dtype == x.dtype:
-        return t      # the common case, without the general path's overhead
+    if type(t) is np.ndarray and type(x) is np.ndarray and t.dtype == x.dtype:
+        if t.shape == x.shape:
+            return t      # the common case, without the general path's overhead
+        if x.ndim and t.ndim == x.ndim + 1 and t.shape[1:] == x.shape:
+            return t.sum(axis=0)    # a bias's cotangent: what the general path sums
     if isinstance(x, (list, tuple)) and isinstance(t, (list, tuple)) and len(t) != len(x):
         # a list/tuple cotangent longer than its primal: ``seq * n`` repeated the items
         # (Python's repetition, not NumPy's product); summing would scale it by n
@@ -126,6 +128,8 @@ def unreduce(t, x, axis=None, keepdims=False):
     """Broadcast the cotangent of a reduction of ``x`` over ``axis`` back to ``x``'s shape."""
     if t is None:
         return None
+    if axis is None and not keepdims and type(x) is np.ndarray and np.ndim(t) == 0:
+        return broadcast_like(t, x)     # a full reduction's (a loss's): no reshape
     shape = np.shape(x)
     if not keepdims:
         t = np.reshape(t, tuple(1 if i in _axes(axis, len(shape)) else n
@@ -1192,6 +1196,8 @@ def _letters(spec):
 
 def dot_grad_a(t, a, b):
     """Cotangent of ``a`` in ``np.dot(a, b)``: ``g @ b.T`` for matrices."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 == b.ndim:
+        return unbroadcast(np.matmul(t, b.T), a)      # (the matrices' branch below)
     na, nb = np.ndim(a), np.ndim(b)
     if na == 2 and nb == 2:
         # matmul, not dot: np.dot copies a transposed operand first (4 % on the MLP)
@@ -1211,6 +1217,8 @@ def dot_grad_a(t, a, b):
 
 def dot_grad_b(t, a, b):
     """Cotangent of ``b`` in ``np.dot(a, b)``: ``a.T @ g`` for matrices."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 == b.ndim:
+        return unbroadcast(np.matmul(a.T, t), b)      # (the matrices' branch below)
     na, nb = np.ndim(a), np.ndim(b)
     if na == 2 and nb == 2:
         out = np.matmul(a.T, t)      # (see dot_grad_a)

@@ -928,8 +928,12 @@ def _vmap_wrapper(entry: Entry, main: str, fdef: ast.FunctionDef, out_batched: b
 def standalone_module(gen, entry: Entry, *, title: str, command: str | None = None,
                       module_name: str | None = None,
                       max_const_size: int = DEFAULT_MAX_CONST_SIZE,
-                      version: str | None = None) -> str:
-    """The text of a module that runs ``gen``'s code with NumPy alone (see module doc)."""
+                      version: str | None = None, late=(), requests=()) -> str:
+    """The text of a module that runs ``gen``'s code with NumPy alone (see module doc).
+
+    ``late``: lines run at the end (after the copied runtime), ``requests``: the
+    runtime helpers they call, as (module, name) (sharded modules' plans)."""
+    extra_late, extra_requests = list(late), set(requests)
     source = gen.source
     tree = ast.parse(source)
     defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
@@ -939,6 +943,7 @@ def standalone_module(gen, entry: Entry, *, title: str, command: str | None = No
     names, attrs = _free_names(tree)
     consts, late, imports, requests, closures = _constants(names, gen, max_const_size)
     requests |= {(CANONICAL[a], attr) for a, ats in attrs.items() for attr in ats}
+    requests |= extra_requests
     taken = (set(names) | set(defined)) - {main}
     own = _RESERVED | {"_tree_util", "_errors", "_batch_axes"}
     clash = sorted(set(names) & set(gen.namespace) & own)
@@ -1021,6 +1026,10 @@ def standalone_module(gen, entry: Entry, *, title: str, command: str | None = No
         out.append("# runtime helpers the generated code reads under names of their own\n"
                    + (inspect.getsource(_named) + "\n\n" if named else "")
                    + "\n".join(late))
+    if extra_late:
+        out.append("# the shard_map calls the code makes: per-shard code, layout and the plans\n"
+                   "# of their derivatives, run by the copied shard runner\n"
+                   + "\n".join(extra_late))
     text = "\n\n\n".join(out) + "\n"
     compile(text, module_name or "<standalone>", "exec")      # it must at least compile
     return text

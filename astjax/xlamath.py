@@ -5,9 +5,13 @@ computes those with its own polynomial approximations (float32) or with the C
 library plus a Cephes rational (float64), and it contracts ``a * b + c`` into one
 fused multiply-add.  NumPy's ``log``/``log1p`` round differently in the last bit for a
 fifth of the inputs, so ``astjax.random`` uses these instead: the same operations in
-the same order, every contracted ``a * b + c`` a correctly rounded fma.  Checked
-against XLA (jaxlib 0.10) over millions of inputs: identical for every float32 and
-float64 input except denormals, which XLA flushes to zero (and so does ``log32``).
+the same order, every contracted ``a * b + c`` a correctly rounded fma.  XLA's CPU
+code runs with denormals read as zero and denormal results flushed to zero (float32,
+float64), and so do these.  Half precision goes through float32 as XLA's does, rounded
+back (every half-precision input checked).  Checked against XLA (jaxlib 0.10) over
+millions of inputs: identical for every float32 and float64 input, but float32
+``log`` of a denormal, which XLA itself gives as ``-inf`` or ``-150 ln 2`` depending
+on where the element falls in its vector loop (``-inf`` here).
 """
 from __future__ import annotations
 
@@ -17,9 +21,23 @@ import math
 import numpy as np
 
 __all__ = ["fma", "log", "log1p", "erf_inv", "erf", "power", "rsqrt",
-           "rsqrt_exact_available", "cpu_vendor"]
+           "rsqrt_exact_available", "cpu_vendor", "cpu_has_avx512"]
 
 _F32, _F64 = np.float32, np.float64
+
+
+def _daz(x):
+    """A denormal operand read as a zero of its sign, as XLA's CPU code runs (the MXCSR's
+    denormals-are-zero bit; half precision is not affected: its denormals are float32
+    normals where XLA computes)."""
+    x = np.asarray(x)
+    tiny = np.finfo(x.dtype).tiny
+    return np.where(np.abs(x) < tiny, np.copysign(x.dtype.type(0), x), x)
+
+
+def _ftz(y):
+    """A denormal result flushed to a zero of its sign (the MXCSR's flush-to-zero bit)."""
+    return _daz(y)
 
 
 # ------------------------------------------------------------------ fused multiply-add
@@ -75,7 +93,8 @@ def _fma64(a, b, c):
         half = np.where(downward & (np.frexp(r)[0] == np.copysign(0.5, r)), half / 2, half)
         past_tie = (np.abs(r_err) == half) & (y_err != 0) & (np.sign(y_err) == np.sign(r_err))
         r = np.where(past_tie, np.nextafter(r, np.where(r_err > 0, np.inf, -np.inf)), r)
-        return np.where(np.isfinite(r), r, a * b + c)
+        # an exact zero takes its sign from IEEE's rules (the error-free sums lose it)
+        return np.where(np.isfinite(r) & (r != 0), r, a * b + c)
 
 
 def fma(a, b, c):
@@ -99,7 +118,7 @@ _MIN_NORMAL32 = np.finfo(_F32).tiny
 def _log32(x):
     """XLA's float32 log: Cephes' polynomial on the mantissa in [sqrt(1/2), sqrt(2)),
     ``e * ln 2`` added back in two parts, products fused into the sums."""
-    x = np.asarray(x, _F32)
+    x = _daz(np.asarray(x, _F32))
     one, zero = _F32(1), _F32(0)
     bits = np.maximum(x, _MIN_NORMAL32).view(np.int32)
     exponent = (bits >> 23) - 0x7F
@@ -133,8 +152,9 @@ _LIBM_LOG = np.frompyfunc(math.log, 1, 1)
 
 
 def _log64(x):
-    """XLA's float64 log is the C library's (``math.log`` calls the same one)."""
-    x = np.asarray(x, _F64)
+    """XLA's float64 log is the C library's (``math.log`` calls the same one), a
+    denormal read as zero."""
+    x = _daz(np.asarray(x, _F64))
     ok = (x > 0) & np.isfinite(x)
     out = np.asarray(_LIBM_LOG(np.where(ok, x, 1.0)), dtype=_F64)
     out = np.where(x == 0, -np.inf, out)
@@ -167,6 +187,7 @@ def log1p(x):
     if x.dtype not in (_F32, _F64):     # half precision: computed in float32, rounded back
         return log1p(x.astype(_F32)).astype(x.dtype)
     t = x.dtype.type
+    x = _daz(x)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         large = log(x + t(1))
         x2 = x * x
@@ -178,7 +199,7 @@ def log1p(x):
             den = fma(den, x, t(c))
         small = (x * x2) * (num / den)
         small = x + fma(t(-0.5), x2, small)
-    return np.where(np.abs(x) < t(0.41421356237309504880), small, large).astype(x.dtype)
+    return _ftz(np.where(np.abs(x) < t(0.41421356237309504880), small, large))
 
 
 # ------------------------------------------------------------------ erf_inv
@@ -219,22 +240,20 @@ _ERFINV64 = (
 )
 
 
-def _erf_inv32(x, fused=True):
-    """``fused=False``: the half-precision form, whose polynomial XLA does not fuse."""
-    x = np.asarray(x, _F32)
-    mad = _fma32 if fused else (lambda a, b, c: a * b + c)
+def _erf_inv32(x):
+    x = _daz(np.asarray(x, _F32))
     with np.errstate(divide="ignore", invalid="ignore"):
         w = -log1p(x * -x)
         small = w < _F32(5.0)
         t = np.where(small, w - _F32(2.5), np.sqrt(w) - _F32(3.0))
         p = np.where(small, _F32(_ERFINV32_SMALL[0]), _F32(_ERFINV32_LARGE[0]))
         for cs, cl in zip(_ERFINV32_SMALL[1:], _ERFINV32_LARGE[1:]):
-            p = mad(p, t, np.where(small, _F32(cs), _F32(cl)))
-        return np.where(np.abs(x) == _F32(1.0), x * _F32(np.inf), p * x)
+            p = _fma32(p, t, np.where(small, _F32(cs), _F32(cl)))
+        return _ftz(np.where(np.abs(x) == _F32(1.0), x * _F32(np.inf), p * x))
 
 
 def _erf_inv64(x):
-    x = np.asarray(x, _F64)
+    x = _daz(np.asarray(x, _F64))
     with np.errstate(divide="ignore", invalid="ignore"):
         w = -log1p(x * -x)
         out = np.zeros_like(w)
@@ -247,16 +266,16 @@ def _erf_inv64(x):
                 p = _fma64(p, t, c)
             out = np.where(here, p, out)
             done |= here
-        return np.where(np.abs(x) == 1.0, x * np.inf, out * x)
+        return _ftz(np.where(np.abs(x) == 1.0, x * np.inf, out * x))
 
 
 def erf_inv(x):
     """``erf_inv(x)`` as XLA computes it: float64 in float64, anything else in float32
-    (then cast back, as XLA upcasts half precision)."""
+    (then cast back, as XLA upcasts half precision: the same fused polynomial)."""
     x = np.asarray(x)
     if x.dtype == _F64:
         return _erf_inv64(x)
-    return _erf_inv32(x, fused=x.dtype == _F32).astype(x.dtype, copy=False)
+    return _erf_inv32(x).astype(x.dtype, copy=False)
 
 
 # ------------------------------------------------------------------ erf
@@ -271,7 +290,7 @@ _LIBM_ERF = np.frompyfunc(math.erf, 1, 1)
 def _erf32(x):
     """XLA's float32 erf: Eigen's odd/even rational in x^2 (fused), clamped to +-1
     beyond erfinv(1 - ulp/2)."""
-    x = np.asarray(x, _F32)
+    x = _daz(np.asarray(x, _F32))
     x2 = x * x
     p = _fma32(x2, _F32(_ERF32_NUM[0]), _F32(_ERF32_NUM[1]))
     for c in _ERF32_NUM[2:]:
@@ -290,7 +309,7 @@ def erf(x):
     float32 (half precision goes through float32)."""
     x = np.asarray(x)
     if x.dtype == _F64:
-        return np.asarray(_LIBM_ERF(x), dtype=_F64)
+        return _ftz(np.asarray(_LIBM_ERF(_daz(x)), dtype=_F64))
     return _erf32(x).astype(x.dtype, copy=False)
 
 
@@ -311,8 +330,16 @@ def _libm_pow32():
     return np.frompyfunc(lambda a, b: fn(a, b), 2, 1)
 
 
+def _pow64_scalar(a, b):
+    try:
+        return math.pow(a, b)
+    except (ValueError, OverflowError):     # (C's pow gives inf or nan here)
+        with np.errstate(all="ignore"):
+            return float(np.power(np.float64(a), np.float64(b)))
+
+
 _POW32 = _libm_pow32()
-_POW64 = np.frompyfunc(math.pow, 2, 1)
+_POW64 = np.frompyfunc(_pow64_scalar, 2, 1)
 
 
 def _flush32(x):
@@ -321,13 +348,15 @@ def _flush32(x):
 
 
 def power(x, y):
-    """``x ** y`` as XLA computes it: the C library's ``pow``/``powf`` (float32 results
-    below the normal range flushed to zero)."""
+    """``x ** y`` as XLA computes it: the C library's ``pow``/``powf``, denormal results
+    flushed to zero (float32, float64; half precision goes through ``powf``).  Not
+    reproduced: a denormal ``x`` (the C library, run by XLA with denormals read as
+    zero, normalizes it into a wrong value or zero; here the right value)."""
     x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
     dt = np.result_type(x, y)
     if dt == _F64:
         with np.errstate(all="ignore"):
-            return np.asarray(_POW64(x, y), dtype=_F64)
+            return _ftz(np.asarray(_POW64(x.astype(_F64), y.astype(_F64)), dtype=_F64))
     if _POW32 is None:
         return np.power(x, y)
     out = np.asarray(_POW32(x.astype(_F32), y.astype(_F32)), dtype=_F32)
@@ -360,9 +389,11 @@ fma, log, log1p, erf_inv, erf, power = (_on_host(_f) for _f in (
 # LLVM IR and assembly: an x86 approximate reciprocal square root refined by Newton
 # steps that LLVM contracts into fmas, ``y = fma(-y/2, fma(x*y, y, -1), y)``.
 # float32: ``vrsqrtss``/``vrsqrtps`` (12 bits; its table differs between Intel and
-# AMD) and one step; float64 (AVX-512 only): ``vrsqrt14pd`` (14 bits, specified
+# AMD) and one step; float64 with AVX-512: ``vrsqrt14pd`` (14 bits, specified
 # exactly) and two steps.  Zeros, infinities, negatives and denormals keep the raw
 # estimate.  Only the instruction gives its bits, so this is C compiled on this CPU.
+# float64 without AVX-512 (AVX2 machines, checked on an AMD EPYC): ``1 / sqrt(x)``,
+# correctly rounded, denormals read as zero.
 _STEP = """
         h = MUL(y, SET(-0.5)); e = FMA(MUL(v, y), y, SET(-1.0)); y = FMA(h, e, y);"""
 _RSQRT_C = {
@@ -392,8 +423,8 @@ void astjax_xla_rsqrt(const float *x, float *out, long n) {
     "float64": r"""
 #include <immintrin.h>
 #include <string.h>
-#if !defined(__AVX512F__) || !defined(__FMA__)
-#error "no AVX-512 rsqrt14 or no FMA: XLA computes 1/sqrt another way here"
+#if !defined(__SSE2__) || (defined(__AVX512F__) && !defined(__FMA__))
+#error "no SSE2, or AVX-512 without FMA: XLA's float64 rsqrt cannot be reproduced here"
 #endif
 #define MUL _mm_mul_sd
 #define FMA _mm_fmadd_sd
@@ -402,6 +433,7 @@ void astjax_xla_rsqrt(const double *x, double *out, long n) {
     unsigned int csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040);    /* XLA runs with denormals as zero, flushed to zero */
     for (long i = 0; i < n; i++) {
+#if defined(__AVX512F__)
         __m128d v = _mm_set_sd(x[i]), y0 = _mm_rsqrt14_sd(v, v), y = y0, h, e;"""
     + _STEP + _STEP + r"""
         unsigned long long b;
@@ -410,6 +442,11 @@ void astjax_xla_rsqrt(const double *x, double *out, long n) {
         int refine = (b >= 0x0010000000000000ull && b < 0x7ff0000000000000ull)
                      || (b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
         out[i] = _mm_cvtsd_f64(refine ? y : y0);
+#else
+        /* no AVX-512: XLA divides by the square root */
+        __m128d v = _mm_set_sd(x[i]);
+        out[i] = _mm_cvtsd_f64(_mm_div_sd(_mm_set_sd(1.0), _mm_sqrt_sd(v, v)));
+#endif
     }
     _mm_setcsr(csr);
 }
@@ -420,7 +457,7 @@ _rsqrt_fns: dict = {}        # dtype name -> ctypes function, or the reason ther
 
 def _rsqrt_kernel(dt):
     """The compiled estimate and refinement for ``dt``, or None (no compiler, not x86,
-    no FMA / AVX-512): the reason is kept in ``_rsqrt_fns``."""
+    no FMA): the reason is kept in ``_rsqrt_fns``."""
     name = np.dtype(dt).name
     if __name__ != "astjax.xlamath":     # a copy in an ``astjax gen`` module: NumPy only
         return None
@@ -440,17 +477,28 @@ def _rsqrt_kernel(dt):
     return None if isinstance(fn, str) else fn
 
 
-def cpu_vendor() -> str:
-    """The CPU's vendor (``/proc/cpuinfo``'s ``vendor_id``, '' if unknown): the
-    approximate rsqrt's bits are the vendor's, so recorded XLA results are too."""
+def _cpuinfo(field: str) -> str:
+    """A field of ``/proc/cpuinfo`` ('' if unknown)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("vendor_id"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor (``vendor_id``, '' if unknown): the approximate float32 rsqrt's
+    bits are the vendor's, so recorded XLA results are too."""
+    return _cpuinfo("vendor_id")
+
+
+def cpu_has_avx512() -> bool:
+    """Whether the CPU has AVX-512F: XLA's float64 rsqrt is ``vrsqrt14pd`` and Newton
+    steps there, a division elsewhere, so recorded results are the feature's."""
+    return "avx512f" in _cpuinfo("flags").split()
 
 
 def rsqrt_exact_available(dtype=np.float32):
@@ -459,21 +507,28 @@ def rsqrt_exact_available(dtype=np.float32):
 
 
 def rsqrt(x):
-    """``1 / sqrt(x)`` as XLA's CPU backend computes it (float32, float64): the
-    hardware estimate plus XLA's Newton steps, compiled here (bit for bit on the CPU
-    jax runs on).  Without a compiler, off x86, (float64) without AVX-512, or in the
-    NumPy-only copy an ``astjax gen`` module carries: the correctly rounded
-    ``1 / sqrt(x)``, which differs from XLA's by an ulp or two for a few percent
-    (float32) or a third (float64) of inputs."""
+    """``1 / sqrt(x)`` as XLA's CPU backend computes it: float32 and float64 as the
+    hardware estimate plus XLA's Newton steps (float64 without AVX-512: a division),
+    compiled here (bit for bit on the CPU jax runs on).  Without a compiler, off x86,
+    or in the NumPy-only copy an ``astjax gen`` module carries: the correctly rounded
+    ``1 / sqrt(x)`` (denormals read as zero), which differs from XLA's by an ulp or two
+    for a few percent (float32) or a third (float64, AVX-512) of inputs.
+
+    Half precision is exact everywhere without the kernel: XLA widens it to float32 and
+    rounds the float32 result (within 2 ulps of ``1 / sqrt``) back, and for every one
+    of the 2**16 half-precision inputs ``1 / sqrt(x)`` lies at least 3 float32 ulps
+    from a half-precision rounding boundary, so the correctly rounded value is XLA's
+    whatever the CPU's estimate."""
     x = np.asarray(x)
     if x.dtype.kind != "f":
         x = x.astype(_F64)
-    elif x.dtype not in (_F32, _F64):        # half precision: through float32, as XLA
-        return np.asarray(rsqrt(x.astype(_F32))).astype(x.dtype)
+    elif x.dtype not in (_F32, _F64):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(1.0 / np.sqrt(x.astype(_F64))).astype(x.dtype)
     fn = _rsqrt_kernel(x.dtype)
     if fn is None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(x.dtype.type(1) / np.sqrt(x))
+            return np.asarray(x.dtype.type(1) / np.sqrt(_daz(x)))
     src = np.require(x, requirements="C")     # (ascontiguousarray makes 0-d 1-d)
     out = np.empty(src.shape, src.dtype)
     fn(src.ctypes.data, out.ctypes.data, src.size)

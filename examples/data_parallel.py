@@ -1,6 +1,8 @@
 """The MLP of JAX's README trained data-parallel: each device takes a slice of the batch,
 computes its gradient, and the gradients are averaged with ``pmean`` -- with
-``shard_map`` and with ``pmap``.  The losses equal single-device training's.
+``shard_map`` and with ``pmap``.  The losses equal single-device training's.  With
+dropout (``train_dropout``), the gradient of the shard_map'ed loss is taken from
+outside, each device folding its index into the step's PRNG key.
 
     python examples/data_parallel.py              # local devices (threads)
     mpiexec -n 2 python examples/data_parallel.py # one MPI process per device
@@ -9,6 +11,7 @@ import numpy as np
 
 import astjax
 from astjax import lax
+from astjax import random as jr
 from astjax.sharding import P
 
 
@@ -64,6 +67,61 @@ def train(steps=5, sizes=(8, 16, 4), batch_size=32, lr=0.1, log=print):
     return history
 
 
+RATE = 0.8          # the probability of keeping a hidden unit
+
+
+def dropout_loss(params, key, batch):
+    """One slice's loss with dropout on the hidden layers (the slice's key)."""
+    inputs, targets = batch
+    for i, (W, b) in enumerate(params):
+        outputs = np.dot(inputs, W) + b
+        keep = jr.bernoulli(jr.fold_in(key, i), RATE, outputs.shape)
+        inputs = np.where(keep, np.tanh(outputs) / RATE, 0.0)
+    return np.mean((outputs - targets) ** 2)
+
+
+def device_loss(params, key, batch):
+    """Per device: its slice's dropout loss, with its own key, averaged over devices."""
+    key = jr.fold_in(key, lax.axis_index("batch"))
+    return lax.pmean(dropout_loss(params, key, batch), "batch")
+
+
+def train_dropout(steps=5, sizes=(8, 16, 4), batch_size=32, lr=0.1, log=print):
+    """grad of the shard_map'ed dropout loss (the key carries no derivative), against
+    the same keys on one device: device i's slice with fold_in(key, i)."""
+    rng = np.random.default_rng(1)
+    params = init(sizes, rng)
+    x = rng.standard_normal((batch_size, sizes[0]))
+    y = rng.standard_normal((batch_size, sizes[-1]))
+    n = astjax.device_count()
+    mesh = astjax.make_mesh((n,), ("batch",))
+    sharded_loss = astjax.shard_map(device_loss, mesh=mesh,
+                                    in_specs=(P(), P(), P("batch")), out_specs=P())
+
+    def single_step(params, key):
+        """One device: each slice's loss and gradient with its key, averaged."""
+        total, grads = 0.0, None
+        for i in range(n):
+            rows = slice(i * batch_size // n, (i + 1) * batch_size // n)
+            value, g = astjax.value_and_grad(dropout_loss)(params, jr.fold_in(key, i),
+                                                           (x[rows], y[rows]))
+            total += value / n
+            g = [(dW / n, db / n) for dW, db in g]
+            grads = g if grads is None else [(a + c, b + d) for (a, b), (c, d)
+                                             in zip(grads, g)]
+        return total, grads
+    single, sharded = params, params
+    history = []
+    for i in range(steps):
+        key = jr.fold_in(jr.PRNGKey(0), i)
+        l1, g1 = single_step(single, key)
+        l2, g2 = astjax.value_and_grad(sharded_loss)(sharded, key, (x, y))
+        single, sharded = sgd(single, g1, lr), sgd(sharded, g2, lr)
+        history.append((float(l1), float(l2)))
+        log(f"dropout step {i}: single {l1:.10f}  shard_map {float(l2):.10f}")
+    return history
+
+
 if __name__ == "__main__":
     from astjax.sharding import distributed, process_index
     distributed.initialize()
@@ -71,3 +129,4 @@ if __name__ == "__main__":
     say = (lambda *a: None) if quiet else print
     say(f"{astjax.device_count()} devices")
     train(log=say)
+    train_dropout(log=say)

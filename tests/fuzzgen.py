@@ -406,6 +406,17 @@ CONSTRUCTS = [
     ("for_zip", ["{v} = {a}[0] * 0.0", "for p, q in zip({a}, {b}):", "    {v} = {v} + p * q"]),
     ("nested_loops", ["{v} = {a} * 1.0", "for i in range(2):", "    for j in range(2):",
                       "        {v} = np.sin({v}) * 0.5 + {b} * j"]),
+    # an inner loop whose temporaries change shape per trip (the MLP's layers), read
+    # after it by an outer loop: the backward sweep must see the last trip's shapes
+    ("nested_layers", [
+        "{v} = {a} * 0.0",
+        "for i in range(2):",
+        "    {v}_h = {a} * (i + 1.0)",
+        "    for {v}_m in (np.ones(({a}.shape[-1], 2)) * 0.3, np.ones((2, {a}.shape[-1])) * 0.2):",
+        "        {v}_t = np.dot({v}_h, {v}_m) + {c}",
+        "        {v}_h = np.tanh({v}_t)",
+        "    {v} = {v} + np.sin({v}_t - {b})",
+    ]),
     ("iadd", ["{v} = {a} * 1.0", "{v} += {b}", "{v} *= {u}"]),
     ("methods", ["{v} = {a}.sum(axis=-1, keepdims=True) * {a}.mean() + {a}.T.T"]),
     ("builtin_max", ["{v} = {a} * max(np.sum({b}), 0.3) + min(np.mean({a}), -0.2)"]),

@@ -1,15 +1,21 @@
 """Record XLA's rsqrt and jax.random.gamma draws (float32, float64) on this CPU for
 tests/test_xlamath.py and tests/test_random.py (needs JAX; the tests do not).
 
-XLA computes rsqrt with the CPU's approximate instruction (its bits differ between
-vendors), so the file records the CPU's vendor and model: the tests ask for bit
-equality only on a CPU of the same vendor.
+XLA computes float32 rsqrt with the CPU's approximate instruction (its bits differ
+between vendors) and float64 rsqrt with AVX-512's ``vrsqrt14pd`` where the CPU has it
+(a division elsewhere), so the file records the CPU's vendor, model and whether it has
+AVX-512F: the tests ask for bit equality of float32 only on a CPU of the same vendor,
+of float64 only on one with the same AVX-512 answer.
 
-    python tests/gen_rsqrt_fixtures.py     # -> tests/fixtures/rsqrt_xla.npz
+    python tests/gen_rsqrt_fixtures.py [NAME]    # -> tests/fixtures/NAME.npz
+
+rsqrt_xla.npz: an AMD EPYC with AVX-512; rsqrt_xla_avx2.npz: an AMD EPYC without
+(AVX2 + FMA).
 """
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +57,8 @@ def rsqrt_inputs64():
 
 def main():
     out = {"vendor": np.array(cpu_field("vendor_id")),
-           "model": np.array(cpu_field("model name")), "jax": np.array(jax.__version__)}
+           "model": np.array(cpu_field("model name")), "jax": np.array(jax.__version__),
+           "avx512f": np.array("avx512f" in cpu_field("flags").split())}
     x = rsqrt_inputs()
     out["rsqrt:x"] = x
     out["rsqrt:y"] = np.asarray(jax.jit(jax.lax.rsqrt)(x))
@@ -74,7 +81,12 @@ def main():
     out["gamma:tiny:alpha"] = np.float32([0.01, 0.02, 0.03])
     out["gamma:tiny"] = np.asarray(jax.random.gamma(
         jax.random.PRNGKey(11), out["gamma:tiny:alpha"], (4000, 3), jnp.float32))
-    path = Path(__file__).parent / "fixtures" / "rsqrt_xla.npz"
+    # and float64's (alphas ~0.001: below 2.2e-308, flushed too)
+    out["gamma64:tiny:alpha"] = np.array([0.001, 0.002, 0.003])
+    out["gamma64:tiny"] = np.asarray(jax.random.gamma(
+        jax.random.PRNGKey(11), out["gamma64:tiny:alpha"], (2000, 3), jnp.float64))
+    name = sys.argv[1] if len(sys.argv) > 1 else "rsqrt_xla"
+    path = Path(__file__).parent / "fixtures" / f"{name}.npz"
     np.savez_compressed(path, **out)
     print(f"{len(out)} arrays -> {path}")
 

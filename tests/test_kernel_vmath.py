@@ -119,7 +119,11 @@ def test_every_vmath_function_is_tested_and_compiled():
     # the ones faster than NumPy's loops compile in every group; the others stay on
     # NumPy's loops (backend.py says why) and are tested here with NUMPY_FASTER emptied
     assert not {"exp", "log", "log1p"} & NUMPY_FASTER
-    assert set(vmath.C_NAMES) - {"exp", "log", "log1p"} <= NUMPY_FASTER
+    assert set(vmath.C_NAMES) - {"exp", "log", "log1p"} <= kbackend.NUMPY_FASTER_AVX512
+    # without NumPy's AVX-512 loops tanh (the MLP's layers) and others compile too
+    assert {"tanh", "expm1", "arctanh"}.isdisjoint(kbackend.NUMPY_FASTER_AVX2)
+    assert kbackend.NUMPY_FASTER_AVX2 < kbackend.NUMPY_FASTER_AVX512
+    assert NUMPY_FASTER in (kbackend.NUMPY_FASTER_AVX2, kbackend.NUMPY_FASTER_AVX512)
 
 
 @pytest.fixture(autouse=True)

@@ -7,12 +7,13 @@ function with several shapes and dtypes.  Integer, boolean and bit-built results
 be identical, and so must the samplers that go through XLA's transcendental functions
 (astjax.xlamath reproduces them): normal, exponential, truncated_normal and
 multivariate_normal (its Cholesky factor is SciPy's LAPACK, which jaxlib calls: exact
-where SciPy is installed).  gamma too where astjax.xlamath.rsqrt compiles on a CPU of
-the fixtures' vendor: XLA computes its ``1/3 / sqrt(d)`` with the CPU's approximate
-rsqrt instruction (vendor-specific bits); elsewhere it must agree to an ulp or two and
-be mostly identical.  tests/fixtures/rsqrt_f32.npz (tests/gen_rsqrt_fixtures.py) adds
-gamma draws for 12 more keys (float32 and float64), scalar and array alphas from 0.01
-to 1.6e5.
+where SciPy is installed).  gamma too where astjax.xlamath.rsqrt compiles on a CPU like
+the recording's: XLA computes its ``1/3 / sqrt(d)`` with the CPU's approximate rsqrt
+instruction (float32: the vendor's bits; float64: AVX-512's, or a division without
+it); elsewhere it must agree to an ulp or two and be mostly identical.
+tests/fixtures/rsqrt_xla*.npz (tests/gen_rsqrt_fixtures.py, an AMD EPYC with AVX-512
+and one without) add gamma draws for 12 more keys (float32 and float64), scalar and
+array alphas from 0.01 to 1.6e5.  Half precision: tests/test_random_half.py.
 """
 from __future__ import annotations
 
@@ -36,12 +37,28 @@ try:
     HAVE_SCIPY = True
 except ImportError:
     HAVE_SCIPY = False
-with np.load(FIXTURES / "rsqrt_xla.npz") as _data:
-    GAMMA32 = dict(_data)
-# gamma is bit for bit where XLA's rsqrt instruction is ours (the recording's vendor)
-EXACT_GAMMA, EXACT_GAMMA64 = (
-    xlamath.rsqrt_exact_available(dt) and xlamath.cpu_vendor() == str(GAMMA32["vendor"])
-    for dt in (np.float32, np.float64))
+
+
+def _load_npz(path):
+    with np.load(path) as data:
+        return dict(data)
+
+
+GAMMA = {p.stem: _load_npz(p) for p in sorted(FIXTURES.glob("rsqrt_xla*.npz"))}
+GAMMA32 = GAMMA["rsqrt_xla"]       # (the fixture test_same_numbers_as_jax's gating reads)
+
+
+def _exact_gamma(rec, dt):
+    """gamma is bit for bit where XLA's rsqrt is ours: the recording's vendor (float32),
+    its AVX-512 answer (float64; rsqrt_xla.npz predates the field: with AVX-512)."""
+    if not xlamath.rsqrt_exact_available(dt):
+        return False
+    if np.dtype(dt) == np.float32:
+        return xlamath.cpu_vendor() == str(rec["vendor"])
+    return xlamath.cpu_has_avx512() == bool(rec.get("avx512f", True))
+
+
+EXACT_GAMMA, EXACT_GAMMA64 = (_exact_gamma(GAMMA32, dt) for dt in (np.float32, np.float64))
 # samplers that cannot be bit-identical everywhere: (rtol float32, rtol float64), None
 # where they are here
 APPROXIMATE = {"gamma": (None if EXACT_GAMMA else 2e-6, None if EXACT_GAMMA64 else 1e-13)}
@@ -111,42 +128,63 @@ def test_same_numbers_as_jax(tag, fn):
         assert exact / total > 0.9, f"{fn}: only {exact}/{total} values identical to JAX"
 
 
-@pytest.mark.parametrize("i", range(12))
-def test_gamma_float32_same_numbers_as_jax(i):
-    k, alphas = GAMMA32["gamma:keys"][i], GAMMA32["gamma:alpha"]
-    draws = [(jr.gamma(k, alphas, (3, 128)), GAMMA32[f"gamma:{i}:vector"]),
-             (jr.gamma(k, alphas[i * 10], (257,)), GAMMA32[f"gamma:{i}:scalar"])]
+GAMMA_CASES = [(name, i) for name in GAMMA for i in range(12)]
+
+
+@pytest.mark.parametrize("fixture, i", GAMMA_CASES)
+def test_gamma_float32_same_numbers_as_jax(fixture, i):
+    rec = GAMMA[fixture]
+    k, alphas = rec["gamma:keys"][i], rec["gamma:alpha"]
+    draws = [(jr.gamma(k, alphas, (3, 128)), rec[f"gamma:{i}:vector"]),
+             (jr.gamma(k, alphas[i * 10], (257,)), rec[f"gamma:{i}:scalar"])]
     for out, ref in draws:
         assert out.dtype == np.float32 and out.shape == ref.shape
-        if EXACT_GAMMA:
+        if _exact_gamma(rec, np.float32):
             np.testing.assert_array_equal(out, ref)
         else:
             np.testing.assert_allclose(out, ref, rtol=2e-6, atol=1e-30)
             assert np.mean(out == ref) > 0.9
 
 
-@pytest.mark.parametrize("i", range(12))
-def test_gamma_float64_same_numbers_as_jax(i):
-    k, alphas = GAMMA32["gamma:keys"][i], GAMMA32["gamma:alpha"].astype(np.float64)
-    out, ref = jr.gamma(k, alphas, (2, 128), np.float64), GAMMA32[f"gamma64:{i}:vector"]
+@pytest.mark.parametrize("fixture, i", GAMMA_CASES)
+def test_gamma_float64_same_numbers_as_jax(fixture, i):
+    rec = GAMMA[fixture]
+    k, alphas = rec["gamma:keys"][i], rec["gamma:alpha"].astype(np.float64)
+    out, ref = jr.gamma(k, alphas, (2, 128), np.float64), rec[f"gamma64:{i}:vector"]
     assert out.dtype == np.float64 and out.shape == ref.shape
-    if EXACT_GAMMA64:
+    if _exact_gamma(rec, np.float64):
         np.testing.assert_array_equal(out, ref)
     else:
         np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-300)
         assert np.mean(out == ref) > 0.9
 
 
-def test_gamma_float32_flushes_denormals_as_xla():
+@pytest.mark.parametrize("fixture", sorted(GAMMA))
+def test_gamma_float32_flushes_denormals_as_xla(fixture):
     # alphas ~0.01 draw values below float32's normal range: XLA's CPU gives 0
-    a, ref = GAMMA32["gamma:tiny:alpha"], GAMMA32["gamma:tiny"]
+    rec = GAMMA[fixture]
+    a, ref = rec["gamma:tiny:alpha"], rec["gamma:tiny"]
     out = jr.gamma(np.array([0, 11], np.uint32), a, (4000, 3))
     assert not ((out > 0) & (out < np.finfo(np.float32).tiny)).any()
     assert (ref == 0).sum() > 1000
-    if EXACT_GAMMA:
+    if _exact_gamma(rec, np.float32):
         np.testing.assert_array_equal(out, ref)
     else:
         np.testing.assert_allclose(out, ref, rtol=2e-6, atol=np.finfo(np.float32).tiny)
+
+
+@pytest.mark.parametrize("fixture", [n for n in sorted(GAMMA) if "gamma64:tiny" in GAMMA[n]])
+def test_gamma_float64_flushes_denormals_as_xla(fixture):
+    # alphas ~0.001 draw values below float64's normal range: 0 as XLA's CPU gives them
+    rec = GAMMA[fixture]
+    a, ref = rec["gamma64:tiny:alpha"], rec["gamma64:tiny"]
+    out = jr.gamma(np.array([0, 11], np.uint32), a, (2000, 3), np.float64)
+    assert not ((out > 0) & (out < np.finfo(np.float64).tiny)).any()
+    assert (ref == 0).sum() > 1000
+    if _exact_gamma(rec, np.float64):
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_allclose(out, ref, rtol=1e-13, atol=np.finfo(np.float64).tiny)
 
 
 def test_gamma_rsqrt_fallback_is_an_ulp_away(monkeypatch):

@@ -28,6 +28,15 @@ def test_data_parallel_losses_equal_single_device(n, monkeypatch):
 
 
 @pytest.mark.parametrize("n", ["2", "4"])
+def test_data_parallel_with_dropout_keys_equals_single_device(n, monkeypatch):
+    monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", n)
+    history = load("data_parallel").train_dropout(steps=4, log=lambda *a: None)
+    for single, sharded in history:
+        np.testing.assert_allclose(sharded, single, rtol=1e-12)
+    assert len({single for single, _ in history}) == len(history)   # new keys each step
+
+
+@pytest.mark.parametrize("n", ["2", "4"])
 def test_wave_sharded_equals_single_device(n, monkeypatch):
     monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", n)
     single, split = load("wave_sharded").run(ny=32, nx=16, steps=30)

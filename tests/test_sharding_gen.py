@@ -131,10 +131,10 @@ def generated(tmp_path_factory):
     return tmp, refs
 
 
-def run_module(tmp, name, n=None):
+def run_module(tmp, name, n=None, entry=None):
     import pickle
     runner = tmp / f"run_{name}.py"
-    runner.write_text(RUNNER.format(module=f"gen_{name}", entry=f"jit_{name}"))
+    runner.write_text(RUNNER.format(module=f"gen_{name}", entry=entry or f"jit_{name}"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env["OMP_NUM_THREADS"] = "1"
     cmd = [sys.executable, str(runner), str(tmp), str(tmp / f"{name}.args"),
@@ -198,10 +198,217 @@ def test_gen_of_sharded_functions_refuses_what_it_cannot_write(tmp_path, monkeyp
     monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", "4")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "p2.py").write_text(PROGRAM + textwrap.dedent('''
-        pm = astjax.pmap(lambda v: lax.psum(v, "d"), axis_name="d")
+        pm_static = astjax.pmap(lambda v, k: lax.psum(v, "d") * k, axis_name="d",
+                                static_broadcasted_argnums=1)
+
+
+        def first(x, w):
+            return ring(x, w)[0]
     '''))
-    assert cli.main(["gen", "p2.py:step", "-t", "grad", "-o", "x.py"]) == 2
+    assert cli.main(["gen", "p2.py:first", "-t", "vmap(in_axes=(0, None))", "-o",
+                     "x.py"]) == 2
     err = capsys.readouterr().err
-    assert "per-shard code under jit, not grad" in err and "hint:" in err
-    assert cli.main(["gen", "p2.py:pm", "-t", "jit", "-o", "x.py"]) == 2
-    assert "this one is a pmap" in capsys.readouterr().err
+    assert "does not write vmap of a shard_map'ed function" in err and "hint:" in err
+    assert cli.main(["gen", "p2.py:pm_static", "-t", "jit", "-o", "x.py"]) == 2
+    assert "static_broadcasted_argnums" in capsys.readouterr().err
+
+
+# ------------------------------------------ derivatives of shard_map'ed functions, pmap
+
+DERIVED = textwrap.dedent('''
+    import numpy as np
+    import astjax
+    from astjax import lax
+    from astjax import random as jr
+    from astjax.sharding import P
+
+    mesh = astjax.make_mesh((2,), ("i",))
+    mesh2 = astjax.make_mesh((2, 2), ("x", "y"))
+
+
+    def local_loss(w, x):
+        return lax.psum(np.sum(np.tanh(x @ w) ** 2), "i")
+
+
+    sloss = astjax.shard_map(local_loss, mesh=mesh, in_specs=(P(), P("i")), out_specs=P())
+
+
+    def loss(w, x):
+        return sloss(w, x) * 0.5 + np.sum(w ** 2)
+
+
+    def hvp(w, x):                 # second order: the gradient of a gradient's product
+        return np.sum(astjax.grad(loss)(w, x) * np.cos(w))
+
+
+    def local_grad(w, x):          # a per-shard gradient, averaged over the devices
+        return lax.pmean(astjax.grad(lambda w: np.sum(np.tanh(x @ w) ** 2))(w), "i")
+
+
+    sgrad = astjax.shard_map(local_grad, mesh=mesh, in_specs=(P(), P("i")), out_specs=P(),
+                             check_vma=False)
+
+
+    def per_device(w, x):
+        return lax.psum(np.sum(np.tanh(x @ w)), "d") * x[0, 0]
+
+
+    pm = astjax.pmap(per_device, axis_name="d", in_axes=(None, 0))
+
+
+    def pm_loss(w, xs):
+        return np.sum(pm(w, xs) ** 2)
+
+
+    def noisy(w, key, x):          # dropout with a key folded per shard
+        k = jr.fold_in(key, lax.axis_index("i"))
+        keep = jr.bernoulli(k, 0.75, x.shape)
+        return lax.psum(np.sum(np.where(keep, np.tanh(x * w) / 0.75, 0.0) ** 2), "i")
+
+
+    snoisy = astjax.shard_map(noisy, mesh=mesh, in_specs=(P(), P(), P("i")), out_specs=P())
+
+
+    def exchange(x, w):
+        n = lax.psum(1, "i")
+        right = [(k, (k + 1) % n) for k in range(n)]
+        y = lax.ppermute(x, "i", right) + lax.all_gather(x, "i", tiled=True)[:x.shape[0]]
+        z = lax.all_to_all(y, "i", 0, 0, tiled=True) * (1.0 + lax.axis_index("i"))
+        s = lax.psum_scatter(np.concatenate([z, z]), "i", tiled=True)
+        return lax.psum(np.sum(np.tanh(s * w)), "i") + lax.pmax(np.max(x), "i"), s
+
+
+    ring = astjax.shard_map(exchange, mesh=mesh, in_specs=(P("i"), P()),
+                            out_specs=(P(), P("i")))
+
+
+    def ring_loss(x, w):
+        total, s = ring(x, w)
+        return total + np.sum(s ** 2)
+
+
+    def grid(b):
+        s = lax.psum(b, "y") * lax.pmin(b, ("y", "x"))
+        return lax.all_gather(s, ("y", "x"), axis=1), lax.psum_scatter(b, "x", tiled=True)
+
+
+    grid_map = astjax.shard_map(grid, mesh=mesh2, in_specs=P("x", "y"),
+                                out_specs=(P("x", "y"), P("x", "y")))
+
+
+    def grid_loss(b):
+        g, s = grid_map(b)
+        return np.sum(np.sin(g)) + np.sum(s ** 3)
+
+
+    def centred(w, x):             # a named vmap inside the shard: rows are devices
+        rows = astjax.vmap(lambda r: r - lax.pmean(r, "b"), axis_name="b")(x)
+        return lax.psum(np.sum(np.tanh(rows * w) ** 2), "i")
+
+
+    scentred = astjax.shard_map(centred, mesh=mesh, in_specs=(P(), P("i")), out_specs=P())
+''')
+
+# (name, target, --transform, entry point, MPI processes or None)
+DERIVED_CASES = [
+    ("sloss_grad", "sloss", "grad", "grad_sloss", 2),
+    ("sloss_vg", "sloss", "value_and_grad", "value_and_grad_sloss", None),
+    ("loss_jit_vg", "loss", "jit(value_and_grad)", "jit_value_and_grad_loss", 2),
+    ("hvp_grad", "hvp", "grad", "grad_hvp", 2),
+    ("sgrad_jit", "sgrad", "jit", "jit_sgrad", 2),
+    ("pm_jit", "pm", "jit", "jit_pm", 2),
+    ("pm_loss_grad", "pm_loss", "grad", "grad_pm_loss", 2),
+    ("pm_vg", "pm_loss", "value_and_grad", "value_and_grad_pm_loss", None),
+    ("snoisy_grad", "snoisy", "grad", "grad_snoisy", 2),
+    ("ring_loss_grad", "ring_loss", "grad(argnums=(0, 1))", "grad_ring_loss", 2),
+    ("grid_loss_grad", "grid_loss", "grad", "grad_grid_loss", 4),
+    ("scentred_grad", "scentred", "grad", "grad_scentred", 2),
+]
+
+
+def derived_args(target):
+    rng = np.random.default_rng(3)
+    w, x = rng.standard_normal((3, 2)), rng.standard_normal((8, 3))
+    if target in ("sloss", "loss", "hvp", "sgrad"):
+        return w, x
+    if target in ("pm", "pm_loss"):
+        return w, rng.standard_normal((2, 4, 3))
+    if target == "snoisy":
+        from astjax import random as jr
+        return rng.standard_normal(3), jr.PRNGKey(5), x
+    if target == "ring_loss":
+        return x, rng.standard_normal(3)
+    if target == "grid_loss":
+        return (rng.standard_normal((8, 6)),)
+    return rng.standard_normal(3), rng.standard_normal((4, 3))
+
+
+@pytest.fixture(scope="module")
+def derived(tmp_path_factory):
+    """Modules of derivatives of shard_map'ed and pmap'ed functions, and astjax's
+    results of the same transformations in process."""
+    import importlib
+    import pickle
+    import astjax
+    tmp = tmp_path_factory.mktemp("shard_gen_derived")
+    (tmp / "dprog.py").write_text(DERIVED)
+    old_env = os.environ.get("ASTJAX_NUM_CPU_DEVICES")
+    old_cwd = os.getcwd()
+    os.environ["ASTJAX_NUM_CPU_DEVICES"] = "4"
+    os.chdir(tmp)
+    try:
+        for name, target, transform, _, _ in DERIVED_CASES:
+            rc = cli.main(["gen", f"dprog.py:{target}", "-t", transform,
+                           "-o", f"gen_{name}.py"])
+            assert rc == 0, name
+        prog = importlib.import_module(cli._loaded[str(tmp / "dprog.py")])
+        refs = {}
+        for name, target, transform, _, _ in DERIVED_CASES:
+            steps = cli.parse_transform(transform, target)
+            fun = getattr(prog, target)
+            for st in reversed(steps):
+                fun = getattr(astjax, st.name)(fun, **st.kwargs)
+            args = derived_args(target)
+            refs[name] = fun(*args)
+            with open(tmp / f"{name}.args", "wb") as fh:
+                pickle.dump(args, fh)
+    finally:
+        os.chdir(old_cwd)
+        if old_env is None:
+            os.environ.pop("ASTJAX_NUM_CPU_DEVICES", None)
+        else:
+            os.environ["ASTJAX_NUM_CPU_DEVICES"] = old_env
+    return tmp, refs
+
+
+@pytest.mark.parametrize("case", DERIVED_CASES, ids=[c[0] for c in DERIVED_CASES])
+def test_derivatives_and_pmap_modules_run_on_threads(derived, case):
+    name, _, _, entry, _ = case
+    tmp, refs = derived
+    text = (tmp / f"gen_{name}.py").read_text()
+    assert not re.search(r"^\s*(import astjax|from astjax)", text, re.M)
+    if name == "sgrad_jit":      # a shard_map'ed function under jit: its own entry point
+        assert "shx.run_layout(" in text
+    else:
+        assert "shx.Plan(" in text and "sh.register_driver(shx.LayoutDriver)" in text
+    (out,) = run_module(tmp, name, entry=entry)
+    assert_same(out, refs[name])
+
+
+@pytest.mark.parametrize("case", [c for c in DERIVED_CASES if c[4]],
+                         ids=[c[0] for c in DERIVED_CASES if c[4]])
+def test_derivatives_and_pmap_modules_run_under_mpiexec(derived, case):
+    pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py")
+    name, _, _, entry, n = case
+    tmp, refs = derived
+    for out in run_module(tmp, name, n, entry=entry):
+        assert_same(out, refs[name])
+
+
+def test_derivative_module_holds_the_plans_it_calls(derived):
+    tmp, _ = derived
+    text = (tmp / "gen_hvp_grad.py").read_text()
+    # the gradient of a gradient: the pullback's own pullback, and its tangent map
+    assert "'kind': 'shard_map_vjp_vjp'" in text or "'kind': 'shard_map_vjp_jvp'" in text
+    text = (tmp / "gen_pm_loss_grad.py").read_text()
+    assert "'sized_by': (1, (None, 0))" in text      # pmap's mesh: the mapped axis's size

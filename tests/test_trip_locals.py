@@ -160,3 +160,38 @@ def test_wave_backward_sweep_is_a_few_blocks():
                    for line in fast)
     assert not any(line.startswith("d_") and "rt.acc(d_pressure_future_sub" in line
                    for line in backward)
+
+
+# ------------------------------- inner-loop temporaries read after the inner loop
+
+_COMPOSITIONS = {
+    "grad": lambda f: astjax.grad(f),
+    "jit(grad)": lambda f: astjax.jit(astjax.grad(f)),
+    "jit(grad) numpy": lambda f: astjax.jit(astjax.grad(f), backend="numpy"),
+    "grad(jit)": lambda f: astjax.grad(astjax.jit(f)),
+    "value_and_grad": lambda f: (lambda x: astjax.value_and_grad(f)(x)[1]),
+    "vjp": lambda f: (lambda x: astjax.vjp(f, x)[1](1.0)[0]),
+    "jacrev": lambda f: astjax.jacrev(f),
+}
+
+
+@pytest.mark.parametrize("how", list(_COMPOSITIONS))
+@pytest.mark.parametrize("f", T.NESTED_SHAPES, ids=lambda f: f.__name__)
+def test_inner_loop_temporaries_in_every_reverse_route(f, how):
+    x = _arg(np.random.default_rng(6))
+    g = _COMPOSITIONS[how](f)(x.copy())
+    assert_tree_close(g, numerical_grad(f, (x.copy(),)), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("f", T.NESTED_SHAPES, ids=lambda f: f.__name__)
+def test_inner_loop_temporaries_batched_and_second_order(f):
+    rng = np.random.default_rng(7)
+    xs = np.stack([_arg(rng) for _ in range(3)])
+    per_example = astjax.vmap(astjax.grad(f))(xs)
+    assert_tree_close(per_example, np.stack([numerical_grad(f, (x,)) for x in xs]),
+                      rtol=1e-5, atol=1e-7)
+    x, v = xs[0], xs[1]
+    _, hv = astjax.jvp(astjax.grad(f), (x,), (v,))
+    grad = astjax.grad(f)
+    h = 1e-5
+    assert_tree_close(hv, (grad(x + h * v) - grad(x - h * v)) / (2 * h), rtol=1e-4, atol=1e-6)

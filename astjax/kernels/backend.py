@@ -3,11 +3,13 @@
 It runs the same passes as the NumPy backend; its ``load`` swaps every
 ``run_fused(group, ...)`` call of the host code for a call of a ``KernelCall`` made
 from the group's kernel plan (``passes/fusion.py`` records it on the block function),
-and keeps the block function as that kernel's fallback.  The generated source shown by
+and keeps the block function as that kernel's fallback; a loop whose body is then only
+kernel calls becomes a call of a compiled loop driver (``kernels/loops.py``), the loop
+kept as its fallback.  The generated source shown by
 ``make_source(jit(f, backend="c"))(*args)`` is the host Python followed by each
-kernel's C text, rendered for the argument dtypes jit specialized on (the dtypes of
-values made between kernels are known only when the code runs: those kernels are
-shown for float64 operands).
+kernel's C text (and each loop driver's), rendered for the argument dtypes jit
+specialized on (the dtypes of values made between kernels are known only when the
+code runs: those kernels are shown for float64 operands).
 """
 from __future__ import annotations
 
@@ -15,14 +17,17 @@ import numpy as np
 
 from astjax import core
 from astjax.core import External, Var
-from astjax.kernels import c as c_render, compile as cc, ir
+from astjax.kernels import c as c_render, compile as cc, ir, loops
 from astjax.kernels.runtime import KernelCall, _cname, c_text
 
 
-# Functions whose kernel is slower than NumPy's SIMD loop (measured on the development
-# machine, AVX-512, one thread): a group calling one stays with NumPy's blocked run
-# (``run_fused``), which is faster than any fusion saves.  exp, log and log1p left it
-# when their vectorized versions landed (``kernels/vmath.py``, float32 computed in
+# Functions whose kernel is slower than NumPy's SIMD loop (measured one thread, 65,536
+# elements, both dtypes, ``bench/vmath.py``): a group calling one stays with NumPy's
+# blocked run (``run_fused``), which is faster than any fusion saves.  Which ones
+# depends on the loops NumPy dispatches to here.
+#
+# With NumPy's AVX-512 loops (the development machine): exp, log and log1p left the
+# set when their vectorized versions landed (``kernels/vmath.py``, float32 computed in
 # float32): a group ``f(|x * b| + 0.5) * 2`` runs as a kernel in 35 us against
 # NumPy's 45 (exp), 35 against 39 (log), 34 against 41 (log1p) at 128x512 float32,
 # 242 against 407 (exp) at 1000x1000.  The others have vectorized versions too (within
@@ -30,10 +35,35 @@ from astjax.kernels.runtime import KernelCall, _cname, c_text
 # MLP's sizes: tanh 40 against 34 us (it wins at 1000x1000, 268 against 304), expm1
 # level, and those computing float32 through float64 (sin/cos/tan with an exact
 # Payne-Hanek reduction) 3-10x NumPy's float32 loops.
-NUMPY_FASTER = frozenset({
+NUMPY_FASTER_AVX512 = frozenset({
     "tanh", "expm1", "exp2", "log2", "log10", "sin", "cos", "tan", "arcsin",
     "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "arctan2",
     "cbrt", "logaddexp", "logaddexp2"})
+# Without them (AVX2 only: an AMD EPYC, NumPy 2.4): NumPy's tanh, expm1, log10 and the
+# inverse trigonometric and hyperbolic functions are 1.5-7x slower than the kernels in
+# both dtypes, in two runs (float32 tanh 1.6-1.7x: the MLP's layers, 268 against 170
+# us); sin, cos, tan, exp2, log2, sinh, cosh and arccosh lose in at least one dtype
+# (sin/cos float32: NumPy's AVX2 loops are 3-6x faster).
+NUMPY_FASTER_AVX2 = NUMPY_FASTER_AVX512 - {
+    "tanh", "expm1", "log10", "arcsin", "arccos", "arctan", "arcsinh", "arctanh"}
+
+
+def _numpy_has_avx512() -> bool:
+    """Does NumPy run AVX-512 loops on this machine?  (Unknown -> assume it does: the
+    set measured against them keeps more functions with NumPy.)"""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as have
+    except ImportError:
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as have
+        except ImportError:
+            return True
+    if not have.get("AVX2"):
+        return True          # not x86-64 (NEON, VSX...): not measured, keep the old set
+    return bool(have.get("AVX512_SKX") or have.get("X86_V4"))
+
+
+NUMPY_FASTER = NUMPY_FASTER_AVX512 if _numpy_has_avx512() else NUMPY_FASTER_AVX2
 
 
 def numpy_faster(members) -> bool:
@@ -76,7 +106,8 @@ def load(fn, doc, label):
         name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
         kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, cost)
         calls[helper.name] = KernelCall(kernel)
-    shown = []
+    shown, kernel_refs = [], {}
+    blas = calls_blas(fn.body)
     for s, looped in _walk_loops(fn.body):
         if isinstance(s, External) and s.func == Var(run_ref) and s.args and \
                 isinstance(s.args[0], Var) and s.args[0].name in calls and \
@@ -86,22 +117,48 @@ def load(fn, doc, label):
             kc = calls[s.args[0].name]
             cost = s.args[2].value if isinstance(s.args[2], core.Const) else 1
             kc.kernel.cost = int(cost) if isinstance(cost, int) else 1
+            if blas:
+                kc.kernel.cost /= BLAS_THREADS_FACTOR
             ref = fn.env.value_ref(kc, kc.kernel.name)
+            kernel_refs[ref] = kc
             s.func = Var(ref)
             s.args = list(s.args[3:])
             s.kwargs = {}
             shown.append(kc)
             if looped:       # a loop body: its results' buffers are reused (runtime.py)
                 kc.use_pool()
+    # loops whose body is only kernel calls: one C call runs their steps
+    drivers = loops.rewrite(fn, kernel_refs, fn.env.value_ref)
     gen = load_functions([(fn, doc)], fn.env, label, ["main"])
     for block_name, kc in calls.items():
         kc.block = gen.namespace[block_name]
-    texts = _display(fn, shown)
+    texts = _display(fn, shown) + [(d.__name__, d.text) for d in drivers]
     if texts:   # each kernel's C as a Python string: the shown source stays Python
         shown_c = [f'{name}_c = r"""\n{text.rstrip()}\n"""' for name, text in texts]
         gen = Generated(gen.source + KERNELS_HEADER + "\n\n\n".join(shown_c) + "\n",
                         gen.functions, gen.namespace, gen.env, gen.core)
     return gen
+
+
+# Matrix products and factorizations: NumPy runs them with BLAS's threads.
+BLAS = frozenset({
+    "dot", "dot_grad_a", "dot_grad_b", "matmul", "tensordot", "einsum", "einsum_multi",
+    "inner", "vdot", "vecdot", "multi_dot", "rb_dot", "rb_matmul", "saved_dot",
+    "saved_matmul", "solve", "inv", "pinv", "cholesky", "qr", "svd", "svdvals", "eig",
+    "eigh", "eigvals", "eigvalsh", "det", "slogdet"})
+# In code that calls BLAS a kernel takes threads only for 64x the work it otherwise
+# needs (``kernels/runtime.py: MIN_PARALLEL_WORK``): BLAS's threads keep spinning on
+# the cores between its calls, and a kernel's second thread then waits for a core
+# (the MLP's jit(grad), 784-512-512-10 batch 128 float32, against hand-written
+# backprop in the same run, load ~5: 1.136x with two-thread tanh kernels, 1.003x with
+# one; the previous session, quiet: C kernels 3.36 ms, NumPy backend 3.28).  A
+# 1000x1000 tanh still runs on every core.
+BLAS_THREADS_FACTOR = 64
+
+
+def calls_blas(stmts) -> bool:
+    """Does the code call a matrix product or factorization?"""
+    return any(isinstance(s, core.Prim) and s.prim in BLAS for s in core.walk(stmts))
 
 
 def _walk_loops(stmts, looped=False):

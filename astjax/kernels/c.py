@@ -29,6 +29,8 @@ structure around them.  The compiler is run without ``-ffast-math`` and with
 """
 from __future__ import annotations
 
+import re
+
 
 from astjax.kernels.cexpr import (FUNCTIONS, UFUNCS, cast, comment as _comment,  # noqa: F401
                                   ctype, helpers_text, literal as _literal, op_expr,
@@ -193,6 +195,21 @@ def _neg(a) -> str:
     return _mul("-1", a)
 
 
+# a padded value of an edge body: ``keep ? x : pad`` as bit operations, so that gcc
+# neither branches around the computation of ``x`` nor refuses to vectorize the row
+_SELECTS = {"float": "astjax_select_f", "double": "astjax_select_d"}
+_SELECT_TEXT = {T: f"""\
+static inline {T} {name}(int keep, {T} x, {T} pad) {{
+    union {{ {T} v; {U} u; }} a, b;
+    a.v = x;
+    b.v = pad;
+    const {U} m = ({U})0 - ({U})(keep != 0);
+    a.u = (a.u & m) | (b.u & ~m);
+    return a.v;
+}}
+""" for T, name, U in (("float", "astjax_select_f", "uint32_t"),
+                      ("double", "astjax_select_d", "uint64_t"))}
+
 # narrows a loop's interior [lo, hi) to the indices i with s * i + o >= 0
 _NARROW = """\
 static inline void astjax_narrow(int64_t s, int64_t o, int64_t *lo, int64_t *hi) {
@@ -230,6 +247,10 @@ class _Emitter:
         # scale, offset) of each index name, and ``constraints`` the (axis, s, o) with
         # ``s * i_axis + o >= 0`` that each dropped guard or clamp assumed
         self.interior = interior
+        # an edge body (``only_axis``): only the guards and clamps of that axis are
+        # assumed away; the others stay (constant along a row of the boundary)
+        self.only_axis = None
+        self.selects: set = set()      # C types whose select helper the body calls
         self.forms: dict = {}
         self.constraints: list = []
         # scratch rows (``_scratch_plan``): value -> its buffer number; the interior
@@ -290,7 +311,7 @@ class _Emitter:
         got = self.memo.get(key)
         if got is not None:
             return got
-        if self.interior and not v.startswith("in"):
+        if self.interior and self.only_axis is None and not v.startswith("in"):
             self.reads.setdefault(v, set()).add(idx)
         if v in self.scratch:
             k = self.scratch[v]
@@ -359,7 +380,8 @@ class _Emitter:
             return self.value(op.source, tuple(src))
         elif isinstance(op, ir.TPad) and self.interior:
             # no guard, no clamp: assumed (``constraints``) for the whole interior
-            src = []
+            # (an edge body keeps those of the other axes: ``guards``)
+            src, guards = [], []
             for a, (lo, hi) in enumerate(op.widths):
                 i = idx[a]
                 if not lo and not hi:
@@ -367,13 +389,34 @@ class _Emitter:
                     continue
                 d = self.p(f"dim_{op.source}_{a}")
                 ax, s, o = self.form(i)
+                if self.only_axis is not None and ax != self.only_axis:
+                    j = self.index("j", f"{i} - {lo}" if lo else i)
+                    clamp = j
+                    if lo:
+                        guards.append(f"{j} >= 0")
+                    if hi:
+                        guards.append(f"{j} < {d}")
+                        clamp = f"({j} >= {d} ? {d} - 1 : {j})"
+                    if lo:
+                        clamp = f"({j} < 0 ? 0 : {clamp})"
+                    src.append(self.index("c", clamp))
+                    continue
                 o = _add(o, str(-lo))
                 if lo:
                     self.assume(ax, s, o)                                # j >= 0
                 if hi:
                     self.assume(ax, _neg(s), _add(d, _add("-1", _neg(o))))   # j < d
                 src.append(self.index("j", f"{i} - {lo}" if lo else i, (ax, s, o)))
-            return self.value(op.source, tuple(src))
+            inner = self.value(op.source, tuple(src))
+            if op.mode == "edge" or not guards:
+                return inner
+            T = ctype(op.dtype)
+            pad = _literal(op.value, op.dtype)
+            if T in _SELECTS:        # (a branch here would keep the row scalar)
+                self.selects.add(T)
+                expr = f"{_SELECTS[T]}({' && '.join(guards)}, {inner}, {pad})"
+            else:
+                expr = f"({' && '.join(guards)}) ? {inner} : {pad}"
         elif isinstance(op, ir.TPad):
             src, guards = [], []
             for a, (lo, hi) in enumerate(op.widths):
@@ -527,8 +570,20 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
                 inside.lines = again.lines
             interior = list(inside.lines)
             interior += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
+            edge, selects = None, ()
+            if rank >= 2:
+                # boundary rows: their interior columns keep only the other axes'
+                # guards, so they too run vectorized along the last axis
+                e = _Emitter(typed, baked, interior=True)
+                e.only_axis = rank - 1
+                e_results = [e.value(v, idx) for v, _ in typed.outputs]
+                if all(c in inside.constraints for c in e.constraints):
+                    em.helpers |= e.helpers
+                    selects = e.selects
+                    edge = list(e.lines) + [f"q{j}[{f}] = {r};"
+                                            for j, r in enumerate(e_results)]
             code = _split_loops(rank, dims, inside.constraints, body, interior, par, simd,
-                                scratch)
+                                scratch, edge)
         else:
             outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 \
                 else par
@@ -566,6 +621,7 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
     pre = [prelude(), helpers_text(em.helpers)]
     if inside is not None and inside.constraints:
         pre.append(_NARROW)
+        pre += [_SELECT_TEXT[T] for T in sorted(selects)]
         if "malloc(" in "\n".join(code):
             pre.insert(0, "#include <stdlib.h>\n")
     what = "reduction" if red is not None else "loop fusion"
@@ -678,12 +734,16 @@ def _scratch_code(typed, baked, plan, em, helpers):
     return {"alloc": alloc, "fill": fill, "rows": rows, "free": free}
 
 
-def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=None):
+def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=None,
+                 edge=None):
     """Loops over the output index that run the branch-free ``interior`` body where
     every pad guard and clamp is known to pass (``constraints``, solved per call into
     ``lo<a>``/``hi<a>`` per axis), and the ``general`` body elsewhere: the boundary
     strips.  The innermost interior loop is unit-stride and select-free, so the C
-    compiler vectorizes it; the results are the same either way, element by element."""
+    compiler vectorizes it; the results are the same either way, element by element.
+    ``edge`` (rank 2 and up): the body for the interior columns of a boundary row,
+    where only the guards of the other axes can fire (constant along the row): it
+    vectorizes too, instead of the general body running element by element."""
     code = ["    /* the interior: no pad guard or clamp fires there (branch-free, "
             "vectorized) */"]
     for a in range(rank):
@@ -727,14 +787,33 @@ def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=
     if scratch:
         inner = "scratch_ok && " + inner
     code.append(f"{ind}const int inside = {inner};")
-    code.append(f"{ind}const int64_t a{last} = inside ? lo{last} : {n};")
-    code.append(f"{ind}const int64_t b{last} = inside ? hi{last} : {n};")
+    if edge is not None:
+        code.append(f"{ind}const int64_t a{last} = lo{last};")
+        code.append(f"{ind}const int64_t b{last} = hi{last};")
+    else:
+        code.append(f"{ind}const int64_t a{last} = inside ? lo{last} : {n};")
+        code.append(f"{ind}const int64_t b{last} = inside ? hi{last} : {n};")
     code.append(f"{ind}/* the boundary: [0, a{last}) and [b{last}, {n}) */")
     i = f"i{last}"
     code.append(f"{ind}for (int64_t {i} = a{last} > 0 ? 0 : b{last}; {i} < {n}; "
                 f"{i} = {i} + 1 == a{last} ? b{last} : {i} + 1) {{")
     code += [ind + "    " + line for line in general]
     code.append(ind + "}")
+    if edge is not None:
+        code.append(f"{ind}if (!inside) {{")
+        code.append(f"{ind}    /* a boundary row: its interior columns, vectorized (the "
+                    "row's own indices first) */")
+        row_part, col_part = _row_invariant(edge, i)
+        code += [ind + "    " + line for line in row_part]
+        if simd:
+            code.append(ind + "    " + simd)
+        code.append(f"{ind}    for (int64_t {i} = a{last}; {i} < b{last}; {i}++) {{")
+        code += [ind + "        " + line for line in col_part]
+        code.append(ind + "    }")
+        if scratch:
+            code.append(ind + "    prev = -2;")
+        code.append(ind + "    continue;")
+        code.append(ind + "}")
     if scratch:
         code.append(f"{ind}if (b{last} > a{last}) {{")
         ind += "    "
@@ -759,3 +838,25 @@ def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=
         ind = ind[:-4]
         code.append(ind + "}")
     return code
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _row_invariant(lines, i):
+    """(index statements of ``lines`` that do not depend on loop index ``i``, the
+    rest): the former computed once before the loop, so that the loop body has no
+    control flow (clamps of the row index) and vectorizes."""
+    local = {m.group(1) for line in lines
+             if (m := re.match(r"const \w+ (\w+) = ", line))}
+    row, rest, hoisted = [], [], set()
+    for line in lines:
+        m = re.match(r"const int64_t (\w+) = (.*);$", line)
+        if m:
+            names = set(_IDENT.findall(m.group(2)))
+            if i not in names and names & local <= hoisted:
+                row.append(line)
+                hoisted.add(m.group(1))
+                continue
+        rest.append(line)
+    return row, rest

@@ -295,7 +295,7 @@ class KernelCall:
             parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
             self._keep_plan(key, (spec.objs if n else None, lead, conv,
                                   tuple((shape, dt) for dt in spec.out_dtypes),
-                                  parallel, False, keep))
+                                  parallel, False, keep, spec.func if n else None))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _keep_plan(self, key, plan):
@@ -307,8 +307,9 @@ class KernelCall:
         """A call like an earlier one: ``plan`` is (function taking array objects,
         its leading arguments, (argument index, dtype) of the non-arrays, (shape,
         dtype) of each result, parallel?, full reduction?, what the leading
-        arguments point into, kept alive here)."""
-        func, lead, conv, results, parallel, full_reduce, _ = plan
+        arguments point into, kept alive here, the function taking data pointers:
+        what a compiled loop driver calls, ``kernels/loops.py``)."""
+        func, lead, conv, results, parallel, full_reduce = plan[:6]
         if conv:
             args = list(args)
             boxed = self.boxed
@@ -471,7 +472,7 @@ class KernelCall:
                          if type(a) is not _ndarray)
             self._keep_plan(plan_key, (got[2] if got else None, (params_ptr,), conv,
                                        tuple(zip(lay.out_shapes, typed.out_dtypes)),
-                                       parallel, full_reduce, lay))
+                                       parallel, full_reduce, lay, got[0] if got else None))
         if full_reduce:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -198,6 +198,42 @@ def gathered(outs, gpus):
     return [tree_map(lambda v: to_device(v, here), o) for o in outs]
 
 
+# ------------------------------------------------- how replicated leaves cross the driver
+
+def leaf_modes(modes, tree, default):
+    """One mode per leaf of ``tree`` (``modes``: a pytree prefix of strings).
+
+    copy: a replicated input goes whole to every device; share: each copy gets its
+    share (value / copies); one: of a replicated output's copies keep one (they are
+    equal); mean / sum: average / add the copies.  copy <-> sum and share <-> mean
+    (one ~ mean) are each other's transposes."""
+    out = []
+
+    def walk(m, t):
+        if isinstance(m, str) or m is None:
+            out.extend([m or default] * len(tree_flatten(t)[0]))
+        elif isinstance(m, (tuple, list)) and isinstance(t, (tuple, list)) and \
+                len(m) == len(t):
+            for a, b in zip(m, t):
+                walk(a, b)
+        elif isinstance(m, dict) and isinstance(t, dict):
+            for k in sorted(t, key=repr):
+                walk(m.get(k), t[k])
+        else:
+            out.extend([default] * len(tree_flatten(t)[0]))
+    walk(modes, tree)
+    return out
+
+
+def shared(x, spec, mesh):
+    """A replicated input's share: its copies (one per device holding it) add up to it."""
+    named = set(spec.mesh_axes())
+    n = int(np.prod([k for a, k in mesh.shape.items() if a not in named], dtype=int))
+    if n <= 1:
+        return x
+    return (x if type(x).__module__.split(".")[0] == "cupy" else np.asarray(x)) / n
+
+
 # ------------------------------------------------------ a layout: what `astjax gen` writes
 
 def mpi_world():
@@ -225,17 +261,37 @@ def _spec(entry):
     return tuple(_spec(v) for v in entry)
 
 
+def _layout_mesh(layout, args, what):
+    """The mesh a layout names: its sizes, or for a pmap / named vmap the size of the
+    mapped axis of the original call's arguments (``sized_by``: (depth, axes): the call
+    is ``args[0]`` ``depth`` times in, a derivative's arguments wrapping the call's)."""
+    names = tuple(a for a, _ in layout["mesh"])
+    shape = [n for _, n in layout["mesh"]]
+    if any(n is None for n in shape):
+        depth, mapped = layout["sized_by"]
+        for _ in range(depth):
+            args = args[0]
+        sizes = sorted({np.shape(v)[m] for a, m in zip(args, mapped) if m is not None
+                        for v in tree_flatten(a)[0] if np.ndim(v) > m})
+        if len(sizes) != 1:
+            fail(f"{what}: the mapped axes have sizes {sizes}; they must all be the "
+                 "number of devices to map over")
+        shape = [sizes[0] if n is None else n for n in shape]
+    return names, tuple(int(n) for n in shape)
+
+
 def run_layout(fun, layout, args):
     """A generated sharded module's entry: ``fun`` (the per-shard code) on the mesh
-    ``layout`` describes (``mesh``: ((axis, size), ...); ``in_specs``/``out_specs``:
-    spec literals, ("P", ...) each; ``manual``: the manual axes; ``check_vma``), on
-    threads, or one shard per process under ``mpiexec -n <mesh size>``."""
-    names = tuple(a for a, _ in layout["mesh"])
-    shape = tuple(int(n) for _, n in layout["mesh"])
-    size = int(np.prod(shape, dtype=int))
-    world = mpi_world()
+    ``layout`` describes (``mesh``: ((axis, size), ...), a size None for a pmap's axis,
+    sized by the arguments; ``in_specs``/``out_specs``: spec literals, ("P", ...) each;
+    ``in_modes``/``out_modes``: how replicated leaves cross (see leaf_modes);
+    ``manual``: the manual axes; ``check_vma``; ``local_only``: a named vmap's virtual
+    devices), on threads, or one shard per process under ``mpiexec -n <mesh size>``."""
     kind = layout.get("kind", "shard_map")
     what = f"{kind}({layout.get('name', 'f')})"
+    names, shape = _layout_mesh(layout, args, what)
+    size = int(np.prod(shape, dtype=int))
+    world = None if layout.get("local_only") else mpi_world()
     if world is not None and world.Get_size() != size:
         fail(f"{what}: this module was generated for a mesh of {size} devices but "
              f"mpiexec started {world.Get_size()} processes",
@@ -250,6 +306,9 @@ def run_layout(fun, layout, args):
     groups = groups_of(mesh)
     leaves, tdef = tree_flatten(tuple(args))
     specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
+    modes = leaf_modes(layout.get("in_modes", "copy"), tuple(args), "copy")
+    leaves = [shared(x, s, mesh) if m == "share" else x
+              for x, s, m in zip(leaves, specs, modes)]
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
     check = bool(layout.get("check_vma", True))
     if world is not None:
@@ -267,12 +326,56 @@ def run_layout(fun, layout, args):
                                     engine=engine, gpus=gpus), gpus)
     out_leaves, out_tdef = tree_flatten(outs[0])
     ospecs = leaf_specs(out_specs, outs[0], f"{what}: out_specs")
+    omodes = leaf_modes(layout.get("out_modes", "one"), outs[0], "one")
     per = [tree_flatten(o)[0] for o in outs]
-    joined = [assemble([p[i] for p in per], s, mesh, groups, check, f"{what}: out_specs")
-              for i, s in enumerate(ospecs)]
+    joined = [assemble([p[i] for p in per], s, mesh, groups, check, f"{what}: out_specs",
+                       mode=m)
+              for i, (s, m) in enumerate(zip(ospecs, omodes))]
     joined = [j[()] if j.ndim == 0 and not isinstance(leaf, np.ndarray) else j
               for j, leaf in zip(joined, out_leaves)]
     if world is not None and engine == "nccl":      # the results where the arguments were
         import cupy
         joined = [cupy.asarray(j) for j in joined]
     return tree_unflatten(out_tdef, joined)
+
+
+class Plan:
+    """A shard_map call as a generated module holds it: the per-shard code, its
+    layout, and the plans of its derivatives written with it (``derived``: "vjp",
+    "jvp" -> Plan), which the module's ``sh.vjp_plan(plan)`` calls look up."""
+
+    def __init__(self, fun, layout, derived=None):
+        self.fun, self.layout, self.derived = fun, layout, dict(derived or {})
+
+    def __repr__(self):
+        return f"<{self.layout.get('kind', 'shard_map')} plan of {self.layout.get('name')}>"
+
+
+class LayoutDriver:
+    """The shard_map driver of a generated module (``sh.register_driver`` takes it):
+    runs Plans by their layouts; their derivatives' plans were written with them."""
+
+    @staticmethod
+    def run(plan, args):
+        return run_layout(plan.fun, plan.layout, args)
+
+    @staticmethod
+    def _derived(plan, kind):
+        found = plan.derived.get(kind)
+        if found is None:
+            fail(f"this module has no {kind} code for {plan!r}: astjax gen wrote the "
+                 "derivatives its generated code calls, and this call needs another",
+                 "report this as an astjax bug, with the command you ran")
+        return found
+
+    @staticmethod
+    def vjp_plan(plan):
+        return LayoutDriver._derived(plan, "vjp")
+
+    @staticmethod
+    def jvp_plan(plan):
+        return LayoutDriver._derived(plan, "jvp")
+
+    @staticmethod
+    def batch_plan(plan):
+        return LayoutDriver._derived(plan, "batch")

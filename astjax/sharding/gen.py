@@ -168,3 +168,322 @@ def write_sharded(cli, opts, argv, req) -> int:
         print(f"wrote {out}: {name}() ({text.count(chr(10))} lines, needs NumPy; mpi4py "
               "under mpiexec)", file=sys.stderr)
     return 0
+
+
+# --------------------------------------------- derivatives, pmap: the plans a module reaches
+#
+# Generated code that calls a shard_map'ed function reads its plan (a ShardPlan
+# constant) and, for derivatives, the plans derived from it at run time
+# (``sh.vjp_plan(plan)``).  A standalone module holds each such plan as an
+# ``shx.Plan``: the per-shard code (jit of the plan's per-shard function, generated
+# here), its layout as a literal, and the derived plans the code will ask for, found by
+# reading the generated code (``attach_plans``).  ``sh.register_driver`` then makes
+# the copied collectives run them with ``shx.run_layout``.
+
+_DERIVED = ("vjp", "jvp", "batch")
+
+
+class _Node:
+    """One plan the module holds: the astjax plan, its layout, the derived nodes."""
+
+    def __init__(self, plan, root, depth):
+        self.plan, self.root, self.depth = plan, root, depth
+        self.derived: dict = {}
+        self.gen = None          # the per-shard code (a Generated record)
+        self.var = None          # its name in the module
+
+    def child(self, kind):
+        if kind == "batch":
+            raise GenError(f"astjax gen does not write vmap of a {self.root.plan.kind}'ed "
+                           f"function ({self.root.plan.name})",
+                           "vmap inside the per-shard function instead, or run it with "
+                           "astjax")
+        found = self.derived.get(kind)
+        if found is None:
+            from astjax.sharding import collectives as sh
+            make = sh.vjp_plan if kind == "vjp" else sh.jvp_plan
+            found = self.derived[kind] = _Node(make(self.plan), self.root, self.depth + 1)
+        return found
+
+
+def _is_plan(value):
+    from astjax.sharding import collectives as sh
+    return isinstance(value, sh.driver().ShardPlan)
+
+
+class _Deep:
+    """Stands for a call's arguments where only a root plan's static specs are read."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __getitem__(self, i):
+        return self
+
+    def __len__(self):
+        return self.n
+
+
+def _root_layout(plan) -> dict:
+    if plan.kind == "shard_map":
+        lay = layout(plan)
+        sized_by = None
+    else:                   # pmap, vmap(axis_name=): one axis sized by the call
+        lay = {"name": plan.name, "kind": plan.kind,
+               "mesh": ((plan.mesh.axis_name, None),),
+               "in_specs": spec_literal(tuple(plan.in_specs)),
+               "out_specs": spec_literal(plan.out_specs), "manual": None,
+               "check_vma": bool(plan.check_vma)}
+        sized_by = tuple(plan.mesh.mapped)
+    return lay, sized_by
+
+
+def node_layout(node) -> dict:
+    """The layout literal of a node: its root's mesh, its own specs and modes."""
+    from astjax.sharding import collectives as sh
+    mapping = sh.driver()           # (the driver, above this module: not imported)
+    root = node.root.plan
+    lay, sized_by = _root_layout(root)
+    p = node.plan
+    if node.depth:
+        args = _Deep(root.nargs)
+        lay = dict(lay, name=p.name, kind=p.kind,
+                   in_specs=spec_literal(mapping.plan_in_specs(p, args)),
+                   out_specs=spec_literal(mapping.plan_out_specs(p, args)),
+                   check_vma=bool(p.check_vma))
+    lay["in_modes"], lay["out_modes"] = p.in_modes, p.out_modes
+    if sized_by is not None:
+        lay["sized_by"] = (node.depth, sized_by)
+    if getattr(root, "local_only", False):
+        lay["local_only"] = True
+    return lay
+
+
+def _plan_calls(source, known):
+    """The derived plans ``source`` asks for: ``sh.vjp_plan(x)`` calls, x a plan
+    constant (``known``: name -> node) or a variable holding one.  Returns False when
+    some call's plan cannot be followed (then every plan gets that derivative)."""
+    import ast
+    followed = True
+
+    def kind_of(call):
+        f = call.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id == "sh" and f.attr.endswith("_plan") and \
+                f.attr[:-5] in _DERIVED and len(call.args) == 1:
+            return f.attr[:-5]
+        return None
+
+    for fdef in ast.parse(source).body:
+        if not isinstance(fdef, ast.FunctionDef):
+            continue
+        env = dict(known)
+
+        def resolve(e):
+            nonlocal followed
+            if isinstance(e, ast.Name):
+                return env.get(e.id)
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                    isinstance(e.func.value, ast.Name) and e.func.value.id == "rb" and \
+                    e.func.attr == "lift" and len(e.args) == 1:
+                return resolve(e.args[0])          # vmap's unbatched operand: itself
+            if isinstance(e, ast.Call) and kind_of(e):
+                parent = resolve(e.args[0])
+                if parent is None:
+                    followed = False
+                    return None
+                return parent.child(kind_of(e))
+            return None
+        for _ in range(3):                   # assignments in loops: to a fixpoint
+            for n in ast.walk(fdef):
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and \
+                        isinstance(n.targets[0], ast.Name):
+                    found = resolve(n.value)
+                    if found is not None:
+                        env[n.targets[0].id] = found
+                elif isinstance(n, ast.Call) and kind_of(n):
+                    resolve(n)
+    return followed
+
+
+def _safe_rename(source, old, new):
+    """``old`` -> ``new`` for names only: not attributes (``x.old``) nor keywords."""
+    import tokenize
+    from io import StringIO
+    toks = list(tokenize.generate_tokens(StringIO(source).readline))
+    out = []
+    depth = 0
+    for i, tok in enumerate(toks):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+        if tok.type == tokenize.NAME and tok.string == old:
+            prev = toks[i - 1] if i else None
+            nxt = toks[i + 1] if i + 1 < len(toks) else None
+            attribute = prev is not None and prev.type == tokenize.OP and prev.string == "."
+            keyword = depth > 0 and nxt is not None and nxt.type == tokenize.OP and \
+                nxt.string == "=" and not (prev is not None and prev.string == "lambda")
+            if not attribute and not keyword:
+                tok = tok._replace(string=new)
+        out.append(tok)
+    return tokenize.untokenize(out)
+
+
+def _per_shard_code(node):
+    """jit (NumPy backend) of the node's per-shard function, on placeholder arguments."""
+    from astjax import transform_table
+    from astjax.generation import generated
+    jit = transform_table.get("jit").function
+    return generated(jit(node.plan.fun, backend="numpy"), *([None] * node.plan.nargs))
+
+
+def attach_plans(gen):
+    """``(gen', late lines, requests)``: ``gen`` with the per-shard code of every plan it
+    reaches merged in, the lines that build the plans (after the copied runtime) and
+    the runtime helpers they need.  ``gen`` itself when it reaches none."""
+    import ast
+    from astjax.standalone import _free_names
+    roots: dict = {}               # id(root plan) -> node
+
+    def node_for(plan):
+        chain = []
+        while getattr(plan, "parent", None) is not None:
+            p = plan.parent
+            chain.append(plan.kind[len(p.kind) + 1:])
+            plan = p
+        if plan.kind != "shard_map" and not hasattr(plan, "pmapped"):
+            raise GenError(f"astjax gen cannot write the {plan.kind} {plan.name}")
+        if plan.nargs is None:
+            raise GenError(f"the per-shard function {plan.name} takes *args",
+                           "give it named parameters")
+        node = roots.get(id(plan))
+        if node is None:
+            from astjax.sharding import collectives as sh
+            base = plan if plan.kind == "shard_map" else sh.driver().per_device_plan(plan)
+            node = roots[id(plan)] = _Node(base, None, 0)
+            node.root = node
+        for kind in reversed(chain):
+            node = node.child(kind)
+        return node
+
+    def nodes():
+        """Every node, parents first."""
+        out = []
+
+        def visit(node):
+            out.append(node)
+            for child in node.derived.values():
+                visit(child)
+        for root in roots.values():
+            visit(root)
+        return out
+
+    def scan(g):
+        """The plan constants ``g`` reads (name -> node), its derived plans noted."""
+        names, _ = _free_names(ast.parse(g.source))
+        known = {n: node_for(g.namespace[n]) for n in sorted(names)
+                 if _is_plan(g.namespace.get(n))}
+        if known and not _plan_calls(g.source, known):
+            # a plan the code computes in a way not followed: every plan it could be
+            # (those of the constants it reads, to order 2) gets the derivatives it asks
+            for node in [n for n in nodes() if n.root in {k.root for k in known.values()}]:
+                for kind in _DERIVED:
+                    if node.depth < 2 and f"sh.{kind}_plan(" in g.source:
+                        node.child(kind)
+        return known
+
+    top = scan(gen)
+    if not top:
+        return gen, [], set()
+    pieces = [(gen, top)]
+    while True:                     # per-shard code may reach plans too (named vmaps)
+        todo = [n for n in nodes() if n.gen is None]
+        if not todo:
+            break
+        for node in todo:
+            node.gen = _per_shard_code(node)
+            pieces.append((node.gen, scan(node.gen)))
+    order = nodes()
+    return _merged(pieces, order)
+
+
+def _merged(pieces, order):
+    """One Generated of all pieces' code (names that clash renamed), the lines that
+    build the plans, and the runtime helpers those lines call."""
+    import ast
+    import dataclasses
+    import pprint
+    import re
+    from astjax.standalone import CANONICAL, _free_names
+    main = pieces[0][0]
+    namespace = dict(main.namespace)
+    sources = []
+    taken = set(namespace) | set(CANONICAL)
+    owner: dict = {}                 # module name -> the value (or node) it stands for
+    plan_names: dict = {}            # module name -> node
+    fn_name: dict = {}               # id(node) -> its per-shard function's module name
+    for k, (g, known) in enumerate(pieces):
+        source = g.source
+        tree = ast.parse(source)
+        defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        free, _ = _free_names(tree)
+        renamed = {}
+        for name in sorted(set(defined) | (free & (set(g.namespace) | set(known)))):
+            if name in CANONICAL or name == "np":
+                continue
+            value = known[name] if name in known else g.namespace.get(name)
+            if name in owner and owner[name] is value and name not in defined:
+                continue             # the same value under the same name: shared
+            new = name
+            if name in owner or (k and name in taken):
+                i = 2
+                while f"{name}_{i}" in taken:
+                    i += 1
+                new = f"{name}_{i}"
+                source = _safe_rename(source, name, new)
+                renamed[name] = new
+            taken.add(new)
+            owner[new] = value
+            if name in known:
+                plan_names[new] = value
+            else:
+                namespace[new] = value
+        for node in order:
+            if node.gen is g:
+                main_name = g.functions["main"].__name__
+                fn_name[id(node)] = renamed.get(main_name, main_name)
+        sources.append(source.rstrip("\n"))
+    for name in plan_names:
+        namespace.pop(name, None)
+    aliases = []
+    for name, node in plan_names.items():        # the code's names for the plans
+        if node.var is None:
+            node.var = name
+        elif name != node.var:
+            aliases.append(f"{name} = {node.var}")
+    for node in order:
+        if node.var is None:
+            base = re.sub(r"\W", "_", f"{node.plan.name}_plan").strip("_")
+            i, var = 1, base
+            while var in taken:
+                i += 1
+                var = f"{base}_{i}"
+            node.var = var
+            taken.add(var)
+    late = []
+    for node in reversed(order):     # children first
+        text = pprint.pformat(node_layout(node), width=80, sort_dicts=False)
+        derived = ", ".join(f"{k!r}: {c.var}" for k, c in node.derived.items())
+        late.append(f"{node.var} = shx.Plan(\n    {fn_name[id(node)]},\n    "
+                    + text.replace("\n", "\n    ")
+                    + (f",\n    {{{derived}}})" if derived else ")"))
+    late += aliases
+    late.append("sh.register_driver(shx.LayoutDriver)")
+    requests = {("astjax.sharding.execute", "Plan"),
+                ("astjax.sharding.execute", "LayoutDriver"),
+                ("astjax.sharding.collectives", "register_driver"),
+                ("astjax.sharding.collectives", "shard_map_call")}
+    merged = dataclasses.replace(main, source="\n\n\n".join(sources) + "\n",
+                                 namespace=namespace)
+    return merged, late, requests

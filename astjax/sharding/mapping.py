@@ -28,6 +28,8 @@ from astjax.sharding import execute
 from astjax.sharding import nccl
 from astjax.sharding.errors import fail
 from astjax.sharding.mesh import Mesh, PartitionSpec, devices
+from astjax.sharding.execute import leaf_modes
+from astjax.sharding.execute import shared as _shared
 from astjax.sharding.specs import assemble, block_index, check_spec, leaf_specs, split
 from astjax.tree_util import tree_flatten, tree_unflatten
 
@@ -158,6 +160,10 @@ def _plan_out_specs(plan, args):
     return plan.out_specs
 
 
+# a call's specs, for astjax gen's layouts (astjax/sharding/gen.py)
+plan_in_specs, plan_out_specs = _plan_in_specs, _plan_out_specs
+
+
 def _join(plan, mesh, out_specs, outs, groups, what):
     out_leaves, out_tdef = tree_flatten(outs[0])
     specs = leaf_specs(out_specs, outs[0], f"{what}: out_specs")
@@ -271,13 +277,22 @@ def _as_function(plan, params, call, user_fun=None):
                  "by in_specs)")
         return call(*args)
     functools.update_wrapper(sharded, plan.fun)
-    sharded.__dict__.pop("__wrapped__", None)
+    # update_wrapper copied plan.fun's attributes: for pmap and vmap(axis_name=) that
+    # is vmap(f)'s, whose _astjax_batched/_astjax_vmap would make jit and vmap run the
+    # plain batched code, with collectives over an enclosing mesh axis of that name
+    for attr in [a for a in vars(sharded) if a.startswith("_astjax") or a == "__wrapped__"]:
+        del sharded.__dict__[attr]
     made = {}
 
     def generated():
         if "fn" not in made:
             made["fn"] = _generated_wrapper(plan, params, plan.name)
         return made["fn"]
+    try:                                # called as the user's function is
+        import inspect
+        sharded.__signature__ = inspect.signature(user_fun or plan.fun)
+    except (TypeError, ValueError):
+        pass
     sharded._astjax = plan.kind
     sharded._astjax_plan = plan         # astjax gen writes its per-shard code
     sharded._astjax_generated = generated
@@ -291,7 +306,7 @@ def _param_names(f, nargs=None):
     """The positional parameters of ``f`` (of the code it runs, for a transformed
     function), named as the generated wrapper will name them."""
     try:
-        from astjax.api import signature_of
+        from astjax.binding import signature_of
         names = list(signature_of(f).names)
         if names:
             return names
@@ -310,7 +325,7 @@ def _fixed_arity(f):
     """True when ``f`` takes a fixed number of positional arguments (no ``*args``)."""
     import inspect
     try:
-        from astjax.api import signature_of
+        from astjax.binding import signature_of
         sig = signature_of(f).signature
     except Exception:   # noqa: BLE001
         try:
@@ -434,6 +449,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     mapped = _as_function(p._plan, p.dyn_names, p.__call__, fun)
     if static:
         mapped._astjax_eval_shape = functools.partial(p.eval_shape, mapped)
+        mapped._astjax_generated = p.refuse_transformations
     return mapped
 
 
@@ -488,6 +504,7 @@ class Pmapped:
         plan.nargs = len(self.dyn_names)
         self.axis_name = axis_name
         self._plan = plan
+        plan.pmapped = self                 # astjax gen writes its per-device code
         plan.shapes_of = self._shapes_of
         self._bind(None, self._axes_for(len(self.dyn_names)))
 
@@ -533,8 +550,16 @@ class Pmapped:
         statics = [args[i] for i in self.static]
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
         self._bind(statics, self._axes_for(len(dyn)))
-        wrapper = mapped._astjax_generated()
+        wrapper = _generated_wrapper(self._plan, self.dyn_names, self._plan.name)
         return eval_shape(wrapper, *dyn)
+
+    def refuse_transformations(self):
+        """A transformation reading a pmap with static_broadcasted_argnums: refused (its
+        one-call form has no place for the static values)."""
+        fail(f"pmap({self._plan.name}) has static_broadcasted_argnums: grad, jvp, vmap and "
+             "jit of code calling it are not supported",
+             "bind the static arguments first (functools.partial(f, k=...)) and pmap "
+             "that, or call the pmap'ed function outside the transformation")
 
     def _shapes_of(self, blocks):
         """eval_shape of one device's call: ``fun`` on one example (the block without
@@ -567,42 +592,6 @@ class Pmapped:
 def shard_map_call(plan, args):
     """The primitive every shard_map'ed function is, for the transformations."""
     return run(plan, tuple(args))
-
-
-def _unnamed_size(spec, sizes):
-    named = set(spec.mesh_axes())
-    return int(np.prod([n for a, n in sizes.items() if a not in named], dtype=int))
-
-
-def _shared(x, spec, mesh):
-    """A replicated input's share: its copies (one per device holding it) add up to it."""
-    n = _unnamed_size(spec, mesh.shape)
-    return (x if nccl.is_cupy(x) else np.asarray(x)) / n if n > 1 else x
-
-
-def leaf_modes(modes, tree, default):
-    """One mode per leaf of ``tree`` (``modes``: a pytree prefix of strings).
-
-    copy: a replicated input goes whole to every device; share: each copy gets its
-    share (value / copies); one: of a replicated output's copies keep one (they are
-    equal); mean / sum: average / add the copies.  copy <-> sum and share <-> mean
-    (one ~ mean) are each other's transposes."""
-    out = []
-
-    def walk(m, t):
-        if isinstance(m, str) or m is None:
-            out.extend([m or default] * len(tree_flatten(t)[0]))
-        elif isinstance(m, (tuple, list)) and isinstance(t, (tuple, list)) and \
-                len(m) == len(t):
-            for a, b in zip(m, t):
-                walk(a, b)
-        elif isinstance(m, dict) and isinstance(t, dict):
-            for k in sorted(t, key=repr):
-                walk(m.get(k), t[k])
-        else:
-            out.extend([default] * len(tree_flatten(t)[0]))
-    walk(modes, tree)
-    return out
 
 
 _TRANSPOSED = {"copy": "sum", "share": "mean", "one": "share", "mean": "share",
@@ -662,7 +651,7 @@ _VJP_SOURCE = """def {fname}_pair(args, g):
 
 
 def {fname}(args, g):
-    cts = grad({fname}_pair, argnums=0)(args, g)
+    cts = grad({fname}_pair, argnums=0, allow_int=True)(args, g)
     return cts
 """
 
@@ -752,6 +741,52 @@ def batch_plan(plan):
     new.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
     plan.__dict__["_batch"] = new
     return new
+
+
+_PMAP_SHARD_SOURCE = """def {fname}({params}):
+{squeeze}    out = fun({call})
+{expand}    return out
+"""
+
+
+def per_device_plan(plan):
+    """A pmap (or named vmap) plan whose per-device function is ``fun`` on the device's
+    example, written out: the mapped axis (of size 1 on a device) dropped from the
+    arguments and put back on the outputs, instead of ``vmap(fun)`` over it.  The
+    same numbers; generated source that ``astjax gen`` writes without vmap's layout,
+    and whose derivatives (``vjp_plan``...) are derived from it."""
+    found = plan.__dict__.get("_per_device")
+    if found is not None:
+        return found
+    import linecache
+    import re
+    from astjax.tree_util import tree_map
+    pm = plan.pmapped
+    if pm.static:
+        fail(f"{plan.kind}({plan.name}) has static_broadcasted_argnums: astjax gen does "
+             "not write it", "bind the static arguments with functools.partial first")
+    fun, axes, oax = pm._bound
+    names = [f"a{i}" for i in range(len(axes))]
+    squeeze = "".join(
+        f"    b{i} = tree_map(lambda v: np.squeeze(v, axis={ax}), a{i})\n"
+        if ax is not None else f"    b{i} = a{i}\n" for i, ax in enumerate(axes))
+    expand = (f"    out = tree_map(lambda v: np.expand_dims(v, {oax}), out)\n"
+              if oax is not None else "")
+    fname = re.sub(r"\W", "_", f"{plan.name}_per_device").strip("_")
+    src = _PMAP_SHARD_SOURCE.format(fname=fname, params=", ".join(names), squeeze=squeeze,
+                                    call=", ".join(f"b{i}" for i in range(len(axes))),
+                                    expand=expand)
+    filename = f"<astjax-{plan.kind}-device-{next(_COUNTER)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace = {"np": np, "tree_map": tree_map, "fun": fun}
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    found = ShardPlan(namespace[fname], plan.mesh, plan.in_specs, plan.out_specs,
+                      check_vma=plan.check_vma, kind=plan.kind, name=plan.name)
+    found.nargs = len(axes)
+    found.local_only = getattr(plan, "local_only", False)
+    found.pmapped = pm
+    plan.__dict__["_per_device"] = found
+    return found
 
 
 def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):

@@ -18,6 +18,8 @@ inlined with the operands' names.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from astjax import core
 from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
@@ -241,6 +243,9 @@ class ReverseAD:
         self.consts = None
         # the statements of the block being built (``backward``)
         self._tail: list = []
+        # trip-count variable of a loop -> what backward code outside the loop's
+        # adjoint reads (learnt by the dry runs of ``build``; see ``_locals``)
+        self.read_outside_adjoint: dict[str, set] = {}
 
     # ---------------------------------------------------------------- naming
 
@@ -604,10 +609,15 @@ class ReverseAD:
 
     def _locals(self, loop) -> list:
         """The loop body's own temporaries (``loop_locals``), in body order; not the
-        output nor a seeded cotangent's variable (their cotangent comes from outside)."""
+        output nor a seeded cotangent's variable (their cotangent comes from outside),
+        nor a value the backward sweep reads outside the loop's adjoint (a shape
+        stand-in or activity flag read by the adjoint of a statement after the loop:
+        the backward trips pop each trip's value, so after them it holds the first
+        trip's, not the last)."""
         got = loop_locals(loop, self.fn.body, self.fn.params)
+        outside = self.read_outside_adjoint.get(getattr(loop, "_trips", None), ())
         return [v for v in sorted(got, key=got.get) if v != self.output and
-                self.adj_names.get(v) not in self.seeded]
+                self.adj_names.get(v) not in self.seeded and v not in outside]
 
     def _late_values(self, loop) -> list:
         """Saved temporaries of the loop body: pushed at the end of each trip (after
@@ -905,7 +915,7 @@ class ReverseAD:
             """Generate the backward sweep only to learn what it reads."""
             nonlocal seed_names
             self._start(seeded)
-            self.backward(body)
+            self.read_outside_adjoint = _reads_outside_loop_adjoints(self.backward(body))
             keep = {x._trips for x in core.walk(body) if hasattr(x, "_trips")} | {
                 x._fast_flag for x in core.walk(body) if hasattr(x, "_fast_flag")} | {
                 x._fast_sig for x in core.walk(body) if hasattr(x, "_fast_sig")}
@@ -984,6 +994,19 @@ class ReverseAD:
         tapes = [Prim(d, "new_tape", []) for d in names if d in self.tape_cotangents]
         return tapes + [Copy(d, Const(None)) for d in names
                         if first.get(d) == "read" and d not in self.tape_cotangents]
+
+
+def _reads_outside_loop_adjoints(backward) -> dict:
+    """{trip-count variable of a loop: names read by backward code outside the
+    adjoint of that loop}, from a backward sweep ``loop_adjoint`` wrote."""
+    total = Counter(r for st in core.walk(backward) for r in core.reads(st))
+    out = {}
+    for st in core.walk(backward):
+        if isinstance(st, For) and isinstance(st.iter, Prim) and st.iter.prim == "range" \
+                and len(st.iter.args) > 1 and isinstance(st.iter.args[1], Var):
+            inside = Counter(r for x in core.walk(st.body) for r in core.reads(x))
+            out[st.iter.args[1].name] = {v for v, n in total.items() if n > inside[v]}
+    return out
 
 
 def _written(stmts) -> set:

@@ -209,8 +209,101 @@ def while_body(x):
     return np.sum(v)
 
 
+# An inner loop's temporaries read after it by the outer loop's code.  The reading
+# statement's adjoint runs in the outer backward trip, after the inner loop's
+# backward trips have popped their own values: it must see the last inner trip's
+# value or shape stand-in, not the first's (was: a reshape error in ``unbroadcast``
+# for the MLP's layers of different widths).
+
+_LAYERS = (np.full((5, 3), 0.3), np.full((3, 2), 0.2))
+_BROADCAST_LAYERS = (np.full((5, 1), 0.3), np.full((1, 5), 0.2))
+
+
+def layers_shape_read_after_inner(x):
+    """The MLP over minibatches: ``out - target`` reads only ``out``'s shape."""
+    total = 0.0
+    for i in range(2):
+        h = x * (i + 1.0)
+        for w in _LAYERS:
+            out = np.dot(h, w) + 0.1
+            h = np.tanh(out)
+        total = total + np.sum(np.sin(out - x[:2]))
+    return total
+
+
+def layers_broadcast_read_after_inner(x):
+    """The first trip's shape (1,) broadcasts against the last's (5,)."""
+    total = 0.0
+    for i in range(2):
+        h = x * (i + 1.0)
+        for w in _BROADCAST_LAYERS:
+            out = np.dot(h, w) + 0.1
+            h = np.tanh(out)
+        total = total + np.sum(np.sin(out - x))
+    return total
+
+
+def _minibatch_loss(layers, inputs, targets):
+    for w in layers:
+        outputs = np.dot(inputs, w) + 0.1
+        inputs = np.tanh(outputs)
+    return np.mean((outputs - targets) ** 2)
+
+
+def layers_in_helper(x):
+    """The same through a helper function called per minibatch (inlined)."""
+    xs = np.stack([x, x[::-1], x * x])
+    total = 0.0
+    for i in range(3):
+        total = total + _minibatch_loss(_LAYERS, xs[i], x[i:i + 2])
+    return total
+
+
+def three_levels(x):
+    """Shapes change at the innermost level, read two levels up."""
+    total = 0.0
+    for i in range(2):
+        acc = 0.0
+        for j in range(2):
+            h = x * (i + j + 1.0)
+            for w in _BROADCAST_LAYERS:
+                out = np.dot(h, w)
+                h = np.sin(out)
+            acc = acc + np.sum(np.cos(out - x))
+        total = total + acc * acc
+    return total
+
+
+def while_inside_for(x):
+    """The inner loop is a while loop."""
+    total = 0.0
+    for i in range(2):
+        h = x * (i + 1.0)
+        k = 0
+        while k < 2:
+            out = np.dot(h, _BROADCAST_LAYERS[k]) + 0.1
+            h = np.tanh(out)
+            k = k + 1
+        total = total + np.sum(np.sin(out - x))
+    return total
+
+
+def inner_in_fori(x):
+    """The outer loop is a ``lax.fori_loop``."""
+    def body(i, total):
+        h = x * (i + 1.0)
+        for w in _BROADCAST_LAYERS:
+            out = np.dot(h, w) + 0.1
+            h = np.tanh(out)
+        return total + np.sum(np.sin(out - x))
+    return lax.fori_loop(0, 2, body, 0.0)
+
+
+NESTED_SHAPES = [layers_shape_read_after_inner, layers_broadcast_read_after_inner,
+                 layers_in_helper, three_levels, while_inside_for, inner_in_fori]
+
 PROGRAMS = [chain, read_after_loop, stale_in_outer, growing_slices, int_carry,
             updated_in_place, branch_inside, output_in_loop, early_exit, skipped,
             skipped_late, dict_entries_in_loop, list_entries_in_loop,
             unused_scan_output, unused_carry, scan_stencil, fori_body, nested_scan,
-            while_body]
+            while_body] + NESTED_SHAPES

@@ -1,0 +1,406 @@
+"""Running a compiled loop (``kernels/loops.py`` matched and rendered it).
+
+``LoopDriver`` stands where the host code called the loop: it interprets the first
+steps in Python, exactly the statements of the body (the same kernel calls, indexing
+and tuples), until a step repeats the kernel plans of the one before with carries of
+the same layouts; then it fills the tables the rendered C function reads (kernel
+functions and plans, invariant operands, ``xs`` pointers and strides, view offsets,
+result buffers one more than the carries, the stacked ``ys``) and runs the remaining
+steps in one call, without the GIL.  Anything it cannot take goes on in Python.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from astjax import runtime as rt
+from astjax.core import SliceAtom, Var
+from astjax.kernels import compile as cc
+from astjax.kernels.loops import (MAX_WARMUP, MIN_STEPS, STATS, Program, _cvar, _is_ptr,
+                                  render_c)
+from astjax.kernels.runtime import DATA_OFFSET, KernelCall, numpy_raises
+from astjax.runtime_fusion import num_threads
+
+
+class _Loop(ctypes.Structure):
+    """``astjax_loop`` of ``C_HEADER``."""
+    _fields_ = [("inv", ctypes.c_void_p), ("xs", ctypes.c_void_p),
+                ("xs_stride", ctypes.c_void_p), ("offset", ctypes.c_void_p),
+                ("carry", ctypes.c_void_p), ("pool", ctypes.c_void_p),
+                ("pool_size", ctypes.c_int64), ("fn", ctypes.c_void_p),
+                ("lead", ctypes.c_void_p), ("nthreads", ctypes.c_void_p),
+                ("ys", ctypes.c_void_p), ("ys_layout", ctypes.c_void_p),
+                ("ys_row0", ctypes.c_int64), ("ys_dir", ctypes.c_int64)]
+
+
+_DECLINE = (False, None, None)
+_ndarray = np.ndarray
+
+
+def _ptr(a) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _pointers(values, dtype=np.uint64):
+    """(array of ``values``, its address) for the driver's tables."""
+    arr = np.array(values, dtype=dtype) if values else np.zeros(1, dtype)
+    return arr, _ptr(arr)
+
+
+def _index(index, env):
+    """The Python index a core ``Index`` stands for."""
+    def atom(a):
+        if a is None:
+            return None
+        return env[a.name] if isinstance(a, Var) else a.value
+
+    items = []
+    for it in index.items:
+        if it is None or it is Ellipsis:
+            items.append(it)
+        elif isinstance(it, SliceAtom):
+            items.append(slice(atom(it.lower), atom(it.upper), atom(it.step)))
+        else:
+            items.append(atom(it))
+    return items[0] if len(items) == 1 and not index.tuple_form else tuple(items)
+
+
+def _basic(ix) -> bool:
+    """Is ``ix`` basic indexing (a view, never a copy)?"""
+    items = ix if type(ix) is tuple else (ix,)
+    for it in items:
+        if it is None or it is Ellipsis:
+            continue
+        if type(it) is slice:
+            if not all(p is None or (isinstance(p, (int, np.integer)) and type(p) is not bool)
+                       for p in (it.start, it.stop, it.step)):
+                return False
+        elif not isinstance(it, (int, np.integer)) or type(it) is bool:
+            return False
+    return True
+
+
+def _view_of(base, ix):
+    """``base[ix]`` as an array view (a 0-d view where NumPy gives a scalar)."""
+    items = ix if type(ix) is tuple else (ix,)
+    if Ellipsis not in items:
+        items = items + (Ellipsis,)
+    return base[items]
+
+
+class LoopDriver:
+    """Runs a matched loop (``match``): a few steps interpreted, the rest in C."""
+
+    def __init__(self, prog: Program, reverse: bool):
+        self.prog = prog
+        self.reverse = reverse
+        self.__name__ = "loop_driver"
+        self.text = None
+        self.func = None
+
+    def set_name(self, name):
+        self.__name__ = name
+        self.text = render_c(self.prog, _cvar(name))
+
+    def __repr__(self):
+        return f"<astjax compiled loop {self.__name__}>"
+
+    # -- the Python side: exactly the statements of the loop ------------------------
+
+    def _step(self, env, i, ys_vals, calls, made):
+        """Step ``i`` as the loop runs it; ``calls`` gets each kernel's operands,
+        ``made`` each statement's value."""
+        prog = self.prog
+        env[prog.loop_var] = i
+        for op in prog.ops:
+            kind = op[0]
+            if kind == "kernel":
+                args = [env[a.name] if isinstance(a, Var) else a.value for a in op[3]]
+                env[op[1]] = op[2](*args)
+                calls.append(args)
+            elif kind == "xs":
+                env[op[1]] = rt.tree_index(env[op[2]], env[op[3]])
+            elif kind == "reverse":
+                env[op[1]] = env[op[2]] - i
+            elif kind == "item":
+                env[op[1]] = env[op[2]][op[3]]
+            elif kind == "view":
+                env[op[1]] = env[op[2]][_index(op[3], env)]
+            elif kind == "tuple":
+                env[op[1]] = tuple([env[x] for x in op[2]])
+            elif kind == "copy":
+                env[op[1]] = env[op[2]]
+            elif kind == "compact":
+                env[op[1]] = rt.compact(env[op[2]])
+            else:                                      # append
+                ys_vals.append(env[op[2].name] if isinstance(op[2], Var) else None)
+            made.append(env.get(op[1]))
+
+    def _carry_leaves(self, env):
+        """The carries' leaves as arrays, in ``carry_leaves`` order, or None."""
+        out = []
+        for name, path in self.prog.carry_leaves:
+            v = env[name]
+            for k in path:
+                if type(v) is not tuple or k >= len(v):
+                    return None
+                v = v[k]
+            if type(v) is not _ndarray:
+                return None
+            out.append(v)
+        for name in self.prog.carried:      # tuples exactly as the body builds them
+            if not _same_shape(env[name], self.prog.carry_start[name]):
+                return None
+        return out
+
+    def __call__(self, *args):
+        prog = self.prog
+        nc = len(prog.carried)
+        start, stop = _int(args[nc + 1]), _int(args[nc + 2])
+        if DATA_OFFSET is None or start is None or stop is None or stop - start < MIN_STEPS:
+            return _DECLINE
+        ys_steps = args[nc]
+        if prog.ys_list is not None and not (type(ys_steps) is list and not ys_steps):
+            return _DECLINE
+        env = dict(zip(prog.invariants, args[nc + 3:]))
+        env.update(zip(prog.carried, args[:nc]))
+        xs_info = self._xs_info(env, start, stop)
+        if xs_info is None:
+            return _DECLINE      # xs that are not plain arrays, or indexed out of range
+        ys_vals: list = []
+        i = start
+        while i < stop:
+            before = self._carry_leaves(env)
+            calls: list = []
+            made: list = []
+            self._step(env, i, ys_vals, calls, made)
+            i += 1
+            if i - start > MAX_WARMUP or i >= stop or before is None:
+                continue
+            after = self._carry_leaves(env)
+            if after is None or [_sig(a) for a in after] != [_sig(b) for b in before]:
+                continue
+            done = self._run_c(env, i, start, stop, before, after, calls, made, xs_info,
+                               ys_vals)
+            if done is not None:
+                return done
+        carry = [env[n] for n in prog.carried]
+        ys = rt.tree_stack(ys_vals, self.reverse) if prog.ys_list is not None else None
+        return (True, *carry, ys)
+
+    def _xs_info(self, env, start, stop):
+        """Per xs op: (array, index of step 0, index step), or None."""
+        info = []
+        for op in self.prog.ops:
+            if op[0] != "xs":
+                continue
+            xs = env[op[2]]
+            if xs is None:                 # ``scan(f, init, None, length=n)``
+                info.append((None, 0, 0))
+                continue
+            if type(xs) is not _ndarray or xs.ndim == 0:
+                return None
+            if op[4] is None:
+                first, step = 0, 1
+            else:
+                last = env[op[4]]
+                if type(last) is not int:
+                    return None
+                first, step = last, -1
+            lo, hi = sorted((first + step * start, first + step * (stop - 1)))
+            if lo < 0 or hi >= xs.shape[0]:
+                return None
+            info.append((xs, first, step))
+        return info
+
+    # -- the C side ------------------------------------------------------------------
+
+    def _run_c(self, env, i, start, stop, before, after, calls, made, xs_info, ys_vals):
+        """Steps [i, stop) in one C call when the step just interpreted (``calls``:
+        its kernels' operands) can be repeated as compiled calls; the result of the
+        loop, or None (then the caller goes on interpreting)."""
+        prog = self.prog
+        if numpy_raises():
+            return None
+        keep = []
+        # values of the step just run, by symbol (for views, ys and operand kinds)
+        values = {("carry", j): before[j] for j in range(len(before))}
+        for op, at, res in zip(prog.ops, prog.at, made):
+            if op[0] in ("xs", "view"):
+                values[at[0]] = res
+            elif op[0] == "kernel":
+                outs = at[1]
+                got = [res] if len(outs) == 1 else (list(res) if type(res) is tuple else [])
+                if len(got) != len(outs):
+                    return None
+                values.update(zip(outs, got))
+        # views: their byte offsets in the arrays they index
+        offsets = []
+        for op, at in zip(prog.ops, prog.at):
+            if op[0] != "view":
+                continue
+            base = values.get(at[1])
+            ix = _index(op[3], env)
+            if type(base) is not _ndarray or not _basic(ix):
+                return None
+            view = _view_of(base, ix)
+            offsets.append(_ptr(view) - _ptr(base))
+            values[at[0]] = view
+        fns, leads, threads, inv, pools_of = [], [], [], [], []
+        kernel_at = [at for op, at in zip(prog.ops, prog.at) if op[0] == "kernel"]
+        for op, at, args in zip(prog.kernel_ops, kernel_at, calls):
+            kc: KernelCall = op[2]
+            key = kc._key(args) if kc.plans is not None else None
+            plan = kc.plans.get(key) if key is not None else None
+            if plan is None or plan[7] is None or plan[5]:
+                return None          # ran with NumPy, or a full reduction (a scalar)
+            keep.append(plan)        # (its layout holds the P array the C call reads)
+            conv = dict(plan[2])
+            for j, (x, value) in enumerate(zip(at[0], args)):
+                ptr_operand = _is_ptr(x)
+                if type(value) is _ndarray:
+                    if j in conv:
+                        return None
+                    if not ptr_operand:
+                        inv.append(_ptr(value))
+                        keep.append(value)
+                elif j not in conv:
+                    return None
+                elif ptr_operand:    # an xs step or a view that NumPy gives as a scalar
+                    if not isinstance(value, np.generic) or value.dtype != conv[j]:
+                        return None
+                else:
+                    box = np.array(value, dtype=conv[j])
+                    keep.append(box)
+                    inv.append(_ptr(box))
+            fn = ctypes.cast(plan[7], ctypes.c_void_p).value
+            fns.append(fn)
+            if kc.indexed:
+                leads.append(plan[1][0])
+            else:
+                lead = np.array(plan[1], dtype=np.int64)
+                keep.append(lead)
+                leads.append(_ptr(lead))
+            threads.append(num_threads() if plan[4] else 1)
+            pools_of.append(plan[3])
+        # ys: the stacked outputs, with the rows of the steps already run
+        n = stop - start
+        ys_arrays, layouts = [], []
+        if prog.ys_list is not None and prog.y_leaves:
+            for k, leaf in enumerate(prog.y_leaves):
+                src = values.get(leaf)
+                if isinstance(src, np.generic):
+                    src = np.asarray(src)
+                if type(src) is not _ndarray:
+                    return None
+                ys_arrays.append(np.empty((n,) + src.shape, src.dtype))
+                lay = np.array([src.ndim, src.itemsize, src.nbytes, *src.shape,
+                                *src.strides], dtype=np.int64)
+                keep.append(lay)
+                layouts.append(_ptr(lay))
+            for p, y in enumerate(ys_vals):
+                ls = _leaves_as(y, prog.y_symbol)
+                if ls is None:
+                    return None
+                for arr, leaf in zip(ys_arrays, ls):
+                    leaf = np.asarray(leaf)
+                    if leaf.shape != arr.shape[1:] or leaf.dtype != arr.dtype:
+                        return None
+                    arr[n - 1 - p if self.reverse else p] = leaf
+        elif prog.ys_list is not None and ys_vals and any(y is not None for y in ys_vals):
+            return None
+        if self.func is None:
+            func = cc.build(self.text, _cvar(self.__name__))
+            func.argtypes = (ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(_Loop))
+            func.restype = ctypes.c_int
+            self.func = func
+        # result buffers: one more per result than there are carries
+        # (one for a result no carry takes: its last value is dead when it is made)
+        pool_size = len(prog.carry_leaves) + 1
+        carried = {x for x in prog.new_carry if x[0] == "out"}
+        pool = []
+        for k, results in enumerate(pools_of):
+            for r, (shape, dt) in enumerate(results):
+                if ("out", k, r) in carried:
+                    pool += [np.empty(shape, dt) for _ in range(pool_size)]
+                else:
+                    pool += [np.empty(shape, dt)] * pool_size
+        carries = list(after)
+        tables = {
+            "inv": _pointers(inv),
+            "xs": _pointers([0 if xs is None else _ptr(xs) + first * xs.strides[0]
+                             for xs, first, _ in xs_info]),
+            "xs_stride": _pointers([0 if xs is None else step * xs.strides[0]
+                                    for xs, _, step in xs_info], np.int64),
+            "offset": _pointers(offsets, np.int64),
+            "carry": _pointers([_ptr(c) for c in carries]),
+            "pool": _pointers([_ptr(b) for b in pool]),
+            "fn": _pointers(fns), "lead": _pointers(leads),
+            "ys": _pointers([_ptr(a) for a in ys_arrays]),
+            "ys_layout": _pointers(layouts)}
+        nthreads = np.array(threads or [1], dtype=np.int32)
+        loop = _Loop(inv=tables["inv"][1], xs=tables["xs"][1],
+                     xs_stride=tables["xs_stride"][1], offset=tables["offset"][1],
+                     carry=tables["carry"][1], pool=tables["pool"][1], pool_size=pool_size,
+                     fn=tables["fn"][1], lead=tables["lead"][1], nthreads=_ptr(nthreads),
+                     ys=tables["ys"][1], ys_layout=tables["ys_layout"][1],
+                     ys_row0=(n - 1 + start) if self.reverse else -start,
+                     ys_dir=-1 if self.reverse else 1)
+        if self.func(i, stop, ctypes.byref(loop)):
+            raise RuntimeError(f"astjax: the compiled loop {self.__name__} failed")
+        STATS["loops"] += 1
+        STATS["steps"] += stop - i
+        # the carries after the last step, as arrays
+        by_ptr = {_ptr(b): b for b in pool}     # (duplicates: the same array)
+        by_ptr.update({_ptr(c): c for c in carries})
+        out_ptrs = tables["carry"][0]
+        leaves = iter([by_ptr[int(p)] for p in out_ptrs[:len(carries)]])
+        carry = [_as_value(prog.carry_start[n], leaves) for n in prog.carried]
+        if prog.ys_list is None:
+            ys = None
+        elif not prog.y_leaves:
+            ys = rt.tree_stack([None] * n, self.reverse)
+        else:
+            ys = _as_value(prog.y_symbol, iter(ys_arrays))
+        return (True, *carry, ys)
+
+
+def _int(v):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        return int(v)
+    return None
+
+
+def _sig(a):
+    return (a.dtype, a.shape, a.strides)
+
+
+def _same_shape(value, s):
+    if _is_ptr(s):
+        return True
+    return type(value) is tuple and len(value) == len(s) and all(
+        _same_shape(v, x) for v, x in zip(value, s))
+
+
+def _leaves_as(value, s):
+    """The leaves of ``value`` laid out as symbol tree ``s``, or None."""
+    if _is_ptr(s):
+        return [value]
+    if type(value) is not tuple or len(value) != len(s):
+        return None
+    out = []
+    for v, x in zip(value, s):
+        got = _leaves_as(v, x)
+        if got is None:
+            return None
+        out += got
+    return out
+
+
+def _as_value(s, leaves):
+    """The Python value of symbol tree ``s`` with its leaves from ``leaves``."""
+    if _is_ptr(s):
+        return next(leaves)
+    return tuple(_as_value(x, leaves) for x in s)
+

@@ -1,0 +1,309 @@
+"""Compiled loop drivers (kernels/loops.py): a scan or fori_loop whose body is only
+kernel calls runs its steps in one C call.
+
+Every case compares ``jit(f, backend="c")`` with ``jit(f, backend="numpy")`` bit for
+bit (structure, dtypes, shapes, signs of zeros), and says whether the C driver ran
+(``loops.STATS``): carries of several structures (one array, tuples rotated and
+swapped), xs of several ranks (a number per step, a row, views of it), ys of several
+structures (none, a row, a tuple of a view and a whole result, a number), reverse
+scans, dtypes, short and empty loops (the Python loop), what the driver leaves to
+Python (pytree xs, NumPy error states that raise, a kernel that runs with NumPy),
+and gradients through scans.
+"""
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+import pytest
+
+import astjax
+from astjax.kernels import compile as cc, loops
+from conftest import load_source_module
+from test_passes import identical
+
+pytestmark = pytest.mark.skipif(not cc.available()[0],
+                                reason=f"no C compiler: {cc.available()[1]}")
+
+_DIR = tempfile.mkdtemp(prefix="astjax_loop_driver_")
+
+SOURCE = '''
+import numpy as np
+from astjax import lax
+
+
+def stencil(u, xs):
+    def step(carry, a):
+        past, present = carry
+        d = np.pad(present[1:, :] - present[:-1, :], ((0, 1), (0, 0))) / 3.0
+        e = np.pad(d[1:, :] - d[:-1, :], ((1, 0), (0, 0)))
+        future = 2.0 * present - past + 0.1 * e + a * u
+        return (present, future), future[1]
+    (_, last), ys = lax.scan(step, (np.zeros_like(u), np.zeros_like(u)), xs)
+    return ys, last
+
+
+def rows_in_rows_out(u, xs):
+    def step(c, x):
+        n = c * 0.5 + x / 7.0
+        return n, (n[0], n * 2.0 - x)
+    return lax.scan(step, u, xs)
+
+
+def three_rotating(u, xs):
+    def step(c, x):
+        a, b, d = c
+        n = a * 0.25 + b - d / 3.0 + x
+        return (b, d, n), n[1:]
+    return lax.scan(step, (u, u * 2.0, u + 1.0), xs)
+
+
+def swapped(u, v, xs):
+    def step(c, x):
+        a, b = c
+        return (b, a * 0.5 + x), None
+    return lax.scan(step, (u, v), xs)
+
+
+def reversed_scan(u, xs):
+    def step(c, x):
+        n = c * 0.75 + x
+        return n, n[-1]
+    return lax.scan(step, u, xs, reverse=True)
+
+
+def number_out(u, xs):
+    def step(c, x):
+        n = np.sqrt(c * c + x)
+        return n, n[0, 0]
+    return lax.scan(step, u, xs)
+
+
+def fori(u, n):
+    def body(i, c):
+        return c * 0.5 + 1.0 / (c + 3.0)
+    return lax.fori_loop(0, n, body, u)
+
+
+def fori_pair(u, v, n):
+    def body(i, c):
+        a, b = c
+        return (b / 2.0, np.abs(a) - b)
+    return lax.fori_loop(0, n, body, (u, v))
+
+
+def pytree_xs(u, xs):
+    def step(c, x):
+        n = c * 0.5 + x[0] * x[1]
+        return n, n
+    return lax.scan(step, u, xs)
+
+
+def divides(u, xs):
+    def step(c, x):
+        n = (c + 1.0) / x
+        return n, n
+    return lax.scan(step, u, xs)
+
+
+def no_xs(u, n):
+    def step(c, x):
+        n2 = c * 0.5 + 1.0 / (c * c + 1.0)
+        return n2, n2[0]
+    return lax.scan(step, u, None, length=n)
+
+
+def misfit(u, xs, target):
+    ys, last = stencil(u, xs)
+    return 0.5 * np.sum((ys - target) ** 2) + np.sum(last * last)
+'''
+
+M = load_source_module(SOURCE, _DIR)
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _check(f, *args, compiled=True):
+    """jit(f) with C kernels equals the NumPy backend; the driver ran C or not."""
+    want = astjax.jit(f, backend="numpy")(*args)
+    before = dict(loops.STATS)
+    got = astjax.jit(f, backend="c")(*args)
+    assert identical(got, want), (got, want)
+    ran = loops.STATS["loops"] > before["loops"]
+    assert ran == compiled, (f.__name__, loops.STATS, before)
+    return got
+
+
+def _driver_source(f, *args):
+    return astjax.make_source(astjax.jit(f, backend="c"))(*args)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_stencil_scan_runs_in_c(dtype):
+    u = _rng().standard_normal((12, 9)).astype(dtype)
+    xs = _rng(1).standard_normal(20).astype(dtype)
+    _check(M.stencil, u, xs)
+    text = _driver_source(M.stencil, u, xs)
+    assert "scan_driver(carry, ys_steps, 0, n_steps" in text
+    assert "int scan_driver(int64_t start, int64_t stop, astjax_loop *L)" in text
+
+
+def test_every_step_after_the_first_runs_in_c():
+    u = _rng().standard_normal((6, 5)).astype(np.float32)
+    xs = _rng(1).standard_normal(50).astype(np.float32)
+    before = loops.STATS["steps"]
+    _check(M.stencil, u, xs)
+    assert loops.STATS["steps"] - before == 49
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_rows_in_and_a_tuple_of_a_view_and_a_result_out(dtype):
+    u = (_rng().standard_normal((4, 7)) * 8).astype(dtype)
+    xs = (_rng(1).standard_normal((9, 4, 7)) * 8).astype(dtype)
+    _check(M.rows_in_rows_out, u, xs)
+
+
+def test_three_carries_rotate():
+    u = _rng().standard_normal((5, 3))
+    xs = _rng(1).standard_normal((11, 5, 3))
+    _check(M.three_rotating, u, xs)
+
+
+def test_carries_swap_and_ys_none():
+    u, v = _rng().standard_normal((2, 8)), _rng(1).standard_normal((2, 8))
+    xs = _rng(2).standard_normal((7, 2, 8))
+    got = _check(M.swapped, u, v, xs)
+    assert got[1] is None
+
+
+def test_a_reverse_scan():
+    u = _rng().standard_normal(6)
+    xs = _rng(1).standard_normal((10, 6))
+    _check(M.reversed_scan, u, xs)
+
+
+def test_a_number_per_step_out():
+    u = np.abs(_rng().standard_normal((3, 3))).astype(np.float32)
+    xs = np.abs(_rng(1).standard_normal((8, 3, 3))).astype(np.float32)
+    got = _check(M.number_out, u, xs)
+    assert got[1].shape == (8,) and got[1].dtype == np.float32
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 40])
+def test_fori_loops_short_and_long(n):
+    u = _rng().standard_normal((4, 4))
+    _check(M.fori, u, n, compiled=n >= loops.MIN_STEPS)
+    v = _rng(1).standard_normal((4, 4))
+    _check(M.fori_pair, u, v, n, compiled=n >= loops.MIN_STEPS)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3, 4])
+def test_short_scans_run_as_python(steps):
+    u = _rng().standard_normal((5, 4))
+    xs = _rng(1).standard_normal(steps)
+    _check(M.stencil, u, xs, compiled=steps >= loops.MIN_STEPS)
+
+
+def test_strided_operands_and_a_first_step_of_another_layout():
+    u = _rng().standard_normal((9, 6)).T            # a transposed carry for step 0
+    xs = _rng(1).standard_normal((24, 6, 9))[::2, :, ::-1]   # strided, reversed rows
+    _check(M.rows_in_rows_out, np.ascontiguousarray(u), xs)
+    _check(M.rows_in_rows_out, u, xs)
+
+
+def test_a_carry_that_changes_dtype_after_the_first_step():
+    u = np.arange(12, dtype=np.int32).reshape(3, 4)
+    xs = _rng(1).standard_normal((6, 3, 4))
+    _check(M.rows_in_rows_out, u, xs)
+
+
+@pytest.mark.parametrize("n", [0, 2, 9])
+def test_a_scan_without_xs(n):
+    u = _rng().standard_normal((4, 3)).astype(np.float32)
+    _check(M.no_xs, u, n, compiled=n >= loops.MIN_STEPS)
+
+
+def test_pytree_xs_stay_with_python():
+    u = _rng().standard_normal(5)
+    xs = (_rng(1).standard_normal((6, 5)), _rng(2).standard_normal((6, 5)))
+    _check(M.pytree_xs, u, xs, compiled=False)
+
+
+def test_an_error_state_that_raises_runs_python_and_raises():
+    u = _rng().standard_normal((3, 3))
+    xs = np.ones((6, 3, 3))
+    xs[4, 1, 1] = 0.0
+    _check(M.divides, u, xs)                   # inf where NumPy gives inf
+    with np.errstate(divide="raise"):
+        for backend in ("numpy", "c"):
+            with pytest.raises(FloatingPointError):
+                astjax.jit(M.divides, backend=backend)(u, xs)
+
+
+def test_the_same_code_again_with_other_shapes():
+    jc, jn = astjax.jit(M.stencil, backend="c"), astjax.jit(M.stencil, backend="numpy")
+    for shape, steps in [((5, 4), 6), ((7, 3), 9), ((5, 4), 6), ((2, 2), 5)]:
+        u = _rng(steps).standard_normal(shape)
+        xs = _rng(1).standard_normal(steps)
+        assert identical(jc(u, xs), jn(u, xs))
+
+
+def test_results_do_not_share_buffers_across_calls():
+    jc = astjax.jit(M.fori_pair, backend="c")
+    u, v = _rng().standard_normal((3, 3)), _rng(1).standard_normal((3, 3))
+    first = jc(u, v, 9)
+    kept = tuple(a.copy() for a in first)
+    second = jc(v, u, 9)
+    assert identical(first, kept)
+    assert not np.shares_memory(first[0], second[0])
+    assert not np.shares_memory(first[1], second[1])
+
+
+def test_vmap_of_a_scan_under_jit():
+    u = _rng().standard_normal((3, 6, 5))
+    xs = _rng(1).standard_normal((3, 8))
+    f = astjax.vmap(M.stencil)
+    want = astjax.jit(f, backend="numpy")(u, xs)
+    got = astjax.jit(f, backend="c")(u, xs)
+    assert identical(got, want)
+    assert identical(got, tuple(np.stack(z) for z in zip(*[M.stencil(a, b) for a, b in
+                                                           zip(u, xs)])))
+
+
+def test_gradient_of_a_scan_under_jit():
+    u = _rng().standard_normal((6, 5))
+    xs = _rng(1).standard_normal(12)
+    target = _rng(2).standard_normal((12, 5))
+    g = astjax.grad(M.misfit, argnums=(0, 1))
+    want = astjax.jit(g, backend="numpy")(u, xs, target)
+    got = astjax.jit(g, backend="c")(u, xs, target)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    # and against central finite differences in float64
+    eps = 1e-6
+    d = _rng(3).standard_normal(u.shape)
+    fd = (M.misfit(u + eps * d, xs, target) - M.misfit(u - eps * d, xs, target)) / (2 * eps)
+    assert np.isclose(np.sum(got[0] * d), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_the_wave_simulation_is_one_compiled_loop():
+    from test_ckernels_indexed import _wave_module
+    w = _wave_module()
+    _, velocity, problem, _ = w.setup(24, 20, 30, np.float32)
+    before = loops.STATS["steps"]
+    want = astjax.jit(w.simulate, backend="numpy")(velocity, **problem)
+    got = astjax.jit(w.simulate, backend="c")(velocity, **problem)
+    assert identical(got, want)
+    assert loops.STATS["steps"] - before == 29
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_large_steps_run_on_threads_inside_the_driver(threads, monkeypatch):
+    """Steps large enough for OpenMP threads (``MIN_PARALLEL_WORK``): each compiled
+    call splits its rows among the threads, the values stay NumPy's."""
+    monkeypatch.setenv("ASTJAX_NUM_THREADS", threads)
+    u = _rng().standard_normal((260, 270)).astype(np.float32)
+    xs = _rng(1).standard_normal(7).astype(np.float32)
+    _check(M.stencil, u, xs)
