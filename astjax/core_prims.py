@@ -58,27 +58,33 @@ def _params(fn):
 
 # Runtime helpers that generated code calls.  Those differentiable in some argument
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
-_META = {"acc_at": ("x",), "acc_step": ("xs",), "instantiate": ("x",), "list_cotangent": ("x",),
-         "append_cotangents": ("lst",), "cot_at_vjp": ("g",), "append_cotangents_vjp": ("like",)}
+_META = {"acc_at": ("x",), "cot_or_zero": ("x",), "acc_step": ("xs",), "instantiate": ("x",),
+         "list_cotangent": ("x",), "append_cotangents": ("lst",), "cot_at_vjp": ("g",),
+         "append_cotangents_vjp": ("like",)}
 _DIFF = {"acc_at": ("d", "g"), "acc_step": ("d", "g"), "instantiate": ("g",),
+         "cot_or_zero": ("g",),
          "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
          "dict_cotangents": ("g",), "list_cotangent": ("g",), "append_cotangents": ("g",),
          # linear second-order pieces: rules for third and higher derivatives
          "cot_at_vjp": ("ct",), "dict_from_values": ("values",), "save_at": ("x",),
-         "append_cotangents_vjp": ("ct",)}
+         "append_cotangents_vjp": ("ct",), "last_cotangent": ("g",),
+         "drop_last_cotangent": ("g",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
-         "save_at": "tape", "restore_at": "tape"}
+         "save_at": "tape", "restore_at": "tape", "trip_fits": "static",
+         "trip_signature": "static", "same_signature": "static"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
               "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
               "check_scalar_output", "meta", "restore_at", "cot_at_vjp", "dict_from_values",
               "acc_at", "acc_step",
-              "append_cotangents_vjp"):
+              "append_cotangents_vjp", "trip_fits", "cot_or_zero", "trip_signature",
+              "same_signature", "last_cotangent", "drop_last_cotangent"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
                        diff=_DIFF.get(_name, ()), kind=_KIND.get(_name, "other"),
                        meta=_META.get(_name, ())),
              callables={"acc_at": (rt.acc_at_inplace,),
-                        "acc_step": (rt.acc_step_inplace,)}.get(_name, ()))
+                        "acc_step": (rt.acc_step_inplace,),
+                        "drop_last_cotangent": (rt.drop_last_owned,)}.get(_name, ()))
 
 
 def _seq(a):
@@ -108,6 +114,13 @@ def _print_no_flags(s):
     return f"not ({' or '.join(format_operand(f) for f in flags)})"
 
 
+def _print_drop_last(s):
+    g = s.args[0]
+    helper = "rt.drop_last_owned" if isinstance(g, Var) and g.name == s.target else \
+        "rt.drop_last_cotangent"
+    return f"{helper}({format_operand(g)})"
+
+
 def _print_append(s):
     lst, item = s.args[0], s.args[1]
     helper = "rt.append_owned" if isinstance(lst, Var) and lst.name == s.target else "rt.append"
@@ -124,6 +137,7 @@ PRINTERS = {
     "any_flag": lambda s: " or ".join(format_operand(f) for f in s.args[0]),
     "to_list": lambda s: f"list({format_operand(s.args[0])})",
     "append": _print_append,
+    "drop_last_cotangent": _print_drop_last,
 }
 
 register(Primitive("push", rt.push, "rt.push", ("tape", "value"), kind="tape"))

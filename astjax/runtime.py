@@ -109,6 +109,15 @@ def instantiate(g, x):
     return g
 
 
+def cot_or_zero(g, x):
+    """Cotangent ``g``, or where it is None an array shaped like ``x`` holding -0.0: a
+    fast backward trip adds into it, and ``-0.0 + v`` is ``v`` to the bit (sign of
+    zero included), as ``acc(None, v)`` is."""
+    if g is not None:
+        return g
+    return np.full(np.shape(x), -0.0, dtype=getattr(x, "dtype", np.float64))
+
+
 _FLOAT_SCALARS = frozenset({np.float16, np.float32, np.float64, np.longdouble})
 
 
@@ -226,6 +235,30 @@ def append_cotangents(g, lst):
     return (head if type(head) is list else list(head)), g[-1]
 
 
+def last_cotangent(g):
+    """The cotangent of the item ``append`` added: the last entry of the list's."""
+    return None if g is None else g[-1]
+
+
+def drop_last_cotangent(g):
+    """The cotangent of the list before ``append``: all entries but the last (new)."""
+    if g is None:
+        return None
+    head = g[:-1]                     # a list's slice is a new list already
+    return head if type(head) is list else list(head)
+
+
+def drop_last_owned(g):
+    """``g = drop_last_cotangent(g)``, the old list dead after the statement (printed
+    only then: ``core_prims.PRINTERS``): a list nothing else holds loses its last
+    entry in place -- a scan's backward sweep takes O(1) per step, not a copy of
+    every earlier step's cotangent -- one a tape or another name holds is copied."""
+    if type(g) is list and g and sys.getrefcount(g) <= _OWNED_REFERENCES:
+        g.pop()
+        return g
+    return drop_last_cotangent(g)
+
+
 def list_cotangent(g, x):
     """Cotangent of ``list(x)``: back to the type of ``x``."""
     if g is None:
@@ -285,6 +318,59 @@ def meta(x):
     if isinstance(x, dict):
         return {k: meta(v) for k, v in x.items()}
     return x
+
+
+_NEVER = object()
+
+
+def _signature(v):
+    """What decides the type, shape and dtype of whitelisted operations on ``v``."""
+    t = type(v)
+    if t is np.ndarray:
+        # (a boolean array may index: what it selects depends on its values)
+        return _NEVER if v.dtype.kind == "b" else (v.shape, v.dtype)
+    if t is tuple or t is list:
+        return (t, tuple([_signature(x) for x in v]))
+    if t is int or t is bool:
+        return (t, v)
+    if t is float or t is complex or isinstance(v, np.generic) or v is None:
+        return t                   # a Python number is weak: its type, not its value
+    return _NEVER                  # anything else: no trip matches it
+
+
+def trip_signature(*values):
+    """The signature of a loop trip's carried inputs (``transforms/fast_trips.py``)."""
+    sig = tuple([_signature(v) for v in values])
+    return None if _NEVER in sig else sig
+
+
+def same_signature(sig, fast_sig):
+    """This trip's inputs match those of a trip that met its fast trip's facts."""
+    return sig is not None and sig == fast_sig
+
+
+def trip_fits(spec, sig, *values):
+    """``sig`` when this loop trip's values meet the facts its fast backward trip
+    assumes (``astjax/transforms/fast_trips.py``), else None.  ``spec`` holds one entry
+    per fact, reading ``values`` in order: ``("same",)`` -- x, ans: arrays of one
+    shape and one floating dtype; ``("pad", widths)`` -- inner, outer: arrays of one
+    floating dtype, outer's shape inner's padded by ``widths``."""
+    k = 0
+    for fact in spec:
+        a, b = values[k], values[k + 1]
+        k += 2
+        if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != b.dtype \
+                or a.dtype.kind not in "fc":
+            return None
+        if fact[0] == "same":
+            if a.shape != b.shape:
+                return None
+            continue
+        widths = fact[1]
+        if len(widths) != a.ndim or b.shape != tuple(
+                n + lo + hi for n, (lo, hi) in zip(a.shape, widths)):
+            return None
+    return sig
 
 
 # ------------------------------------------------------------ in-place update rules

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import math
 
 import numpy as np
 
@@ -516,7 +517,8 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     skips np.pad's Python overhead (several times the copy on 10^5 elements)."""
     if mode == "constant":
         if type(array) is np.ndarray and array.ndim and array.size and \
-                type(constant_values) in (int, float) and constant_values == 0:
+                type(constant_values) in (int, float) and constant_values == 0 and \
+                math.copysign(1.0, constant_values) > 0:       # -0.0 fills -0.0
             pairs = _pad_pairs(pad_width, array.ndim)
             if pairs is not None:
                 return _pad_zeros(array, pairs)

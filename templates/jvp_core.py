@@ -58,6 +58,10 @@ def instantiate(ans, g, x, dg=None):
     return rt.instantiate(dg, x)
 
 
+def cot_or_zero(ans, g, x, dg=None):
+    return rt.instantiate(dg, ans)
+
+
 def check_scalar_output(ans, value, fname, dvalue=None):
     return rt.compact(dvalue)
 
@@ -81,6 +85,15 @@ def dict_cotangents(ans, g, keys, dg=None):
 
 def list_cotangent(ans, g, x, dg=None):
     return rt.list_cotangent(dg, x)
+
+
+def last_cotangent(ans, g, dg=None):
+    # an entry of a list's tangent may be None where the entry itself is not
+    return rt.instantiate(rt.last_cotangent(dg), ans)
+
+
+def drop_last_cotangent(ans, g, dg=None):
+    return rt.drop_last_cotangent(dg)
 
 
 def append_cotangents(ans, g, lst, dg=None):

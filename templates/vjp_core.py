@@ -24,8 +24,17 @@ def make_dict(g, ans, keys, *values):
 
 def append(g, ans, lst, item):
     # lst is not passed: reading it would save a stand-in of the list at every append
+    # (``x = append(x, item)`` takes ReverseAD.append_adjoint instead)
     parts = rt.append_cotangents(g, None)
     return parts[0], parts[1]
+
+
+def last_cotangent(ct, ans, g):
+    return rt.append_cotangents_vjp((None, ct), g)
+
+
+def drop_last_cotangent(ct, ans, g):
+    return rt.append_cotangents_vjp((ct, None), g)
 
 
 def to_list(g, ans, x):
@@ -54,6 +63,10 @@ def as_sequence(g, ans, x):
 
 
 def instantiate(ct, ans, g, x):
+    return ct
+
+
+def cot_or_zero(ct, ans, g, x):
     return ct
 
 

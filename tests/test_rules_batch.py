@@ -238,6 +238,14 @@ SKIP = {
     "attr_of": "attribute of a cotangent (static name); test_vmap covers grads",
     "append_cotangents": "list cotangent unpacking; test_vmap covers grads of appends",
     "append_cotangents_vjp": "second-order list cotangent packing",
+    # fast backward trips (transforms/fast_trips.py): facts and a -0.0 start; vmap of
+    # grad through them is checked in test_fast_trips.py
+    "trip_fits": "facts about one trip's shapes (a static fact, never batched)",
+    "trip_signature": "signature of a trip's shapes (a static fact, never batched)",
+    "same_signature": "compares two static signatures",
+    "cot_or_zero": "a cotangent or -0.0 like its primal; test_fast_trips covers vmap",
+    "last_cotangent": "list cotangent unpacking; test_append_cotangents covers vmap",
+    "drop_last_cotangent": "list cotangent unpacking; test_append_cotangents covers vmap",
     "append_tangent": "forward-mode list tangent; test_vmap covers jvp",
     "list_tangent": "forward-mode list tangent; test_vmap covers jvp",
     "as_sequence_cotangent": "identity on cotangents of sequences",

@@ -117,23 +117,47 @@ def _loops(src):
     return [[x for x in body if not x.startswith("#")] for body in loops]
 
 
+def _branches(body):
+    """The two versions of a trip (fast, general: ``transforms/fast_trips.py``), each
+    a line list, after the lines that choose between them."""
+    start = next(k for k, line in enumerate(body) if line.startswith("if "))
+    split = body.index("else:")
+    return body[start + 1:split], body[split + 1:]
+
+
 def test_wave_forward_sweep_saves_at_the_end_of_the_trip():
     forward, backward = _loops(_wave_source())
-    pushes = [k for k, line in enumerate(forward) if line.startswith("rt.push(")]
-    work = [k for k, line in enumerate(forward)
-            if not line.startswith(("rt.push(", "trips =")) and "rt.meta(" not in line]
-    # the carry's own stand-in is saved where the carry is reassigned; every other
-    # save comes after the step's arithmetic
-    early = [k for k in pushes if k < work[-1]]
-    assert len(early) <= 1, [forward[k] for k in early]
-    assert len(pushes) >= 10
+    for branch, least in zip(_branches(forward), (6, 10)):   # (fast: no pad widths)
+        pushes = [k for k, line in enumerate(branch) if line.startswith("rt.push(")]
+        work = [k for k, line in enumerate(branch)
+                if not line.startswith(("rt.push(", "trips =")) and "rt.meta(" not in line
+                and not line.startswith("fast_sig")]
+        # the carry's own stand-in is saved where the carry is reassigned; every other
+        # save comes after the step's arithmetic
+        early = [k for k in pushes if k < work[-1]]
+        assert len(early) <= 1, [branch[k] for k in early]
+        assert len(pushes) >= least
+
+
+def test_wave_fast_forward_trip_saves_no_shape_of_other_values():
+    forward, backward = _loops(_wave_source())
+    fast, general = _branches(forward)
+    # the shapes of the slices and pads only the general backward trip reads
+    assert "dpressure_dx_sub_shape = rt.meta(dpressure_dx_sub)" in general
+    assert not any("dpressure_dx_sub" in line for line in fast)
+    assert sum("rt.meta(" in line for line in fast) <= 4
+    assert "rt.push(tape, True)" in fast and "rt.push(tape, False)" in general
 
 
 def test_wave_backward_sweep_is_a_few_blocks():
     forward, backward = _loops(_wave_source())
-    guards = [line for line in backward if line.startswith("if ")]
+    fast, general = _branches(backward)
     # before: one guard per statement of the step (about 40)
-    assert len(guards) <= 16, guards
+    assert len([line for line in general if line.startswith("if ")]) <= 16
+    guards = [line for line in fast if line.startswith("if ")]
+    assert len(guards) <= 10, guards     # the tuple and list cotangents of the scan
+    assert not any(line.startswith(("rt.acc_at(", "ra.unbroadcast(", "ra.pad_vjp("))
+                   for line in fast)
     assert not any(line.startswith("d_") and "rt.acc(d_pressure_future_sub" in line
                    for line in backward)
 

@@ -25,7 +25,7 @@ from astjax import primitives as P
 from astjax.core import (Comment, Const, Copy, External, For, If, Index, Prim, Return, SetItem,
                          Var, While)
 from astjax.errors import DifferentiationError
-from astjax.transforms import activity, aliasing, custom
+from astjax.transforms import activity, aliasing, custom, fast_trips
 from astjax.transforms.rules import rule_template
 
 import astjax.core_prims  # noqa: F401
@@ -238,6 +238,11 @@ class ReverseAD:
         # shape stand-ins recorded at the end of a loop body: saved after they are
         # assigned (their trip's value), restored when the body's adjoint starts
         self.deferred_standins: set[str] = set()
+        # the fast adjoint of a loop body being built (``fast_trips.FastTrip``), or None
+        self.fast = None
+        self.consts = None
+        # the statements of the block being built (``backward``)
+        self._tail: list = []
         # trip-count variable of a loop -> what backward code outside the loop's
         # adjoint reads (learnt by the dry runs of ``build``; see ``_locals``)
         self.read_outside_adjoint: dict[str, set] = {}
@@ -260,15 +265,25 @@ class ReverseAD:
 
     # ------------------------------------------------------- cotangent updates
 
-    def accumulate(self, dx: str, contrib, loc, surely=True) -> list:
+    def accumulate(self, dx: str, contrib, loc, surely=True, fast_add=None) -> list:
         """``dx += contrib`` where None is zero; plain assignment when dx is known None.
 
         ``surely``: the contribution is never None at run time (array rules); the
         cotangents of containers may hold None entries, so theirs may be None.
+        ``fast_add``: the primal (a name) when ``contrib`` is an array of its shape and
+        dtype (a fast trip's rule): ``dx`` takes a plain add, which fuses, after
+        ``rt.cot_or_zero`` when it may be None (-0.0 everywhere: adding it changes no
+        bit of ``contrib``).
         """
         was_nonnull = dx in self.nonnull
         if dx in self.null:
             stmt = Copy(dx, contrib, loc=loc)
+        elif fast_add:
+            pre = [] if was_nonnull else self.meta_operands(
+                [Prim(dx, "cot_or_zero", [Var(dx), Var(fast_add)], loc=loc)])
+            self.null.discard(dx)
+            self.nonnull.add(dx)
+            return pre + [Prim(dx, "add", [Var(dx), contrib], loc=loc)]
         else:
             stmt = Prim(dx, "acc", [Var(dx), contrib], loc=loc)
         self.null.discard(dx)
@@ -287,6 +302,12 @@ class ReverseAD:
             return []
         self.null.add(dx)
         self.nonnull.discard(dx)
+        if self.fast is not None and dx in self.trip_null:
+            # a fast trip's own temporary: nothing in the trip reads its cotangent
+            # again, so it is set None at the end of the trip, not between the
+            # statements of the elementwise chain it would split
+            self.fast.resets.append(dx)
+            return []
         return [Copy(dx, Const(None), loc=loc)]
 
     def guarded(self, d_y: str, body_fn, loc) -> list:
@@ -296,17 +317,29 @@ class ReverseAD:
         if d_y in self.nonnull:
             return body_fn()
         before_null, before_nonnull = set(self.null), set(self.nonnull)
+        start_null = before_null
+        prev = self._tail[-1] if self._tail else None
+        if isinstance(prev, If) and getattr(prev, "_state", None) is not None and \
+                self.implied.get(d_y) is prev:
+            # d_y is not None exactly when the guard just emitted ran (``_append``
+            # merges the two): what that guard's body knew at its end holds here too
+            # (between the two come only restores of primal values)
+            start_null, end_null, end_nonnull = prev._state
+            self.null, self.nonnull = set(end_null), set(end_nonnull)
+            self.null.discard(d_y)
         self.nonnull.add(d_y)
         body = body_fn()
         written = _written(body)
         # None before the test, surely not None when the body ran: not None exactly
         # when the test held (``_append`` reads it)
-        implied = before_null & self.nonnull
+        implied = start_null & self.nonnull
+        state = (start_null, set(self.null), set(self.nonnull))
         self.null = before_null - written
         self.nonnull = before_nonnull - written
         if not body:
             return []
         guard = If(Prim(None, "not_none", [Var(d_y)]), body, [], loc=loc)
+        guard._state = state
         for v in implied:
             self.implied[v] = guard
         return [guard]
@@ -324,6 +357,10 @@ class ReverseAD:
                 self.implied.get(_guard_of(stmts[0])) is out[-1]:
             outer, inner = out[-1], stmts[0]
             outer.body.extend(inner.body)
+            inner_state = getattr(inner, "_state", None)
+            outer_state = getattr(outer, "_state", None)
+            outer._state = None if inner_state is None or outer_state is None or \
+                inner_state[0] is not outer_state[0] else inner_state
             for v in _written(inner.body):
                 if self.implied.get(v) is outer:
                     del self.implied[v]
@@ -339,14 +376,19 @@ class ReverseAD:
         out: list = []
         rev = list(reversed(stmts))
         k = 0
-        while k < len(rev):
-            s, before = rev[k], rev[k + 1] if k + 1 < len(rev) else None
-            if self._own_standin(s, before):
-                self._append(out, self.standin_pair_adjoint(s, before))
-                k += 2
-                continue
-            self._append(out, self.adjoint(s))
-            k += 1
+        outer_tail = self._tail
+        try:
+            while k < len(rev):
+                self._tail = out              # what ``guarded`` may continue
+                s, before = rev[k], rev[k + 1] if k + 1 < len(rev) else None
+                if self._own_standin(s, before):
+                    self._append(out, self.standin_pair_adjoint(s, before))
+                    k += 2
+                    continue
+                self._append(out, self.adjoint(s))
+                k += 1
+        finally:
+            self._tail = outer_tail
         return out
 
     def _own_standin(self, s, prev) -> bool:
@@ -504,10 +546,44 @@ class ReverseAD:
         self.nonnull = set()
         self.loop_depth += 1
         late = self._late_values(s)
-        inner = [Prim(v, "pop", [Var(self.tape)], loc=loc) for v in reversed(late)]
-        inner = inner + self.backward(s.body)
-        if isinstance(s, For) and s.target in self.restore:
-            inner.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+        start_null = set(self.null)
+
+        def trip():
+            inner = [Prim(v, "pop", [Var(self.tape)], loc=loc) for v in reversed(late)]
+            inner = inner + self.backward(s.body)
+            if isinstance(s, For) and s.target in self.restore:
+                inner.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+            return inner
+
+        inner = trip()
+        s._fast = None
+        if fast_trips.eligible(s) and self.fast is None:
+            # the same trip from same-shape rules (``fast_trips``), behind the check the
+            # forward trip made of the facts they assume
+            self.null, self.trip_null, self.nonnull = set(start_null), set(start_null), set()
+            self.fast = fast_trips.FastTrip(s, self._constants())
+            try:
+                fast = trip()
+                ctx = self.fast
+                fast += [Copy(d, Const(None), loc=loc) for d in dict.fromkeys(ctx.resets)]
+            finally:
+                self.fast = None
+            carried = ctx.carried_inputs() if ctx.facts else None
+            if carried is not None:
+                # the fast forward trip pushes only the shape stand-ins this reads
+                # and only the trip's values this reads (pad widths the general
+                # rules read are left out)
+                reads = core.all_reads(fast)
+                trip_values = self.deferred_standins | set(late)
+                fast = [st for st in fast if not (
+                    isinstance(st, Prim) and st.prim == "pop" and
+                    st.target in trip_values and st.target not in reads)]
+                ctx.standins = {w for w in trip_values if w in reads}
+                ctx.carried = carried
+                flag = self._fast_flag(s)
+                s._fast = ctx
+                inner = [Prim(flag, "pop", [Var(self.tape)], loc=loc),
+                         If(Var(flag), fast, inner, loc=loc)]
         test_once = test_each = []
         if isinstance(s, While):
             test_each = self.backward(s.test_body)
@@ -522,6 +598,10 @@ class ReverseAD:
             return []
         trips = self._trip_var(s)
         out = [Prim(trips, "pop", [Var(self.tape)], loc=loc)]
+        if s._fast is not None:
+            # (assigned besides its pops: vmap sees a flag that is the same in every
+            # lane, not a value of the tape's lanes)
+            out.append(Copy(s._fast_flag, Const(False), loc=loc))
         out.extend(test_once)
         out.append(For(self.names.fresh("step"), Prim(None, "range", [
             Const(0), Var(trips), Const(None)]), inner + test_each, loc=loc))
@@ -547,6 +627,21 @@ class ReverseAD:
                if v in self.restore and v not in self.deferred_standins]
         self.late_values.update(got)
         return got
+
+    def _fast_flag(self, loop):
+        name = getattr(loop, "_fast_flag", None)
+        if name is None:
+            name = self.names.fresh("fast_trip")
+            loop._fast_flag = name
+            loop._fast_sig = self.names.fresh("fast_sig")
+        return name
+
+    def _constants(self):
+        """Names assigned once from a constant (pad widths hoisted into a tuple)."""
+        if self.consts is None:
+            from astjax.passes.fusion import constant_names
+            self.consts = constant_names(self.fn)
+        return self.consts
 
     def _trip_var(self, loop):
         name = getattr(loop, "_trips", None)
@@ -577,11 +672,22 @@ class ReverseAD:
             out: list = []
             g = d_y
             self_update = s.target in {op.name for _, op in wanted}
+            if self_update and s.prim == "append" and not any(
+                    op.name in self.flags for _, op in wanted):
+                return out + self.append_adjoint(s, wanted, d_y)
             if self_update:
                 # y = f(y, ...): take the cotangent out before accumulating into y
                 g = self.names.fresh(f"{d_y}_in")
                 out.append(Copy(g, Var(d_y), loc=loc))
                 out.extend(self.reset(d_y, loc))
+            if self.fast is not None and not self_update and not any(
+                    op.name in self.flags for _, op in wanted):
+                fast = fast_trips.adjoint(self, s, wanted, g, ans)
+                if fast is not None:
+                    out.extend(fast)
+                    if self.reassigned(s.target):
+                        out.extend(self.reset(d_y, loc))
+                    return out
             if s.prim in ("getitem", "tree_index") and len(wanted) == 1 and not self.flags.get(
                     wanted[0][1].name) and (self.d(wanted[0][1].name) not in self.null or
                                             self.d(wanted[0][1].name) in self.trip_null):
@@ -628,6 +734,22 @@ class ReverseAD:
                 out.extend(self.reset(d_y, loc))
             return out
         return self.guarded(d_y, body, loc)
+
+    def append_adjoint(self, s: Prim, wanted, d_y: str) -> list:
+        """``x = append(x, item)``: the item's cotangent is the last entry of ``d_x``,
+        and ``d_x = drop_last(d_x)`` -- the same variable on both sides, so the
+        generated code shrinks a list nothing else holds in place (``rt.drop_last_owned``)
+        instead of copying every earlier step's cotangent at each step."""
+        loc = s.loc
+        out = []
+        item = [op for i, op in wanted if i == 1]
+        if item:
+            last = self.names.fresh(f"{d_y}_last")
+            out.append(Prim(last, "last_cotangent", [Var(d_y)], loc=loc))
+        out.append(Prim(d_y, "drop_last_cotangent", [Var(d_y)], loc=loc))
+        if item:
+            out.extend(self.accumulate(self.d(item[0].name), Var(last), loc, surely=False))
+        return out
 
     def inline_template(self, src, prim, s: Prim, g: str, positions, ans: str):
         """(statements, one operand or None per position) for the template's cotangents.
@@ -725,6 +847,9 @@ class ReverseAD:
             late = self._late_values(s) if isinstance(s, For) else []
             body = self.forward(s.body) + [
                 Prim(None, "push", [Var(self.tape), Var(v)], loc=loc) for v in late]
+            fast = getattr(s, "_fast", None)
+            if fast is not None:
+                body = self._fast_forward(s, fast, body)
             trips = getattr(s, "_trips", None)
             if trips is not None:
                 body = [Prim(trips, "add", [Var(trips), Const(1)], loc=loc)] + body
@@ -738,11 +863,42 @@ class ReverseAD:
                 loop = For(target, s.iter, body, s.exit_flags, loc=loc)
             else:
                 loop = While(self.forward(s.test_body), s.test, body, s.exit_flags, loc=loc)
+            if fast is not None:
+                pre = pre + [Copy(s._fast_sig, Const(None), loc=loc)]
             if trips is None:
                 return pre + [loop]
             return pre + [Copy(trips, Const(0), loc=loc), loop,
                           Prim(None, "push", [Var(self.tape), Var(trips)], loc=loc)]
         return pre + [s]
+
+    def _fast_forward(self, loop, fast, body) -> list:
+        """The forward trip of a loop with a fast backward trip (``fast_trips``).
+
+        A trip whose carried inputs have the signature of a trip that met the facts
+        runs ``body`` without the shape stand-ins only the general backward trip
+        reads (they would keep values of other shapes alive, out of the trip's
+        kernels) and pushes True.  Any other trip runs ``body`` as it is, checks the
+        facts on its values (``rt.trip_fits``: the signature when they hold, else
+        None) and pushes False.
+        """
+        from astjax.passes import copy_stmt
+        loc = loop.loc
+        sig = self.names.fresh("trip_sig")
+        fast_sig = loop._fast_sig
+        dropped = (self.deferred_standins | set(self._late_values(loop))) - fast.standins
+        quick = [copy_stmt(st) for st in body if not (
+            isinstance(st, Prim) and (st.prim == "meta" and st.target in dropped or
+                                      st.prim == "push" and isinstance(st.args[1], Var) and
+                                      st.args[1].name in dropped))]
+        spec, names = fast.spec()
+        checked = body + [
+            Prim(fast_sig, "trip_fits", [Const(spec), Var(sig), [Var(n) for n in names]],
+                 loc=loc),
+            Prim(None, "push", [Var(self.tape), Const(False)], loc=loc)]
+        quick.append(Prim(None, "push", [Var(self.tape), Const(True)], loc=loc))
+        return [Prim(sig, "trip_signature", [[Var(n) for n in fast.carried]], loc=loc),
+                If(Prim(None, "same_signature", [Var(sig), Var(fast_sig)]), quick, checked,
+                   loc=loc)]
 
     # -------------------------------------------------------------- driver
 
@@ -760,7 +916,9 @@ class ReverseAD:
             nonlocal seed_names
             self._start(seeded)
             self.read_outside_adjoint = _reads_outside_loop_adjoints(self.backward(body))
-            keep = {x._trips for x in core.walk(body) if hasattr(x, "_trips")}
+            keep = {x._trips for x in core.walk(body) if hasattr(x, "_trips")} | {
+                x._fast_flag for x in core.walk(body) if hasattr(x, "_fast_flag")} | {
+                x._fast_sig for x in core.walk(body) if hasattr(x, "_fast_sig")}
             self.names.used = used | keep | set(self.meta_of.values())
             seed_names = seed_names or {k: v for k, v in self.adj_names.items() if v in seeded}
             self.adj_names = dict(seed_names)

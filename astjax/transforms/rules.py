@@ -9,7 +9,8 @@ import functools
 import importlib
 import types
 
-_MODULES = {"vjp": ("vjp", "vjp_core"), "jvp": ("jvp_core", "jvp"), "batch": ("batch",)}
+_MODULES = {"vjp": ("vjp", "vjp_core"), "vjp_fast": ("vjp_fast",), "jvp": ("jvp_core", "jvp"),
+            "batch": ("batch",)}
 
 
 @functools.lru_cache(maxsize=None)

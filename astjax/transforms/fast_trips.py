@@ -1,0 +1,269 @@
+"""Fast backward trips: a loop body's adjoint without the shape bookkeeping.
+
+In a loop body whose values keep their shapes (the stencil step of a ``lax.scan``),
+the general rules spend the backward trip on calls that find nothing to do:
+``ra.unbroadcast`` of a cotangent already shaped like its operand, ``ra.pad_vjp``
+that is a slice, ``rt.acc_at`` of a slice that is a zero-padded add.  Each such call
+also splits the elementwise chain that fusion would make one kernel.
+
+So reverse mode builds a second adjoint of the body (``ReverseAD.loop_adjoint``) from
+same-shape rules: ``templates/vjp_fast.py`` for arithmetic, a ``getitem`` for the
+adjoint of a constant ``np.pad``, a ``pad`` (and an add) for the adjoint of a slice.
+Each rule records the fact it assumes, a comparison of the shapes and dtypes of
+values of the forward trip (``x`` and ``ans`` of ``ans = x * y``).  A cotangent always
+has its primal's shape and dtype (the general rules end with ``unbroadcast``, the fast
+ones keep the result's), so a fact about the primals is the fact the general rule
+would find about the cotangent, and both adjoints compute the same numbers (to the
+bit: a cotangent that may be None starts as -0.0, ``rt.cot_or_zero``).
+
+When the facts are checked (``ReverseAD._fast_forward``): the values they name are
+made by statements whose shapes follow from their operands' (``_shape_deps``), from
+values made before the loop and from the loop's carried inputs.  A forward trip
+whose carried inputs have a new signature (``rt.trip_signature``) runs the body as
+it is, checks the facts on its values (``rt.trip_fits``) and pushes False; a trip
+with the signature of one that met them runs the body without the shape stand-ins
+and saved values only the general adjoint reads -- reading values of other shapes
+kept them out of the step's kernels -- and pushes True.  The backward trip pops the
+flag and takes the fast adjoint or the general one.
+"""
+from __future__ import annotations
+
+from astjax import core
+from astjax.core import Comment, Const, Copy, External, For, Index, Prim, SliceAtom, Var
+from astjax.transforms.rules import rule_template
+
+# off: every loop gets the general adjoint only (tests compare the two)
+ENABLED = True
+
+# facts (rt.trip_fits): "same": x and ans are arrays of one shape and floating dtype;
+# "pad": outer is inner padded by constant widths (same floating dtype)
+_TEMPLATE_PRIMS = frozenset({"add", "subtract", "multiply", "divide"})
+
+
+def eligible(loop) -> bool:
+    """A ``for`` body of plain statements (no branch, inner loop or in-place update),
+    calling no user-defined rule (a custom_vjp's backward may return a cotangent of
+    another dtype than its primal's, which the general rules' unbroadcast would cast)."""
+    from astjax.transforms.custom import CUSTOM_PRIMS
+    return ENABLED and isinstance(loop, For) and not loop.exit_flags and all(
+        isinstance(st, (Prim, Copy, External, Comment)) and not (
+            isinstance(st, Prim) and st.prim in CUSTOM_PRIMS) for st in loop.body)
+
+
+class FastTrip:
+    """The fast adjoint of one loop body being built: the facts its rules assume."""
+
+    def __init__(self, loop, consts):
+        self.loop = loop
+        self.consts = consts
+        self.facts: list = []
+        self.resets: list = []        # cotangents of the trip's temporaries, set None last
+        self.position = {id(st): k for k, st in enumerate(loop.body)}
+        self.writes: dict = {}
+        for k, st in enumerate(loop.body):
+            for w in core.writes(st):
+                self.writes.setdefault(w, []).append(k)
+
+    def stable(self, name, s) -> bool:
+        """At the end of the forward trip, ``name`` still holds what ``s`` read."""
+        at = self.writes.get(name)
+        if at is None:
+            return name != self.loop.target       # made before the loop
+        here = self.position.get(id(s))
+        return here is not None and len(at) == 1 and (at[0] < here or name == s.target)
+
+    def carried_inputs(self):
+        """The variables a trip's facts depend on that change from trip to trip (read
+        before the body assigns them: ``carry``), or None when a fact depends on
+        something whose shape a trip's input shapes do not decide.
+
+        Every value the facts read comes from statements whose result's type, shape
+        and dtype are decided by those of their operands (``_shape_deps``), from values
+        made before the loop (the same on every trip) and from these variables: a trip
+        whose carried inputs have the signature (``rt.trip_signature``) of a trip whose
+        facts held meets them too, without reading the values the facts name.
+        """
+        body = self.loop.body
+        todo = []                       # positions of statements the facts depend on
+        for _, names, _ in self.facts:
+            for n in names:
+                if n == self.loop.target:
+                    return None
+                todo.extend(self.writes.get(n, ())[:1])   # (stable: one write at most)
+        seen, carried = set(), set()
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            deps = _shape_deps(body[k])
+            if deps is None:
+                return None
+            shape_deps, value_deps = deps
+            for r in shape_deps:
+                if r == self.loop.target:
+                    return None
+                before = [j for j in self.writes.get(r, ()) if j < k]
+                if before:
+                    todo.append(before[-1])   # the assignment this statement reads
+                elif r in self.writes:
+                    carried.add(r)            # this trip reads the last trip's value
+            for r in value_deps:              # an index, pad widths: their values count
+                if not self._value_known(r, k, carried):
+                    return None
+        return sorted(carried)
+
+    def _value_known(self, name, k, carried, depth=0) -> bool:
+        """The value ``body[k]`` reads from ``name`` is the same on every trip with one
+        signature: made before the loop, carried (an int's signature is its value), or
+        built from such values by tuples and copies."""
+        if name == self.loop.target or depth > 16:
+            return False
+        before = [j for j in self.writes.get(name, ()) if j < k]
+        if not before:
+            if name in self.writes:
+                carried.add(name)
+            return True
+        st = self.loop.body[before[-1]]
+        if not (isinstance(st, Copy) or isinstance(st, Prim) and (
+                st.prim == "make_tuple" or st.prim == "getitem" and isinstance(
+                    st.args[1], Index) and all(isinstance(i, Const)
+                                               for i in st.args[1].items))):
+            return False           # (``carry[1]``: an entry of a carried tuple)
+        return all(self._value_known(r, before[-1], carried, depth + 1)
+                   for r in core.reads(st))
+
+    def add_fact(self, fact):
+        if fact not in self.facts:
+            self.facts.append(fact)
+
+    def spec(self):
+        """(constant spec, variable names) of ``rt.trip_fits``."""
+        spec, names = [], []
+        for kind, vars_, widths in self.facts:
+            spec.append((kind, widths) if widths is not None else (kind,))
+            names.extend(vars_)
+        return tuple(spec), names
+
+
+def _shape_deps(st):
+    """(operands whose type, shape and dtype decide those of what ``st`` makes,
+    operands whose values do: an index, pad widths), or None when something else
+    may (a call, a primitive not listed here)."""
+    from astjax import primitives as P
+    import numpy as np
+    if isinstance(st, Copy):
+        return ([st.value.name] if isinstance(st.value, Var) else []), []
+    if not isinstance(st, Prim) or st.target is None:
+        return None
+    if st.prim == "tree_index":               # one step of the scanned inputs
+        return core.atom_vars([st.args[0]]), []
+    if st.prim in ("getitem", "pad"):         # the array, then index / widths / mode
+        return core.atom_vars(st.args[:1]), [r for r in core.reads(st)
+                                             if r not in core.atom_vars(st.args[:1])]
+    entry = P.REGISTRY.get(st.prim)
+    if st.prim == "make_tuple" or (
+            entry is not None and entry.kind == "elementwise" and not st.kwargs and
+            isinstance(entry.impl, np.ufunc)):
+        return list(core.reads(st)), []
+    return None
+
+
+def constant_value(a, consts):
+    """The Python value of a constant operand (a name assigned once a constant tuple)."""
+    if isinstance(a, Const):
+        return a.value
+    if isinstance(a, Var) and a.name in consts:
+        return consts[a.name].value
+    return None
+
+
+def _pairs(widths):
+    """((before, after), ...) of non-negative ints, one per axis, or None."""
+    if not (isinstance(widths, tuple) and widths):
+        return None
+    if not all(isinstance(w, tuple) and len(w) == 2 and all(
+            type(v) is int and v >= 0 for v in w) for w in widths):
+        return None
+    return widths
+
+
+def _slice_widths(index):
+    """Pad widths that undo ``x[index]`` (zeros around the slice), or None: each item a
+    unit-step slice whose start is >= 0 and whose stop is negative or absent, so the
+    widths do not depend on ``x``'s shape."""
+    if not isinstance(index, Index):
+        return None
+    out = []
+    for it in index.items:
+        if not isinstance(it, SliceAtom):
+            return None
+        lo, hi, step = (None if b is None or (isinstance(b, Const) and b.value is None)
+                        else b for b in (it.lower, it.upper, it.step))
+        if step is not None and not (isinstance(step, Const) and step.value == 1 and
+                                     type(step.value) is int):
+            return None
+        if lo is not None and not (isinstance(lo, Const) and type(lo.value) is int and
+                                   lo.value >= 0):
+            return None
+        if hi is not None and not (isinstance(hi, Const) and type(hi.value) is int and
+                                   hi.value < 0):
+            return None
+        out.append((lo.value if lo is not None else 0, -hi.value if hi is not None else 0))
+    return tuple(out) or None
+
+
+def adjoint(rev, s, wanted, g, ans):
+    """The fast adjoint of ``s`` (statements), or None when no fast rule applies."""
+    ctx = rev.fast
+    loc = s.loc
+    if not all(ctx.stable(op.name, s) for _, op in wanted) or not ctx.stable(s.target, s):
+        return None
+    if s.prim in _TEMPLATE_PRIMS and not s.kwargs and len(s.args) >= 2 and (
+            len(s.args) == 2 or isinstance(s.args[2], Const) and s.args[2].value is None):
+        from astjax import primitives as P
+        src = rule_template("vjp_fast", s.prim)
+        if src is None:
+            return None
+        prim = P.REGISTRY[s.prim]
+        stmts, contribs = rev.inline_template(src, prim, s, g, [i for i, _ in wanted], ans)
+        out = list(stmts)
+        for (_, op), c in zip(wanted, contribs):
+            ctx.add_fact(("same", (op.name, s.target), None))
+            out.extend(rev.accumulate(rev.d(op.name), c, loc, fast_add=op.name))
+        return out
+    if s.prim == "pad" and not s.kwargs and [i for i, _ in wanted] == [0]:
+        widths = _pairs(constant_value(s.args[1], ctx.consts))
+        mode = constant_value(s.args[2], ctx.consts) if len(s.args) > 2 else "constant"
+        if widths is None or mode != "constant":
+            return None
+        x = s.args[0].name
+        ctx.add_fact(("pad", (x, s.target), widths))
+        inner = rev.names.fresh(f"d_{x}_inner")
+        items = tuple(SliceAtom(Const(a) if a else None, Const(-b) if b else None, None)
+                      for a, b in widths)
+        out = [Prim(inner, "getitem", [Var(g), Index(items, True)], loc=loc)]
+        out.extend(rev.accumulate(rev.d(x), Var(inner), loc, fast_add=x))
+        return out
+    if s.prim == "getitem" and len(s.args) == 2:
+        widths = _slice_widths(s.args[1])
+        x = s.args[0].name
+        dx = rev.d(x)
+        if widths is None or (dx not in rev.null and dx not in rev.nonnull):
+            # (a cotangent that may be None takes the general rule: around the slice it
+            # must become +0.0 if it was None and stay as it is if not)
+            return None
+        ctx.add_fact(("pad", (s.target, x), widths))
+        if dx in rev.null:
+            # zeros around the slice, as getitem_vjp makes them
+            stmt = Prim(dx, "pad", [Var(g), Const(widths), Const("constant"), Const(0.0)],
+                        loc=loc)
+            rev.null.discard(dx)
+            rev.nonnull.add(dx)
+            return [stmt]
+        # d + (g placed at the slice): -0.0 around it leaves every entry of d as it is
+        placed = rev.names.fresh(f"{dx}_placed")
+        return [Prim(placed, "pad", [Var(g), Const(widths), Const("constant"), Const(-0.0)],
+                     loc=loc),
+                Prim(dx, "add", [Var(dx), Var(placed)], loc=loc)]
+    return None

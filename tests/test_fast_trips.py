@@ -1,0 +1,291 @@
+"""Fast backward trips (``astjax/transforms/fast_trips.py``) give the general path's numbers.
+
+A loop body whose values keep their shapes gets a second adjoint built from
+same-shape rules, taken on the trips whose facts the forward trip checked.  Every
+test here compares, bit for bit, the gradient with fast trips against the gradient
+with the general adjoint only (``fast_trips.ENABLED = False``), under eager ``grad``,
+``jit`` with C kernels and ``jit`` with the NumPy backend, and against central
+differences in float64; bodies that change shapes, broadcast, or pad in other modes
+must take the general path and stay right.
+"""
+import numpy as np
+import pytest
+
+import astjax
+from astjax import generation, lax
+from astjax.transforms import fast_trips
+
+
+def _fd(f, x, eps=1e-6):
+    x = np.array(x, float)
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        out[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return out
+
+
+def _routes(f, argnums=0):
+    g = astjax.grad(f, argnums=argnums)
+    return {"grad": g, "jit_c": astjax.jit(g), "jit_numpy": astjax.jit(g, backend="numpy")}
+
+
+def _all(f, args, argnums=0):
+    generation.clear_cache()
+    return {k: r(*args) for k, r in _routes(f, argnums).items()}
+
+
+def _general(f, args, argnums, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(fast_trips, "ENABLED", False)
+        got = _all(f, args, argnums)
+    generation.clear_cache()
+    return got
+
+
+def _check(f, args, monkeypatch, argnums=0, fd=True, fast=True):
+    """Every route equals the general adjoint to the bit; float64 meets differences."""
+    got = _all(f, args, argnums)
+    ref = _general(f, args, argnums, monkeypatch)
+    for k in got:
+        np.testing.assert_array_equal(np.signbit(got[k]), np.signbit(ref[k]), err_msg=k)
+        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
+    src = astjax.make_source(astjax.grad(f, argnums=argnums))(*args)
+    assert ("rt.trip_fits(" in src) == fast, src
+    if fd:
+        x = args[argnums]
+        rest = list(args)
+
+        def at(v):
+            rest[argnums] = v
+            return f(*rest)
+        np.testing.assert_allclose(got["grad"], _fd(at, x), rtol=1e-6, atol=1e-8)
+    return got
+
+
+RNG = np.random.default_rng(7)
+
+
+def _stencil(c, w, xs):
+    """A 2-D stencil step: slices, zero pads, products with a field, a source term."""
+    def step(carry, amp):
+        past, now = carry
+        gx = np.pad((now[1:, :] - now[:-1, :]) / 0.5, ((0, 1), (0, 0))) / w
+        gy = np.pad((now[:, 1:] - now[:, :-1]) / 0.5, ((0, 0), (0, 1)))
+        lap = np.pad(gx[1:, :] - gx[:-1, :], ((1, 0), (0, 0))) + np.pad(
+            gy[:, 1:] - gy[:, :-1], ((0, 0), (1, 0)))
+        new = 2.0 * now - past + 0.1 * lap * c + amp * w
+        return (now, new), new[1]
+    zero = np.zeros_like(c)
+    (_, last), rows = lax.scan(step, (zero, zero + 0.01 * c), xs)
+    return np.sum(rows ** 2) + np.sum(last * w)
+
+
+C = 1.0 + RNG.random((5, 4))
+W = 1.0 + RNG.random((5, 4))
+XS = RNG.standard_normal(6)
+
+
+def test_stencil_scan_fast_equals_general_and_differences(monkeypatch):
+    _check(_stencil, (C, W, XS), monkeypatch, argnums=0)
+    _check(_stencil, (C, W, XS), monkeypatch, argnums=1)
+
+
+def test_stencil_scan_float32(monkeypatch):
+    args = (C.astype(np.float32), W.astype(np.float32), XS.astype(np.float32))
+    got = _check(_stencil, args, monkeypatch, fd=False)
+    assert got["grad"].dtype == np.float32
+
+
+def test_stencil_scan_value_and_grad_of_the_wave_example_shape(monkeypatch):
+    def f(c):
+        return _stencil(c, W, XS)
+    _check(f, (C,), monkeypatch)
+
+
+def _pads_a(w, xs):
+    def step(c, x):
+        p = np.pad(c * w, ((1, 2), (0, 3)))
+        c = np.sin(p[1:-2, :-3] + x) * 0.9 + p[:-3, 3:] * 0.1 + c * p[3:, 2:-1]
+        return c, p[2:, 1:]
+    c, ys = lax.scan(step, np.ones((3, 4)), xs)
+    return np.sum(ys ** 2) + np.sum(c ** 2)
+
+
+def _pads_b(w, xs):
+    def step(c, x):
+        p = np.pad(c, ((0, 0), (2, 1))) * x
+        q = np.pad(p[:, 1:] * w[:, :1], ((3, 0), (0, 0)))
+        c = c + 0.5 * p[:, 2:-1] - 0.25 * q[3:, 1:-1]
+        return c, q
+    c, ys = lax.scan(step, np.ones((3, 4)), xs)
+    return np.sum(ys ** 2) + np.sum(c ** 2)
+
+
+@pytest.mark.parametrize("f", [_pads_a, _pads_b])
+def test_constant_pads_of_several_widths(f, monkeypatch):
+    _check(f, (1.0 + RNG.random((3, 4)), 0.5 * RNG.standard_normal(4)), monkeypatch)
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect", "wrap", "symmetric"])
+def test_other_pad_modes_keep_their_general_rule(mode, monkeypatch):
+    def f(w, xs):
+        def step(c, x):
+            p = np.pad(c, ((1, 1), (2, 0)), mode=mode)
+            c = (p[1:-1, 2:] * w + p[:-2, :-2] * 0.5) * x
+            return c, c
+        c, ys = lax.scan(step, np.ones((3, 4)), xs)
+        return np.sum(ys ** 2)
+    _check(f, (RNG.random((3, 4)), 0.5 + RNG.random(3)), monkeypatch)
+
+
+def test_broadcasting_operand_fails_its_fact_and_runs_general(monkeypatch):
+    def f(b, xs):
+        def step(c, x):
+            c = np.tanh(c * b + x)          # b (3, 1) broadcasts against c (3, 4)
+            return c, c[:, 1:] - c[:, :-1]
+        c, ys = lax.scan(step, np.ones((3, 4)), xs)
+        return np.sum(ys ** 2) + np.sum(c)
+    _check(f, (RNG.random((3, 1)), RNG.standard_normal(5)), monkeypatch)
+    # the fact about b fails on every trip: trip_fits gives None
+    from astjax import runtime as rt
+    assert rt.trip_fits((("same",),), ("sig",), np.ones((3, 1)), np.ones((3, 4))) is None
+
+
+def test_python_loop_whose_carry_grows_takes_the_general_trips(monkeypatch):
+    def f(w):
+        y = w
+        for _ in range(4):
+            y = np.pad(y * 1.5, ((0, 1),)) - 0.25
+        return np.sum(np.sin(y))
+    _check(f, (RNG.random(3),), monkeypatch)
+
+
+def test_python_loop_of_fixed_shape_with_a_shape_changing_helper(monkeypatch):
+    def f(w):
+        y = w
+        for k in range(3):
+            z = np.concatenate([y, y[:1]])          # not in the facts' whitelist
+            y = z[1:] * w + np.sin(y)
+        return np.sum(y ** 2)
+    _check(f, (RNG.random(4),), monkeypatch, fast=False)
+
+
+def test_slices_with_positive_stops_and_integer_indices(monkeypatch):
+    def f(w, xs):
+        def step(c, x):
+            a = c[0:3, :] * w[1:, :]                # stop >= 0: the general acc_at
+            b = c[2] * x                            # an integer index
+            c = np.concatenate([a, c[3:, :]]) + b * 0.5
+            return c, a[1:, 1:] - a[:-1, :-1]
+        c, ys = lax.scan(step, np.ones((4, 3)), xs)
+        return np.sum(ys ** 2) + np.sum(c)
+    _check(f, (RNG.random((4, 3)), RNG.standard_normal(3)), monkeypatch)
+
+
+def test_mixed_dtypes_fail_the_dtype_fact(monkeypatch):
+    w64 = RNG.random((3, 4))
+
+    def f(c0, xs):
+        def step(c, x):
+            c = (c * w64)[:, 1:] - (c * w64)[:, :-1]    # float32 * float64
+            c = np.pad(c, ((0, 0), (0, 1))).astype(np.float32) + x
+            return c, c
+        c, ys = lax.scan(step, c0, xs)
+        return np.sum(ys ** 2)
+    _check(f, (np.ones((3, 4), np.float32), np.ones(3, np.float32)), monkeypatch, fd=False)
+
+
+def test_empty_slices(monkeypatch):
+    def f(w, xs):
+        def step(c, x):
+            d = c[1:, :] - c[:-1, :]                    # (0, 3) of a (1, 3) carry
+            c = c * x + np.pad(d, ((0, 1), (0, 0))) * w
+            return c, c
+        c, ys = lax.scan(step, np.ones((1, 3)), xs)
+        return np.sum(ys ** 2)
+    _check(f, (RNG.random((1, 3)), 0.5 + RNG.random(3)), monkeypatch)
+    # an axis shorter than the slice's widths: padding the slice does not give it back
+    from astjax import runtime as rt
+    fact = (("pad", ((1, 0), (0, 0))),)
+    assert rt.trip_fits(fact, "s", np.ones((0, 3)), np.ones((0, 3))) is None
+    assert rt.trip_fits(fact, "s", np.ones((0, 3)), np.ones((1, 3))) == "s"
+
+
+def test_second_order_through_fast_trips():
+    def f(c):
+        return _stencil(c, W, XS)
+    v = RNG.standard_normal(C.shape)
+    hvp = astjax.jvp(astjax.grad(f), (C,), (v,))[1]
+    g = astjax.grad(f)
+    fd = (g(C + 1e-6 * v) - g(C - 1e-6 * v)) / 2e-6
+    np.testing.assert_allclose(hvp, fd, rtol=1e-5, atol=1e-7)
+    gg = astjax.grad(lambda c: np.sum(astjax.grad(f)(c) * v))(C)
+    np.testing.assert_allclose(gg, hvp, rtol=1e-6, atol=1e-8)
+
+
+def test_vmap_of_grad_through_fast_trips():
+    cs = 1.0 + RNG.random((3,) + C.shape)
+    g = astjax.grad(lambda c: _stencil(c, W, XS))
+    got = astjax.vmap(g)(cs)
+    for k in range(3):
+        np.testing.assert_allclose(got[k], g(cs[k]), rtol=1e-12, atol=1e-12)
+
+
+def test_vjp_residuals_through_fast_trips():
+    out, back = astjax.vjp(lambda c: _stencil(c, W, XS), C)
+    g = astjax.grad(lambda c: _stencil(c, W, XS))(C)
+    np.testing.assert_allclose(back(1.0)[0], g, rtol=1e-12)
+
+
+def test_trip_signature():
+    from astjax import runtime as rt
+    a = np.zeros((2, 3), np.float32)
+    assert rt.trip_signature((a, a), 3) == rt.trip_signature((a + 1, a), 3)
+    assert rt.trip_signature(a) != rt.trip_signature(a.astype(np.float64))
+    assert rt.trip_signature(a) != rt.trip_signature(np.zeros((3, 2), np.float32))
+    assert rt.trip_signature(2) != rt.trip_signature(3)
+    assert rt.trip_signature(2.0) == rt.trip_signature(3.5)
+    assert rt.trip_signature(object()) is None
+    # what a boolean mask selects depends on its values, not its shape
+    assert rt.trip_signature(np.array([True, False])) is None
+    assert not rt.same_signature(None, None)
+
+
+def test_cot_or_zero_is_negative_zero():
+    from astjax import runtime as rt
+    z = rt.cot_or_zero(None, np.ones((2, 2), np.float32))
+    assert z.dtype == np.float32 and np.all(np.signbit(z)) and not np.any(z)
+    v = np.array([-0.0, 0.0, 1.0], np.float32)
+    assert np.array_equal(np.signbit(rt.cot_or_zero(None, v) + v), np.signbit(v))
+
+
+def test_scanned_boolean_masks_select_different_shapes(monkeypatch):
+    masks = np.array([[True, True, True], [True, False, False], [True, True, True],
+                      [False, True, False]])
+    v = 1.0 + RNG.random(3)
+
+    def f(w, xs):
+        def step(c, m):
+            a = c[m] * w[m]                  # 3 entries on some trips, 1 on others
+            y = a * v                        # (1,) * (3,) broadcasts: no fast rule fits
+            c = np.tanh(c + y * 0.5)
+            return c, np.sum(y)
+        c, ys = lax.scan(step, np.ones(3), xs)
+        return np.sum(ys ** 2) + np.sum(c)
+    # the masks come from the scanned inputs: their values, which decide what the
+    # facts see, are not part of any signature, so no trip is fast
+    _check(f, (1.0 + RNG.random(3), masks), monkeypatch, fast=False)
+
+
+def test_carried_index_value_is_part_of_the_signature(monkeypatch):
+    def f(w, xs):
+        def step(carry, x):
+            c, k = carry
+            p = np.pad(c * w, ((1, 1),))
+            c = np.sin(p[1:-1] * x) + c[k] * 0.1
+            return (c, 2 - k), c
+        (c, _), ys = lax.scan(step, (np.ones(4), 0), xs)
+        return np.sum(ys ** 2)
+    _check(f, (RNG.random(4), RNG.standard_normal(5)), monkeypatch)
