@@ -128,24 +128,79 @@ def run(plan: ShardPlan, args: tuple):
     modes = leaf_modes(plan.in_modes, tuple(args), "copy")
     leaves = [_shared(x, s, mesh) if m == "share" else x
               for x, s, m in zip(leaves, specs, modes)]
-    world = None if getattr(plan, "local_only", False) else distributed.world()
+    outer = _enclosing(plan, what)
+    world = None if getattr(plan, "local_only", False) or outer is not None else \
+        distributed.world()
     if world is not None:
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
-    if sh.current() is not None and not getattr(plan, "local_only", False):
-        fail(f"{what} is called inside another shard_map/pmap: nesting is not supported",
-             "use one mesh with several axes")
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    if outer is not None:
+        outs = execute.run_threads(plan.fun, mesh, [
+            tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)],
+            manual_sizes(plan, mesh), plan.check_vma, plan.kind, what, outer=outer)
+        return _join(plan, mesh, out_specs, outs, groups, what)
     engine, gpus = _engine(leaves, mesh, what)
     per_leaf = execute.placed(per_leaf, gpus)
     shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)]
     outs = execute.run_threads(plan.fun, mesh, shard_args, manual_sizes(plan, mesh),
                                plan.check_vma, plan.kind, what,
-                               limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus)
+                               limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus,
+                               hidden=_hidden_axes())
     outs = execute.gathered(outs, gpus)
     return _join(plan, mesh, out_specs, outs, groups, what)
 
 
 _engine = execute.engine_for
+
+
+def _device_map(kind):
+    """shard_map and pmap (and their derived plans) map over devices; a named vmap's
+    examples are virtual devices of the thread that calls it."""
+    return not kind.startswith("vmap")
+
+
+def _hidden_axes():
+    """The axes of an enclosing MPI/NCCL shard, which a named vmap's examples (threads
+    of that shard) cannot reach: named in the error of a collective over them."""
+    ctx = sh.current()
+    if ctx is None:
+        return ()
+    return tuple(ctx.axis_sizes) + tuple(ctx.extra.get("hidden", ()))
+
+
+def _root_kind(kind):
+    return next(k for k in ("shard_map", "pmap", "vmap") if kind.startswith(k))
+
+
+def _enclosing(plan, what):
+    """The context of the local shard this run is nested in, or None (not nested, or
+    nested in an MPI/NCCL shard, where a named vmap's collectives stay within it).
+
+    As in JAX, a shard_map or pmap may not run inside a shard_map or pmap (its mesh
+    would have to be the enclosing one); inside a named vmap anything may (JAX's
+    ``vmap(shard_map(f, ...), axis_name="b")``), and a named vmap inside anything:
+    their collectives may name the enclosing axes, their own, or a tuple of both."""
+    ctx = sh.current()
+    if ctx is None:
+        return None
+    root = plan
+    while getattr(root, "parent", None) is not None:
+        root = root.parent
+    what = f"{root.kind}({root.name})"
+    if _device_map(plan.kind) and _device_map(ctx.kind):
+        fail(f"{what} is called inside a {_root_kind(ctx.kind)}: a shard_map or pmap "
+             "inside a shard_map or pmap is not supported (JAX refuses it too: the inner "
+             "mesh would have to be the enclosing one)",
+             "use one shard_map over a mesh with both axes, or make the outer map "
+             "vmap(..., axis_name=...)")
+    engine = getattr(ctx.comm, "engine", None)
+    if engine == "local":
+        return ctx
+    if _device_map(plan.kind):
+        fail(f"{what} is called inside vmap(..., axis_name=...) inside a shard_map or "
+             f"pmap running on {engine} devices: not supported there",
+             "run it on local devices (threads), or make the named vmap a mesh axis")
+    return None
 
 
 def _plan_in_specs(plan, args):
