@@ -71,6 +71,13 @@ def abstract_prim(name, args, kwargs):
     from astjax import primitives as P
     if name == "shard_map_call":
         return shard_map_shapes(args[0], args[1])
+    if name == "static_plan":            # a pmap's plan for static values: concrete
+        if _has_abstract(list(args[1])):
+            from astjax.sharding.errors import fail
+            fail(f"pmap({args[0].name}): a static_broadcasted_argnums argument is abstract "
+                 "here", "pass the static value itself to eval_shape, not a "
+                 "ShapeDtypeStruct")
+        return sh.static_plan(args[0], args[1])
     if name == "axis_index":
         sh._group(args[0], "axis_index")            # the same errors as a run
         return ShapeDtypeStruct((), np.int32)

@@ -393,3 +393,11 @@ def jvp_plan(plan):
 
 def batch_plan(plan):
     return driver().batch_plan(plan)
+
+
+def static_plan(plan, statics):
+    return driver().static_plan(plan, statics)
+
+
+def static_plan_batched(plan, statics):
+    return driver().static_plan_batched(plan, statics)

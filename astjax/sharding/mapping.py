@@ -504,8 +504,46 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     mapped = _as_function(p._plan, p.dyn_names, p.__call__, fun)
     if static:
         mapped._astjax_eval_shape = functools.partial(p.eval_shape, mapped)
-        mapped._astjax_generated = p.refuse_transformations
+        made = {}
+
+        def generated():
+            if "fn" not in made:
+                made["fn"] = p.static_wrapper()
+            return made["fn"]
+        mapped._astjax_generated = generated
     return mapped
+
+
+def static_plan(plan, statics):
+    """The plan of a pmap with ``static_broadcasted_argnums`` for these static values:
+    one per value (cached), as JAX compiles one per value; transformations see
+    ``sh.shard_map_call(sh.static_plan(plan, (k,)), (v,))``."""
+    pm = plan.pmapped
+    key = tuple(statics)
+    try:
+        hash(key)
+    except TypeError:
+        fail(f"pmap({plan.name}): static_broadcasted_argnums values must be hashable, got "
+             f"{', '.join(type(s).__name__ for s in key)}",
+             "pass a tuple instead of a list or array (JAX requires this too)")
+    found = pm.specialized.get(key)
+    if found is None:
+        fun = pm.bound(key)
+        sub = Pmapped(fun, pm.axis_name, pm._axes_for(len(pm.dyn_names)), pm.out_axes, (),
+                      pm._plan.mesh.devs)
+        found = sub._plan
+        found.kind, found.name = plan.kind, plan.name
+        found.local_only = getattr(plan, "local_only", False)
+        pm.specialized[key] = found
+    return found
+
+
+def static_plan_batched(plan, statics):
+    """vmap reached a pmap's static argument with a value per example: refused (JAX
+    cannot hash a traced value either)."""
+    fail(f"pmap({plan.name}): a static_broadcasted_argnums argument differs per example "
+         "of a vmap", "static arguments must be the same Python value for the whole "
+         "batch: vmap over the other arguments only")
 
 
 def _moved(x, ax, to):
@@ -559,9 +597,11 @@ class Pmapped:
         plan.nargs = len(self.dyn_names)
         self.axis_name = axis_name
         self._plan = plan
+        self.specialized = {}               # static values -> their plan (static_plan)
+        self._bound_funs = {}
         plan.pmapped = self                 # astjax gen writes its per-device code
         plan.shapes_of = self._shapes_of
-        self._bind(None, self._axes_for(len(self.dyn_names)))
+        self._bind(self._axes_for(len(self.dyn_names)))
 
     def _axes_for(self, n):
         ax = self.in_axes
@@ -575,7 +615,7 @@ class Pmapped:
     def _spec(self, ax):
         return PartitionSpec(*([None] * ax), self.axis_name)
 
-    def _bind(self, statics, axes):
+    def _bind(self, axes):
         for a in axes:
             if a is not None and (not isinstance(a, int) or a < 0):
                 fail(f"{self._plan.kind}: in_axes entries must be None or non-negative "
@@ -585,8 +625,6 @@ class Pmapped:
             fail(f"{self._plan.kind}: out_axes must be None or a non-negative int, got "
                  f"{oax!r}")
         fun = self._fun
-        if statics:
-            fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
         self._bound = (fun, tuple(axes), oax)
         self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=oax)
         # eval_shape of the shard reads the vmapped code (its collectives are the
@@ -604,17 +642,53 @@ class Pmapped:
             fail("pmap: pass the arguments positionally")
         statics = [args[i] for i in self.static]
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
-        self._bind(statics, self._axes_for(len(dyn)))
-        wrapper = _generated_wrapper(self._plan, self.dyn_names, self._plan.name)
+        plan = static_plan(self._plan, statics)
+        wrapper = _generated_wrapper(plan, self.dyn_names, plan.name)
         return eval_shape(wrapper, *dyn)
 
-    def refuse_transformations(self):
-        """A transformation reading a pmap with static_broadcasted_argnums: refused (its
-        one-call form has no place for the static values)."""
-        fail(f"pmap({self._plan.name}) has static_broadcasted_argnums: grad, jvp, vmap and "
-             "jit of code calling it are not supported",
-             "bind the static arguments first (functools.partial(f, k=...)) and pmap "
-             "that, or call the pmap'ed function outside the transformation")
+    def bound(self, statics):
+        """``fun`` with the static arguments bound by position (generated source, which
+        the transformations read; a keyword partial would clash with a positional
+        argument when a static one comes first)."""
+        import linecache
+        import re
+        found = self._bound_funs.get(statics)
+        if found is not None:
+            return found
+        names = _param_names(self._fun)
+        it = iter(self.dyn_names)
+        call = ", ".join(f"static{self.static.index(i)}" if i in self.static else next(it)
+                         for i in range(len(names)))
+        fname = re.sub(r"\W", "_", f"{self._plan.name}_static").strip("_") or "static"
+        src = (f"def {fname}({', '.join(self.dyn_names)}):\n"
+               f"    return fun({call})\n")
+        filename = f"<astjax-pmap-bound-{next(_COUNTER)}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        namespace = {"fun": self._fun, **{f"static{j}": v for j, v in enumerate(statics)}}
+        exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own code)
+        found = self._bound_funs[statics] = namespace[fname]
+        return found
+
+    def static_wrapper(self):
+        """The Python the transformations read for a pmap with static arguments: the
+        plan for the static values (``static_plan``), then one call of it on the
+        others."""
+        import linecache
+        import re
+        plan = self._plan
+        names = _param_names(self._fun)
+        fname = re.sub(r"\W", "_", f"{plan.name}_pmap").strip("_") or "pmapped"
+        statics = ", ".join(names[i] for i in self.static)
+        dyn = ", ".join(self.dyn_names)
+        src = (f"def {fname}({', '.join(names)}):\n"
+               f"    plan = sh.static_plan({fname}_plan, ({statics},))\n"
+               f"    out = sh.shard_map_call(plan, ({dyn},))\n"
+               f"    return out\n")
+        filename = f"<astjax-pmap-static-{next(_COUNTER)}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        namespace = {"sh": sh, f"{fname}_plan": plan}
+        exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own code)
+        return namespace[fname]
 
     def _shapes_of(self, blocks):
         """eval_shape of one device's call: ``fun`` on one example (the block without
@@ -637,8 +711,8 @@ class Pmapped:
     def __call__(self, *args):
         statics = [args[i] for i in self.static]
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
-        if statics:
-            self._bind(statics, self._axes_for(len(dyn)))
+        if statics:             # one plan per static value, as for the transformations
+            return run(static_plan(self._plan, statics), dyn)
         return run(self._plan, dyn)
 
 
