@@ -846,26 +846,54 @@ def jvp_plan(plan):
     return found
 
 
+_BATCH_SOURCE = """def {fname}_size(args):
+    size = 1
+    for v in tree_leaves(args):
+        if np.ndim(v):
+            size = max(size, np.shape(v)[-1])
+    return size
+
+
+def {fname}_lanes(v, size):
+    if np.ndim(v) and np.shape(v)[-1] == 1:
+        return np.broadcast_to(v, np.shape(v)[:-1] + (size,))
+    return v
+
+
+def {fname}(args):
+    size = {fname}_size(args)
+    lanes = tree_map(lambda v: {fname}_lanes(v, size), args)
+{unpack}    out = fun_batched({call})
+    return out
+"""
+
+
 def batch_plan(plan):
     """The shard_map whose per-shard function is ``plan``'s vmapped over a trailing
-    batch axis of every input (the batching rule's layout)."""
+    batch axis of every input (the batching rule's layout; an unbatched input, lifted
+    to a trailing axis of 1, broadcast to the batch).  Generated source, so that
+    ``astjax gen`` writes it and the transformations read it again."""
     found = plan.__dict__.get("_batch")
     if found is not None:
         return found
+    import linecache
+    import re
     from astjax.batch_api import vmap
-    from astjax.tree_util import tree_map
-    batched = vmap(plan.fun, in_axes=-1, out_axes=-1)
-
-    def per_shard(args):
-        leaves = tree_flatten(tuple(args))[0]
-        size = max([np.shape(v)[-1] for v in leaves if np.ndim(v)] or [1])
-        args = tree_map(lambda v: np.broadcast_to(v, np.shape(v)[:-1] + (size,))
-                        if np.ndim(v) and np.shape(v)[-1] == 1 else v, tuple(args))
-        return batched(*args)
-
-    new = _derived_plan(plan, "batch", per_shard,
+    from astjax.tree_util import tree_leaves, tree_map
+    k = plan.nargs
+    names = [f"a{i}" for i in range(k or 0)]
+    fname = re.sub(r"\W", "_", f"{plan.name}_batch")
+    src = _BATCH_SOURCE.format(               # (a per-shard f(*args): called with *)
+        fname=fname, call=", ".join(names) if k is not None else "*lanes",
+        unpack=f"    {', '.join(names)}, = lanes\n" if k else "")
+    filename = f"<astjax-{plan.kind}-batch-{next(_COUNTER)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace = {"np": np, "tree_leaves": tree_leaves, "tree_map": tree_map,
+                 "fun_batched": vmap(plan.fun, in_axes=-1, out_axes=-1)}
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    new = _derived_plan(plan, "batch", namespace[fname],
                         lambda args: (_plan_in_specs(plan, args[0]),), None,
-                        (plan.in_modes,), plan.out_modes, None)
+                        (plan.in_modes,), plan.out_modes, 1)
     new.check_vma = plan.check_vma
     new.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
     plan.__dict__["_batch"] = new
