@@ -290,3 +290,14 @@ def test_nesting_under_mpiexec(n, tmp_path):
         np.testing.assert_array_equal(got["inner"], np.concatenate(
             [np.repeat(blk.sum(0, keepdims=True), 4, 0) for blk in np.split(a.T, 2)]))
         assert "running on MPI or NCCL" in str(got["refused"]), str(got["refused"])
+
+
+def test_ppermute_over_both_axes_is_the_2d_mesh_one():
+    # JAX 0.10.2's shard_map over the 2-d mesh ("b", "x") prints [2 3 0 1 0 0 0 0]
+    # (its vmap(shard_map) gives [2 3 0 1 6 7 4 5], as if over "x" alone): the
+    # definition, ranks b * 2 + x, ranks 2 and 3 outside the permutation get zeros
+    sm = astjax.shard_map(lambda v: lax.ppermute(v, ("b", "x"), [(0, 1), (1, 0)]),
+                          mesh=astjax.make_mesh((2,), ("x",)), in_specs=P("x"),
+                          out_specs=P("x"), check_vma=False)
+    out = astjax.vmap(sm, axis_name="b")(np.arange(8.0).reshape(2, 4))
+    np.testing.assert_array_equal(out.ravel(), [2, 3, 0, 1, 0, 0, 0, 0])
