@@ -101,9 +101,27 @@ def test_static_values_passed_through_a_transformed_function():
         g_ref = fd_grad(lambda v: np.sum(np.sin(step_ref(v, k, mode)) * W), V)
         close(jg(V, k, mode), g_ref)
         close(astjax.grad(f)(V, k, mode), g_ref)
-    plans = PM._astjax_plan.pmapped.specialized
+    plans = {tuple(v for _, v in k): p for k, p in PM._astjax_plan.pmapped.specialized.items()}
     assert {(1, "sum"), (2, "mean")} <= set(plans)
     assert plans[(1, "sum")] is not plans[(2, "mean")]
+
+
+def test_equal_static_values_of_other_types_get_their_own_plan():
+    # 1 == 1.0 == True, but f may tell them apart: one plan per (type, value)
+    pm = astjax.pmap(flagged, axis_name="d", static_broadcasted_argnums=1)
+    v = np.ones((N, 1))
+    np.testing.assert_array_equal(pm(v, 1), v)
+    np.testing.assert_array_equal(pm(v, True), v + 1)
+    np.testing.assert_array_equal(astjax.jit(lambda v: pm(v, 1.0))(v), v + 2)
+    assert len(pm._astjax_plan.pmapped.specialized) == 3
+
+
+def flagged(v, k):
+    if isinstance(k, bool):
+        return v + 1.0
+    if isinstance(k, float):
+        return v + 2.0
+    return v
 
 
 def test_a_static_first_argument_and_second_order():

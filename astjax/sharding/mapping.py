@@ -526,7 +526,8 @@ def static_plan(plan, statics):
         fail(f"pmap({plan.name}): static_broadcasted_argnums values must be hashable, got "
              f"{', '.join(type(s).__name__ for s in key)}",
              "pass a tuple instead of a list or array (JAX requires this too)")
-    found = pm.specialized.get(key)
+    typed = tuple((type(v), v) for v in key)      # 1, 1.0 and True: three plans
+    found = pm.specialized.get(typed)
     if found is None:
         fun = pm.bound(key)
         sub = Pmapped(fun, pm.axis_name, pm._axes_for(len(pm.dyn_names)), pm.out_axes, (),
@@ -534,7 +535,7 @@ def static_plan(plan, statics):
         found = sub._plan
         found.kind, found.name = plan.kind, plan.name
         found.local_only = getattr(plan, "local_only", False)
-        pm.specialized[key] = found
+        pm.specialized[typed] = found
     return found
 
 
@@ -652,7 +653,8 @@ class Pmapped:
         argument when a static one comes first)."""
         import linecache
         import re
-        found = self._bound_funs.get(statics)
+        typed = tuple((type(v), v) for v in statics)
+        found = self._bound_funs.get(typed)
         if found is not None:
             return found
         names = _param_names(self._fun)
@@ -666,7 +668,7 @@ class Pmapped:
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
         namespace = {"fun": self._fun, **{f"static{j}": v for j, v in enumerate(statics)}}
         exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own code)
-        found = self._bound_funs[statics] = namespace[fname]
+        found = self._bound_funs[typed] = namespace[fname]
         return found
 
     def static_wrapper(self):
