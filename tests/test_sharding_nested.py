@@ -301,3 +301,20 @@ def test_ppermute_over_both_axes_is_the_2d_mesh_one():
                           out_specs=P("x"), check_vma=False)
     out = astjax.vmap(sm, axis_name="b")(np.arange(8.0).reshape(2, 4))
     np.testing.assert_array_equal(out.ravel(), [2, 3, 0, 1, 0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("name", ["psum", "all_gather", "psum_scatter", "all_to_all",
+                                  "axis_index"])
+def test_eval_shape_of_the_nestings(name):
+    from astjax.shapes import ShapeDtypeStruct
+    ax = ("b", "x")
+    for how, f in nestings(name, ax).items():
+        out = f(A)
+        assert astjax.eval_shape(f, A) == ShapeDtypeStruct(out.shape, out.dtype), how
+    sm = astjax.shard_map(lambda v: lax.all_gather(v, ("b", "x")) * lax.psum(1, "b"),
+                          mesh=astjax.make_mesh((2,), ("x",)), in_specs=P("x"),
+                          out_specs=P("x"), check_vma=False)
+    f = astjax.vmap(sm, axis_name="b")
+    assert astjax.eval_shape(f, np.ones((3, 8))) == ShapeDtypeStruct((3, 12, 4), np.float64)
+    with pytest.raises(ShardingError, match="inside a pmap"):
+        astjax.eval_shape(astjax.pmap(sm, axis_name="b"), A)

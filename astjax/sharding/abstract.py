@@ -167,9 +167,20 @@ def shard_map_shapes(plan, args):
         return shard_map_shapes(plan.parent, args[0])
     mesh, in_specs, out_specs, blocks = drv.first_shard(plan, standin_args)
     sizes = drv.manual_sizes(plan, mesh)
-    ctx = sh.ShardContext(AbstractComm(mesh.shape, 0), sizes, check_vma=False,
-                          kind=plan.kind, extra={"auto": tuple(
-                              a for a in mesh.axis_names if a not in sizes)})
+    shape = dict(mesh.shape)
+    auto = tuple(a for a in mesh.axis_names if a not in sizes)
+    outer = sh.current()
+    if outer is not None:           # nested (in a named vmap...): the product mesh
+        if drv._device_map(plan.kind) and drv._device_map(outer.kind):
+            drv._enclosing(plan, plan.kind)             # refused, as a run refuses it
+        oc = outer.comm
+        shape = {**{a if a not in mesh.shape else f"{a} (shadowed)": n
+                    for a, n in zip(oc.names, oc.shape)}, **shape}
+        sizes = {**{a: n for a, n in outer.axis_sizes.items() if a not in mesh.shape},
+                 **sizes}
+        auto = tuple(a for a in outer.extra.get("auto", ()) if a not in mesh.shape) + auto
+    ctx = sh.ShardContext(AbstractComm(shape, 0), sizes, check_vma=False,
+                          kind=plan.kind, extra={"auto": auto})
     with sh.entered(ctx):
         local = per_shard_shapes(plan, blocks)
     return drv.global_shapes(plan, mesh, out_specs, local)
