@@ -318,3 +318,18 @@ def test_eval_shape_of_the_nestings(name):
     assert astjax.eval_shape(f, np.ones((3, 8))) == ShapeDtypeStruct((3, 12, 4), np.float64)
     with pytest.raises(ShardingError, match="inside a pmap"):
         astjax.eval_shape(astjax.pmap(sm, axis_name="b"), A)
+
+
+def test_examples_that_reach_different_nested_maps_fail_clearly():
+    mesh2 = astjax.make_mesh((2,), ("x",))
+    one = astjax.shard_map(lambda v: lax.psum(v, "x"), mesh=mesh2, in_specs=P("x"),
+                           out_specs=P(), check_vma=False)
+    two = astjax.shard_map(lambda v: lax.psum(v, ("b", "x")), mesh=astjax.make_mesh(
+        (4,), ("x",)), in_specs=P("x"), out_specs=P(), check_vma=False)
+
+    def f(row):
+        if lax.axis_index("b") == 0:        # device-dependent Python: two different maps
+            return one(row)
+        return two(row)
+    with pytest.raises(ShardingError, match="different nested maps"):
+        astjax.vmap(f, axis_name="b")(A)

@@ -44,7 +44,7 @@ def context(comm, mesh, sizes, check_vma, kind):
                            extra={"auto": auto})
 
 
-def nested_world(outer, mesh):
+def nested_world(outer, mesh, what):
     """Inside a shard of another local run (``outer``: the calling thread's context),
     the world of this run: every enclosing thread's k-th nested run shares one
     LocalWorld of (enclosing positions x this mesh's), so a collective may name the
@@ -58,13 +58,27 @@ def nested_world(outer, mesh):
     ow = oc.world
     count = outer.extra.get("nested", 0)       # the context is this thread's own
     outer.extra["nested"] = count + 1
+    sig = (what, tuple(mesh.shape.items()))
     with ow.lock:
         entry = ow.nested.get(count)
         if entry is None:
-            entry = ow.nested[count] = [LocalWorld(ow.n * mesh.size, ow.timeout), ow.n]
+            entry = ow.nested[count] = [LocalWorld(ow.n * mesh.size, ow.timeout), ow.n, sig]
         entry[1] -= 1
         if entry[1] == 0:
             del ow.nested[count]
+    if entry[2] != sig:             # the enclosing devices ran different nested maps
+        from astjax.sharding.errors import ShardingError, user_location
+        err = ShardingError(
+            f"the devices of an enclosing map reached different nested maps at once: "
+            f"{what} over {dict(sig[1])} here, {entry[2][0]} over {dict(entry[2][1])} on "
+            "another", user_location(),
+            "every device (every example of a named vmap) must call the same maps in the "
+            "same order")
+        with entry[0].lock:
+            if entry[0].first_error is None:
+                entry[0].first_error = err
+        entry[0].abort()
+        raise err
     shape = {}
     for a, n in zip(oc.names, oc.shape):
         shape[a if a not in mesh.shape else f"{a} (shadowed {count})"] = n
@@ -88,7 +102,7 @@ def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None,
     from astjax.sharding.errors import user_location
     where = user_location()             # errors raised in the shards name this line
     if outer is not None:
-        lw, shape, base, outer_sizes, outer_auto = nested_world(outer, mesh)
+        lw, shape, base, outer_sizes, outer_auto = nested_world(outer, mesh, what)
         hidden = tuple(outer.extra.get("hidden", ())) + tuple(hidden)
     else:
         lw, shape, base, outer_sizes, outer_auto = LocalWorld(n), mesh.shape, 0, {}, ()
