@@ -1276,9 +1276,10 @@ from astjax.sharding import collectives as _sh  # noqa: E402
 
 
 def _coll(name, params, defaults=None, diff=(), kind="other", sample=None, reason="",
-          meta=()):
+          meta=(), refuse=()):
     register(Primitive(name, getattr(_sh, name), f"sh.{name}", params, defaults or {},
-                       diff=diff, kind=kind, sample=sample, reason=reason, meta=meta))
+                       diff=diff, kind=kind, sample=sample, reason=reason, meta=meta,
+                       refuse=refuse))
 
 
 def _plan_sample(r):
@@ -1317,11 +1318,24 @@ _coll("all_gather_t", ("t", "axis_name", "axis", "tiled"), {"axis": 0, "tiled": 
 for _name in ("pextreme_t", "pextreme_jvp"):
     _coll(_name, ("t", "x", "top", "axis_name"), diff=("t",),
           sample=lambda r: ((_u(r), _u(r), _u(r), ()), {}))
-_coll("shard_map_call", ("plan", "args"), diff=("args",),
+# a plan computed from a differentiated value (a pmap's static argument): refused
+_coll("shard_map_call", ("plan", "args"), diff=("args",), refuse=("plan",),
       sample=lambda r: ((_plan_sample(r), (_u(r, (3, 4)), _u(r, (4,)))), {}))
 for _name in ("vjp_plan", "jvp_plan", "batch_plan"):
     _coll(_name, ("plan",), kind="static", reason=_ND + "a static shard_map plan",
           sample=lambda r: ((_plan_sample(r),), {}))
+# a pmap's plan for its static_broadcasted_argnums values: "other", so that a static
+# value under grad/jvp is refused (as JAX refuses a traced one) and vmap of one per
+# example too (templates/batch.py)
+_coll("static_plan", ("plan", "statics"), kind="other",
+      reason="a static_broadcasted_argnums argument of a pmap has no derivative (JAX "
+             "cannot trace one either): pass it as an ordinary argument to differentiate",
+      sample=lambda r: ((_static_plan_sample(r), (2.0,)), {}))
+
+
+def _static_plan_sample(r):
+    from astjax.sharding.samples import sample_static_pmap
+    return sample_static_pmap()
 
 
 # ------------------------------------------------------------------------------------

@@ -1605,6 +1605,10 @@ def jvp_plan(plan):
 def batch_plan(plan):
     return sh.batch_plan(plan)
 
+
+def static_plan(plan, statics):
+    return sh.static_plan_batched(plan, statics)
+
 # ------------------------------------------- matrix products saved by checkpoint
 # (the saved value was computed from the same, batched, operands)
 

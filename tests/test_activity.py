@@ -97,10 +97,11 @@ def test_a_primitive_without_a_rule_is_fine_when_its_result_is_not_used(name):
 @pytest.mark.parametrize("name", _with_rule())
 def test_parameters_outside_diff_are_zero_by_contract(name):
     """A differentiated value bound only to parameters outside ``diff`` is no error
-    (and carries nothing): the registry's contract says those have zero derivative."""
+    (and carries nothing): the registry's contract says those have zero derivative
+    (``refuse`` parameters excepted: refused, see the next test)."""
     prim = P.REGISTRY[name]
     args = [(Const(1.0),) if p.startswith("*") and p in prim.diff
-            else Const(1.0) if p in prim.diff else
+            else Const(1.0) if p in prim.diff or p in prim.refuse else
             ((Var("x"),) if p.startswith("*") else Var("x")) for p in prim.params]
     body = [Prim("t", name, args, loc=LOC), Copy("out", Var("t"), loc=LOC),
             Return(Var("out"), loc=LOC)]

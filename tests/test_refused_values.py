@@ -30,9 +30,20 @@ def meshgrid_xi(x):
 def arange_length(x):
     n = x.shape[0]
     return np.sum(np.arange(n) * x)
+
+
+import astjax  # noqa: E402
+from astjax import lax  # noqa: E402
+SCALED = astjax.pmap(lambda v, k: lax.psum(v * k, "d"), axis_name="d",
+                     static_broadcasted_argnums=1)
+
+
+def pmap_static(x):         # a pmap's static argument: its plan (shard_map_call's)
+    return np.sum(SCALED(np.ones(1), x[0]))
 '''
 
-REFUSED = {"arange": ["arange_start", "arange_step"], "meshgrid": ["meshgrid_xi"]}
+REFUSED = {"arange": ["arange_start", "arange_step"], "meshgrid": ["meshgrid_xi"],
+           "shard_map_call": ["pmap_static"]}
 X = np.array([0.5, 1.3])
 TRANSFORMS = {
     "grad": lambda f: astjax.grad(f)(X),

@@ -630,4 +630,4 @@ SKIP.update({n: "a debugging effect or callback: tests/test_debug.py checks its 
 # operand; tests/test_sharding.py checks them under vmap on real meshes.
 SKIP.update({n: "a mesh fact or a static shard_map plan: no array operand to batch"
              for n in ("axis_index", "axis_size", "ppermute_inverse", "vjp_plan", "jvp_plan",
-                       "batch_plan")})
+                       "batch_plan", "static_plan")})

@@ -205,10 +205,6 @@ def test_gen_of_sharded_functions_refuses_what_it_cannot_write(tmp_path, monkeyp
         def first(x, w):
             return ring(x, w)[0]
     '''))
-    assert cli.main(["gen", "p2.py:first", "-t", "vmap(in_axes=(0, None))", "-o",
-                     "x.py"]) == 2
-    err = capsys.readouterr().err
-    assert "does not write vmap of a shard_map'ed function" in err and "hint:" in err
     assert cli.main(["gen", "p2.py:pm_static", "-t", "jit", "-o", "x.py"]) == 2
     assert "static_broadcasted_argnums" in capsys.readouterr().err
 
@@ -307,6 +303,13 @@ DERIVED = textwrap.dedent('''
 
 
     scentred = astjax.shard_map(centred, mesh=mesh, in_specs=(P(), P("i")), out_specs=P())
+
+    # the same functions under vmap (arguments with a batch axis: derived_args)
+    bsloss, bring, bpm, bgrid = sloss, ring, pm, grid_map
+
+
+    def bsloss_loss(w, xs):        # the gradient of a vmap of a shard_map
+        return np.sum(np.sin(astjax.vmap(sloss, in_axes=(None, 0))(w, xs)))
 ''')
 
 # (name, target, --transform, entry point, MPI processes or None)
@@ -323,6 +326,11 @@ DERIVED_CASES = [
     ("ring_loss_grad", "ring_loss", "grad(argnums=(0, 1))", "grad_ring_loss", 2),
     ("grid_loss_grad", "grid_loss", "grad", "grad_grid_loss", 4),
     ("scentred_grad", "scentred", "grad", "grad_scentred", 2),
+    ("bsloss_vmap", "bsloss", "vmap(in_axes=(None, 0))", "vmap_bsloss", 2),
+    ("bring_jit_vmap", "bring", "jit(vmap(in_axes=(0, None)))", "jit_vmap_bring", 2),
+    ("bpm_vmap", "bpm", "vmap(in_axes=(None, 0))", "vmap_bpm", 2),
+    ("bgrid_vmap", "bgrid", "vmap", "vmap_bgrid", 4),
+    ("bsloss_loss_grad", "bsloss_loss", "grad", "grad_bsloss_loss", 2),
 ]
 
 
@@ -340,6 +348,14 @@ def derived_args(target):
         return x, rng.standard_normal(3)
     if target == "grid_loss":
         return (rng.standard_normal((8, 6)),)
+    if target in ("bsloss", "bsloss_loss"):
+        return w, rng.standard_normal((3, 8, 3))
+    if target == "bring":
+        return rng.standard_normal((3, 8, 3)), rng.standard_normal(3)
+    if target == "bpm":
+        return w, rng.standard_normal((3, 2, 4, 3))
+    if target == "bgrid":
+        return (rng.standard_normal((3, 8, 6)),)
     return rng.standard_normal(3), rng.standard_normal((4, 3))
 
 
@@ -391,6 +407,8 @@ def test_derivatives_and_pmap_modules_run_on_threads(derived, case):
         assert "shx.run_layout(" in text
     else:
         assert "shx.Plan(" in text and "sh.register_driver(shx.LayoutDriver)" in text
+    if "vmap" in name:                  # the batched per-shard code
+        assert re.search(r"'kind': '(shard_map|pmap)_batch'", text), name
     (out,) = run_module(tmp, name, entry=entry)
     assert_same(out, refs[name])
 

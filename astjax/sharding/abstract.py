@@ -71,6 +71,13 @@ def abstract_prim(name, args, kwargs):
     from astjax import primitives as P
     if name == "shard_map_call":
         return shard_map_shapes(args[0], args[1])
+    if name == "static_plan":            # a pmap's plan for static values: concrete
+        if _has_abstract(list(args[1])):
+            from astjax.sharding.errors import fail
+            fail(f"pmap({args[0].name}): a static_broadcasted_argnums argument is abstract "
+                 "here", "pass the static value itself to eval_shape, not a "
+                 "ShapeDtypeStruct")
+        return sh.static_plan(args[0], args[1])
     if name == "axis_index":
         sh._group(args[0], "axis_index")            # the same errors as a run
         return ShapeDtypeStruct((), np.int32)
@@ -160,9 +167,20 @@ def shard_map_shapes(plan, args):
         return shard_map_shapes(plan.parent, args[0])
     mesh, in_specs, out_specs, blocks = drv.first_shard(plan, standin_args)
     sizes = drv.manual_sizes(plan, mesh)
-    ctx = sh.ShardContext(AbstractComm(mesh.shape, 0), sizes, check_vma=False,
-                          kind=plan.kind, extra={"auto": tuple(
-                              a for a in mesh.axis_names if a not in sizes)})
+    shape = dict(mesh.shape)
+    auto = tuple(a for a in mesh.axis_names if a not in sizes)
+    outer = sh.current()
+    if outer is not None:           # nested (in a named vmap...): the product mesh
+        if drv._device_map(plan.kind) and drv._device_map(outer.kind):
+            drv._enclosing(plan, plan.kind)             # refused, as a run refuses it
+        oc = outer.comm
+        shape = {**{a if a not in mesh.shape else f"{a} (shadowed)": n
+                    for a, n in zip(oc.names, oc.shape)}, **shape}
+        sizes = {**{a: n for a, n in outer.axis_sizes.items() if a not in mesh.shape},
+                 **sizes}
+        auto = tuple(a for a in outer.extra.get("auto", ()) if a not in mesh.shape) + auto
+    ctx = sh.ShardContext(AbstractComm(shape, 0), sizes, check_vma=False,
+                          kind=plan.kind, extra={"auto": auto})
     with sh.entered(ctx):
         local = per_shard_shapes(plan, blocks)
     return drv.global_shapes(plan, mesh, out_specs, local)

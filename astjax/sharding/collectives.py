@@ -123,6 +123,11 @@ def _group(axis_name, what):
                  f"axis_names): collectives act over its manual axes "
                  f"{tuple(ctx.axis_sizes)} only",
                  f"add {a!r} to shard_map's axis_names")
+        if a not in ctx.axis_sizes and a in ctx.extra.get("hidden", ()):
+            fail(f"{what}: {a!r} is an axis of a shard_map/pmap running on MPI or NCCL "
+                 "devices around this vmap(..., axis_name=...): its examples (threads of "
+                 "one device) reach only their own axis",
+                 "apply the collective outside the named vmap, or run on local devices")
         if a not in ctx.axis_sizes:
             known = ", ".join(repr(n) for n in ctx.axis_sizes)
             fail(f"{what}: unknown axis name {a!r}; the mapped axes here are {known}",
@@ -388,3 +393,11 @@ def jvp_plan(plan):
 
 def batch_plan(plan):
     return driver().batch_plan(plan)
+
+
+def static_plan(plan, statics):
+    return driver().static_plan(plan, statics)
+
+
+def static_plan_batched(plan, statics):
+    return driver().static_plan_batched(plan, statics)

@@ -127,6 +127,11 @@ class LocalWorld:
         # passed the barrier that device reaches only after reading (one barrier each)
         self.slots = ([None] * n, [None] * n)
         self.barrier = threading.Barrier(n, timeout=timeout)
+        # runs nested in this one's threads (execute.nested_world): the k-th nested
+        # call of every thread shares one world; the first error of a shard
+        self.lock = threading.Lock()
+        self.nested: dict = {}
+        self.first_error = None
 
     def abort(self):
         self.barrier.abort()

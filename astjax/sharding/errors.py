@@ -25,7 +25,10 @@ def user_location() -> Location | None:
         if "threading.py" in name or "concurrent" in name:
             continue
         return Location(name, fs.lineno, fs.colno or 0, fs.end_colno, fs.name)
-    return None
+    # a shard's thread runs no user frame above it: the line that started the run
+    from astjax.sharding.collectives import current
+    ctx = current()
+    return ctx.extra.get("where") if ctx is not None else None
 
 
 def fail(message: str, hint: str | None = None):

@@ -44,16 +44,68 @@ def context(comm, mesh, sizes, check_vma, kind):
                            extra={"auto": auto})
 
 
+def nested_world(outer, mesh, what):
+    """Inside a shard of another local run (``outer``: the calling thread's context),
+    the world of this run: every enclosing thread's k-th nested run shares one
+    LocalWorld of (enclosing positions x this mesh's), so a collective may name the
+    enclosing axes, this mesh's, or a tuple of both (JAX's ``vmap(shard_map(...),
+    axis_name=)``, a named vmap inside a shard_map or another named vmap).
+
+    Returns (world, mesh shape of the product, first position of this thread's
+    block, the axis sizes the shards see, the automatic axes).  An enclosing axis
+    named like one of this mesh's is shadowed (the innermost name wins, as in JAX)."""
+    oc = outer.comm
+    ow = oc.world
+    count = outer.extra.get("nested", 0)       # the context is this thread's own
+    outer.extra["nested"] = count + 1
+    sig = (what, tuple(mesh.shape.items()))
+    with ow.lock:
+        entry = ow.nested.get(count)
+        if entry is None:
+            entry = ow.nested[count] = [LocalWorld(ow.n * mesh.size, ow.timeout), ow.n, sig]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del ow.nested[count]
+    if entry[2] != sig:             # the enclosing devices ran different nested maps
+        from astjax.sharding.errors import ShardingError, user_location
+        err = ShardingError(
+            f"the devices of an enclosing map reached different nested maps at once: "
+            f"{what} over {dict(sig[1])} here, {entry[2][0]} over {dict(entry[2][1])} on "
+            "another", user_location(),
+            "every device (every example of a named vmap) must call the same maps in the "
+            "same order")
+        with entry[0].lock:
+            if entry[0].first_error is None:
+                entry[0].first_error = err
+        entry[0].abort()
+        raise err
+    shape = {}
+    for a, n in zip(oc.names, oc.shape):
+        shape[a if a not in mesh.shape else f"{a} (shadowed {count})"] = n
+    for a, n in mesh.shape.items():
+        shape[a] = n
+    sizes = {a: n for a, n in outer.axis_sizes.items() if a not in mesh.shape}
+    auto = tuple(a for a in outer.extra.get("auto", ()) if a not in mesh.shape)
+    return entry[0], shape, oc.position * mesh.size, sizes, auto
+
+
 def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None,
-                engine="local", gpus=None):
+                engine="local", gpus=None, outer=None, hidden=()):
     """``fun(*shard_args[pos])`` for every mesh position, each on a thread with a
     LocalComm (``engine="nccl"``: an NcclComm, position p on GPU ``gpus[p]``); the
     outputs by position.  A failing shard's error is raised (the first by position);
-    shards left waiting in a collective fail with a message."""
+    shards left waiting in a collective fail with a message.  ``outer``: the context
+    of the local shard this run is called from (see nested_world)."""
     n = mesh.size
     outs = [None] * n
     errors, broken = [], []
-    lw = LocalWorld(n)
+    from astjax.sharding.errors import user_location
+    where = user_location()             # errors raised in the shards name this line
+    if outer is not None:
+        lw, shape, base, outer_sizes, outer_auto = nested_world(outer, mesh, what)
+        hidden = tuple(outer.extra.get("hidden", ())) + tuple(hidden)
+    else:
+        lw, shape, base, outer_sizes, outer_auto = LocalWorld(n), mesh.shape, 0, {}, ()
     if engine == "nccl":
         from astjax.sharding.nccl import LocalCliques, NcclComm, device_scope
         cliques = LocalCliques(mesh.shape, gpus if gpus is not None else range(n))
@@ -64,7 +116,7 @@ def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None,
     def make_comm(pos):
         if engine == "nccl":
             return NcclComm(cliques, mesh.shape, pos, xp)
-        return LocalComm(lw, mesh.shape, pos)
+        return LocalComm(lw, shape, base + pos)
 
     def shard(pos):
         comm = make_comm(pos)
@@ -74,13 +126,22 @@ def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None,
             else:
                 import contextlib
                 scope = contextlib.nullcontext()
-            with scope, entered(context(comm, mesh, sizes, check_vma, kind)):
+            ctx = context(comm, mesh, sizes, check_vma, kind)
+            ctx.extra["where"] = where
+            ctx.extra["hidden"] = hidden
+            if outer is not None:
+                ctx.axis_sizes = {**outer_sizes, **sizes}
+                ctx.extra["auto"] = outer_auto + ctx.extra["auto"]
+            with scope, entered(ctx):
                 outs[pos] = fun(*shard_args[pos])
         except threading.BrokenBarrierError:
             broken.append(pos)        # another shard failed first (its error is reported)
             lw.abort()                # or the wait timed out: the devices diverged
         except BaseException as e:   # noqa: BLE001  (re-raised below, in the caller)
             errors.append((pos, e))
+            with lw.lock:
+                if lw.first_error is None:
+                    lw.first_error = e
             lw.abort()
 
     if n == 1:
@@ -100,6 +161,8 @@ def run_threads(fun, mesh, shard_args, sizes, check_vma, kind, what, limit=None,
                 limit.__exit__(None, None, None)
     if errors:
         raise sorted(errors, key=lambda e: e[0])[0][1]
+    if broken and lw.first_error is not None:   # a shard of another enclosing position
+        raise lw.first_error
     if broken:
         fail(f"{what}: devices {sorted(broken)} waited in a collective that the others never "
              f"reached (ASTJAX_COLLECTIVE_TIMEOUT={lw.timeout:g} s)",

@@ -193,15 +193,10 @@ class _Node:
         self.var = None          # its name in the module
 
     def child(self, kind):
-        if kind == "batch":
-            raise GenError(f"astjax gen does not write vmap of a {self.root.plan.kind}'ed "
-                           f"function ({self.root.plan.name})",
-                           "vmap inside the per-shard function instead, or run it with "
-                           "astjax")
         found = self.derived.get(kind)
         if found is None:
             from astjax.sharding import collectives as sh
-            make = sh.vjp_plan if kind == "vjp" else sh.jvp_plan
+            make = {"vjp": sh.vjp_plan, "jvp": sh.jvp_plan, "batch": sh.batch_plan}[kind]
             found = self.derived[kind] = _Node(make(self.plan), self.root, self.depth + 1)
         return found
 

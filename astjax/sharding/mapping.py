@@ -128,24 +128,79 @@ def run(plan: ShardPlan, args: tuple):
     modes = leaf_modes(plan.in_modes, tuple(args), "copy")
     leaves = [_shared(x, s, mesh) if m == "share" else x
               for x, s, m in zip(leaves, specs, modes)]
-    world = None if getattr(plan, "local_only", False) else distributed.world()
+    outer = _enclosing(plan, what)
+    world = None if getattr(plan, "local_only", False) or outer is not None else \
+        distributed.world()
     if world is not None:
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
-    if sh.current() is not None and not getattr(plan, "local_only", False):
-        fail(f"{what} is called inside another shard_map/pmap: nesting is not supported",
-             "use one mesh with several axes")
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    if outer is not None:
+        outs = execute.run_threads(plan.fun, mesh, [
+            tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)],
+            manual_sizes(plan, mesh), plan.check_vma, plan.kind, what, outer=outer)
+        return _join(plan, mesh, out_specs, outs, groups, what)
     engine, gpus = _engine(leaves, mesh, what)
     per_leaf = execute.placed(per_leaf, gpus)
     shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)]
     outs = execute.run_threads(plan.fun, mesh, shard_args, manual_sizes(plan, mesh),
                                plan.check_vma, plan.kind, what,
-                               limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus)
+                               limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus,
+                               hidden=_hidden_axes())
     outs = execute.gathered(outs, gpus)
     return _join(plan, mesh, out_specs, outs, groups, what)
 
 
 _engine = execute.engine_for
+
+
+def _device_map(kind):
+    """shard_map and pmap (and their derived plans) map over devices; a named vmap's
+    examples are virtual devices of the thread that calls it."""
+    return not kind.startswith("vmap")
+
+
+def _hidden_axes():
+    """The axes of an enclosing MPI/NCCL shard, which a named vmap's examples (threads
+    of that shard) cannot reach: named in the error of a collective over them."""
+    ctx = sh.current()
+    if ctx is None:
+        return ()
+    return tuple(ctx.axis_sizes) + tuple(ctx.extra.get("hidden", ()))
+
+
+def _root_kind(kind):
+    return next(k for k in ("shard_map", "pmap", "vmap") if kind.startswith(k))
+
+
+def _enclosing(plan, what):
+    """The context of the local shard this run is nested in, or None (not nested, or
+    nested in an MPI/NCCL shard, where a named vmap's collectives stay within it).
+
+    As in JAX, a shard_map or pmap may not run inside a shard_map or pmap (its mesh
+    would have to be the enclosing one); inside a named vmap anything may (JAX's
+    ``vmap(shard_map(f, ...), axis_name="b")``), and a named vmap inside anything:
+    their collectives may name the enclosing axes, their own, or a tuple of both."""
+    ctx = sh.current()
+    if ctx is None:
+        return None
+    root = plan
+    while getattr(root, "parent", None) is not None:
+        root = root.parent
+    what = f"{root.kind}({root.name})"
+    if _device_map(plan.kind) and _device_map(ctx.kind):
+        fail(f"{what} is called inside a {_root_kind(ctx.kind)}: a shard_map or pmap "
+             "inside a shard_map or pmap is not supported (JAX refuses it too: the inner "
+             "mesh would have to be the enclosing one)",
+             "use one shard_map over a mesh with both axes, or make the outer map "
+             "vmap(..., axis_name=...)")
+    engine = getattr(ctx.comm, "engine", None)
+    if engine == "local":
+        return ctx
+    if _device_map(plan.kind):
+        fail(f"{what} is called inside vmap(..., axis_name=...) inside a shard_map or "
+             f"pmap running on {engine} devices: not supported there",
+             "run it on local devices (threads), or make the named vmap a mesh axis")
+    return None
 
 
 def _plan_in_specs(plan, args):
@@ -449,8 +504,47 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     mapped = _as_function(p._plan, p.dyn_names, p.__call__, fun)
     if static:
         mapped._astjax_eval_shape = functools.partial(p.eval_shape, mapped)
-        mapped._astjax_generated = p.refuse_transformations
+        made = {}
+
+        def generated():
+            if "fn" not in made:
+                made["fn"] = p.static_wrapper()
+            return made["fn"]
+        mapped._astjax_generated = generated
     return mapped
+
+
+def static_plan(plan, statics):
+    """The plan of a pmap with ``static_broadcasted_argnums`` for these static values:
+    one per value (cached), as JAX compiles one per value; transformations see
+    ``sh.shard_map_call(sh.static_plan(plan, (k,)), (v,))``."""
+    pm = plan.pmapped
+    key = tuple(statics)
+    try:
+        hash(key)
+    except TypeError:
+        fail(f"pmap({plan.name}): static_broadcasted_argnums values must be hashable, got "
+             f"{', '.join(type(s).__name__ for s in key)}",
+             "pass a tuple instead of a list or array (JAX requires this too)")
+    typed = tuple((type(v), v) for v in key)      # 1, 1.0 and True: three plans
+    found = pm.specialized.get(typed)
+    if found is None:
+        fun = pm.bound(key)
+        sub = Pmapped(fun, pm.axis_name, pm._axes_for(len(pm.dyn_names)), pm.out_axes, (),
+                      pm._plan.mesh.devs)
+        found = sub._plan
+        found.kind, found.name = plan.kind, plan.name
+        found.local_only = getattr(plan, "local_only", False)
+        pm.specialized[typed] = found
+    return found
+
+
+def static_plan_batched(plan, statics):
+    """vmap reached a pmap's static argument with a value per example: refused (JAX
+    cannot hash a traced value either)."""
+    fail(f"pmap({plan.name}): a static_broadcasted_argnums argument differs per example "
+         "of a vmap", "static arguments must be the same Python value for the whole "
+         "batch: vmap over the other arguments only")
 
 
 def _moved(x, ax, to):
@@ -504,9 +598,11 @@ class Pmapped:
         plan.nargs = len(self.dyn_names)
         self.axis_name = axis_name
         self._plan = plan
+        self.specialized = {}               # static values -> their plan (static_plan)
+        self._bound_funs = {}
         plan.pmapped = self                 # astjax gen writes its per-device code
         plan.shapes_of = self._shapes_of
-        self._bind(None, self._axes_for(len(self.dyn_names)))
+        self._bind(self._axes_for(len(self.dyn_names)))
 
     def _axes_for(self, n):
         ax = self.in_axes
@@ -520,7 +616,7 @@ class Pmapped:
     def _spec(self, ax):
         return PartitionSpec(*([None] * ax), self.axis_name)
 
-    def _bind(self, statics, axes):
+    def _bind(self, axes):
         for a in axes:
             if a is not None and (not isinstance(a, int) or a < 0):
                 fail(f"{self._plan.kind}: in_axes entries must be None or non-negative "
@@ -530,8 +626,6 @@ class Pmapped:
             fail(f"{self._plan.kind}: out_axes must be None or a non-negative int, got "
                  f"{oax!r}")
         fun = self._fun
-        if statics:
-            fun = functools.partial(fun, **dict(zip(self.static_names, statics)))
         self._bound = (fun, tuple(axes), oax)
         self._plan.fun = self._vmap(fun, in_axes=axes, out_axes=oax)
         # eval_shape of the shard reads the vmapped code (its collectives are the
@@ -549,17 +643,54 @@ class Pmapped:
             fail("pmap: pass the arguments positionally")
         statics = [args[i] for i in self.static]
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
-        self._bind(statics, self._axes_for(len(dyn)))
-        wrapper = _generated_wrapper(self._plan, self.dyn_names, self._plan.name)
+        plan = static_plan(self._plan, statics)
+        wrapper = _generated_wrapper(plan, self.dyn_names, plan.name)
         return eval_shape(wrapper, *dyn)
 
-    def refuse_transformations(self):
-        """A transformation reading a pmap with static_broadcasted_argnums: refused (its
-        one-call form has no place for the static values)."""
-        fail(f"pmap({self._plan.name}) has static_broadcasted_argnums: grad, jvp, vmap and "
-             "jit of code calling it are not supported",
-             "bind the static arguments first (functools.partial(f, k=...)) and pmap "
-             "that, or call the pmap'ed function outside the transformation")
+    def bound(self, statics):
+        """``fun`` with the static arguments bound by position (generated source, which
+        the transformations read; a keyword partial would clash with a positional
+        argument when a static one comes first)."""
+        import linecache
+        import re
+        typed = tuple((type(v), v) for v in statics)
+        found = self._bound_funs.get(typed)
+        if found is not None:
+            return found
+        names = _param_names(self._fun)
+        it = iter(self.dyn_names)
+        call = ", ".join(f"static{self.static.index(i)}" if i in self.static else next(it)
+                         for i in range(len(names)))
+        fname = re.sub(r"\W", "_", f"{self._plan.name}_static").strip("_") or "static"
+        src = (f"def {fname}({', '.join(self.dyn_names)}):\n"
+               f"    return fun({call})\n")
+        filename = f"<astjax-pmap-bound-{next(_COUNTER)}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        namespace = {"fun": self._fun, **{f"static{j}": v for j, v in enumerate(statics)}}
+        exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own code)
+        found = self._bound_funs[typed] = namespace[fname]
+        return found
+
+    def static_wrapper(self):
+        """The Python the transformations read for a pmap with static arguments: the
+        plan for the static values (``static_plan``), then one call of it on the
+        others."""
+        import linecache
+        import re
+        plan = self._plan
+        names = _param_names(self._fun)
+        fname = re.sub(r"\W", "_", f"{plan.name}_pmap").strip("_") or "pmapped"
+        statics = ", ".join(names[i] for i in self.static)
+        dyn = ", ".join(self.dyn_names)
+        src = (f"def {fname}({', '.join(names)}):\n"
+               f"    plan = sh.static_plan({fname}_plan, ({statics},))\n"
+               f"    out = sh.shard_map_call(plan, ({dyn},))\n"
+               f"    return out\n")
+        filename = f"<astjax-pmap-static-{next(_COUNTER)}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        namespace = {"sh": sh, f"{fname}_plan": plan}
+        exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own code)
+        return namespace[fname]
 
     def _shapes_of(self, blocks):
         """eval_shape of one device's call: ``fun`` on one example (the block without
@@ -582,8 +713,8 @@ class Pmapped:
     def __call__(self, *args):
         statics = [args[i] for i in self.static]
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
-        if statics:
-            self._bind(statics, self._axes_for(len(dyn)))
+        if statics:             # one plan per static value, as for the transformations
+            return run(static_plan(self._plan, statics), dyn)
         return run(self._plan, dyn)
 
 
@@ -717,26 +848,54 @@ def jvp_plan(plan):
     return found
 
 
+_BATCH_SOURCE = """def {fname}_size(args):
+    size = 1
+    for v in tree_leaves(args):
+        if np.ndim(v):
+            size = max(size, np.shape(v)[-1])
+    return size
+
+
+def {fname}_lanes(v, size):
+    if np.ndim(v) and np.shape(v)[-1] == 1:
+        return np.broadcast_to(v, np.shape(v)[:-1] + (size,))
+    return v
+
+
+def {fname}(args):
+    size = {fname}_size(args)
+    lanes = tree_map(lambda v: {fname}_lanes(v, size), args)
+{unpack}    out = fun_batched({call})
+    return out
+"""
+
+
 def batch_plan(plan):
     """The shard_map whose per-shard function is ``plan``'s vmapped over a trailing
-    batch axis of every input (the batching rule's layout)."""
+    batch axis of every input (the batching rule's layout; an unbatched input, lifted
+    to a trailing axis of 1, broadcast to the batch).  Generated source, so that
+    ``astjax gen`` writes it and the transformations read it again."""
     found = plan.__dict__.get("_batch")
     if found is not None:
         return found
+    import linecache
+    import re
     from astjax.batch_api import vmap
-    from astjax.tree_util import tree_map
-    batched = vmap(plan.fun, in_axes=-1, out_axes=-1)
-
-    def per_shard(args):
-        leaves = tree_flatten(tuple(args))[0]
-        size = max([np.shape(v)[-1] for v in leaves if np.ndim(v)] or [1])
-        args = tree_map(lambda v: np.broadcast_to(v, np.shape(v)[:-1] + (size,))
-                        if np.ndim(v) and np.shape(v)[-1] == 1 else v, tuple(args))
-        return batched(*args)
-
-    new = _derived_plan(plan, "batch", per_shard,
+    from astjax.tree_util import tree_leaves, tree_map
+    k = plan.nargs
+    names = [f"a{i}" for i in range(k or 0)]
+    fname = re.sub(r"\W", "_", f"{plan.name}_batch")
+    src = _BATCH_SOURCE.format(               # (a per-shard f(*args): called with *)
+        fname=fname, call=", ".join(names) if k is not None else "*lanes",
+        unpack=f"    {', '.join(names)}, = lanes\n" if k else "")
+    filename = f"<astjax-{plan.kind}-batch-{next(_COUNTER)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace = {"np": np, "tree_leaves": tree_leaves, "tree_map": tree_map,
+                 "fun_batched": vmap(plan.fun, in_axes=-1, out_axes=-1)}
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    new = _derived_plan(plan, "batch", namespace[fname],
                         lambda args: (_plan_in_specs(plan, args[0]),), None,
-                        (plan.in_modes,), plan.out_modes, None)
+                        (plan.in_modes,), plan.out_modes, 1)
     new.check_vma = plan.check_vma
     new.out_specs_fn = lambda args: _plan_out_specs(plan, args[0])
     plan.__dict__["_batch"] = new

@@ -16,3 +16,15 @@ def sample_plan():
     plan = ShardPlan(local_sine, mesh, (P("i"), P()), P("i"), check_vma=True)
     plan.nargs = 2
     return plan
+
+
+def scaled_sine(x, k):
+    """A pmap'ed function with a static argument ``k``."""
+    return np.sin(x) * k
+
+
+def sample_static_pmap():
+    """The plan of a pmap of scaled_sine with static_broadcasted_argnums=1."""
+    from astjax.sharding.collectives import driver
+    return driver().pmap(scaled_sine, axis_name="i",
+                         static_broadcasted_argnums=1)._astjax_plan
