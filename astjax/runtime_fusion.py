@@ -138,7 +138,10 @@ def _result_dtypes(block, single, args):
     dtypes = seen.get(key)
     if dtypes is None:
         probe = block(*[_one_element(a) for a in args])
-        dtypes = seen[key] = [r.dtype for r in ((probe,) if single else probe)]
+        # a result that is a Python number (``s + s`` of two float arguments) has no
+        # dtype: no buffer fits it
+        dtypes = seen[key] = [getattr(r, "dtype", None)
+                              for r in ((probe,) if single else probe)]
     return dtypes
 
 

@@ -287,6 +287,32 @@ def chains(draw):
                      + [f"    return ({', '.join(outs)},)", ""])
 
 
+_NUMBER_AND_ARRAY = """import numpy as np
+
+
+def chain(x, y, s):
+    t0 = s + s
+    t1 = s + x
+    x = np.tanh(x)
+    x = np.tanh(x)
+    return (t0, t1,)
+"""
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_donated_group_with_a_python_number_result(dtype, backend):
+    """A fused group whose results include a Python number (``s + s`` of a float
+    argument) beside an array a donated input could hold (hypothesis found it: the
+    buffer check asked the number for its dtype)."""
+    module = load_source_module(_NUMBER_AND_ARRAY, _DIR)
+    x = np.random.default_rng(3).standard_normal((5, 3)).astype(dtype)
+    expected = module.chain(x.copy(), x, 0.3)
+    got = astjax.jit(module.chain, donate_argnums=0, backend=backend)(x.copy(), x, 0.3)
+    assert got[0] == expected[0] and type(got[0]) is type(expected[0])
+    assert got[1].dtype == expected[1].dtype and np.array_equal(got[1], expected[1])
+
+
 @settings(max_examples=50, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(text=chains(), seed=st.integers(0, 2 ** 16),

@@ -303,6 +303,21 @@ class _Emitter:
             self.forms[name] = form
         return name
 
+    def guarded_clamp(self, i, lo, hi, d, guards) -> str:
+        """The source index of a padded read along an axis of extent ``d`` padded by
+        ``lo``/``hi``: ``i - lo`` clamped into the source (what edge padding reads),
+        with the tests that the unclamped index is inside appended to ``guards``."""
+        j = self.index("j", f"{i} - {lo}" if lo else i)
+        clamp = j
+        if lo:
+            guards.append(f"{j} >= 0")
+        if hi:
+            guards.append(f"{j} < {d}")
+            clamp = f"({j} >= {d} ? {d} - 1 : {j})"
+        if lo:
+            clamp = f"({j} < 0 ? 0 : {clamp})"
+        return self.index("c", clamp)
+
     def value(self, v, idx) -> str:
         rank = self.typed.values[v][1]
         idx = tuple("0" if self.baked.get(f"dim_{v}_{a}") == 1 else idx[a]
@@ -390,16 +405,7 @@ class _Emitter:
                 d = self.p(f"dim_{op.source}_{a}")
                 ax, s, o = self.form(i)
                 if self.only_axis is not None and ax != self.only_axis:
-                    j = self.index("j", f"{i} - {lo}" if lo else i)
-                    clamp = j
-                    if lo:
-                        guards.append(f"{j} >= 0")
-                    if hi:
-                        guards.append(f"{j} < {d}")
-                        clamp = f"({j} >= {d} ? {d} - 1 : {j})"
-                    if lo:
-                        clamp = f"({j} < 0 ? 0 : {clamp})"
-                    src.append(self.index("c", clamp))
+                    src.append(self.guarded_clamp(i, lo, hi, d, guards))
                     continue
                 o = _add(o, str(-lo))
                 if lo:
@@ -425,16 +431,7 @@ class _Emitter:
                     src.append(i)
                     continue
                 d = self.p(f"dim_{op.source}_{a}")
-                j = self.index("j", f"{i} - {lo}" if lo else i)
-                clamp = j
-                if lo:
-                    guards.append(f"{j} >= 0")
-                if hi:
-                    guards.append(f"{j} < {d}")
-                    clamp = f"({j} >= {d} ? {d} - 1 : {j})"
-                if lo:
-                    clamp = f"({j} < 0 ? 0 : {clamp})"
-                src.append(self.index("c", clamp))
+                src.append(self.guarded_clamp(i, lo, hi, d, guards))
             inner = self.value(op.source, tuple(src))
             if op.mode == "edge" or not guards:
                 return inner
