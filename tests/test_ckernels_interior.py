@@ -275,54 +275,50 @@ def test_a_kernel_without_pads_keeps_one_loop_nest():
     assert text.count("for (int64_t i1") == 1
 
 
-def test_the_wave_step_interior_loop_is_vectorized(tmp_path):
-    """gcc reports the interior loop of the wave stencil vectorized (the guarded
-    loops around it are not: they carry the clamps)."""
+def _vectorized_lines(tmp_path, text):
+    """Line numbers of ``text`` (a kernel's C) where gcc reports a loop vectorized;
+    skips where the compiler is not gcc (``-fopt-info-vec`` is gcc's)."""
     path, version, omp = cc.compiler()
     if "gcc" not in version.lower() and "free software foundation" not in version.lower():
         pytest.skip("-fopt-info-vec is gcc's")
-    ops = CHAINS[[c[0] for c in CHAINS].index("wave-x")][1]
-    x = rand(np.float32, (30, 40))
-    text = rendered(ops, ((np.dtype(np.float32), 2, None),), [x])
     src = tmp_path / "k.c"
     src.write_text(text)
     r = subprocess.run([path, *cc.flags(omp), "-fopt-info-vec-optimized", str(src),
                         "-o", str(tmp_path / "k.so")], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
+    return [int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
+                                       r.stderr)]
+
+
+def test_the_wave_step_interior_loop_is_vectorized(tmp_path):
+    """gcc reports the interior loop of the wave stencil vectorized (the guarded
+    loops around it are not: they carry the clamps)."""
+    ops = CHAINS[[c[0] for c in CHAINS].index("wave-x")][1]
+    x = rand(np.float32, (30, 40))
+    text = rendered(ops, ((np.dtype(np.float32), 2, None),), [x])
+    reported = _vectorized_lines(tmp_path, text)
     lines = text.splitlines()
     first = 1 + next(i for i, line in enumerate(lines) if "i1 = a1; i1 < b1" in line)
     last = first + len(interior_body(text)) + 1
-    reported = [int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
-                                           r.stderr)]
-    assert any(first <= n <= last for n in reported), (first, last, r.stderr)
-
+    assert any(first <= n <= last for n in reported), (first, last, reported)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_interior_columns_of_boundary_rows_are_vectorized(tmp_path, dtype):
     """A boundary row's interior columns run a body with only the row's guards, as
     bit selects after the row's own clamps (no control flow): gcc vectorizes it."""
-    path, version, omp = cc.compiler()
-    if "gcc" not in version.lower() and "free software foundation" not in version.lower():
-        pytest.skip("-fopt-info-vec is gcc's")
     ops = CHAINS[[c[0] for c in CHAINS].index("wave-x")][1]
     x = rand(dtype, (30, 40))
     text = rendered(ops, ((np.dtype(dtype), 2, None),), [x])
     assert "a boundary row" in text
-    src = tmp_path / "k.c"
-    src.write_text(text)
-    r = subprocess.run([path, *cc.flags(omp), "-fopt-info-vec-optimized", str(src),
-                        "-o", str(tmp_path / "k.so")], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
+    reported = _vectorized_lines(tmp_path, text)
     lines = text.splitlines()
     head = next(i for i, line in enumerate(lines) if "a boundary row" in line)
     first = 1 + next(i for i in range(head, len(lines)) if "i1 = a1; i1 < b1" in lines[i])
     last = first + next(k for k, line in enumerate(lines[first:]) if line.strip() == "}")
-    reported = [int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
-                                           r.stderr)]
-    assert any(first <= n <= last for n in reported), (first, last, r.stderr)
+    assert any(first <= n <= last for n in reported), (first, last, reported)
+
 
 # ------------------------------------------------------- scratch rows (ring buffers)
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import astjax
+from conftest import numerical_grad
 from astjax import lax
 from astjax.sharding import P
 from astjax.sharding.errors import ShardingError
@@ -104,13 +105,8 @@ def nestings(name, ax, check_vma=False):
     }
 
 
-def fd_grad(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
+def fd_grad(f, x):
+    return numerical_grad(f, (x,))
 
 
 def close(a, b, tight=False):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import astjax
+from conftest import numerical_grad
 from astjax import lax
 from astjax.errors import TransformError
 
@@ -58,13 +59,8 @@ def scale_first(k, v):
 PM_FIRST = astjax.pmap(scale_first, axis_name="d", static_broadcasted_argnums=0)
 
 
-def fd_grad(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
+def fd_grad(f, x):
+    return numerical_grad(f, (x,))
 
 
 def close(a, b, tight=False):
