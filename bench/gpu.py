@@ -299,15 +299,20 @@ def main(argv=None):
     jx, why = _jax()
     if jx is None:
         print(f"(no jax.jit comparisons: {why})")
-    bench_poly(jx, 1024 if args.quick else 4096)
-    bench_wave(jx, (64,) if args.quick else (300, 2000), 100 if args.quick else 1000)
-    bench_mlp(jx)
-    bench_launch(jx)
-    for bench in (bench_graph, bench_step_graph, bench_reductions):
+    quick = args.quick
+    benches = [
+        lambda: bench_poly(jx, 1024 if quick else 4096),
+        lambda: bench_wave(jx, (64,) if quick else (300, 2000), 100 if quick else 1000),
+        lambda: bench_mlp(jx), lambda: bench_launch(jx),
+        bench_graph, bench_step_graph, bench_reductions]
+    names = ["poly", "wave", "mlp", "launch", "graph", "step_graph", "reductions"]
+    for name, bench in zip(names, benches):
         try:
             bench()
-        except Exception as e:          # noqa: BLE001  (one row failing keeps the rest)
-            print(f"{bench.__name__}: failed: {type(e).__name__}: {e}"[:200])
+        except Exception:               # noqa: BLE001  (one row failing keeps the rest)
+            import traceback
+            lines = traceback.format_exc().strip().splitlines()
+            print(f"bench {name}: failed:\n  " + "\n  ".join(lines[-8:]))
     return 0
 
 
