@@ -39,21 +39,74 @@ _PLAIN = frozenset({numpy.ndarray, float, int, bool, complex, type(None), str,
 _lock = threading.RLock()
 
 
+# functions that build device arrays from shapes and Python values: always ``xp``'s
+_CREATION = frozenset({
+    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "zeros",
+    "ones", "empty", "full", "arange", "linspace", "logspace", "geomspace", "eye",
+    "identity", "tri", "indices", "fromfunction", "frombuffer", "fromiter",
+    "zeros_like", "ones_like", "empty_like", "full_like", "copy"})
+
+
 class ArrayModule(types.ModuleType):
     """``np`` for generated code on another array module: its names where it has
-    them, NumPy's otherwise (dtypes, ``np.generic``, ``np.errstate``...)."""
+    them, NumPy's otherwise (dtypes, ``np.generic``, ``np.errstate``...).
+
+    A function other than a ufunc or an array constructor, called with no device
+    array among its arguments (``np.prod(shape)``, ``np.reshape(0.5, (1, 1))``), runs
+    NumPy's, since CuPy's functions refuse tuples and Python numbers; a NumPy array it
+    returns moves to the device (values in device code live there), a NumPy scalar
+    stays (host metadata: a size, a dtype's limit)."""
 
     def __init__(self, xp):
         super().__init__(f"astjax.device[{getattr(xp, '__name__', 'xp')}]")
         self.__dict__["_xp"] = xp
+        self.__dict__["_array_type"] = getattr(xp, "ndarray", None)
 
     def __getattr__(self, name):
         try:
             value = getattr(self._xp, name)
         except AttributeError:
             value = getattr(numpy, name)
+        else:
+            host = getattr(numpy, name, None)
+            if (callable(value) and callable(host) and name not in _CREATION
+                    and not isinstance(value, type) and not isinstance(host, type)
+                    and not isinstance(host, numpy.ufunc)
+                    and not isinstance(value, types.ModuleType)
+                    and self._array_type is not None):
+                value = _host_when_no_device_operand(value, host, self._array_type,
+                                                     self._xp.asarray)
         self.__dict__[name] = value
         return value
+
+
+def _holds(value, array_type, depth=0) -> bool:
+    if isinstance(value, array_type):
+        return True
+    if depth < 2 and isinstance(value, (list, tuple)):
+        return any(_holds(v, array_type, depth + 1) for v in value)
+    return False
+
+
+def _host_when_no_device_operand(device_fn, host_fn, array_type, to_device):
+    """``device_fn`` when an argument holds a device array, else ``host_fn`` with an
+    array result moved to the device."""
+    def call(*args, **kwargs):
+        for a in args:
+            if _holds(a, array_type):
+                return device_fn(*args, **kwargs)
+        for a in kwargs.values():
+            if _holds(a, array_type):
+                return device_fn(*args, **kwargs)
+        got = host_fn(*args, **kwargs)
+        if type(got) is numpy.ndarray:
+            return to_device(got)
+        if type(got) is list and got and type(got[0]) is numpy.ndarray:  # np.split
+            return [to_device(g) for g in got]
+        return got
+    call.__name__ = getattr(host_fn, "__name__", "call")
+    call.__wrapped__ = device_fn
+    return call
 
 
 def register_array_module(array_type, xp):

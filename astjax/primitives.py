@@ -569,7 +569,8 @@ register(Primitive("item", ra.item, "ra.item", ("a", "*args"), diff=("a",), kind
                    method="item", sample=lambda r: ((_u(r), 5), {})))
 
 # More of the NumPy surface (Autograd's and jax.numpy's lists).
-BY_CALLABLE.setdefault(id(np.row_stack), REGISTRY["vstack"])  # deprecated alias of vstack
+if hasattr(np, "row_stack"):          # vstack's alias, removed in NumPy 2.5
+    BY_CALLABLE.setdefault(id(np.row_stack), REGISTRY["vstack"])
 register(Primitive("rollaxis", np.rollaxis, "np.rollaxis", ("a", "axis", "start"), {"start": 0},
                    diff=("a",), kind="shape", sample=lambda r: ((_u(r, (2, 3, 4)), 2), {})))
 register(Primitive("partition", np.partition, "np.partition",

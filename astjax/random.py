@@ -654,7 +654,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     if logits.dtype.kind != "f":
         logits = logits.astype(np.float32)
     ax = _axis(axis, logits.ndim, "categorical")
-    batch_shape = tuple(np.delete(logits.shape, ax))
+    batch_shape = logits.shape[:ax] + logits.shape[ax + 1:]
     if shape is None:
         shape = batch_shape
     else:
@@ -1169,7 +1169,7 @@ def categorical_batched(key_b, logits, axis=-1, shape=None, replace=True, mode=N
         logits = logits.astype(np.float32)
     ex = logits.shape[:logits.ndim - nb]
     ax = _axis(axis, len(ex), "categorical")
-    batch_shape = tuple(np.delete(ex, ax))
+    batch_shape = ex[:ax] + ex[ax + 1:]
     shape = batch_shape if shape is None else _shape(shape, "categorical")
     logits = np.broadcast_to(logits, ex + np.broadcast_shapes(logits.shape[len(ex):],
                                                               k.shape[1:]))

@@ -460,7 +460,8 @@ _NUMBERS = (float, int, complex)
 def _owned_buffer(d):
     """An array that can take a sum in place: exact ndarray, not 0-d (``d + g`` would
     give a NumPy scalar), owning its writeable memory."""
-    return type(d) is np.ndarray and d.ndim > 0 and d.base is None and d.flags.writeable
+    return type(d) is np.ndarray and d.ndim > 0 and d.base is None and \
+        getattr(d.flags, "writeable", True)      # CuPy's arrays are always writeable
 
 
 def _sums_in_place(d, g):

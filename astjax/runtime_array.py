@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import itertools
 import math
 
 import numpy as np
@@ -199,6 +200,8 @@ def where(condition, x=None, y=None):
     """``np.where`` with keyword-friendly ``x``/``y`` (NumPy's are positional-only)."""
     if x is None and y is None:
         return np.where(condition)
+    if not hasattr(condition, "astype"):        # CuPy's where wants an array condition
+        condition = np.asarray(condition)
     return np.where(condition, x, y)
 
 
@@ -500,7 +503,7 @@ def _pad_zeros(array, pairs):
     """``np.pad(array, pairs)`` (zeros around) without np.pad's Python overhead: the
     same values, dtype and memory order."""
     shape = tuple(n + a + b for n, (a, b) in zip(array.shape, pairs))
-    out = np.empty(shape, dtype=array.dtype, order="F" if array.flags.fnc else "C")
+    out = np.empty(shape, dtype=array.dtype, order="F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C")
     out[tuple(slice(a, a + n) for n, (a, _) in zip(array.shape, pairs))] = array
     for k, (a, b) in enumerate(pairs):
         lead = (slice(None),) * k
@@ -694,7 +697,7 @@ def concat_vjp(t, arrays, axis=0, how="concatenate"):
         else:
             ax = ax % t.ndim
             sizes = [s[ax] for s in shapes]
-        cuts = np.cumsum(sizes)[:-1]
+        cuts = list(itertools.accumulate(sizes))[:-1]
         pieces = np.split(t, cuts, axis=ax)
     # a piece given as a (nested) list gets a list cotangent
     cots = [asarray_vjp(p, x) if isinstance(x, (list, tuple)) else

@@ -152,7 +152,7 @@ def _donated(block, deps, args, reuse):
     for k, i in reuse:
         buf = args[i]
         if type(buf) is not _ndarray or buf.base is not None or not buf.ndim or \
-                not buf.flags.writeable:
+                not getattr(buf.flags, "writeable", True):
             continue
         if not all(type(a) is _ndarray or isinstance(a, _SCALARS) for a in args):
             continue

@@ -73,6 +73,40 @@ def _wrap(x):
     return x
 
 
+class _Flags:
+    """CuPy's flags: the three it has (no ``writeable``, ``fnc``, ``aligned``...)."""
+
+    def __init__(self, flags):
+        self.c_contiguous = flags.c_contiguous
+        self.f_contiguous = flags.f_contiguous
+        self.owndata = flags.owndata
+
+    def __getitem__(self, name):
+        return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
+                "OWNDATA": self.owndata}[name]
+
+
+# CuPy functions that build arrays from shapes and Python values; every other
+# function (not a ufunc) needs a cupy array as its array operand, as CuPy's do
+# (``cupy.prod((2, 3))``, ``cupy.delete((2, 3), 0)``, ``cupy.where(True, x, y)`` raise)
+_CREATION = frozenset({
+    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "geomspace",
+    "eye", "identity", "tri", "indices", "fromfunction", "frombuffer", "fromiter"})
+
+
+def _refuse_host_operand(name, args, kwargs):
+    operands = [v for v in args if not isinstance(v, str)] or list(kwargs.values())
+    first = operands[0] if operands else None       # einsum's subscripts come first
+    t = type(first)
+    if t is DeviceArray:
+        return
+    if (t is list or t is tuple) and any(type(v) is DeviceArray for v in first):
+        return
+    raise TypeError(f"fakecupy: {name}() got a {t.__name__} where CuPy needs a "
+                    "cupy.ndarray (CuPy's functions do not take Python sequences or "
+                    "numbers as arrays)")
+
+
 class DeviceArray:
     """A GPU array's stand-in: a NumPy array behind a wall."""
 
@@ -117,7 +151,7 @@ class DeviceArray:
     itemsize = property(lambda self: self._a.itemsize)
     nbytes = property(lambda self: self._a.nbytes)
     strides = property(lambda self: self._a.strides)
-    flags = property(lambda self: self._a.flags)
+    flags = property(lambda self: _Flags(self._a.flags))
     T = property(lambda self: DeviceArray(self._a.T))
     real = property(lambda self: _wrap(self._a.real))
     imag = property(lambda self: _wrap(self._a.imag))
@@ -202,9 +236,12 @@ DeviceArray.__divmod__ = lambda self, o: _wrap(divmod(self._a, _unwrap(o, True))
 
 def _function(f, name, calls, prefix=""):
     strict = name not in _HOST_OK
+    needs_array = strict and name not in _CREATION
 
     def wrapped(*a, **k):
         calls[prefix + name] += 1
+        if needs_array:
+            _refuse_host_operand(prefix + name, a, k)
         return _wrap(f(*_unwrap(a, strict), **_unwrap(k, strict)))
     wrapped.__name__ = name
     return wrapped

@@ -88,19 +88,19 @@ class _Single:
 
     @staticmethod
     def allreduce(x, axes, op="sum"):
-        return np.array(x, copy=True)
+        return _arr(x).copy()
 
     @staticmethod
     def reduce_scatter(blocks, axes):
-        return np.array(blocks[0], copy=True)
+        return _arr(blocks[0]).copy()
 
     @staticmethod
     def permute(x, axes, pairs):
-        return np.array(x, copy=True) if (0, 0) in pairs else np.zeros_like(x)
+        return _arr(x).copy() if (0, 0) in pairs else np.zeros_like(x)
 
     @staticmethod
     def alltoall(chunks, axes):
-        return [np.array(chunks[0], copy=True)]
+        return [_arr(chunks[0]).copy()]
 
 
 def _group(axis_name, what):
@@ -346,7 +346,7 @@ def pextreme_t(g, x, ans, axis_name):
     """pmax/pmin's transpose: the summed cotangent goes to the devices holding the
     extreme, shared equally between ties (as JAX shares ties of max)."""
     _vma_guard("pmax/pmin")
-    hit = (np.asarray(x) == np.asarray(ans)).astype(np.result_type(g, np.float32)
+    hit = (_arr(x) == _arr(ans)).astype(np.result_type(g, np.float32)
                                                     if np.ndim(g) >= 0 else float)
     count = np.maximum(psum(hit, axis_name), 1.0)   # >= 1 where x holds the extreme
     return psum(g, axis_name) * hit / count
@@ -354,7 +354,7 @@ def pextreme_t(g, x, ans, axis_name):
 
 def pextreme_jvp(dx, x, ans, axis_name):
     """pmax/pmin's tangent: the mean of the tangents of the devices holding it."""
-    hit = (np.asarray(x) == np.asarray(ans)).astype(np.result_type(dx, np.float32))
+    hit = (_arr(x) == _arr(ans)).astype(np.result_type(dx, np.float32))
     return psum(dx * hit, axis_name) / np.maximum(psum(hit, axis_name), 1.0)
 
 

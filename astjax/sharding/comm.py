@@ -75,9 +75,15 @@ def signature(op, axes, x, extra=()) -> tuple:
         return (op, tuple(axes), (), x, tuple(extra))
     if isinstance(x, list):
         first = x[0] if x else np.zeros(0)
-        return (op, tuple(axes), (len(x),) + np.shape(first), np.asarray(first).dtype.str,
+        return (op, tuple(axes), (len(x),) + np.shape(first), _dtype(first).str,
                 tuple(extra))
-    return (op, tuple(axes), np.shape(x), np.asarray(x).dtype.str, tuple(extra))
+    return (op, tuple(axes), np.shape(x), _dtype(x).str, tuple(extra))
+
+
+def _dtype(x):
+    """``x``'s dtype without converting it (CuPy arrays refuse ``np.asarray``)."""
+    got = getattr(x, "dtype", None)
+    return got if isinstance(got, np.dtype) else np.asarray(x).dtype
 
 
 def describe(sig) -> str:
