@@ -50,6 +50,38 @@ def profile(label, fn, calls, top):
     print("\n".join(line for line in out.getvalue().splitlines()[4:] if line.strip()))
 
 
+def micro(calls):
+    """The pieces of one small call, each timed alone (us per call, host side)."""
+    import cupy
+    from programs_poly import poly
+    x = cupy.asarray(np.arange(1024, dtype=np.float32))
+    out = cupy.empty_like(x)
+    kern = cupy.RawKernel('extern "C" __global__ void k(long long n, const float *x, '
+                          'float *y) { long long i = blockIdx.x * blockDim.x + threadIdx.x;'
+                          ' if (i < n) y[i] = x[i] + x[i] * x[i]; }', "k")
+    jf = astjax.jit(poly, backend="cuda")
+    jf(x)
+    n64 = np.int64(1024)
+
+    def timed(fn):
+        fn()
+        cupy.cuda.get_current_stream().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        cupy.cuda.get_current_stream().synchronize()
+        return (time.perf_counter() - t0) / calls * 1e6
+    rows = [("cupy.empty(1024, float32)", timed(lambda: cupy.empty(1024, np.float32))),
+            ("RawKernel launch, 3 arguments", timed(lambda: kern((4,), (256,), (n64, x, out)))),
+            ("launch + cupy.empty", timed(lambda: kern((4,), (256,), (
+                n64, x, cupy.empty(1024, np.float32))))),
+            ("x + x * x with CuPy (2 kernels)", timed(lambda: x + x * x)),
+            ("astjax jit(poly)", timed(lambda: jf(x)))]
+    print("\n==== host time of the pieces of a small call (us) ====")
+    for label, us in rows:
+        print(f"  {label:40s} {us:8.1f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000)
@@ -58,6 +90,7 @@ def main(argv=None):
     if not cr.gpu_visible():
         print("bench/gpu_overhead.py: no GPU visible to CuPy; nothing measured")
         return 0
+    micro(args.calls)
     import cupy
     from programs_poly import poly
     x = cupy.asarray(np.arange(1024, dtype=np.float32))

@@ -234,3 +234,41 @@ def test_real_nccl_on_cupy_arrays(monkeypatch):
     for g, r in zip(got, ref):
         assert isinstance(g, cupy.ndarray)
         np.testing.assert_allclose(cupy.asnumpy(g), r, rtol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
+def test_real_nccl_gradients_pmap_and_every_collective(monkeypatch):
+    """grad of a shard_map'ed loss, pmap, all_to_all and pmax on CuPy arrays: the
+    values of the same program on NumPy arrays (the shared-memory engine)."""
+    import cupy
+    n = 2 if _gpus() >= 2 else 1
+    monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", str(n))
+    mesh = astjax.make_mesh((n,), ("i",))
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(3)
+    x = rng.standard_normal((4 * n, 3))
+
+    def loss(w, b):
+        h = np.tanh(b @ w)
+        return lax.psum(np.sum(h * h), "i") + lax.pmax(np.max(h), "i")
+    sm = astjax.shard_map(loss, mesh=mesh, in_specs=(P(), P("i")), out_specs=P(),
+                          check_vma=False)
+    ref = astjax.value_and_grad(sm)(w, x)
+    got = astjax.value_and_grad(sm)(cupy.asarray(w), cupy.asarray(x))
+    np.testing.assert_allclose(float(got[0]), ref[0], rtol=1e-12)
+    assert isinstance(got[1], cupy.ndarray)
+    np.testing.assert_allclose(cupy.asnumpy(got[1]), ref[1], rtol=1e-12)
+
+    def mix(b):
+        return lax.all_to_all(b, "i", 0, 0, tiled=True), lax.pmean(b, "i")
+    specs = (P("i"), P("i"))
+    want = astjax.shard_map(mix, mesh=mesh, in_specs=P("i"), out_specs=specs)(x)
+    have = astjax.shard_map(mix, mesh=mesh, in_specs=P("i"), out_specs=specs)(
+        cupy.asarray(x))
+    for h, r in zip(have, want):
+        np.testing.assert_allclose(cupy.asnumpy(h), r, rtol=1e-12)
+
+    pm = astjax.pmap(lambda b: lax.psum(b * 2.0, "i"), axis_name="i")
+    xs = rng.standard_normal((n, 5))
+    np.testing.assert_allclose(cupy.asnumpy(pm(cupy.asarray(xs))), pm(xs), rtol=1e-12)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from astjax.device import array_module
 from astjax.sharding.errors import fail
 from astjax.tree_util import tree_map
 
@@ -255,7 +256,8 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
             need = f"a multiple of {n}" if tiled else f"equal to {n}"
             fail(f"psum_scatter: dimension {d} of the operand has size {size}, which "
                  f"must be {need} (the size of axis {axis_name!r})")
-        blocks = [np.ascontiguousarray(b) for b in np.split(v, n, axis=d)]
+        xp = array_module(v)
+        blocks = [xp.ascontiguousarray(b) for b in xp.split(v, n, axis=d)]
         if not tiled:
             blocks = [np.squeeze(b, axis=d) for b in blocks]
         return comm.reduce_scatter(blocks, axes)
@@ -307,7 +309,8 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False,
             need = f"a multiple of {n}" if tiled else f"equal to {n}"
             fail(f"all_to_all: split_axis {s} has size {size}, which must be {need} "
                  f"(the size of axis {axis_name!r})")
-        chunks = [np.ascontiguousarray(c) for c in np.split(v, n, axis=s)]
+        xp = array_module(v)
+        chunks = [xp.ascontiguousarray(c) for c in xp.split(v, n, axis=s)]
         got = comm.alltoall(chunks, axes)
         if tiled:
             return np.concatenate(got, axis=_axis(concat_axis, v.ndim, "all_to_all",

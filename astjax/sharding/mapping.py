@@ -21,6 +21,7 @@ import sys
 
 import numpy as np
 
+from astjax.device import array_module
 from astjax.sharding import blas
 from astjax.sharding import collectives as sh
 from astjax.sharding import distributed
@@ -548,7 +549,8 @@ def static_plan_batched(plan, statics):
 
 
 def _moved(x, ax, to):
-    return np.moveaxis(np.asarray(x), ax, to)
+    xp = array_module(x)            # CuPy arrays stay on their device
+    return xp.moveaxis(xp.asarray(x), ax, to)
 
 
 class _PmapMesh:
