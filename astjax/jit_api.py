@@ -26,6 +26,7 @@ from astjax.generation import check_callable as _check_callable
 from astjax.generation import wrap as _wrap
 from astjax.errors import ArgumentError
 from astjax.tree_util import default_registry, tree_flatten
+from astjax.device import _MODULES as device_types   # array type -> array module
 
 def _signature(args):
     """Structure, dtypes and ranks of the dynamic arguments: the cache key part."""
@@ -34,6 +35,8 @@ def _signature(args):
     for leaf in leaves:
         if isinstance(leaf, np.ndarray):
             sig.append((leaf.dtype.str, leaf.ndim))
+        elif type(leaf) in device_types:     # a CuPy array: keyed like NumPy's
+            sig.append((type(leaf), leaf.dtype.str, leaf.ndim))
         else:
             sig.append(type(leaf).__name__)
     return tree, tuple(sig)
@@ -78,6 +81,10 @@ def _walk(items, out):
                 return False
         elif t in _LEAF_TYPES or isinstance(x, np.generic):
             append(t)
+        elif t in device_types:      # a registered device array (CuPy's)
+            append(t)
+            append(x.ndim)
+            append(x.dtype)
         elif t is dict:
             try:
                 keys = tuple(sorted(x))  # tree_flatten's order
