@@ -169,7 +169,7 @@ def shifts_and_friends(x):
     z = np.rollaxis(x[None], 2) + np.partition(x, 1, axis=0)[None]
     s = np.select([x > 0.5, x < -0.5], [x * 2.0, x ** 2], default=x)
     return np.sum(y * W33) + np.sum(z ** 2) + np.sum(s * W33) + np.sum(
-        np.append(x, x[0] * 2.0) ** 2) + np.sum(np.row_stack([x, x]) * 0.5)
+        np.append(x, x[0] * 2.0) ** 2) + np.sum(np.vstack([x, x]) * 0.5)
 
 
 def nan_to_num_angle(x):
