@@ -484,7 +484,7 @@ def load(fn, doc, label):
 
 def _to_device(dev, a):
     from astjax.tree_util import tree_map
-    if dev.ndarray is np.ndarray:
+    if dev.ndarray is np.ndarray or type(a) is dev.ndarray:
         return a
 
     def put(x):
