@@ -165,6 +165,11 @@ class _Interpreter:
         if s.prim in ("as_sequence", "compact", "stop_gradient", "check_scalar_output",
                       "instantiate"):
             return args[0] if args[0] is not None else _abstract_like(args[1])
+        if s.prim == "tree_index" and _has_abstract(args[0]):
+            # one example of a batch (vmap written as a loop, inside a function; scan)
+            return _to_abstract(_call(prim, [_to_standin(args[0])] + args[1:], kwargs))
+        if s.prim == "tree_stack" and _has_abstract(list(args[0])):
+            return _stacked(args[0])
         if prim.kind in ("tape", "structural"):
             return _call(prim, args, kwargs)  # tapes and containers hold abstract values
         if not any(_has_abstract(a) for a in flat):
@@ -231,6 +236,23 @@ def _to_abstract(v):
     if isinstance(v, dict):
         return {k: _to_abstract(x) for k, x in v.items()}
     return v
+
+
+def _stacked(ys):
+    """``rt.tree_stack`` of per-step values some of which are abstract: each leaf's
+    steps (of one shape) stacked along a new leading axis, NumPy's dtype of the lot."""
+    from astjax.tree_util import tree_map
+    ys = list(ys)
+
+    def one(*leaves):
+        shapes = {v.shape if isinstance(v, ShapeDtypeStruct) else np.shape(v)
+                  for v in leaves}
+        if len(shapes) != 1:
+            raise ValueError(f"the steps to stack have the shapes {sorted(shapes)}")
+        dtype = np.result_type(*[v.dtype if isinstance(v, ShapeDtypeStruct) else
+                                 np.asarray(v).dtype for v in leaves])
+        return ShapeDtypeStruct((len(leaves),) + shapes.pop(), dtype)
+    return tree_map(one, ys[0], *ys[1:])
 
 
 def _call(prim, args, kwargs):
