@@ -153,7 +153,11 @@ class _Interpreter:
         flat = [x for a in args for x in (a if isinstance(a, tuple) else (a,))]
         if prim.code.startswith("sh.") and prim.kind != "static":
             from astjax.sharding.abstract import abstract_prim   # collectives, shard_map
-            return abstract_prim(s.prim, args, kwargs)
+            from astjax.sharding.errors import ShardingError
+            try:
+                return abstract_prim(s.prim, args, kwargs)
+            except ShardingError as err:
+                raise _at_statement(err, s.loc) from None
         if s.prim == "not_none":
             return args[0] is not None
         if s.prim in ("acc", "acc_at"):
@@ -194,6 +198,18 @@ class _Interpreter:
             return _to_abstract(out)
         self.error(s, f"no shape rule for {prim.code}()", "eval_shape covers elementwise "
                    "operations, reductions, matrix products and views")
+
+
+def _at_statement(err, loc):
+    """A sharding error met interpreting a statement of the user's names its line (a
+    collective's own, a sharded function's call), as a run names it; the innermost
+    statement's: one already placed keeps its line."""
+    from astjax.sharding.errors import _user_file
+    if getattr(err, "at_statement", False) or loc is None or not _user_file(loc.filename):
+        return err
+    placed = type(err)(err.message, loc, err.hint)
+    placed.at_statement = True
+    return placed
 
 
 def _has_abstract(v) -> bool:
