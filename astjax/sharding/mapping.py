@@ -1004,4 +1004,8 @@ def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
     return _as_function(p._plan, p.dyn_names, p.__call__, fun)
 
 
+# built at generation time when written inside a transformed function (frontend/nested.py)
+shard_map._astjax_static_constructor = "function"
+pmap._astjax_static_constructor = "function"
+
 sh.register_driver(sys.modules[__name__])
