@@ -678,7 +678,8 @@ def cmd_gen(opts, argv) -> int:
     # shard_map / pmap calls in the code: their per-shard code and plans go with it
     from astjax.sharding.gen import GenError, attach_plans
     try:
-        gen, plan_lines, plan_needs = attach_plans(gen)
+        gen, plan_lines, plan_needs = attach_plans(
+            gen, req.args if opts.args is not None else None)
     except GenError as err:
         raise CliError(err.message, err.hint) from None
     for note in req.notes:

@@ -153,7 +153,11 @@ class _Interpreter:
         flat = [x for a in args for x in (a if isinstance(a, tuple) else (a,))]
         if prim.code.startswith("sh.") and prim.kind != "static":
             from astjax.sharding.abstract import abstract_prim   # collectives, shard_map
-            return abstract_prim(s.prim, args, kwargs)
+            from astjax.sharding.errors import ShardingError
+            try:
+                return abstract_prim(s.prim, args, kwargs)
+            except ShardingError as err:
+                raise _at_statement(err, s.loc) from None
         if s.prim == "not_none":
             return args[0] is not None
         if s.prim in ("acc", "acc_at"):
@@ -165,6 +169,11 @@ class _Interpreter:
         if s.prim in ("as_sequence", "compact", "stop_gradient", "check_scalar_output",
                       "instantiate"):
             return args[0] if args[0] is not None else _abstract_like(args[1])
+        if s.prim == "tree_index" and _has_abstract(args[0]):
+            # one example of a batch (vmap written as a loop, inside a function; scan)
+            return _to_abstract(_call(prim, [_to_standin(args[0])] + args[1:], kwargs))
+        if s.prim == "tree_stack" and _has_abstract(list(args[0])):
+            return _stacked(args[0])
         if prim.kind in ("tape", "structural"):
             return _call(prim, args, kwargs)  # tapes and containers hold abstract values
         if not any(_has_abstract(a) for a in flat):
@@ -189,6 +198,18 @@ class _Interpreter:
             return _to_abstract(out)
         self.error(s, f"no shape rule for {prim.code}()", "eval_shape covers elementwise "
                    "operations, reductions, matrix products and views")
+
+
+def _at_statement(err, loc):
+    """A sharding error met interpreting a statement of the user's names its line (a
+    collective's own, a sharded function's call), as a run names it; the innermost
+    statement's: one already placed keeps its line."""
+    from astjax.sharding.errors import _user_file
+    if getattr(err, "at_statement", False) or loc is None or not _user_file(loc.filename):
+        return err
+    placed = type(err)(err.message, loc, err.hint)
+    placed.at_statement = True
+    return placed
 
 
 def _has_abstract(v) -> bool:
@@ -231,6 +252,23 @@ def _to_abstract(v):
     if isinstance(v, dict):
         return {k: _to_abstract(x) for k, x in v.items()}
     return v
+
+
+def _stacked(ys):
+    """``rt.tree_stack`` of per-step values some of which are abstract: each leaf's
+    steps (of one shape) stacked along a new leading axis, NumPy's dtype of the lot."""
+    from astjax.tree_util import tree_map
+    ys = list(ys)
+
+    def one(*leaves):
+        shapes = {v.shape if isinstance(v, ShapeDtypeStruct) else np.shape(v)
+                  for v in leaves}
+        if len(shapes) != 1:
+            raise ValueError(f"the steps to stack have the shapes {sorted(shapes)}")
+        dtype = np.result_type(*[v.dtype if isinstance(v, ShapeDtypeStruct) else
+                                 np.asarray(v).dtype for v in leaves])
+        return ShapeDtypeStruct((len(leaves),) + shapes.pop(), dtype)
+    return tree_map(one, ys[0], *ys[1:])
 
 
 def _call(prim, args, kwargs):

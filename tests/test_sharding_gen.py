@@ -205,8 +205,15 @@ def test_gen_of_sharded_functions_refuses_what_it_cannot_write(tmp_path, monkeyp
         def first(x, w):
             return ring(x, w)[0]
     '''))
+    # a pmap's static values are part of the module: without --args there are none
     assert cli.main(["gen", "p2.py:pm_static", "-t", "jit", "-o", "x.py"]) == 2
-    assert "static_broadcasted_argnums" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "static_broadcasted_argnums (k)" in err and "--args" in err
+    assert not (tmp_path / "x.py").exists()
+    # a static value that is not a Python literal cannot be written into it
+    assert cli.main(["gen", "p2.py:pm_static", "-t", "jit", "--args",
+                     "f64[2, 3], np.float32", "-o", "x.py"]) == 2
+    assert "not a Python literal" in capsys.readouterr().err
 
 
 # ------------------------------------------ derivatives of shard_map'ed functions, pmap
@@ -430,3 +437,163 @@ def test_derivative_module_holds_the_plans_it_calls(derived):
     assert "'kind': 'shard_map_vjp_vjp'" in text or "'kind': 'shard_map_vjp_jvp'" in text
     text = (tmp / "gen_pm_loss_grad.py").read_text()
     assert "'sized_by': (1, (None, 0))" in text      # pmap's mesh: the mapped axis's size
+
+
+# ------------------------------------------ pmap with static_broadcasted_argnums
+
+STATIC = textwrap.dedent('''
+    import numpy as np
+    import astjax
+    from astjax import lax
+
+
+    def per_device(w, k, x):
+        return lax.psum(np.sum(np.tanh(x @ w)) * k, "d")
+
+
+    spm = astjax.pmap(per_device, axis_name="d", in_axes=(None, None, 0),
+                      static_broadcasted_argnums=1)
+
+
+    def spm_loss(w, xs):           # two static values: two per-device programs
+        return np.sum(spm(w, 3, xs) ** 2) + np.sum(spm(w, 0.5, xs))
+
+
+    def spm_k(w, k, xs):           # the static value an argument (given by --args)
+        return np.sum(spm(w, k, xs) ** 2)
+
+
+    def powers(n, x, mode):        # static first and last: range(n) and a branch
+        y = x
+        for _ in range(n):
+            y = np.sin(y) * x
+        if mode == "sum":
+            return lax.psum(y, "d")
+        return lax.pmax(y, "d")
+
+
+    spow = astjax.pmap(powers, axis_name="d", static_broadcasted_argnums=(0, 2))
+
+
+    def spow_loss(x):
+        return np.sum(spow(2, x, "sum") ** 2) + np.sum(spow(1, x, "max") * x)
+''')
+
+# (name, target, --transform, --args or None, entry point, the arguments run, MPI
+# processes: pmap's mesh is the mapped axis, so the arguments decide 2 or 4)
+STATIC_CASES = [
+    ("spm_loss_grad", "spm_loss", "grad", None, "grad_spm_loss", "w2", 2),
+    ("spm_loss_vg", "spm_loss", "value_and_grad", None, "value_and_grad_spm_loss", "w4", 4),
+    ("spm_loss_jit_grad", "spm_loss", "jit(grad)", None, "jit_grad_spm_loss", "w2", 2),
+    ("spm_jit", "spm", "jit", "f64[3, 2], 3, f64[2, 4, 3]", "jit_spm", "wk2", 2),
+    ("spm_vmap", "spm", "vmap(in_axes=(None, None, 0))", "f64[3, 2], 3, f64[3, 2, 4, 3]",
+     "vmap_spm", "wkb", 2),
+    ("spm_k_vg", "spm_k", "value_and_grad", "f64[3, 2], 3, f64[4, 4, 3]",
+     "value_and_grad_spm_k", "wk4", 4),
+    ("spow_loss_grad", "spow_loss", "grad", None, "grad_spow_loss", "x4", 4),
+    ("spow_jit", "spow", "jit", "2, f64[2, 3], 'sum'", "jit_spow", "nx2", 2),
+    ("spow_loss_vmap", "spow_loss", "vmap", None, "vmap_spow_loss", "bx4", 4),
+]
+
+
+def static_args(kind):
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((3, 2))
+    return {"w2": (w, rng.standard_normal((2, 4, 3))),
+            "w4": (w, rng.standard_normal((4, 4, 3))),
+            "wk2": (w, 3, rng.standard_normal((2, 4, 3))),
+            "wkb": (w, 3, rng.standard_normal((3, 2, 4, 3))),
+            "wk4": (w, 3, rng.standard_normal((4, 4, 3))),
+            "x4": (rng.standard_normal((4, 3)),),
+            "nx2": (2, rng.standard_normal((2, 3)), "sum"),
+            "bx4": (rng.standard_normal((2, 4, 3)),)}[kind]
+
+
+@pytest.fixture(scope="module")
+def static_generated(tmp_path_factory):
+    """Modules of transformations of static-argument pmaps (one per-device program
+    per static value), and astjax's results of the same transformations."""
+    import importlib
+    import pickle
+    import astjax
+    tmp = tmp_path_factory.mktemp("shard_gen_static")
+    (tmp / "sprog.py").write_text(STATIC)
+    old_env = os.environ.get("ASTJAX_NUM_CPU_DEVICES")
+    old_cwd = os.getcwd()
+    os.environ["ASTJAX_NUM_CPU_DEVICES"] = "4"
+    os.chdir(tmp)
+    try:
+        for name, target, transform, spec, _, _, _ in STATIC_CASES:
+            argv = ["gen", f"sprog.py:{target}", "-t", transform, "-o", f"gen_{name}.py"]
+            rc = cli.main(argv + (["--args", spec] if spec else []))
+            assert rc == 0, name
+        prog = importlib.import_module(cli._loaded[str(tmp / "sprog.py")])
+        refs = {}
+        for name, target, transform, _, _, kind, _ in STATIC_CASES:
+            fun = getattr(prog, target)
+            for st in reversed(cli.parse_transform(transform, target)):
+                fun = getattr(astjax, st.name)(fun, **st.kwargs)
+            args = static_args(kind)
+            refs[name] = fun(*args)
+            with open(tmp / f"{name}.args", "wb") as fh:
+                pickle.dump(args, fh)
+    finally:
+        os.chdir(old_cwd)
+        if old_env is None:
+            os.environ.pop("ASTJAX_NUM_CPU_DEVICES", None)
+        else:
+            os.environ["ASTJAX_NUM_CPU_DEVICES"] = old_env
+    return tmp, refs
+
+
+@pytest.mark.parametrize("case", STATIC_CASES, ids=[c[0] for c in STATIC_CASES])
+def test_static_pmap_modules_run_on_threads(static_generated, case):
+    name, _, _, _, entry, _, _ = case
+    tmp, refs = static_generated
+    text = (tmp / f"gen_{name}.py").read_text()
+    assert not re.search(r"^\s*(import astjax|from astjax)", text, re.M)
+    assert "'static_argnums': (" in text and "sh.static_plan(" in text
+    (out,) = run_module(tmp, name, entry=entry)
+    assert_same(out, refs[name])
+
+
+@pytest.mark.parametrize("case", STATIC_CASES, ids=[c[0] for c in STATIC_CASES])
+def test_static_pmap_modules_run_under_mpiexec(static_generated, case):
+    pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py")
+    name, _, _, _, entry, _, n = case
+    tmp, refs = static_generated
+    for out in run_module(tmp, name, n, entry=entry):
+        assert_same(out, refs[name])
+
+
+def test_static_pmap_module_holds_one_program_per_value(static_generated):
+    tmp, _ = static_generated
+    text = (tmp / "gen_spm_loss_grad.py").read_text()
+    # 3 and 0.5: two per-device programs, keyed by type and value, each with its pullback
+    assert "('static', (('int', 3),)): per_device_3_plan" in text
+    assert "('static', (('float', 0.5),)): per_device_0_5_plan" in text
+    assert text.count("'kind': 'pmap_vjp'") == 2
+    text = (tmp / "gen_spow_loss_grad.py").read_text()
+    assert "('static', (('int', 2), ('str', 'sum'))): powers_2_sum_plan" in text
+    assert "('static', (('int', 1), ('str', 'max'))): powers_1_max_plan" in text
+
+
+def test_static_pmap_module_refuses_another_static_value(static_generated):
+    import pickle
+    tmp, _ = static_generated
+    w, _, xs = static_args("wk2")
+    with open(tmp / "spm_jit.args", "rb") as fh:
+        saved = fh.read()
+    try:
+        with open(tmp / "spm_jit.args", "wb") as fh:
+            pickle.dump((w, 4, xs), fh)          # generated for k=3
+        with pytest.raises(AssertionError, match=r"generated for the static argument "
+                                                 r"values \(3,\), not \(4,\)"):
+            run_module(tmp, "spm_jit", entry="jit_spm")
+        with open(tmp / "spm_jit.args", "wb") as fh:
+            pickle.dump((w, 3.0, xs), fh)        # 3.0 is another program than 3
+        with pytest.raises(AssertionError, match=r"not \(3.0,\)"):
+            run_module(tmp, "spm_jit", entry="jit_spm")
+    finally:
+        with open(tmp / "spm_jit.args", "wb") as fh:
+            fh.write(saved)

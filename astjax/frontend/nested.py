@@ -111,6 +111,8 @@ class NestedTransforms:
         result is then inlined like any transformed function.
         """
         callee = self.static_value(node.func)
+        if getattr(callee, "_astjax_static_constructor", False):
+            return self.static_construct(callee, node)
         if not transform_table.inlinable(callee):
             return None
         missing = object()
@@ -162,6 +164,52 @@ class NestedTransforms:
         if applied is None:
             return result
         return Applied(result, applied.params, applied.defaults, applied.captured)
+
+    def static_construct(self, callee, node):
+        """``shard_map(f, mesh=..., in_specs=P(...), ...)``, ``pmap(f, ...)`` (and the
+        ``P(...)`` and ``make_mesh(...)`` they take) written inside transformed code:
+        built now, as the code is generated, when every argument is known then (a
+        function, a global value, a literal, another such call); the sharded function
+        is then inlined like one built outside."""
+        name = getattr(callee, "__name__", "this call")
+
+        def refuse(a, why):
+            self.error(a, f"{name}(...) inside a transformed function: {why}",
+                       "build the sharded function outside the transformed one (e.g. at "
+                       "module level) and call it here", cls=TransformError)
+
+        def value(a):
+            if isinstance(a, gast.Constant):
+                return a.value
+            if isinstance(a, gast.UnaryOp) and isinstance(a.op, gast.USub) and \
+                    isinstance(a.operand, gast.Constant):
+                return -a.operand.value
+            if isinstance(a, (gast.Tuple, gast.List, gast.Set)):
+                parts = [value(e) for e in a.elts]
+                return {gast.Tuple: tuple, gast.List: list, gast.Set: set}[type(a)](parts)
+            if isinstance(a, gast.Dict):
+                return {value(k): value(v) for k, v in zip(a.keys, a.values)}
+            if isinstance(a, gast.Starred):
+                refuse(a, "*arguments are not supported here")
+            made = self.static_transform(a) if isinstance(a, gast.Call) else None
+            if made is not None and not isinstance(made, Applied):
+                return made                    # P(...), make_mesh(...), jit(f), vmap(f)
+            v = self.static_value(a)
+            if v is not None:
+                return v
+            fun, applied = self.transform_argument(a)
+            if fun is not None and (applied is None or not applied.captured):
+                return fun
+            refuse(a, "this argument must be known when the code is generated (a "
+                      "function, a global value or a literal)"
+                   + ("; this function uses values of the enclosing function"
+                      if applied is not None else ""))
+
+        args = [value(a) for a in node.args]
+        kwargs = {k.arg: value(k.value) for k in node.keywords if k.arg is not None}
+        if any(k.arg is None for k in node.keywords):
+            refuse(node, "**keywords are not supported here")
+        return callee(*args, **kwargs)
 
     def _function_argument(self, node, callee):
         """A function named in ``callee(f)`` inside transformed code: one passed in (its

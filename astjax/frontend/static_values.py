@@ -330,9 +330,13 @@ class StaticValues:
         return None
 
     def _is_transform(self, node):
-        """``vmap(f, ...)``, ``grad(f)``, ``jit(f)`` written here: a function value."""
-        return isinstance(node, gast.Call) and \
-            transform_table.inlinable(self.static_value(node.func))
+        """``vmap(f, ...)``, ``grad(f)``, ``jit(f)``, ``shard_map(f, ...)`` written here:
+        a function value (built when the code is generated: nested.static_transform)."""
+        if not isinstance(node, gast.Call):
+            return False
+        callee = self.static_value(node.func)
+        return transform_table.inlinable(callee) or \
+            getattr(callee, "_astjax_static_constructor", None) == "function"
 
     def _is_partial(self, node):
         """``functools.partial(f, ...)`` of a function astjax can inline."""

@@ -442,3 +442,22 @@ class LayoutDriver:
     @staticmethod
     def batch_plan(plan):
         return LayoutDriver._derived(plan, "batch")
+
+    @staticmethod
+    def static_plan(plan, statics):
+        """A pmap's plan for these static values: one was written per value the
+        generated code calls it with (keyed by type and value, as astjax keys them)."""
+        key = ("static", tuple((type(v).__name__, v) for v in statics))
+        try:
+            found = plan.derived.get(key)
+        except TypeError:
+            fail(f"{plan!r}: static_broadcasted_argnums values must be hashable, got "
+                 f"{', '.join(type(v).__name__ for v in statics)}",
+                 "pass a tuple instead of a list or array")
+        if found is None:
+            known = [tuple(v for _, v in k[1]) for k in plan.derived if k[0] == "static"]
+            fail(f"{plan!r}: this module was generated for the static argument values "
+                 f"{', '.join(map(repr, known))}, not {tuple(statics)!r}",
+                 "generate a module for these values (astjax gen ... --args with them "
+                 "as Python literals): one program per static value, as in JAX")
+        return found

@@ -11,6 +11,8 @@ the function was made with: on threads by default, one process per device under
 """
 from __future__ import annotations
 
+import re
+
 from astjax.sharding.mesh import PartitionSpec
 
 
@@ -184,21 +186,67 @@ _DERIVED = ("vjp", "jvp", "batch")
 
 
 class _Node:
-    """One plan the module holds: the astjax plan, its layout, the derived nodes."""
+    """One plan the module holds: the astjax plan, its layout, the derived nodes.
 
-    def __init__(self, plan, root, depth):
+    A pmap with ``static_broadcasted_argnums`` is a *family* node: no code of its own,
+    one root node per static value the code calls it with (``derived`` keys
+    ``("static", ((type name, value), ...))``, what ``LayoutDriver.static_plan`` looks
+    up), as JAX compiles one program per static value."""
+
+    def __init__(self, plan, root, depth, family=None):
         self.plan, self.root, self.depth = plan, root, depth
         self.derived: dict = {}
         self.gen = None          # the per-shard code (a Generated record)
         self.var = None          # its name in the module
+        self.family = family     # a static value's root: the family node it belongs to
+        self.is_family = False
+        self.label = None        # a static value's root: the values, for its name
 
     def child(self, kind):
+        if self.is_family:
+            raise GenError(f"pmap({self.plan.name}) has static_broadcasted_argnums: "
+                           f"astjax gen cannot follow which static values its {kind} code "
+                           "is for", "bind the static arguments with functools.partial")
         found = self.derived.get(kind)
         if found is None:
             from astjax.sharding import collectives as sh
             make = {"vjp": sh.vjp_plan, "jvp": sh.jvp_plan, "batch": sh.batch_plan}[kind]
             found = self.derived[kind] = _Node(make(self.plan), self.root, self.depth + 1)
         return found
+
+    def static_child(self, values):
+        """The root node of the pmap for these static values (its per-device code)."""
+        from astjax.sharding import collectives as sh
+        key = ("static", static_key(self.plan, values))
+        found = self.derived.get(key)
+        if found is None:
+            specialized = sh.driver().static_plan(self.plan, values)
+            base = sh.driver().per_device_plan(specialized)
+            found = self.derived[key] = _Node(base, None, 0, family=self)
+            found.root = found
+            found.label = "_".join(re.sub(r"\W", "_", repr(v)).strip("_") for v in values)
+        return found
+
+
+def static_key(plan, values):
+    """The module's key of a static value: (type name, value) pairs, as astjax keys its
+    plans by type and value (1, 1.0 and True: three programs); literals only, since the
+    module writes them."""
+    import ast
+    key = []
+    for v in values:
+        try:
+            same = type(ast.literal_eval(repr(v))) is type(v) and \
+                ast.literal_eval(repr(v)) == v
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            same = False
+        if not same:
+            raise GenError(f"pmap({plan.name}): the static argument value {v!r} is not a "
+                           "Python literal, so astjax gen cannot write it into the module",
+                           "use ints, floats, strings, booleans, None or tuples of them, "
+                           "or bind the value with functools.partial")
+        key.append((type(v).__name__, v))
+    return tuple(key)
 
 
 def _is_plan(value):
@@ -237,6 +285,9 @@ def node_layout(node) -> dict:
     """The layout literal of a node: its root's mesh, its own specs and modes."""
     from astjax.sharding import collectives as sh
     mapping = sh.driver()           # (the driver, above this module: not imported)
+    if node.is_family:              # static values -> their plans, nothing to run itself
+        return {"name": node.plan.name, "kind": node.plan.kind,
+                "static_argnums": tuple(node.plan.pmapped.static)}
     root = node.root.plan
     lay, sized_by = _root_layout(root)
     p = node.plan
@@ -254,10 +305,61 @@ def node_layout(node) -> dict:
     return lay
 
 
-def _plan_calls(source, known):
+_UNKNOWN = object()
+
+
+def _static_values(fdef, args):
+    """The names of ``fdef`` whose value is known where the code reads it: assigned
+    once, from a literal or a tuple of known names (the generated code's
+    ``plan_tuple = (k,)``), or a parameter given an example value (``args``, by
+    position) and never assigned."""
+    import ast
+    params = dict(zip([a.arg for a in fdef.args.args], args or ()))
+    stores: dict = {}
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    values = {name: v for name, v in params.items() if name not in stores}
+    assigns = [n for n in ast.walk(fdef) if isinstance(n, ast.Assign) and
+               len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and
+               stores.get(n.targets[0].id) == 1]
+    for _ in range(3):
+        for n in assigns:
+            v = _value_of(n.value, values)
+            if v is not _UNKNOWN:
+                values[n.targets[0].id] = v
+    return values
+
+
+def _value_of(e, values):
+    """The Python value of a literal expression over known names, or _UNKNOWN."""
+    import ast
+    if isinstance(e, ast.Name):
+        return values.get(e.id, _UNKNOWN)
+    if isinstance(e, ast.Tuple):
+        items = tuple(_value_of(x, values) for x in e.elts)
+        return _UNKNOWN if any(x is _UNKNOWN for x in items) else items
+    if isinstance(e, (ast.Constant, ast.UnaryOp)):
+        try:
+            return ast.literal_eval(e)
+        except ValueError:
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+def _sh_call(call, name, nargs):
+    import ast
+    f = call.func
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+        f.value.id == "sh" and f.attr == name and len(call.args) == nargs
+
+
+def _plan_calls(source, known, args=None, main=None):
     """The derived plans ``source`` asks for: ``sh.vjp_plan(x)`` calls, x a plan
-    constant (``known``: name -> node) or a variable holding one.  Returns False when
-    some call's plan cannot be followed (then every plan gets that derivative)."""
+    constant (``known``: name -> node) or a variable holding one, and the static
+    values ``sh.static_plan(x, values)`` calls a pmap with (literals, or parameters of
+    the function ``main`` given example values: ``args``).  Returns False when some
+    call's plan cannot be followed (then every plan gets that derivative)."""
     import ast
     followed = True
 
@@ -273,11 +375,29 @@ def _plan_calls(source, known):
         if not isinstance(fdef, ast.FunctionDef):
             continue
         env = dict(known)
+        consts = _static_values(fdef, args if fdef.name == main else None)
 
         def resolve(e):
             nonlocal followed
             if isinstance(e, ast.Name):
                 return env.get(e.id)
+            if isinstance(e, ast.Call) and _sh_call(e, "static_plan", 2):
+                family = resolve(e.args[0])
+                if family is None:
+                    followed = False
+                    return None
+                values = _value_of(e.args[1], consts)
+                if values is _UNKNOWN or not isinstance(values, tuple):
+                    pm = family.plan.pmapped
+                    raise GenError(
+                        f"pmap({family.plan.name}) has static_broadcasted_argnums "
+                        f"({', '.join(pm.static_names)}), and astjax gen cannot tell "
+                        "which values the code calls it with: the module holds one "
+                        "per-device program per static value",
+                        "give the static arguments as Python literals in --args (e.g. "
+                        "--args \"f64[3, 2], 4, f64[2, 8, 3]\"): the module runs for "
+                        "those values; or bind them with functools.partial")
+                return family.static_child(values)
             if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
                     isinstance(e.func.value, ast.Name) and e.func.value.id == "rb" and \
                     e.func.attr == "lift" and len(e.args) == 1:
@@ -296,7 +416,8 @@ def _plan_calls(source, known):
                     found = resolve(n.value)
                     if found is not None:
                         env[n.targets[0].id] = found
-                elif isinstance(n, ast.Call) and kind_of(n):
+                elif isinstance(n, ast.Call) and (kind_of(n) or
+                                                  _sh_call(n, "static_plan", 2)):
                     resolve(n)
     return followed
 
@@ -333,10 +454,12 @@ def _per_shard_code(node):
     return generated(jit(node.plan.fun, backend="numpy"), *([None] * node.plan.nargs))
 
 
-def attach_plans(gen):
+def attach_plans(gen, args=None):
     """``(gen', late lines, requests)``: ``gen`` with the per-shard code of every plan it
     reaches merged in, the lines that build the plans (after the copied runtime) and
-    the runtime helpers they need.  ``gen`` itself when it reaches none."""
+    the runtime helpers they need.  ``gen`` itself when it reaches none.  ``args``:
+    example values of the main function's arguments (``--args``), where a pmap's
+    static arguments may come from."""
     import ast
     from astjax.standalone import _free_names
     roots: dict = {}               # id(root plan) -> node
@@ -355,8 +478,13 @@ def attach_plans(gen):
         node = roots.get(id(plan))
         if node is None:
             from astjax.sharding import collectives as sh
-            base = plan if plan.kind == "shard_map" else sh.driver().per_device_plan(plan)
-            node = roots[id(plan)] = _Node(base, None, 0)
+            if getattr(getattr(plan, "pmapped", None), "static", ()):
+                node = roots[id(plan)] = _Node(plan, None, 0)
+                node.is_family = True
+            else:
+                base = plan if plan.kind == "shard_map" else \
+                    sh.driver().per_device_plan(plan)
+                node = roots[id(plan)] = _Node(base, None, 0)
             node.root = node
         for kind in reversed(chain):
             node = node.child(kind)
@@ -374,26 +502,30 @@ def attach_plans(gen):
             visit(root)
         return out
 
-    def scan(g):
+    def scan(g, args=None):
         """The plan constants ``g`` reads (name -> node), its derived plans noted."""
         names, _ = _free_names(ast.parse(g.source))
         known = {n: node_for(g.namespace[n]) for n in sorted(names)
                  if _is_plan(g.namespace.get(n))}
-        if known and not _plan_calls(g.source, known):
+        main = g.functions["main"].__name__ if "main" in g.functions else None
+        if known and not _plan_calls(g.source, known, args, main):
             # a plan the code computes in a way not followed: every plan it could be
-            # (those of the constants it reads, to order 2) gets the derivatives it asks
-            for node in [n for n in nodes() if n.root in {k.root for k in known.values()}]:
+            # (those of the constants it reads, to order 2; a static pmap's: those of
+            # the values found) gets the derivatives it asks
+            roots_read = {k.root for k in known.values()}
+            for node in [n for n in nodes() if not n.is_family and
+                         (n.root in roots_read or n.root.family in roots_read)]:
                 for kind in _DERIVED:
                     if node.depth < 2 and f"sh.{kind}_plan(" in g.source:
                         node.child(kind)
         return known
 
-    top = scan(gen)
+    top = scan(gen, args)
     if not top:
         return gen, [], set()
     pieces = [(gen, top)]
     while True:                     # per-shard code may reach plans too (named vmaps)
-        todo = [n for n in nodes() if n.gen is None]
+        todo = [n for n in nodes() if n.gen is None and not n.is_family]
         if not todo:
             break
         for node in todo:
@@ -409,7 +541,6 @@ def _merged(pieces, order):
     import ast
     import dataclasses
     import pprint
-    import re
     from astjax.standalone import CANONICAL, _free_names
     main = pieces[0][0]
     namespace = dict(main.namespace)
@@ -459,7 +590,8 @@ def _merged(pieces, order):
             aliases.append(f"{name} = {node.var}")
     for node in order:
         if node.var is None:
-            base = re.sub(r"\W", "_", f"{node.plan.name}_plan").strip("_")
+            label = f"{node.plan.name}_{node.label}" if node.label else node.plan.name
+            base = re.sub(r"\W", "_", f"{label}_plan").strip("_")
             i, var = 1, base
             while var in taken:
                 i += 1
@@ -470,7 +602,7 @@ def _merged(pieces, order):
     for node in reversed(order):     # children first
         text = pprint.pformat(node_layout(node), width=80, sort_dicts=False)
         derived = ", ".join(f"{k!r}: {c.var}" for k, c in node.derived.items())
-        late.append(f"{node.var} = shx.Plan(\n    {fn_name[id(node)]},\n    "
+        late.append(f"{node.var} = shx.Plan(\n    {fn_name.get(id(node), 'None')},\n    "
                     + text.replace("\n", "\n    ")
                     + (f",\n    {{{derived}}})" if derived else ")"))
     late += aliases

@@ -86,16 +86,50 @@ def manual_sizes(plan, mesh) -> dict:
     return {a: n for a, n in mesh.shape.items() if manual is None or a in manual}
 
 
+_ROLES = {"vjp": "vjp", "jvp": "jvp", "batch": "vmap"}
+
+
+def describe(plan) -> str:
+    """A plan as messages name it: the user's shard_map or pmap, and the
+    transformation a derived plan runs it under (``shard_map(f) under vmap``)."""
+    roles = []
+    p = plan
+    while getattr(p, "parent", None) is not None:
+        roles.append(_ROLES.get(p.kind[len(p.parent.kind) + 1:], p.kind))
+        p = p.parent
+    base = f"{p.kind}({p.name})"
+    return f"{base} under {' of '.join(roles)}" if roles else base
+
+
+def _rank(x):
+    return x.ndim if hasattr(x, "ndim") else np.ndim(x)
+
+
+def check_batched(plan, values, specs, what):
+    """A batched plan's values carry vmap's trailing batch axes (one per vmap): its
+    specs, the user's, may not reach them -- checked against the rank the unbatched
+    call sees, so vmap refuses what the call refuses (instead of splitting the batch
+    over the devices)."""
+    depth = plan.kind.split("_").count("batch") if plan.kind.endswith("_batch") else 0
+    for x, s in zip(values, specs) if depth else ():
+        rank = _rank(x) - depth
+        if s is not None and len(s) > rank:
+            fail(f"{what}: {s!r} has {len(s)} entries but the value has rank {rank}",
+                 "give at most one entry per dimension of the value (trailing ones may "
+                 "be left out)")
+
+
 def first_shard(plan, args):
     """(mesh, in_specs, out_specs, the blocks of mesh position 0): what a run would
     give the first device (every device's blocks have the same shapes)."""
     mesh = _mesh_of(plan, args)
-    what = f"{plan.kind}({plan.name})"
+    what = describe(plan)
     groups = _groups_of(mesh)
     in_specs = _plan_in_specs(plan, args)
     out_specs = _plan_out_specs(plan, args)
     leaves, tdef = tree_flatten(tuple(args))
     specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
+    check_batched(plan, leaves, specs, f"{what}: in_specs")
     blocks = [split(x, s, mesh, groups, f"{what}: in_specs")[0]
               for x, s in zip(leaves, specs)]
     return mesh, in_specs, out_specs, tree_unflatten(tdef, blocks)
@@ -104,9 +138,10 @@ def first_shard(plan, args):
 def global_shapes(plan, mesh, out_specs, local):
     """One shard's abstract outputs grown to the global arrays ``out_specs`` join."""
     from astjax.shapes import ShapeDtypeStruct
-    what = f"{plan.kind}({plan.name}): out_specs"
+    what = f"{describe(plan)}: out_specs"
     leaves, tdef = tree_flatten(local)
     specs = leaf_specs(out_specs, local, what)
+    check_batched(plan, leaves, specs, what)
     out = []
     for leaf, s in zip(leaves, specs):
         shape = list(leaf.shape)
@@ -120,12 +155,13 @@ def global_shapes(plan, mesh, out_specs, local):
 def run(plan: ShardPlan, args: tuple):
     """Split, run every shard, assemble (the eager meaning of a shard_map call)."""
     mesh = _mesh_of(plan, args)
-    what = f"{plan.kind}({plan.name})"
+    what = describe(plan)
     groups = _groups_of(mesh)
     in_specs = _plan_in_specs(plan, args)
     out_specs = _plan_out_specs(plan, args)
     leaves, tdef = tree_flatten(tuple(args))
     specs = leaf_specs(tuple(in_specs), tuple(args), f"{what}: in_specs")
+    check_batched(plan, leaves, specs, f"{what}: in_specs")
     modes = leaf_modes(plan.in_modes, tuple(args), "copy")
     leaves = [_shared(x, s, mesh) if m == "share" else x
               for x, s, m in zip(leaves, specs, modes)]
@@ -223,6 +259,7 @@ plan_in_specs, plan_out_specs = _plan_in_specs, _plan_out_specs
 def _join(plan, mesh, out_specs, outs, groups, what):
     out_leaves, out_tdef = tree_flatten(outs[0])
     specs = leaf_specs(out_specs, outs[0], f"{what}: out_specs")
+    check_batched(plan, out_leaves, specs, f"{what}: out_specs")
     modes = leaf_modes(plan.out_modes, outs[0], "one")
     per = [tree_flatten(o)[0] for o in outs]
     joined = [assemble([p[i] for p in per], s, mesh, groups, plan.check_vma,
@@ -469,9 +506,12 @@ def _validate_specs(specs, mesh, what):
             for a in axes:
                 if a not in mesh.axis_names:
                     fail(f"shard_map: unknown axis name {a!r} in {what} {s!r}; the mesh "
-                         f"axes are {mesh.axis_names}")
+                         f"axes are {mesh.axis_names}",
+                         f"name axes of the mesh: {', '.join(map(repr, mesh.axis_names))}")
             if len(set(axes)) != len(axes):
-                fail(f"shard_map: {what} {s!r} uses a mesh axis twice")
+                fail(f"shard_map: {what} {s!r} uses a mesh axis twice",
+                     "split each dimension over different mesh axes (a tuple entry "
+                     "splits one dimension over several)")
         elif isinstance(s, (tuple, list)):
             for e in s:
                 walk(e)
@@ -480,7 +520,8 @@ def _validate_specs(specs, mesh, what):
                 walk(e)
         elif s is not None:
             fail(f"shard_map: {what} must be PartitionSpecs (P(...)) in a pytree, got "
-                 f"{s!r}")
+                 f"{s!r}", "write P('axis') for a split dimension, P() for a replicated "
+                 "value")
     walk(specs)
 
 
@@ -964,5 +1005,9 @@ def named_vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
     p._plan.local_only = True
     return _as_function(p._plan, p.dyn_names, p.__call__, fun)
 
+
+# built at generation time when written inside a transformed function (frontend/nested.py)
+shard_map._astjax_static_constructor = "function"
+pmap._astjax_static_constructor = "function"
 
 sh.register_driver(sys.modules[__name__])

@@ -156,3 +156,8 @@ def make_mesh(axis_shapes, axis_names, *, devices=None) -> Mesh:
     arr = np.empty(len(devs), dtype=object)
     arr[:] = devs[:need]
     return Mesh(arr.reshape(axis_shapes), axis_names)
+
+
+# built at generation time when written inside a transformed function (frontend/nested.py)
+PartitionSpec._astjax_static_constructor = "value"
+make_mesh._astjax_static_constructor = "value"

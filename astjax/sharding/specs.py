@@ -48,11 +48,15 @@ def check_spec(spec, ndim, mesh, what):
     for a in axes:
         if a not in mesh.axis_names:
             fail(f"{what}: unknown axis name {a!r} in {spec!r}; the mesh axes are "
-                 f"{mesh.axis_names}")
+                 f"{mesh.axis_names}", "name axes of the mesh: "
+                 f"{', '.join(map(repr, mesh.axis_names))}")
     if len(set(axes)) != len(axes):
-        fail(f"{what}: {spec!r} uses a mesh axis twice")
+        fail(f"{what}: {spec!r} uses a mesh axis twice",
+             "split each dimension over different mesh axes")
     if len(spec) > ndim:
-        fail(f"{what}: {spec!r} has {len(spec)} entries but the value has rank {ndim}")
+        fail(f"{what}: {spec!r} has {len(spec)} entries but the value has rank {ndim}",
+             "give at most one entry per dimension of the value (trailing ones may be "
+             "left out)")
 
 
 def _array(x):
