@@ -134,16 +134,17 @@ def run(plan: ShardPlan, args: tuple):
     if world is not None:
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    fun, vma_mode = _typed_fun(plan, specs), _vma_mode(plan)
     if outer is not None:
-        outs = execute.run_threads(plan.fun, mesh, [
+        outs = execute.run_threads(fun, mesh, [
             tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)],
-            manual_sizes(plan, mesh), plan.check_vma, plan.kind, what, outer=outer)
+            manual_sizes(plan, mesh), vma_mode, plan.kind, what, outer=outer)
         return _join(plan, mesh, out_specs, outs, groups, what)
     engine, gpus = _engine(leaves, mesh, what)
     per_leaf = execute.placed(per_leaf, gpus)
     shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)]
-    outs = execute.run_threads(plan.fun, mesh, shard_args, manual_sizes(plan, mesh),
-                               plan.check_vma, plan.kind, what,
+    outs = execute.run_threads(fun, mesh, shard_args, manual_sizes(plan, mesh),
+                               vma_mode, plan.kind, what,
                                limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus,
                                hidden=_hidden_axes())
     outs = execute.gathered(outs, gpus)
@@ -151,6 +152,32 @@ def run(plan: ShardPlan, args: tuple):
 
 
 _engine = execute.engine_for
+
+
+def _vma_mode(plan):
+    """The shard context's ``check_vma``: the plan's own; for a plan derived from a
+    check_vma=True one (its vjp, jvp, batching), "derived": its per-device code is
+    check_vma=False's, and reverse mode inlined in it is refused (collectives.py)."""
+    if plan.check_vma:
+        return plan.check_vma
+    root = plan
+    while getattr(root, "parent", None) is not None:
+        root = root.parent
+    return "derived" if root is not plan and root.check_vma else False
+
+
+def _typed_fun(plan, specs):
+    """A check_vma=True shard_map's per-shard function, recording its inputs' varying
+    manual axes first (astjax/sharding/vma.py)."""
+    if plan.check_vma is not True or getattr(plan, "derived", False):
+        return plan.fun
+    from astjax.sharding import vma
+    fun = plan.fun
+
+    def typed(*args):
+        vma.record_inputs(sh.current(), args, specs)
+        return fun(*args)
+    return typed
 
 
 def _device_map(kind):
@@ -250,8 +277,9 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
         block = x[block_index(x.shape, s, mesh, groups(pos))]
         mine.append(nccl.contiguous(block))
     engine = "nccl" if any(nccl.is_cupy(x) for x in leaves) else "mpi"
-    outs = execute.run_mpi(plan.fun, mesh, world, pos, tree_unflatten(tdef, mine),
-                           manual_sizes(plan, mesh), plan.check_vma, plan.kind, engine)
+    outs = execute.run_mpi(_typed_fun(plan, specs), mesh, world, pos,
+                           tree_unflatten(tdef, mine), manual_sizes(plan, mesh),
+                           _vma_mode(plan), plan.kind, engine)
     joined = _join(plan, mesh, out_specs, outs, groups, what)
     if engine == "nccl":                  # the results where the arguments were
         import cupy
@@ -396,9 +424,9 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
     per-device outputs joined by ``out_specs`` (JAX's ``shard_map``).
 
     ``check_vma`` (alias ``check_rep``, default True) checks at run time that an output
-    ``out_specs`` declares replicated is equal on those devices, and refuses reverse
-    mode inside ``f`` (JAX's check_vma=True would sum replicated inputs' gradients
-    there); derivatives are check_vma=False's (see the README)."""
+    ``out_specs`` declares replicated is equal on those devices, and gives gradients
+    taken inside ``f`` JAX's check_vma=True meaning (a replicated input's summed over
+    the devices: astjax/sharding/vma.py); with False they are the local ones."""
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs,
                                  out_specs=out_specs, check_vma=check_vma,

@@ -1,0 +1,548 @@
+"""JAX's ``check_vma=True`` reverse mode inside a shard_map: varying manual axes.
+
+Under ``check_vma=True`` every value inside a shard_map has a type: the mesh axes it
+varies over (its *vma*).  ``in_specs`` splitting an input along ``a`` make it vary
+over ``a``; ``P()`` inputs are invariant; psum/pmean/pmax/pmin make their result
+invariant over their axes; all_gather, psum_scatter, ppermute, all_to_all, pvary and
+axis_index give values that vary over theirs (what JAX 0.10 gives: all_gather's result
+varies); any other operation takes the union of its operands'.  Where an invariant
+value meets a varying one JAX inserts a ``pvary``, whose transpose is a psum: a
+gradient with respect to a replicated parameter comes out summed over the devices.
+
+astjax gets JAX's numbers without retyping the derivative code.  Its per-device
+derivatives (check_vma=False's transposes: psum <-> psum...) are the exact transpose
+of the program on per-device values, in which an invariant value is held as identical
+copies.  The typed program's vjp is that transpose between two fixed linear maps,
+applied here and nowhere else (``reverse``):
+
+* the cotangent of an output invariant over axes A goes to the first device along A
+  (index 0 on each of them), zeros elsewhere: per-device cotangents summing to it
+  (any such split gives the same result, since the copies of an invariant output move
+  together);
+* the cotangent of an input invariant over axes A is the psum over A of its copies'
+  cotangents (the transpose of copying it to every device: JAX's pvary).
+
+So no collective's transpose changes, and a new collective needs only its entry in
+``_RULES`` (a collective missing there is refused).  The types of the inputs are
+what the driver, collectives and gradients recorded for the arrays a shard holds
+(``record``); the outputs' come from reading the differentiated function's core form
+(``output_types``).  An argument whose type is not known (an array computed from
+others in the per-shard function with NumPy), a call astjax does not read, or reverse
+mode read by another transformation there (``jit(grad(f))``, grad of grad) is an error
+naming the user's line, never check_vma=False's numbers.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from astjax.sharding import collectives as sh
+from astjax.sharding.errors import fail
+from astjax.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
+
+EMPTY = frozenset()
+
+# Python values JAX treats as literal constants: invariant
+_LITERALS = (bool, int, float, complex, str, bytes, type(None))
+
+
+# ------------------------------------------------------------ types of run-time values
+
+def active():
+    """The context of a check_vma=True shard (not a derived plan's), or None."""
+    ctx = sh.current()
+    return ctx if ctx is not None and ctx.check_vma is True else None
+
+
+def _table(ctx):
+    return ctx.extra.setdefault("vma", {})
+
+
+def record(ctx, value, vma):
+    """Remember the type of every array leaf of ``value`` (per shard, by identity)."""
+    if ctx is None:
+        return value
+    table = _table(ctx)
+    leaves = tree_leaves(value)
+    for leaf in leaves:
+        if isinstance(leaf, _LITERALS):
+            continue
+        key = id(leaf)
+        try:
+            ref = weakref.ref(leaf, lambda _r, key=key, t=table: t.pop(key, None))
+        except TypeError:          # NumPy scalars: held (they are small)
+            ref = (lambda obj: (lambda: obj))(leaf)
+        table[key] = (ref, frozenset(vma))
+    return value
+
+
+def type_of_leaf(ctx, leaf):
+    """The recorded vma of an array (None: not known), literals invariant."""
+    if isinstance(leaf, _LITERALS):
+        return EMPTY
+    if callable(leaf) and not isinstance(leaf, np.ndarray):
+        return EMPTY
+    found = _table(ctx).get(id(leaf))
+    if found is not None and found[0]() is leaf:
+        return found[1]
+    return None
+
+
+def record_inputs(ctx, args, specs):
+    """A check_vma=True shard's inputs: each varies over the axes its spec splits."""
+    leaves, _ = tree_flatten(tuple(args))
+    for leaf, spec in zip(leaves, specs):
+        axes = spec.mesh_axes() if spec is not None else ()
+        record(ctx, leaf, frozenset(a for a in axes if a in ctx.axis_sizes))
+
+
+def collective_result(name, x, out, axes):
+    """Record the type of a collective's result (only inside a check_vma=True shard)."""
+    ctx = active()
+    if ctx is None:
+        return out
+    rule = _RULES[name]
+    if name == "axis_index":
+        return record(ctx, out, frozenset(axes))
+    for xl, ol in zip(tree_leaves(x), tree_leaves(out)):
+        t = type_of_leaf(ctx, xl)
+        if t is None and rule == "reduce" and set(ctx.axis_sizes) <= set(axes):
+            t = EMPTY             # reduced over every manual axis: invariant whatever x was
+        if t is not None:
+            record(ctx, ol, _apply(rule, t, axes))
+    return out
+
+
+# What each collective does to the type of its operand.
+_RULES = {"psum": "reduce", "pmean": "reduce", "pmax": "reduce", "pmin": "reduce",
+          "all_gather": "vary", "psum_scatter": "vary", "ppermute": "vary",
+          "all_to_all": "vary", "pvary": "vary", "axis_index": "vary",
+          "axis_size": "static", "ppermute_inverse": "static"}
+
+
+def _apply(rule, t, axes):
+    if rule == "reduce":
+        return t - frozenset(axes)
+    if rule == "vary":
+        return t | frozenset(axes)
+    return EMPTY
+
+
+def _axes(value):
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+# ----------------------------------------------- types of a function's values (static)
+
+class _Unknown(Exception):
+    def __init__(self, message, loc=None):
+        super().__init__(message)
+        self.loc = loc
+
+
+def _join(a, b):
+    """The type of a value that is ``a`` or ``b`` (branches, loop iterations)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0]:
+        if a[0] == "seq" and len(a[1]) == len(b[1]):
+            return ("seq", tuple(_join(x, y) for x, y in zip(a[1], b[1])))
+        if a[0] == "dict" and a[1].keys() == b[1].keys():
+            return ("dict", {k: _join(a[1][k], b[1][k]) for k in a[1]})
+        if a[0] == "list":
+            return ("list", _join(a[1], b[1]))
+    return _flat(a) | _flat(b)
+
+
+def _flat(t):
+    """Every axis a (possibly structured) type mentions."""
+    if t is None:
+        return EMPTY
+    if isinstance(t, frozenset):
+        return t
+    if t[0] == "seq":
+        return frozenset().union(*[_flat(x) for x in t[1]]) if t[1] else EMPTY
+    if t[0] == "dict":
+        return frozenset().union(*[_flat(x) for x in t[1].values()]) if t[1] else EMPTY
+    return _flat(t[1])
+
+
+def value_type(ctx, value):
+    """The structured type of a run-time value (None where a leaf is not known)."""
+    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        return ("seq", tuple(value_type(ctx, v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", {k: value_type(ctx, v) for k, v in value.items()})
+    leaves = tree_leaves(value)
+    if len(leaves) == 1 and leaves[0] is value:
+        return type_of_leaf(ctx, value)
+    types = [type_of_leaf(ctx, v) for v in leaves]
+    return None if any(t is None for t in types) else frozenset().union(*types)
+
+
+def _has_unknown(t):
+    if t is None:
+        return True
+    if isinstance(t, frozenset):
+        return False
+    if t[0] == "seq":
+        return any(_has_unknown(x) for x in t[1])
+    if t[0] == "dict":
+        return any(_has_unknown(x) for x in t[1].values())
+    return _has_unknown(t[1])
+
+
+class _Typing:
+    """Reads a core function once with the types of its parameters (an abstract
+    interpretation: branches and loops join the types of their paths)."""
+
+    def __init__(self, ctx, fn):
+        self.ctx, self.fn = ctx, fn
+        self.free = fn.env.current() if fn.env is not None else {}
+
+    def atom(self, op, env):
+        from astjax.core import Const, Index, SliceAtom, Var
+        if isinstance(op, Var):
+            if op.name in env:
+                return env[op.name]
+            if op.name in self.free:
+                t = value_type(self.ctx, self.free[op.name])
+                if _has_unknown(t):
+                    raise _Unknown(f"the value {op.name!r} it reads from outside (an array "
+                                   "whose variation across devices astjax does not know)")
+                return t
+            return EMPTY
+        if isinstance(op, Const):
+            t = value_type(self.ctx, op.value)
+            if _has_unknown(t):
+                raise _Unknown("a constant array whose variation across devices astjax "
+                               "does not know")
+            return t
+        if isinstance(op, (Index, SliceAtom)):
+            return frozenset().union(*[_flat(self.atom(a, env)) for a in op.atoms()]) \
+                if op.atoms() else EMPTY
+        if isinstance(op, tuple):
+            return ("seq", tuple(self.atom(a, env) for a in op))
+        return EMPTY
+
+    def operands(self, s, env):
+        out = EMPTY
+        for a in list(s.args) + list(s.kwargs.values()):
+            out |= _flat(self.atom(a, env))
+        return out
+
+    def prim(self, s, env):
+        from astjax import primitives as P
+        from astjax.core import Const, Index
+        name = s.prim
+        if name in _RULES:
+            axes_arg = s.args[0] if name == "axis_index" else s.args[1] \
+                if len(s.args) > 1 else s.kwargs.get("axis_name")
+            if not isinstance(axes_arg, Const):
+                raise _Unknown(f"{name}'s axis_name is not a constant", s.loc)
+            axes = _axes(axes_arg.value)
+            if name == "axis_index":
+                return frozenset(axes)
+            return _apply(_RULES[name], _flat(self.atom(s.args[0], env)), axes)
+        prim = P.REGISTRY.get(name)
+        if name == "reverse_mode_guard":
+            raise _Unknown("reverse mode inside the differentiated function (grad of grad, "
+                           "a vjp in it)", s.loc)
+        if prim is not None and prim.code.startswith("sh."):
+            raise _Unknown(f"sh.{name}, whose effect on varying axes astjax does not type",
+                           s.loc)
+        if name in ("make_tuple", "make_list"):
+            return ("seq", tuple(self.atom(a, env) for a in s.args[0]))
+        if name == "make_dict" and isinstance(s.args[0], Const):
+            return ("dict", dict(zip(s.args[0].value,
+                                     (self.atom(a, env) for a in s.args[1]))))
+        if name == "getitem":
+            base = self.atom(s.args[0], env)
+            idx = s.args[1]
+            if isinstance(idx, Index) and len(idx.items) == 1 and \
+                    isinstance(idx.items[0], Const) and isinstance(base, tuple):
+                key = idx.items[0].value
+                if base[0] == "seq" and isinstance(key, int) and -len(base[1]) <= key < \
+                        len(base[1]):
+                    return base[1][key]
+                if base[0] == "dict" and key in base[1]:
+                    return base[1][key]
+                if base[0] == "list":
+                    return base[1]
+            return _flat(base) | _flat(self.atom(idx, env))
+        if name in ("compact", "instantiate", "as_sequence", "stop_gradient"):
+            return self.atom(s.args[0], env)
+        if name == "append_owned":
+            seq = self.atom(s.args[0], env)
+            item = self.atom(s.args[1], env)
+            old = seq[1] if isinstance(seq, tuple) and seq[0] == "list" else \
+                _join_items(seq)
+            return ("list", _join(old, item))
+        if name == "tree_stack":
+            seq = self.atom(s.args[0], env)
+            return seq[1] if isinstance(seq, tuple) and seq[0] == "list" else _flat(seq)
+        if name == "tree_index":
+            tree = self.atom(s.args[0], env)
+            extra = _flat(self.atom(s.args[1], env))
+            return _map(tree, lambda t: t | extra)
+        if prim is not None and prim.kind == "static":
+            return EMPTY          # shapes, lengths, dtypes: Python values, the same everywhere
+        return self.operands(s, env)
+
+    def run(self, stmts, env):
+        from astjax import core
+        for s in stmts:
+            if isinstance(s, core.Prim):
+                t = self.prim(s, env)
+                if s.target:
+                    env[s.target] = t
+            elif isinstance(s, core.Copy):
+                env[s.target] = self.atom(s.value, env)
+            elif isinstance(s, core.SetItem):
+                env[s.target] = _join(env.get(s.target, EMPTY),
+                                      _flat(self.atom(s.value, env)) |
+                                      _flat(self.atom(s.index, env)))
+            elif isinstance(s, core.External):
+                t = EMPTY
+                for a in list(s.args) + list(s.kwargs.values()):
+                    t |= _flat(self.atom(a, env))
+                if s.target:
+                    if t:
+                        raise _Unknown("a call astjax does not read receives a value that "
+                                       "varies across devices", s.loc)
+                    env[s.target] = EMPTY
+            elif isinstance(s, core.If):
+                test = _flat(self.atom(s.test, env)) if not isinstance(s.test, core.Prim) \
+                    else _flat(self.prim(s.test, env))
+                a, b = dict(env), dict(env)
+                self.run(s.body, a)
+                self.run(s.orelse, b)
+                self._merge(env, [a, b], test)
+            elif isinstance(s, core.For):
+                it = self.prim(s.iter, env) if isinstance(s.iter, core.Prim) else \
+                    self.atom(s.iter, env)
+                self._loop(env, lambda e: (_flat(it), self._for_body(s, e, it)))
+            elif isinstance(s, core.While):
+                self._loop(env, lambda e: self._while_body(s, e))
+            elif isinstance(s, core.Return):
+                return self.atom(s.value, env)
+        return None
+
+    def _for_body(self, s, env, it):
+        env[s.target] = _flat(it)
+        self.run(s.body, env)
+
+    def _while_body(self, s, env):
+        self.run(s.test_body, env)
+        test = _flat(self.atom(s.test, env))
+        self.run(s.body, env)
+        return test, None
+
+    def _loop(self, env, step):
+        """Iterate the body's types to their fixed point (types only grow)."""
+        for _ in range(64):
+            trial = dict(env)
+            test, _ = step(trial)
+            before = dict(env)
+            self._merge(env, [trial], test)
+            if env == before:
+                return
+        raise _Unknown("a loop whose types do not settle")
+
+    @staticmethod
+    def _merge(env, branches, test):
+        names = set().union(*[b.keys() for b in branches])
+        for n in names:
+            t = env.get(n)
+            for b in branches:
+                if b.get(n) is not t:
+                    t = _join(t, b.get(n))
+            if any(b.get(n) is not env.get(n) for b in branches) and test:
+                t = _map(t, lambda x: x | test)
+            env[n] = t
+
+
+def _join_items(t):
+    if isinstance(t, tuple) and t[0] == "seq":
+        out = None
+        for x in t[1]:
+            out = _join(out, x)
+        return out
+    return t
+
+
+def _map(t, f):
+    if t is None:
+        return None
+    if isinstance(t, frozenset):
+        return f(t)
+    if t[0] == "seq":
+        return ("seq", tuple(_map(x, f) for x in t[1]))
+    if t[0] == "dict":
+        return ("dict", {k: _map(x, f) for k, x in t[1].items()})
+    return ("list", _map(t[1], f))
+
+
+_CORE_CACHE: dict = {}
+
+
+def output_types(ctx, fun, values, what):
+    """The structured type of ``fun(*values)``'s result inside this shard."""
+    from astjax.binding import function_arguments
+    from astjax.generation import normalized
+    static = function_arguments(values)
+    key = (id(fun), repr(static))
+    found = _CORE_CACHE.get(key)
+    if found is None or found[0] is not fun:
+        _, fn, result = normalized(fun, dict(static))
+        found = _CORE_CACHE[key] = (fun, fn, result)
+    _, fn, result = found
+    typing = _Typing(ctx, fn)
+    env = {}
+    for i, (p, v) in enumerate(zip(fn.params, values)):
+        t = value_type(ctx, v)
+        if _has_unknown(t):
+            fail(f"{what} inside a shard_map with check_vma=True: astjax does not know "
+                 f"whether argument {i} ({p}) varies across devices (it is an array the "
+                 "per-shard function computed with NumPy; astjax types the shard_map's "
+                 "inputs, collectives' results and gradients only)",
+                 "pass the shard_map's inputs (or a collective's result) directly and "
+                 "compute inside the differentiated function, or use check_vma=False")
+        env[p] = t
+    try:
+        return typing.run(fn.body, env)
+    except _Unknown as e:
+        where = f" ({e.loc.filename}:{e.loc.lineno})" if e.loc is not None else ""
+        fail(f"{what} inside a shard_map with check_vma=True: astjax cannot type "
+             f"{e}{where}, so it cannot give JAX's check_vma=True gradient",
+             "pass check_vma=False to shard_map (JAX's check_vma=False gradients), or "
+             "take the gradient of the whole shard_map'ed function from outside")
+
+
+def _leaf_types(t, value):
+    """One vma per leaf of ``value`` from its structured type."""
+    if isinstance(t, frozenset):
+        return [t] * len(tree_leaves(value))
+    if t[0] == "seq" and isinstance(value, (tuple, list)) and len(value) == len(t[1]):
+        return [x for sub, v in zip(t[1], value) for x in _leaf_types(sub, v)]
+    if t[0] == "dict" and isinstance(value, dict) and set(value) == set(t[1]):
+        order = tree_flatten(value)[1]
+        keys = tree_unflatten(order, list(range(len(tree_leaves(value)))))
+        per = {}
+        for k in value:
+            for i, x in zip(tree_leaves(keys[k]), _leaf_types(t[1][k], value[k])):
+                per[i] = x
+        return [per[i] for i in range(len(per))]
+    return [_flat(t)] * len(tree_leaves(value))
+
+
+# ------------------------------------------------------------------ the two boundaries
+
+def _first_along(ctx, axes):
+    """True on the devices at index 0 along every axis of ``axes``."""
+    return all(int(ctx.comm.index((a,))) == 0 for a in axes)
+
+
+def seed(ctx, out_types, cotangent):
+    """Per-device cotangents of the outputs: an output invariant over axes A gets its
+    cotangent on the first device along A and zeros on the others."""
+    manual = set(ctx.axis_sizes)
+    leaves, tdef = tree_flatten(cotangent)
+    out = []
+    for c, t in zip(leaves, out_types):
+        inv = tuple(sorted(manual - t))
+        out.append(c if not inv or _first_along(ctx, inv) else np.zeros_like(c))
+    return tree_unflatten(tdef, out)
+
+
+def total(ctx, in_types, cotangents):
+    """The cotangent of an input invariant over axes A: the psum over A of its copies'
+    (the transpose of handing it to every device: JAX's implicit pvary)."""
+    manual = set(ctx.axis_sizes)
+    leaves, tdef = tree_flatten(cotangents)
+    out = []
+    for c, t in zip(leaves, in_types):
+        inv = tuple(a for a in ctx.axis_sizes if a in manual - t)
+        if inv and np.issubdtype(np.asarray(c).dtype, np.inexact):
+            c = ctx.comm.allreduce(np.asarray(c), inv, "sum")
+        out.append(record(ctx, c, t))
+    return tree_unflatten(tdef, out)
+
+
+def reverse(ctx, fun, values, nums, has_aux, what):
+    """``(out, aux, pullback)`` of ``fun`` at ``values`` with JAX's check_vma=True
+    semantics: the per-device vjp (check_vma=False's exact transposes) between the two
+    boundaries.  ``pullback(ct)`` gives one cotangent per argument in ``nums``."""
+    from astjax import api
+    from astjax.binding import call_bound
+    result_t = output_types(ctx, fun, values, what)
+    if has_aux:
+        result_t = result_t[1][0] if isinstance(result_t, tuple) and \
+            result_t[0] == "seq" and len(result_t[1]) == 2 else _flat(result_t)
+    gen, _, nums = api.get_reverse(fun, "vjp", tuple(nums), has_aux, values)
+    gen.refresh()
+    out, residuals = call_bound(gen.functions["fwd"], values)
+    aux = None
+    if has_aux:
+        out, aux = out
+    out_types = _leaf_types(result_t, out)
+    record_tree(ctx, out, out_types)
+    in_types = [x for k in nums for x in _leaf_types(value_type(ctx, values[k]), values[k])]
+    bwd = gen.functions["bwd"]
+
+    def pullback(cotangent):
+        cts = bwd(residuals, seed(ctx, out_types, cotangent))
+        return total(ctx, in_types, tuple(cts))
+    return out, aux, pullback
+
+
+def record_tree(ctx, value, types):
+    for leaf, t in zip(tree_leaves(value), types):
+        record(ctx, leaf, t)
+    return value
+
+
+def ones_seed(out):
+    return tree_map(lambda v: np.ones_like(v), out)
+
+
+# ------------------------------------------------------- grad, value_and_grad, vjp here
+
+def gradient(fun, values, argnums, has_aux, kind):
+    """grad / value_and_grad of ``fun`` at bound ``values`` in a check_vma=True shard."""
+    from astjax import runtime as rt
+    from astjax.binding import fun_name, normalize_argnums
+    ctx = active()
+    fname = fun_name(fun)
+    single, nums = normalize_argnums(argnums, len(values), fname)
+    out, aux, pull = reverse(ctx, fun, values, nums, has_aux, kind)
+    rt.check_scalar_output(out, fname)
+    cts = pull(ones_seed(out))
+    g = cts[0] if single else tuple(cts)
+    if kind == "grad":
+        return (g, aux) if has_aux else g
+    return ((out, aux) if has_aux else out), g
+
+
+def pullback(fun, values, nums, has_aux, check_cotangent):
+    """vjp of ``fun`` at bound ``values`` in a check_vma=True shard: (out, vjp_fn[, aux])."""
+    ctx = active()
+    out, aux, pull = reverse(ctx, fun, values, tuple(nums), has_aux, "vjp")
+
+    def vjp_fn(cotangent):
+        check_cotangent(out, cotangent)
+        return pull(cotangent)
+
+    def refuse():
+        fail("a vjp pullback made inside a shard_map with check_vma=True is transformed "
+             "again (jit, vmap, jvp, grad of it): astjax gives JAX's check_vma=True "
+             "cotangents only when it is called directly",
+             "call it directly, or pass check_vma=False to shard_map")
+    vjp_fn._astjax_generated = refuse
+    vjp_fn._astjax_typed = True
+    if has_aux:
+        return out, vjp_fn, aux
+    return out, vjp_fn
