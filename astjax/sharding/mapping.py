@@ -797,6 +797,11 @@ def _derived_source(plan, kind, body):
     if kind == "jvp":
         namespace["fun_jvp"] = jvp_function(plan.fun, range(k), ())
     exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    if kind == "vjp":
+        # the driver's own per-device pullback (exact, whatever check_vma): reverse
+        # mode inlined from it needs no guard; a gradient the user's per-shard
+        # function takes, inlined into it, keeps its guard (collectives.py)
+        namespace[f"{fname}_pair"]._astjax_driver = True
     return namespace[fname]
 
 

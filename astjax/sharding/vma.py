@@ -117,7 +117,7 @@ def collective_result(name, x, out, axes):
 # What each collective does to the type of its operand.
 _RULES = {"psum": "reduce", "pmean": "reduce", "pmax": "reduce", "pmin": "reduce",
           "all_gather": "vary", "psum_scatter": "vary", "ppermute": "vary",
-          "all_to_all": "vary", "pvary": "vary", "axis_index": "vary",
+          "all_to_all": "vary", "pvary": "vary", "pcast": "vary", "axis_index": "vary",
           "axis_size": "static", "ppermute_inverse": "static"}
 
 
@@ -202,6 +202,39 @@ class _Typing:
     def __init__(self, ctx, fn):
         self.ctx, self.fn = ctx, fn
         self.free = fn.env.current() if fn.env is not None else {}
+        self.consts = {}          # variables holding a constant (axis names, perms)
+
+    def static(self, op, env):
+        """The Python value of a constant operand (an axis name), or raise."""
+        from astjax.core import Const, Var
+        if isinstance(op, Const):
+            return op.value
+        if isinstance(op, Var):
+            if op.name in self.consts:
+                return self.consts[op.name]
+            if op.name not in env and op.name in self.free:
+                return self.free[op.name]
+        raise _Unknown("an axis_name that is not a constant")
+
+    def note_const(self, s, env):
+        """Remember constant axis names built in the function (``axes = ("i", "j")``)."""
+        from astjax import core
+        target = s.target if isinstance(s, (core.Prim, core.Copy)) else None
+        if target is None:
+            return
+        self.consts.pop(target, None)
+        try:
+            if isinstance(s, core.Copy):
+                value = self.static(s.value, env)
+            elif s.prim in ("make_tuple", "make_list"):
+                value = tuple(self.static(a, env) for a in s.args[0])
+            else:
+                return
+        except _Unknown:
+            return
+        if isinstance(value, str) or isinstance(value, tuple) and all(
+                isinstance(a, str) for a in value):
+            self.consts[target] = value
 
     def atom(self, op, env):
         from astjax.core import Const, Index, SliceAtom, Var
@@ -239,11 +272,13 @@ class _Typing:
         from astjax.core import Const, Index
         name = s.prim
         if name in _RULES:
-            axes_arg = s.args[0] if name == "axis_index" else s.args[1] \
-                if len(s.args) > 1 else s.kwargs.get("axis_name")
-            if not isinstance(axes_arg, Const):
-                raise _Unknown(f"{name}'s axis_name is not a constant", s.loc)
-            axes = _axes(axes_arg.value)
+            if _RULES[name] == "static":
+                return EMPTY
+            axes_arg = s.args[0] if name in ("axis_index", "axis_size") else s.args[1]
+            try:
+                axes = _axes(self.static(axes_arg, env))
+            except _Unknown as e:
+                raise _Unknown(f"{name}: {e}", s.loc) from None
             if name == "axis_index":
                 return frozenset(axes)
             return _apply(_RULES[name], _flat(self.atom(s.args[0], env)), axes)
@@ -299,8 +334,10 @@ class _Typing:
                 t = self.prim(s, env)
                 if s.target:
                     env[s.target] = t
+                    self.note_const(s, env)
             elif isinstance(s, core.Copy):
                 env[s.target] = self.atom(s.value, env)
+                self.note_const(s, env)
             elif isinstance(s, core.SetItem):
                 env[s.target] = _join(env.get(s.target, EMPTY),
                                       _flat(self.atom(s.value, env)) |
