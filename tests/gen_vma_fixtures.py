@@ -82,6 +82,19 @@ def psum_j(w, x):
     return lax.psum(jnp.sum(jnp.tanh(x @ w) ** 2), "j")
 
 
+def cond_varying(w, x):
+    y = lax.psum(jnp.sum(jnp.tanh(x @ w)), "i")
+    return lax.cond(jnp.sum(x) > 0, lambda y: y * 2.0, lambda y: y * 3.0, y)
+
+
+def scan_invariant(w, x):
+    def step(c, xi):
+        c = c * 0.5 + lax.psum(jnp.sum(jnp.tanh(xi @ w)), "i")
+        return c, c * c
+    c, ys = lax.scan(step, jnp.zeros(()), x)
+    return jnp.sum(ys) + c
+
+
 def sm(f, i=(P(), P("i")), o=P(), mesh=MESH):
     return jax.shard_map(f, mesh=mesh, in_specs=i, out_specs=o)
 
@@ -101,6 +114,10 @@ def cases():
         "grad_pvary": sm(lambda w, x: jax.grad(
             lambda w: jnp.sum(jnp.tanh(x @ lax.pcast(w, "i", to="varying")) ** 2))(w))(
             w, x),
+        "grad_invariant_only": sm(lambda w, x: jax.grad(lambda w: jnp.sum(jnp.sin(w) ** 2))(
+            w))(w, x),
+        "cond_varying_predicate": sm(lambda w, x: jax.grad(cond_varying)(w, x))(w, x),
+        "scan_invariant_ys": sm(lambda w, x: jax.grad(scan_invariant)(w, x))(w, x),
         "grad_varying_input": sm(lambda w, x: jax.grad(local, argnums=1)(w, x),
                                  o=P("i"))(w, x),
         "every_collective": sm(lambda w, x: jax.grad(every_collective, argnums=(0, 1))(

@@ -155,12 +155,17 @@ def reverse_mode_guard(what):
              "check_vma=False to shard_map (JAX's check_vma=False gradients)")
 
 
+# astjax/sharding/vma.py's typing of collective results, registered when it loads
+# (before any check_vma=True shard runs); absent in a standalone module's copy
+_TYPING: list = []
+
+
 def _typed(name, x, out, axes):
     """Inside a check_vma=True shard: record the result's varying manual axes."""
-    ctx = current()
-    if ctx is not None and ctx.check_vma is True:
-        from astjax.sharding import vma
-        vma.collective_result(name, x, out, axes)
+    if _TYPING:
+        ctx = current()
+        if ctx is not None and ctx.check_vma is True:
+            _TYPING[0](name, x, out, axes)
     return out
 
 

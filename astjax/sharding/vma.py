@@ -121,6 +121,12 @@ _RULES = {"psum": "reduce", "pmean": "reduce", "pmax": "reduce", "pmin": "reduce
           "axis_size": "static", "ppermute_inverse": "static"}
 
 
+sh._TYPING[:] = [collective_result]
+
+# "static" primitives whose result may depend on array values (a loop's count)
+_VALUED = {"range", "clamp_index", "item_index", "format_string"}
+
+
 def _apply(rule, t, axes):
     if rule == "reduce":
         return t - frozenset(axes)
@@ -323,7 +329,7 @@ class _Typing:
             tree = self.atom(s.args[0], env)
             extra = _flat(self.atom(s.args[1], env))
             return _map(tree, lambda t: t | extra)
-        if prim is not None and prim.kind == "static":
+        if prim is not None and prim.kind == "static" and name not in _VALUED:
             return EMPTY          # shapes, lengths, dtypes: Python values, the same everywhere
         return self.operands(s, env)
 
@@ -391,15 +397,36 @@ class _Typing:
 
     @staticmethod
     def _merge(env, branches, test):
+        """Join the branches' types.  A branch (or loop) whose condition varies where a
+        value it assigns does not: JAX types such a ``lax.cond``/``while_loop`` result
+        by the branches alone (invariant, although the devices took different
+        branches), so its gradients follow no typing astjax can reproduce: refused."""
         names = set().union(*[b.keys() for b in branches])
         for n in names:
             t = env.get(n)
             for b in branches:
                 if b.get(n) is not t:
                     t = _join(t, b.get(n))
-            if any(b.get(n) is not env.get(n) for b in branches) and test:
-                t = _map(t, lambda x: x | test)
+            if test and any(b.get(n) is not env.get(n) for b in branches):
+                if not _covers(t, test):
+                    raise _Unknown(
+                        f"a branch or loop whose condition varies across devices (over "
+                        f"{sorted(test)}) but whose result does not (JAX types a "
+                        "lax.cond/while_loop result by its branches alone)")
             env[n] = t
+
+
+def _covers(t, axes):
+    """Every leaf of the (structured) type varies over all of ``axes``."""
+    if t is None:
+        return False
+    if isinstance(t, frozenset):
+        return axes <= t
+    if t[0] == "seq":
+        return all(_covers(x, axes) for x in t[1])
+    if t[0] == "dict":
+        return all(_covers(x, axes) for x in t[1].values())
+    return _covers(t[1], axes)
 
 
 def _join_items(t):
@@ -423,20 +450,13 @@ def _map(t, f):
     return ("list", _map(t[1], f))
 
 
-_CORE_CACHE: dict = {}
-
-
 def output_types(ctx, fun, values, what):
     """The structured type of ``fun(*values)``'s result inside this shard."""
     from astjax.binding import function_arguments
-    from astjax.generation import normalized
+    from astjax.generation import cached, normalized
     static = function_arguments(values)
-    key = (id(fun), repr(static))
-    found = _CORE_CACHE.get(key)
-    if found is None or found[0] is not fun:
-        _, fn, result = normalized(fun, dict(static))
-        found = _CORE_CACHE[key] = (fun, fn, result)
-    _, fn, result = found
+    fn = cached(fun, ("vma core form", static),
+                lambda: normalized(fun, dict(static))[1])  # (kept as long as fun)
     typing = _Typing(ctx, fn)
     env = {}
     for i, (p, v) in enumerate(zip(fn.params, values)):
