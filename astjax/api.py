@@ -162,7 +162,8 @@ def grad(fun, argnums=0, has_aux=False, allow_int=False):
             if not allow_int:
                 _check_args(fun, values, normalize_argnums(argnums, len(values),
                                                            fun_name(fun))[1])
-            return typed.gradient(fun, values, argnums, has_aux, "grad")
+            return typed.gradient(fun, values, argnums, has_aux, "grad",
+                                  _vjp_code(fun, has_aux, values))
         gen, single, nums = get_reverse(fun, "grad", argnums, has_aux, values)
         if not allow_int:
             _check_args(fun, values, nums)
@@ -190,7 +191,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
             if not allow_int:
                 _check_args(fun, values, normalize_argnums(argnums, len(values),
                                                            fun_name(fun))[1])
-            return typed.gradient(fun, values, argnums, has_aux, "value_and_grad")
+            return typed.gradient(fun, values, argnums, has_aux, "value_and_grad",
+                                  _vjp_code(fun, has_aux, values))
         gen, single, nums = get_reverse(fun, "value_and_grad", argnums, has_aux, values)
         if not allow_int:
             _check_args(fun, values, nums)
@@ -218,7 +220,8 @@ def vjp_bound(fun, values, nums, has_aux=False):
     one cotangent per parameter position in ``nums``."""
     typed = _typed_shard()
     if typed is not None:             # inside a check_vma=True shard_map
-        return typed.pullback(fun, values, nums, has_aux, _check_cotangent)
+        return typed.pullback(fun, values, nums, has_aux, _check_cotangent,
+                              _vjp_code(fun, has_aux, values))
     gen, _, nums = get_reverse(fun, "vjp", tuple(nums), has_aux, values)
     gen.refresh()
     out, residuals = call_bound(gen.functions["fwd"], values)
@@ -284,6 +287,11 @@ transform_table.register(
 
 __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "clear_cache",
            "TransformError"]
+
+
+def _vjp_code(fun, has_aux, values):
+    """nums -> the generated vjp sweeps of ``fun`` (for astjax/sharding/vma.py)."""
+    return lambda nums: get_reverse(fun, "vjp", tuple(nums), has_aux, values)[0]
 
 
 def _typed_shard():

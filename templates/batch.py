@@ -1540,7 +1540,7 @@ def pvary(x, axis_name):
     return sh.pvary(x, axis_name)
 
 
-def pcast(x, axis_name, to=None):
+def pcast(x, axis_name, to):
     return sh.pcast(x, axis_name, to)
 
 

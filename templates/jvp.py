@@ -1421,7 +1421,7 @@ def pvary(ans, x, axis_name, dx=None):
     return sh.pvary(dx, ())
 
 
-def pcast(ans, x, axis_name, to=None, dx=None):
+def pcast(ans, x, axis_name, to, dx=None):
     return sh.pvary(dx, ())
 
 

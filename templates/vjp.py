@@ -1507,7 +1507,7 @@ def pvary(g, ans, x, axis_name):
     return sh.pvary(g, ())
 
 
-def pcast(g, ans, x, axis_name, to=None):
+def pcast(g, ans, x, axis_name, to):
     return sh.pvary(g, ())
 
 

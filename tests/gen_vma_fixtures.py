@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")

@@ -332,7 +332,7 @@ def pvary(x, axis_name):
     return _typed("pvary", x, tree_map(lambda v: _arr(v).copy(), x), axes)
 
 
-def pcast(x, axis_name, to=None):
+def pcast(x, axis_name, to):
     """JAX 0.10's ``lax.pcast``: ``to="varying"`` is ``pvary`` (invariant -> varying);
     the reduced/unreduced states of JAX's explicit sharding are not supported."""
     if to == "varying":

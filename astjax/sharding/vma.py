@@ -529,17 +529,17 @@ def total(ctx, in_types, cotangents):
     return tree_unflatten(tdef, out)
 
 
-def reverse(ctx, fun, values, nums, has_aux, what):
+def reverse(ctx, fun, values, nums, has_aux, what, vjp_code):
     """``(out, aux, pullback)`` of ``fun`` at ``values`` with JAX's check_vma=True
-    semantics: the per-device vjp (check_vma=False's exact transposes) between the two
-    boundaries.  ``pullback(ct)`` gives one cotangent per argument in ``nums``."""
-    from astjax import api
+    semantics: the per-device vjp (check_vma=False's exact transposes; ``vjp_code(nums)``
+    is api.py's generated forward and backward sweeps) between the two boundaries.
+    ``pullback(ct)`` gives one cotangent per argument in ``nums``."""
     from astjax.binding import call_bound
     result_t = output_types(ctx, fun, values, what)
     if has_aux:
         result_t = result_t[1][0] if isinstance(result_t, tuple) and \
             result_t[0] == "seq" and len(result_t[1]) == 2 else _flat(result_t)
-    gen, _, nums = api.get_reverse(fun, "vjp", tuple(nums), has_aux, values)
+    gen = vjp_code(tuple(nums))
     gen.refresh()
     out, residuals = call_bound(gen.functions["fwd"], values)
     aux = None
@@ -568,14 +568,14 @@ def ones_seed(out):
 
 # ------------------------------------------------------- grad, value_and_grad, vjp here
 
-def gradient(fun, values, argnums, has_aux, kind):
+def gradient(fun, values, argnums, has_aux, kind, vjp_code):
     """grad / value_and_grad of ``fun`` at bound ``values`` in a check_vma=True shard."""
     from astjax import runtime as rt
     from astjax.binding import fun_name, normalize_argnums
     ctx = active()
     fname = fun_name(fun)
     single, nums = normalize_argnums(argnums, len(values), fname)
-    out, aux, pull = reverse(ctx, fun, values, nums, has_aux, kind)
+    out, aux, pull = reverse(ctx, fun, values, nums, has_aux, kind, vjp_code)
     rt.check_scalar_output(out, fname)
     cts = pull(ones_seed(out))
     g = cts[0] if single else tuple(cts)
@@ -584,10 +584,10 @@ def gradient(fun, values, argnums, has_aux, kind):
     return ((out, aux) if has_aux else out), g
 
 
-def pullback(fun, values, nums, has_aux, check_cotangent):
+def pullback(fun, values, nums, has_aux, check_cotangent, vjp_code):
     """vjp of ``fun`` at bound ``values`` in a check_vma=True shard: (out, vjp_fn[, aux])."""
     ctx = active()
-    out, aux, pull = reverse(ctx, fun, values, tuple(nums), has_aux, "vjp")
+    out, aux, pull = reverse(ctx, fun, values, tuple(nums), has_aux, "vjp", vjp_code)
 
     def vjp_fn(cotangent):
         check_cotangent(out, cotangent)
