@@ -43,8 +43,12 @@ from astjax.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 EMPTY = frozenset()
 
-# Python values JAX treats as literal constants: invariant
-_LITERALS = (bool, int, float, complex, str, bytes, type(None))
+
+def _is_array(v):
+    """Arrays have a type to look up; other values (Python numbers, which JAX treats
+    as literal constants, functions, dtypes) are the same on every device."""
+    return isinstance(v, (np.ndarray, np.generic)) or \
+        type(v).__module__.split(".")[0] == "cupy"
 
 
 # ------------------------------------------------------------ types of run-time values
@@ -66,7 +70,7 @@ def record(ctx, value, vma):
     table = _table(ctx)
     leaves = tree_leaves(value)
     for leaf in leaves:
-        if isinstance(leaf, _LITERALS):
+        if not _is_array(leaf):
             continue
         key = id(leaf)
         try:
@@ -78,10 +82,9 @@ def record(ctx, value, vma):
 
 
 def type_of_leaf(ctx, leaf):
-    """The recorded vma of an array (None: not known), literals invariant."""
-    if isinstance(leaf, _LITERALS):
-        return EMPTY
-    if callable(leaf) and not isinstance(leaf, np.ndarray):
+    """The recorded vma of an array (None: not known); anything else (literals,
+    functions, dtypes) is the same on every device."""
+    if not _is_array(leaf):
         return EMPTY
     found = _table(ctx).get(id(leaf))
     if found is not None and found[0]() is leaf:
@@ -185,8 +188,9 @@ def value_type(ctx, value):
     leaves = tree_leaves(value)
     if len(leaves) == 1 and leaves[0] is value:
         return type_of_leaf(ctx, value)
-    types = [type_of_leaf(ctx, v) for v in leaves]
-    return None if any(t is None for t in types) else frozenset().union(*types)
+    types = {type_of_leaf(ctx, v) for v in leaves}
+    # another pytree (a namedtuple...): one type for all its leaves, or not known
+    return types.pop() if len(types) == 1 else None if types else EMPTY
 
 
 def _has_unknown(t):
@@ -463,9 +467,10 @@ def output_types(ctx, fun, values, what):
         t = value_type(ctx, v)
         if _has_unknown(t):
             fail(f"{what} inside a shard_map with check_vma=True: astjax does not know "
-                 f"whether argument {i} ({p}) varies across devices (it is an array the "
-                 "per-shard function computed with NumPy; astjax types the shard_map's "
-                 "inputs, collectives' results and gradients only)",
+                 f"how argument {i} ({p}) varies across devices (an array the per-shard "
+                 "function computed with NumPy, or a pytree mixing varying and "
+                 "replicated arrays other than a tuple, list or dict; astjax types the "
+                 "shard_map's inputs, collectives' results and gradients)",
                  "pass the shard_map's inputs (or a collective's result) directly and "
                  "compute inside the differentiated function, or use check_vma=False")
         env[p] = t
@@ -480,9 +485,11 @@ def output_types(ctx, fun, values, what):
 
 
 def _leaf_types(t, value):
-    """One vma per leaf of ``value`` from its structured type."""
+    """One vma per leaf of ``value`` from its structured type (a type that lost the
+    structure of several leaves of different types is refused, never guessed)."""
+    n = len(tree_leaves(value))
     if isinstance(t, frozenset):
-        return [t] * len(tree_leaves(value))
+        return [t] * n
     if t[0] == "seq" and isinstance(value, (tuple, list)) and len(value) == len(t[1]):
         return [x for sub, v in zip(t[1], value) for x in _leaf_types(sub, v)]
     if t[0] == "dict" and isinstance(value, dict) and set(value) == set(t[1]):
@@ -493,7 +500,23 @@ def _leaf_types(t, value):
             for i, x in zip(tree_leaves(keys[k]), _leaf_types(t[1][k], value[k])):
                 per[i] = x
         return [per[i] for i in range(len(per))]
-    return [_flat(t)] * len(tree_leaves(value))
+    flat = _flat(t)
+    if n > 1 and flat and any(_flat(x) != flat for x in _parts(t)):
+        fail("a result of the differentiated function inside a shard_map with "
+             "check_vma=True is a pytree astjax did not follow, whose parts vary over "
+             "different devices' axes",
+             "return a tuple, list or dict, or use check_vma=False")
+    return [flat] * n
+
+
+def _parts(t):
+    if isinstance(t, frozenset):
+        return [t]
+    if t[0] == "seq":
+        return [p for x in t[1] for p in _parts(x)]
+    if t[0] == "dict":
+        return [p for x in t[1].values() for p in _parts(x)]
+    return _parts(t[1])
 
 
 # ------------------------------------------------------------------ the two boundaries
@@ -547,7 +570,7 @@ def reverse(ctx, fun, values, nums, has_aux, what, vjp_code):
         out, aux = out
     out_types = _leaf_types(result_t, out)
     record_tree(ctx, out, out_types)
-    in_types = [x for k in nums for x in _leaf_types(value_type(ctx, values[k]), values[k])]
+    in_types = [type_of_leaf(ctx, leaf) for k in nums for leaf in tree_leaves(values[k])]
     bwd = gen.functions["bwd"]
 
     def pullback(cotangent):
