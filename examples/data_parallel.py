@@ -38,11 +38,16 @@ def sgd(params, grads, lr):
     return [(W - lr * dW, b - lr * db) for (W, b), (dW, db) in zip(params, grads)]
 
 
+def mean_loss(params, batch):
+    """The loss of the whole batch: its slices' losses averaged over the devices."""
+    return lax.pmean(loss(params, batch), "batch")
+
+
 def sharded_step(params, batch):
-    """Per device, under check_vma=True: the loss averaged over the devices and its
-    gradient; the parameters are the same on every device, so (as in JAX) their
-    gradient is summed over the devices: the whole batch's."""
-    return astjax.value_and_grad(lambda p: lax.pmean(loss(p, batch), "batch"))(params)
+    """Per device, under check_vma=True: the mean loss and its gradient; the
+    parameters are the same on every device, so (as in JAX) their gradient comes
+    summed over the devices: the whole batch's, with no pmean of it."""
+    return astjax.value_and_grad(mean_loss)(params, batch)
 
 
 def local_step(params, batch):

@@ -246,6 +246,22 @@ def test_a_branch_on_a_varying_predicate_with_an_invariant_result_is_refused():
           numerical_grad(lambda w: np.sum(per(w, X)), (W,)), rtol=1e-6, atol=1e-8)
 
 
+def test_has_aux_and_argnums():
+    def f(w, x):
+        loss = lax.pmean(local(w, x), "i")
+        return loss, (lax.psum(x, "i")[0], x[0])   # aux: invariant and varying
+    (v, (a, b)), (gw, gx) = sm(lambda w, x: vg(f, argnums=(0, 1), has_aux=True)(w, x),
+                               o=((P(), (P(), P("i"))), (P(), P("i"))))(W, X)
+    close(v, local(W, X) / 4, rtol=1e-13)
+    close(a, X.reshape(4, 2, 3).sum(0)[0], rtol=1e-13)
+    close(b, X[::2].ravel(), rtol=0, atol=0)
+    close(gw, numerical_grad(lambda w: local(w, X), (W,)) / 4, rtol=1e-7, atol=1e-9)
+    close(gx, numerical_grad(lambda x: local(W, x), (X,)) / 4, rtol=1e-7, atol=1e-9)
+    g2, aux = sm(lambda w, x: astjax.grad(f, has_aux=True)(w, x),
+                 o=(P(), (P(), P("i"))))(W, X)
+    close(g2, gw, rtol=0, atol=0)
+
+
 def test_varying_input_gradient_is_its_rows_gradient():
     close(CASES["grad_varying_input"](), numerical_grad(lambda x: local(W, x), (X,)),
           rtol=1e-7, atol=1e-9)

@@ -454,13 +454,12 @@ def _map(t, f):
     return ("list", _map(t[1], f))
 
 
-def output_types(ctx, fun, values, what):
-    """The structured type of ``fun(*values)``'s result inside this shard."""
+def output_types(ctx, fun, fn, values, what):
+    """The structured type of what ``fn`` (a core function: the forward sweep of
+    ``fun``'s vjp) returns on ``values`` inside this shard."""
     from astjax.binding import function_arguments
-    from astjax.generation import cached, normalized
+    from astjax.generation import cached
     static = function_arguments(values)
-    fn = cached(fun, ("vma core form", static),
-                lambda: normalized(fun, dict(static))[1])  # (kept as long as fun)
     typing = _Typing(ctx, fn)
     env = {}
     for i, (p, v) in enumerate(zip(fn.params, values)):
@@ -474,14 +473,35 @@ def output_types(ctx, fun, values, what):
                  "pass the shard_map's inputs (or a collective's result) directly and "
                  "compute inside the differentiated function, or use check_vma=False")
         env[p] = t
+    # the types depend on the parameters' and the free arrays' only: typed once each
+    free = tuple((k, _hashable(value_type(ctx, v))) for k, v in typing.free.items()
+                 if any(_is_array(x) for x in tree_leaves(v)))
+    key = ("vma types", static, tuple(_hashable(env[p]) for p in fn.params), free)
     try:
-        return typing.run(fn.body, env)
+        return cached(fun, key, lambda: typing.run(fn.body, env))
     except _Unknown as e:
         where = f" ({e.loc.filename}:{e.loc.lineno})" if e.loc is not None else ""
         fail(f"{what} inside a shard_map with check_vma=True: astjax cannot type "
              f"{e}{where}, so it cannot give JAX's check_vma=True gradient",
              "pass check_vma=False to shard_map (JAX's check_vma=False gradients), or "
              "take the gradient of the whole shard_map'ed function from outside")
+
+
+def _first(t):
+    """The type of a pair's first item."""
+    if isinstance(t, tuple) and t[0] == "seq" and len(t[1]) == 2:
+        return t[1][0]
+    return _flat(t)
+
+
+def _hashable(t):
+    if t is None or isinstance(t, frozenset):
+        return t
+    if t[0] == "dict":
+        return ("dict", tuple(sorted(((repr(k), _hashable(x)) for k, x in t[1].items()))))
+    if t[0] == "seq":
+        return ("seq", tuple(_hashable(x) for x in t[1]))
+    return (t[0], _hashable(t[1]))
 
 
 def _leaf_types(t, value):
@@ -558,11 +578,11 @@ def reverse(ctx, fun, values, nums, has_aux, what, vjp_code):
     is api.py's generated forward and backward sweeps) between the two boundaries.
     ``pullback(ct)`` gives one cotangent per argument in ``nums``."""
     from astjax.binding import call_bound
-    result_t = output_types(ctx, fun, values, what)
-    if has_aux:
-        result_t = result_t[1][0] if isinstance(result_t, tuple) and \
-            result_t[0] == "seq" and len(result_t[1]) == 2 else _flat(result_t)
     gen = vjp_code(tuple(nums))
+    # the forward sweep's core form returns (output, residuals): its output's type
+    result_t = _first(output_types(ctx, fun, gen.core[0][0], values, what))
+    if has_aux:
+        result_t = _first(result_t)
     gen.refresh()
     out, residuals = call_bound(gen.functions["fwd"], values)
     aux = None
