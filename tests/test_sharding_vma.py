@@ -444,3 +444,52 @@ def test_pcast_and_pvary():
     for to in ("reduced", "sideways"):
         with pytest.raises(ShardingError, match="pcast"):
             sm(lambda w, x, to=to: lax.pcast(w, "i", to=to), o=P())(W, X)
+
+
+# ------------------------------------------------------------------ on NCCL's communicator
+
+@pytest.mark.parametrize("name", ["value_and_grad", "every_collective", "vjp_invariant",
+                                  "jacrev", "mesh2_split_param"])
+def test_through_nccl(name, monkeypatch):
+    """The boundaries' collectives on the NCCL engine (tests/fake_nccl.py without a
+    GPU): the same numbers."""
+    import sys
+    here = str(Path(__file__).resolve().parent)
+    sys.path.insert(0, here)
+    try:
+        import fake_nccl
+    finally:
+        sys.path.remove(here)
+    monkeypatch.setenv("ASTJAX_SHARD_ENGINE", "nccl")
+    log = fake_nccl.install(monkeypatch).LOG
+    close(CASES[name](), JAX[name])
+    assert any(c[0] == "allReduce" for c in log)
+
+
+def _gpus():
+    from astjax.sharding.nccl import gpu_devices
+    try:
+        from cupy.cuda import nccl  # noqa: F401
+    except ImportError:
+        return 0
+    return len(gpu_devices())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
+def test_real_nccl_on_cupy_arrays(monkeypatch):
+    import cupy
+    n = 2 if _gpus() >= 2 else 1
+    monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", str(n))
+    mesh = astjax.make_mesh((n,), ("i",))
+
+    def step(w, x):
+        value, g = vg(lambda w: lax.pmean(local(w, x), "i"))(w)
+        return value, g
+    sharded = astjax.shard_map(step, mesh=mesh, in_specs=(P(), P("i")), out_specs=P())
+    ref = sharded(W, X)
+    got = sharded(cupy.asarray(W), cupy.asarray(X))
+    assert isinstance(got[1], cupy.ndarray)
+    close(cupy.asnumpy(got[0]), ref[0], rtol=1e-12)
+    close(cupy.asnumpy(got[1]), ref[1], rtol=1e-12)
+    close(ref[1], numerical_grad(lambda w: local(w, X), (W,)) / n, rtol=1e-7, atol=1e-9)

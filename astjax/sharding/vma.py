@@ -554,20 +554,22 @@ def seed(ctx, out_types, cotangent):
     out = []
     for c, t in zip(leaves, out_types):
         inv = tuple(sorted(manual - t))
-        out.append(c if not inv or _first_along(ctx, inv) else np.zeros_like(c))
+        out.append(c if not inv or _first_along(ctx, inv) else c * 0)
     return tree_unflatten(tdef, out)
 
 
 def total(ctx, in_types, cotangents):
     """The cotangent of an input invariant over axes A: the psum over A of its copies'
-    (the transpose of handing it to every device: JAX's implicit pvary)."""
+    (the transpose of handing it to every device: JAX's implicit pvary).  This and
+    ``seed`` are the one place where check_vma=True's transposes differ from the
+    per-device ones."""
     manual = set(ctx.axis_sizes)
     leaves, tdef = tree_flatten(cotangents)
     out = []
     for c, t in zip(leaves, in_types):
         inv = tuple(a for a in ctx.axis_sizes if a in manual - t)
-        if inv and np.issubdtype(np.asarray(c).dtype, np.inexact):
-            c = ctx.comm.allreduce(np.asarray(c), inv, "sum")
+        if inv and np.issubdtype(np.dtype(getattr(c, "dtype", type(c))), np.inexact):
+            c = ctx.comm.allreduce(sh._arr(c), inv, "sum")
         out.append(record(ctx, c, t))
     return tree_unflatten(tdef, out)
 
