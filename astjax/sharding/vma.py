@@ -394,13 +394,14 @@ class _Typing:
             trial = dict(env)
             test, _ = step(trial)
             before = dict(env)
-            self._merge(env, [trial], test)
-            if env == before:
+            self._merge(env, [trial], test, check=False)
+            if env == before:        # settled: check the condition on the final types
+                self._merge(env, [trial], test)
                 return
         raise _Unknown("a loop whose types do not settle")
 
     @staticmethod
-    def _merge(env, branches, test):
+    def _merge(env, branches, test, check=True):
         """Join the branches' types.  A branch (or loop) whose condition varies where a
         value it assigns does not: JAX types such a ``lax.cond``/``while_loop`` result
         by the branches alone (invariant, although the devices took different
@@ -411,7 +412,7 @@ class _Typing:
             for b in branches:
                 if b.get(n) is not t:
                     t = _join(t, b.get(n))
-            if test and any(b.get(n) is not env.get(n) for b in branches):
+            if check and test and any(b.get(n) is not env.get(n) for b in branches):
                 if not _covers(t, test):
                     raise _Unknown(
                         f"a branch or loop whose condition varies across devices (over "
