@@ -493,3 +493,15 @@ def test_real_nccl_on_cupy_arrays(monkeypatch):
     close(cupy.asnumpy(got[0]), ref[0], rtol=1e-12)
     close(cupy.asnumpy(got[1]), ref[1], rtol=1e-12)
     close(ref[1], numerical_grad(lambda w: local(w, X), (W,)) / n, rtol=1e-7, atol=1e-9)
+
+
+def test_gradient_in_a_named_vmap_inside_check_vma_true_is_refused():
+    # the vmap's examples see the mesh axis too; their gradients are not typed: refused
+    def body(w, x):
+        per_row = astjax.vmap(lambda xi: astjax.grad(lambda w: np.sum(np.sin(w) * xi))(w),
+                              axis_name="b")(x[:, :2])
+        return lax.pmean(np.sum(per_row, 0), "i")
+    with pytest.raises(ShardingError, match="check_vma"):
+        sm(body)(W, X)
+    out = sm(body, check_vma=False)(W, X)
+    close(out, np.cos(W) * X[:, :2].reshape(4, 2, 2).sum(1).mean(0), rtol=1e-13)

@@ -135,6 +135,9 @@ def run(plan: ShardPlan, args: tuple):
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
     fun, vma_mode = _typed_fun(plan, specs), _vma_mode(plan)
+    enclosing = sh.current()
+    if not vma_mode and enclosing is not None and enclosing.check_vma:
+        vma_mode = "derived"     # a named vmap in a check_vma=True shard: not typed here
     if outer is not None:
         outs = execute.run_threads(fun, mesh, [
             tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)],
