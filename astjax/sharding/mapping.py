@@ -134,7 +134,7 @@ def run(plan: ShardPlan, args: tuple):
     if world is not None:
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
-    fun, vma_mode = _typed_fun(plan, specs), _vma_mode(plan)
+    fun, vma_mode = _typed_fun(plan, specs, mesh), _vma_mode(plan)
     enclosing = sh.current()
     if not vma_mode and enclosing is not None and enclosing.check_vma:
         vma_mode = "derived"     # a named vmap in a check_vma=True shard: not typed here
@@ -169,16 +169,16 @@ def _vma_mode(plan):
     return "derived" if root is not plan and root.check_vma else False
 
 
-def _typed_fun(plan, specs):
+def _typed_fun(plan, specs, mesh):
     """A check_vma=True shard_map's per-shard function, recording its inputs' varying
     manual axes first (astjax/sharding/vma.py)."""
     if plan.check_vma is not True or getattr(plan, "derived", False):
         return plan.fun
     from astjax.sharding import vma
-    fun = plan.fun
+    fun, axes = plan.fun, tuple(manual_sizes(plan, mesh))
 
     def typed(*args):
-        vma.record_inputs(sh.current(), args, specs)
+        vma.record_inputs(sh.current(), args, specs, axes)
         return fun(*args)
     return typed
 
@@ -280,7 +280,7 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
         block = x[block_index(x.shape, s, mesh, groups(pos))]
         mine.append(nccl.contiguous(block))
     engine = "nccl" if any(nccl.is_cupy(x) for x in leaves) else "mpi"
-    outs = execute.run_mpi(_typed_fun(plan, specs), mesh, world, pos,
+    outs = execute.run_mpi(_typed_fun(plan, specs, mesh), mesh, world, pos,
                            tree_unflatten(tdef, mine), manual_sizes(plan, mesh),
                            _vma_mode(plan), plan.kind, engine)
     joined = _join(plan, mesh, out_specs, outs, groups, what)

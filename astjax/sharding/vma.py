@@ -92,12 +92,19 @@ def type_of_leaf(ctx, leaf):
     return None
 
 
-def record_inputs(ctx, args, specs):
-    """A check_vma=True shard's inputs: each varies over the axes its spec splits."""
+def record_inputs(ctx, args, specs, manual):
+    """A check_vma=True shard's inputs: each varies over the axes its spec splits.
+    ``manual``: the shard_map's own manual axes, those the types speak of (not those
+    of a named vmap around it, whose examples are not devices of this mesh)."""
+    ctx.extra["vma_axes"] = tuple(manual)
     leaves, _ = tree_flatten(tuple(args))
     for leaf, spec in zip(leaves, specs):
         axes = spec.mesh_axes() if spec is not None else ()
-        record(ctx, leaf, frozenset(a for a in axes if a in ctx.axis_sizes))
+        record(ctx, leaf, frozenset(a for a in axes if a in manual))
+
+
+def _manual(ctx):
+    return ctx.extra.get("vma_axes", tuple(ctx.axis_sizes))
 
 
 def collective_result(name, x, out, axes):
@@ -110,7 +117,7 @@ def collective_result(name, x, out, axes):
         return record(ctx, out, frozenset(axes))
     for xl, ol in zip(tree_leaves(x), tree_leaves(out)):
         t = type_of_leaf(ctx, xl)
-        if t is None and rule == "reduce" and set(ctx.axis_sizes) <= set(axes):
+        if t is None and rule == "reduce" and set(_manual(ctx)) <= set(axes):
             t = EMPTY             # reduced over every manual axis: invariant whatever x was
         if t is not None:
             record(ctx, ol, _apply(rule, t, axes))
@@ -550,7 +557,7 @@ def _first_along(ctx, axes):
 def seed(ctx, out_types, cotangent):
     """Per-device cotangents of the outputs: an output invariant over axes A gets its
     cotangent on the first device along A and zeros on the others."""
-    manual = set(ctx.axis_sizes)
+    manual = set(_manual(ctx))
     leaves, tdef = tree_flatten(cotangent)
     out = []
     for c, t in zip(leaves, out_types):
@@ -564,11 +571,11 @@ def total(ctx, in_types, cotangents):
     (the transpose of handing it to every device: JAX's implicit pvary).  This and
     ``seed`` are the one place where check_vma=True's transposes differ from the
     per-device ones."""
-    manual = set(ctx.axis_sizes)
+    manual = _manual(ctx)
     leaves, tdef = tree_flatten(cotangents)
     out = []
     for c, t in zip(leaves, in_types):
-        inv = tuple(a for a in ctx.axis_sizes if a in manual - t)
+        inv = tuple(a for a in manual if a not in t)
         if inv and np.issubdtype(np.dtype(getattr(c, "dtype", type(c))), np.inexact):
             c = ctx.comm.allreduce(sh._arr(c), inv, "sum")
         out.append(record(ctx, c, t))
