@@ -156,8 +156,14 @@ def grad(fun, argnums=0, has_aux=False, allow_int=False):
                          "grad")
 
     def grad_fun(*args, **kwargs):
-        _shard_guard("grad")
         values = bind_arguments(fun, args, kwargs, "grad")
+        typed = _typed_shard()
+        if typed is not None:         # inside a check_vma=True shard_map
+            if not allow_int:
+                _check_args(fun, values, normalize_argnums(argnums, len(values),
+                                                           fun_name(fun))[1])
+            return typed.gradient(fun, values, argnums, has_aux, "grad",
+                                  _vjp_code(fun, has_aux, values))
         gen, single, nums = get_reverse(fun, "grad", argnums, has_aux, values)
         if not allow_int:
             _check_args(fun, values, nums)
@@ -179,8 +185,14 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
                                                            allow_int), "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
-        _shard_guard("value_and_grad")
         values = bind_arguments(fun, args, kwargs, "value_and_grad")
+        typed = _typed_shard()
+        if typed is not None:         # inside a check_vma=True shard_map
+            if not allow_int:
+                _check_args(fun, values, normalize_argnums(argnums, len(values),
+                                                           fun_name(fun))[1])
+            return typed.gradient(fun, values, argnums, has_aux, "value_and_grad",
+                                  _vjp_code(fun, has_aux, values))
         gen, single, nums = get_reverse(fun, "value_and_grad", argnums, has_aux, values)
         if not allow_int:
             _check_args(fun, values, nums)
@@ -206,7 +218,10 @@ def vjp(fun, *primals, has_aux=False):
 def vjp_bound(fun, values, nums, has_aux=False):
     """vjp for arguments bound already (one value per parameter): ``vjp_fn`` returns
     one cotangent per parameter position in ``nums``."""
-    _shard_guard("vjp")
+    typed = _typed_shard()
+    if typed is not None:             # inside a check_vma=True shard_map
+        return typed.pullback(fun, values, nums, has_aux, _check_cotangent,
+                              _vjp_code(fun, has_aux, values))
     gen, _, nums = get_reverse(fun, "vjp", tuple(nums), has_aux, values)
     gen.refresh()
     out, residuals = call_bound(gen.functions["fwd"], values)
@@ -274,8 +289,13 @@ __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "make_source", "cle
            "TransformError"]
 
 
-def _shard_guard(what):
-    """Inside a check_vma=True shard_map, reverse mode is refused (its transposes are
-    JAX's check_vma=False ones: astjax/sharding/collectives.py)."""
-    from astjax.sharding.collectives import reverse_mode_guard
-    reverse_mode_guard(what)
+def _vjp_code(fun, has_aux, values):
+    """nums -> the generated vjp sweeps of ``fun`` (for astjax/sharding/vma.py)."""
+    return lambda nums: get_reverse(fun, "vjp", tuple(nums), has_aux, values)[0]
+
+
+def _typed_shard():
+    """Inside a check_vma=True shard_map: the module giving JAX's check_vma=True
+    reverse mode there (astjax/sharding/vma.py), else None."""
+    from astjax.sharding import vma
+    return vma if vma.active() is not None else None

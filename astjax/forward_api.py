@@ -397,7 +397,9 @@ def jacrev(fun, argnums=0, has_aux=False):
             out, vjp_fn = api.vjp_bound(fixed, args, nums)
         dyn_tuple = tuple(args[i] for i in nums)
         basis = list(_basis(out))
-        rows = _rows_by_vmap(fixed, args, basis, nums, has_aux)
+        # (a pullback typed for a check_vma=True shard_map runs as it is, row by row)
+        rows = None if getattr(vjp_fn, "_astjax_typed", False) else \
+            _rows_by_vmap(fixed, args, basis, nums, has_aux)
         if rows is None:  # vmap has no rule for something here: one vjp per element
             rows = []
             for o, j, ct in basis:

@@ -98,11 +98,11 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (JAX's name)
 # ------------------------------------------------------------------ collectives
 # Over the mesh axes of astjax.shard_map / astjax.pmap (astjax/sharding/collectives.py).
 from astjax.sharding.collectives import (all_gather, all_to_all, axis_index,  # noqa: E402
-                                         axis_size, pmax, pmean, pmin, ppermute,
-                                         psum, psum_scatter, pvary)
+                                         axis_size, pcast, pmax, pmean, pmin,
+                                         ppermute, psum, psum_scatter, pvary)
 
 __all__ += ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute",
-            "all_to_all", "axis_index", "axis_size", "pvary"]
+            "all_to_all", "axis_index", "axis_size", "pvary", "pcast"]
 
 # device arrays (CuPy) passed to these directly run this module's code on their array
 # module: the stacking of scan's ys, select's where (astjax/device.py)

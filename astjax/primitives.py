@@ -1290,6 +1290,9 @@ def _plan_sample(r):
 
 for _name in ("psum", "pmean", "pmax", "pmin", "pvary"):
     _coll(_name, ("x", "axis_name"), diff=("x",), sample=lambda r: ((_u(r), ()), {}))
+# JAX 0.10's lax.pcast(x, axes, to="varying"): pvary; the other states are refused
+_coll("pcast", ("x", "axis_name", "to"), diff=("x",),
+      sample=lambda r: ((_u(r), ()), {"to": "varying"}))
 _coll("all_gather", ("x", "axis_name", "axis", "tiled", "axis_index_groups"),
       {"axis": 0, "tiled": False, "axis_index_groups": None}, diff=("x",),
       sample=lambda r: ((_u(r), ()), {"axis": 1}))

@@ -1,6 +1,8 @@
-"""The MLP of JAX's README trained data-parallel: each device takes a slice of the batch,
-computes its gradient, and the gradients are averaged with ``pmean`` -- with
-``shard_map`` and with ``pmap``.  The losses equal single-device training's.  With
+"""The MLP of JAX's README trained data-parallel: each device takes a slice of the batch
+-- with ``shard_map`` (JAX's default check_vma=True: the gradient of the loss averaged
+over the devices, taken inside; the replicated parameters' gradients come out summed
+over the devices) and with ``pmap`` (the local gradients, averaged with ``pmean``).
+The losses equal single-device training's.  With
 dropout (``train_dropout``), the gradient of the shard_map'ed loss is taken from
 outside, each device folding its index into the step's PRNG key.
 
@@ -36,8 +38,21 @@ def sgd(params, grads, lr):
     return [(W - lr * dW, b - lr * db) for (W, b), (dW, db) in zip(params, grads)]
 
 
+def mean_loss(params, batch):
+    """The loss of the whole batch: its slices' losses averaged over the devices."""
+    return lax.pmean(loss(params, batch), "batch")
+
+
+def sharded_step(params, batch):
+    """Per device, under check_vma=True: the mean loss and its gradient; the
+    parameters are the same on every device, so (as in JAX) their gradient comes
+    summed over the devices: the whole batch's, with no pmean of it."""
+    return astjax.value_and_grad(mean_loss)(params, batch)
+
+
 def local_step(params, batch):
-    """Per device: the loss and gradient of its slice, averaged over the devices."""
+    """Per device (pmap, or shard_map with check_vma=False): the loss and gradient of
+    its slice, averaged over the devices."""
     value, grads = astjax.value_and_grad(loss)(params, batch)
     return lax.pmean(value, "batch"), lax.pmean(grads, "batch")
 
@@ -49,8 +64,8 @@ def train(steps=5, sizes=(8, 16, 4), batch_size=32, lr=0.1, log=print):
     y = rng.standard_normal((batch_size, sizes[-1]))
     n = astjax.device_count()
     mesh = astjax.make_mesh((n,), ("batch",))
-    step = astjax.shard_map(local_step, mesh=mesh, in_specs=(P(), P("batch")),
-                            out_specs=P(), check_vma=False)
+    step = astjax.shard_map(sharded_step, mesh=mesh, in_specs=(P(), P("batch")),
+                            out_specs=P())
     pstep = astjax.pmap(local_step, axis_name="batch", in_axes=(None, 0))
     single, sharded, pmapped = params, params, params
     history = []

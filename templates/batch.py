@@ -1540,6 +1540,10 @@ def pvary(x, axis_name):
     return sh.pvary(x, axis_name)
 
 
+def pcast(x, axis_name, to):
+    return sh.pcast(x, axis_name, to)
+
+
 def all_gather(x, axis_name, axis=0, tiled=False, axis_index_groups=None):
     return sh.all_gather(x, axis_name, axis=rb.axis(axis, x), tiled=tiled)
 

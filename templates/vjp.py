@@ -1507,6 +1507,10 @@ def pvary(g, ans, x, axis_name):
     return sh.pvary(g, ())
 
 
+def pcast(g, ans, x, axis_name, to):
+    return sh.pvary(g, ())
+
+
 def all_gather(g, ans, x, axis_name, axis=0, tiled=False, axis_index_groups=None):
     return sh.all_gather_t(g, axis_name, axis, tiled)
 

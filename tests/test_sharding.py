@@ -211,29 +211,32 @@ def test_grad_inside_with_check_vma_false_is_local_like_jax():
     np.testing.assert_allclose(out, 4 * 2 * X)
 
 
-def test_grad_inside_with_check_vma_true_is_refused():
+def test_grad_inside_with_check_vma_true_is_jaxs():
+    # JAX (check_vma=True): psum's cotangent is not summed again (2x, not 4 * 2x), and a
+    # replicated input's gradient is summed over the devices (tests/test_sharding_vma.py)
     def g(x):
         return astjax.grad(lambda x: lax.psum(np.sum(x ** 2), "i"))(x)
-    with pytest.raises(ShardingError, match="check_vma") as e:
-        astjax.shard_map(g, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))(X)
-    assert "test_sharding.py" in str(e.value)
+    out = astjax.shard_map(g, mesh=mesh1(), in_specs=P("i"), out_specs=P("i"))(X)
+    np.testing.assert_allclose(out, 2 * X)
 
-    def h(w, x):                 # the data-parallel pattern: JAX would psum the gradient
+    def h(w, x):                 # the data-parallel pattern: the gradient comes summed
         return lax.pmean(astjax.value_and_grad(lambda w: np.sum(w * x))(w)[1], "i")
-    with pytest.raises(ShardingError, match="check_vma"):
-        astjax.shard_map(h, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P())(
-            np.ones(3), X)
-    # through jit, the collective's transpose still refuses
-    with pytest.raises(ShardingError, match="check_vma"):
+    out = astjax.shard_map(h, mesh=mesh1(), in_specs=(P(), P("i")), out_specs=P())(
+        np.ones(3), X)
+    np.testing.assert_allclose(out, X.sum(axis=0))
+    # through jit, reverse mode's code is not typed: refused at the user's line
+    with pytest.raises(ShardingError, match="check_vma") as e:
         astjax.shard_map(lambda x: astjax.jit(astjax.grad(
             lambda x: lax.psum(np.sum(x ** 2), "i")))(x), mesh=mesh1(), in_specs=P("i"),
             out_specs=P("i"))(X)
+    assert "test_sharding.py" in str(e.value)
 
 
-# Every route by which reverse-mode code reaches a check_vma=True shard body, not only
-# astjax.grad called there: jit of grad, grad inside a jitted body, vjp inlined in jit,
-# vmap/jvp/jacfwd/hessian reading grad's code.  Each would give check_vma=False's local
-# gradient where JAX sums over devices: each must refuse, none may return a number.
+# Every route by which reverse-mode code reaches a check_vma=True shard body other than
+# grad/value_and_grad/vjp/jacrev called there (which give JAX's check_vma=True numbers):
+# jit of grad, grad inside a jitted body, vjp inlined in jit, vmap/jvp/hessian reading
+# grad's code.  Each would give check_vma=False's local gradient where JAX sums over
+# devices: each must refuse, none may return a number.
 def _local_loss(w, x):
     return np.sum(np.sin(w) * x)
 
@@ -276,7 +279,7 @@ def _rev_jacrev(w, x):
 
 @pytest.mark.parametrize("body", [_rev_jit_grad, _rev_grad_in_jit, _rev_vjp_in_jit,
                                   _rev_value_and_grad_jit, _rev_vmap_grad, _rev_jvp_grad,
-                                  _rev_hessian, _rev_jacrev], ids=lambda f: f.__name__)
+                                  _rev_hessian], ids=lambda f: f.__name__)
 def test_every_reverse_route_inside_check_vma_true_refuses(body):
     def f(w, x):
         return lax.pmean(body(w, x), "i")
@@ -289,6 +292,15 @@ def test_every_reverse_route_inside_check_vma_true_refuses(body):
     shards = np.split(X, 4)
     expected = np.mean([body(w, xs) for xs in shards], axis=0)
     np.testing.assert_allclose(sm(w, X), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_jacrev_inside_check_vma_true_sums_replicated_inputs():
+    w = RNG.standard_normal(3)
+    typed = astjax.shard_map(lambda w, x: _rev_jacrev(w, x), mesh=mesh1(),
+                             in_specs=(P(), P("i")), out_specs=P())(w, X)
+    shards = np.split(X, 4)
+    np.testing.assert_allclose(typed, np.sum([_rev_jacrev(w, xs) for xs in shards],
+                                             axis=0), rtol=1e-12)
 
 
 # ------------------------------------------------------------- jvp, vmap, jit, control

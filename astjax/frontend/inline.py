@@ -300,7 +300,8 @@ class Inliner:
             value = per_arity(len(args), tuple(kwargs))
         generated = getattr(value, "_astjax_generated", None)
         if kind == "object" and generated is not None:
-            if getattr(value, "_astjax", None) in REVERSE_MODE:
+            if getattr(value, "_astjax", None) in REVERSE_MODE and \
+                    not getattr(value, "_astjax_driver", False):
                 self.reverse_mode_guard(value._astjax, node)
             value = generated()  # a transformed function: inline the code it runs
         if kind == "local":

@@ -187,7 +187,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         func, pargs, pkwargs = unwrap_callable(fn)
         generated = getattr(func, "_astjax_generated", None)
         checked = generated is not None and getattr(func, "_astjax", None) in (
-            "grad", "value_and_grad")
+            "grad", "value_and_grad") and not getattr(func, "_astjax_driver", False)
         reverse_label = getattr(func, "_astjax", None)
         if generated is not None:
             func = generated()  # grad(grad(f)): transform the code grad(f) runs

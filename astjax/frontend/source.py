@@ -35,6 +35,7 @@ import copy
 import functools
 import linecache
 import os
+import threading
 import types
 import dataclasses
 from dataclasses import dataclass
@@ -309,7 +310,8 @@ def plain_function_source(fn) -> FunctionSource:
         return dataclasses.replace(hit, globals=fn.__globals__, closure=_cells(fn),
                                    defaults=_defaults(fn))
     lines, first = inspect.getsourcelines(fn)
-    node = gast.parse("".join(lines)).body[0]
+    with _PARSING:
+        node = gast.parse("".join(lines)).body[0]
     for n in gast.walk(node):
         if hasattr(n, "lineno"):
             n.lineno += first - 1
@@ -428,13 +430,20 @@ def _find(fn) -> _Entry:
     return _Entry(node, filename, lines, stat_path, stamp)
 
 
+# CPython 3.11's ast.parse is not thread-safe (its AST recursion-depth check is per
+# interpreter: "AST constructor recursion depth mismatch"); shards on threads read
+# the source of the functions they transform at the same time
+_PARSING = threading.Lock()
+
+
 def _index_file(filename: str, lines: list, code, qualname: str) -> _FileIndex:
     """Parse the whole file once per version of its text (``lines`` identity)."""
     cached = _files.get(filename)
     if cached is not None and cached.lines is lines:
         return cached
     try:
-        tree = ast.parse("".join(lines), filename)
+        with _PARSING:
+            tree = ast.parse("".join(lines), filename)
     except (SyntaxError, ValueError) as exc:
         raise SourceError(
             f"cannot parse {os.path.basename(filename)} to read {qualname!r} ({exc}); "

@@ -6,13 +6,13 @@ the mesh axes and holds the communicator; outside any mapped axis they are an er
 naming the user's line.  A collective over the empty tuple of axes is the identity
 of a group of one (JAX's ``psum(x, ())``), which needs no context.
 
-Derivatives (templates/vjp.py, jvp.py, batch.py) follow JAX's ``check_vma=False``
+Derivatives (templates/vjp.py, jvp.py, batch.py) are JAX's ``check_vma=False``
 transposes, the exact transposes on per-device values: psum <-> psum, all_gather <->
 psum_scatter, ppermute <-> the inverse permutation, all_to_all <-> all_to_all with
-split and concat axes swapped.  ``*_t`` helpers are the transposes that JAX's default
-``check_vma=True`` would change (psum -> pbroadcast): inside a ``check_vma=True``
-shard_map a derivative taken *inside* the per-shard function through them is refused
-rather than silently differing from JAX.
+split and concat axes swapped.  A gradient taken inside a ``check_vma=True``
+shard_map gets JAX's check_vma=True numbers from these same transposes, between the
+two boundaries of astjax/sharding/vma.py (which also types every collective's
+result: ``_typed``).
 """
 from __future__ import annotations
 
@@ -138,30 +138,36 @@ def _group(axis_name, what):
     return ctx.comm, axes
 
 
-def _vma_guard(what):
-    ctx = current()
-    if ctx is not None and ctx.check_vma and not ctx.transposing:
-        fail(f"a derivative taken inside a check_vma=True shard_map goes through {what}: "
-             "JAX's check_vma=True transposes it differently (psum -> pbroadcast), and "
-             "astjax implements check_vma=False's transposes only",
-             "pass check_vma=False to shard_map (JAX then gives the same numbers), or "
-             "differentiate the whole shard_map'ed function from outside")
-
-
 def reverse_mode_guard(what):
-    """A gradient taken inside a check_vma=True shard_map: refused.
-
-    JAX's check_vma=True inserts an implicit pvary where a replicated value meets a
-    device-varying one, whose transpose sums over the devices; astjax's derivatives
-    are check_vma=False's (the local gradient).  Rather than differ silently, refuse.
-    """
+    """Reverse mode's code read by another transformation inside a check_vma=True
+    shard_map (``jit(grad(f))``, grad of grad, ``vmap``/``jvp`` of a gradient, or a
+    derivative of the shard_map'ed function taken from outside whose per-shard function
+    takes a gradient): refused.  Its transposes would be check_vma=False's; JAX's
+    check_vma=True numbers come only from grad/value_and_grad/vjp/jacrev called in the
+    per-shard function, which astjax/sharding/vma.py puts between its boundaries."""
     ctx = current()
     if ctx is not None and ctx.check_vma and not ctx.transposing:
-        fail(f"{what} inside a shard_map with check_vma=True: JAX would sum the gradients "
-             "of replicated inputs over the devices here (implicit pvary), astjax gives "
-             "the local gradient (JAX's check_vma=False)",
-             "pass check_vma=False to shard_map and psum/pmean the gradients yourself, or "
-             "take the gradient of the whole shard_map'ed function from outside")
+        fail(f"{what}'s code is read by another transformation (jit, vmap, jvp, grad of "
+             "it, or a derivative of the shard_map'ed function from outside) inside a "
+             "shard_map with check_vma=True: astjax gives JAX's check_vma=True gradients "
+             "only for grad/value_and_grad/vjp/jacrev called directly in the per-shard "
+             "function, and will not return check_vma=False's here",
+             "call the gradient directly (not under jit/vmap/jvp/grad), or pass "
+             "check_vma=False to shard_map (JAX's check_vma=False gradients)")
+
+
+# astjax/sharding/vma.py's typing of collective results, registered when it loads
+# (before any check_vma=True shard runs); absent in a standalone module's copy
+_TYPING: list = []
+
+
+def _typed(name, x, out, axes):
+    """Inside a check_vma=True shard: record the result's varying manual axes."""
+    if _TYPING:
+        ctx = current()
+        if ctx is not None and ctx.check_vma is True:
+            _TYPING[0](name, x, out, axes)
+    return out
 
 
 def _arr(x):
@@ -178,7 +184,8 @@ def _like(x, out):
 
 def _reduce(x, axis_name, op, what):
     comm, axes = _group(axis_name, what)
-    return tree_map(lambda v: _like(v, comm.allreduce(_arr(v), axes, op)), x)
+    out = tree_map(lambda v: _like(v, comm.allreduce(_arr(v), axes, op)), x)
+    return _typed(what, x, out, axes)
 
 
 def psum(x, axis_name):
@@ -201,13 +208,13 @@ def pmean(x, axis_name):
     def one(v):
         s = comm.allreduce(_arr(v), axes, "sum")
         return s / n if np.issubdtype(s.dtype, np.inexact) else s / float(n)
-    return tree_map(one, x)
+    return _typed("pmean", x, tree_map(one, x), axes)
 
 
 def axis_index(axis_name):
     """This device's index along ``axis_name`` (tuples: linearized in the given order)."""
     comm, axes = _group(axis_name, "axis_index")
-    return np.int32(comm.index(axes))
+    return _typed("axis_index", None, np.int32(comm.index(axes)), axes)
 
 
 def axis_size(axis_name):
@@ -235,7 +242,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, axis_index_groups=None):
                 fail("all_gather(tiled=True) needs an operand of rank >= 1")
             return np.concatenate(parts, axis=_axis(axis, v.ndim, "all_gather", "axis"))
         return np.stack(parts, axis=_axis(axis, v.ndim + 1, "all_gather", "axis"))
-    return tree_map(one, x)
+    return _typed("all_gather", x, tree_map(one, x), axes)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_groups=None):
@@ -261,7 +268,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
         if not tiled:
             blocks = [np.squeeze(b, axis=d) for b in blocks]
         return comm.reduce_scatter(blocks, axes)
-    return tree_map(one, x)
+    return _typed("psum_scatter", x, tree_map(one, x), axes)
 
 
 def _check_perm(perm, n):
@@ -283,7 +290,8 @@ def ppermute(x, axis_name, perm):
     """Device ``d`` gets ``x`` of device ``s`` for each pair ``(s, d)``; others zeros."""
     comm, axes = _group(axis_name, "ppermute")
     pairs = _check_perm(perm, comm.size(axes))
-    return tree_map(lambda v: comm.permute(_arr(v), axes, pairs), x)
+    return _typed("ppermute", x, tree_map(lambda v: comm.permute(_arr(v), axes, pairs), x),
+                  axes)
 
 
 def ppermute_inverse(perm):
@@ -317,38 +325,47 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False,
                                                   "concat_axis"))
         got = [np.squeeze(c, axis=s) for c in got]
         return np.stack(got, axis=_axis(concat_axis, v.ndim, "all_to_all", "concat_axis"))
-    return tree_map(one, x)
+    return _typed("all_to_all", x, tree_map(one, x), axes)
 
 
 def pvary(x, axis_name):
-    """Mark a replicated value as device-varying: the identity on per-device values."""
-    _group(axis_name, "pvary")
-    return tree_map(lambda v: _arr(v).copy(), x)
+    """Mark a replicated value as device-varying: the identity on per-device values
+    (under check_vma=True its transpose is a psum: astjax/sharding/vma.py)."""
+    _, axes = _group(axis_name, "pvary")
+    return _typed("pvary", x, tree_map(lambda v: _arr(v).copy(), x), axes)
 
 
-# ------------------------------------------------------------ transposes (see above)
+def pcast(x, axis_name, to):
+    """JAX 0.10's ``lax.pcast``: ``to="varying"`` is ``pvary`` (invariant -> varying);
+    the reduced/unreduced states of JAX's explicit sharding are not supported."""
+    if to == "varying":
+        return pvary(x, axis_name)
+    if to in ("reduced", "unreduced"):
+        fail(f"pcast(..., to={to!r}): astjax supports to='varying' only (JAX's reduced "
+             "and unreduced states belong to its explicit-sharding mode)")
+    fail(f"pcast: unexpected to={to!r}; the allowed values are 'varying', 'reduced' and "
+         "'unreduced'")
+
+
+# ------------------------------------------------- per-device transposes (see above)
 
 def psum_t(g, axis_name):
     """psum's transpose (a psum of the cotangents)."""
-    _vma_guard("psum")
     return psum(g, axis_name)
 
 
 def pmean_t(g, axis_name):
-    _vma_guard("pmean")
     return pmean(g, axis_name)
 
 
 def all_gather_t(g, axis_name, axis=0, tiled=False):
     """all_gather's transpose: psum_scatter along the gathered axis."""
-    _vma_guard("all_gather")
     return psum_scatter(g, axis_name, scatter_dimension=axis, tiled=tiled)
 
 
 def pextreme_t(g, x, ans, axis_name):
     """pmax/pmin's transpose: the summed cotangent goes to the devices holding the
     extreme, shared equally between ties (as JAX shares ties of max)."""
-    _vma_guard("pmax/pmin")
     hit = (_arr(x) == _arr(ans)).astype(np.result_type(g, np.float32)
                                                     if np.ndim(g) >= 0 else float)
     count = np.maximum(psum(hit, axis_name), 1.0)   # >= 1 where x holds the extreme

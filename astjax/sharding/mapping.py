@@ -171,16 +171,20 @@ def run(plan: ShardPlan, args: tuple):
     if world is not None:
         return _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs)
     per_leaf = [split(x, s, mesh, groups, f"{what}: in_specs") for x, s in zip(leaves, specs)]
+    fun, vma_mode = _typed_fun(plan, specs, mesh), _vma_mode(plan)
+    enclosing = sh.current()
+    if not vma_mode and enclosing is not None and enclosing.check_vma:
+        vma_mode = "derived"     # a named vmap in a check_vma=True shard: not typed here
     if outer is not None:
-        outs = execute.run_threads(plan.fun, mesh, [
+        outs = execute.run_threads(fun, mesh, [
             tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)],
-            manual_sizes(plan, mesh), plan.check_vma, plan.kind, what, outer=outer)
+            manual_sizes(plan, mesh), vma_mode, plan.kind, what, outer=outer)
         return _join(plan, mesh, out_specs, outs, groups, what)
     engine, gpus = _engine(leaves, mesh, what)
     per_leaf = execute.placed(per_leaf, gpus)
     shard_args = [tree_unflatten(tdef, [p[pos] for p in per_leaf]) for pos in range(mesh.size)]
-    outs = execute.run_threads(plan.fun, mesh, shard_args, manual_sizes(plan, mesh),
-                               plan.check_vma, plan.kind, what,
+    outs = execute.run_threads(fun, mesh, shard_args, manual_sizes(plan, mesh),
+                               vma_mode, plan.kind, what,
                                limit=blas.limited_for(mesh.size), engine=engine, gpus=gpus,
                                hidden=_hidden_axes())
     outs = execute.gathered(outs, gpus)
@@ -188,6 +192,32 @@ def run(plan: ShardPlan, args: tuple):
 
 
 _engine = execute.engine_for
+
+
+def _vma_mode(plan):
+    """The shard context's ``check_vma``: the plan's own; for a plan derived from a
+    check_vma=True one (its vjp, jvp, batching), "derived": its per-device code is
+    check_vma=False's, and reverse mode inlined in it is refused (collectives.py)."""
+    if plan.check_vma:
+        return plan.check_vma
+    root = plan
+    while getattr(root, "parent", None) is not None:
+        root = root.parent
+    return "derived" if root is not plan and root.check_vma else False
+
+
+def _typed_fun(plan, specs, mesh):
+    """A check_vma=True shard_map's per-shard function, recording its inputs' varying
+    manual axes first (astjax/sharding/vma.py)."""
+    if plan.check_vma is not True or getattr(plan, "derived", False):
+        return plan.fun
+    from astjax.sharding import vma
+    fun, axes = plan.fun, tuple(manual_sizes(plan, mesh))
+
+    def typed(*args):
+        vma.record_inputs(sh.current(), args, specs, axes)
+        return fun(*args)
+    return typed
 
 
 def _device_map(kind):
@@ -288,8 +318,9 @@ def _run_mpi(plan, mesh, leaves, tdef, specs, world, groups, what, out_specs):
         block = x[block_index(x.shape, s, mesh, groups(pos))]
         mine.append(nccl.contiguous(block))
     engine = "nccl" if any(nccl.is_cupy(x) for x in leaves) else "mpi"
-    outs = execute.run_mpi(plan.fun, mesh, world, pos, tree_unflatten(tdef, mine),
-                           manual_sizes(plan, mesh), plan.check_vma, plan.kind, engine)
+    outs = execute.run_mpi(_typed_fun(plan, specs, mesh), mesh, world, pos,
+                           tree_unflatten(tdef, mine), manual_sizes(plan, mesh),
+                           _vma_mode(plan), plan.kind, engine)
     joined = _join(plan, mesh, out_specs, outs, groups, what)
     if engine == "nccl":                  # the results where the arguments were
         import cupy
@@ -434,9 +465,9 @@ def shard_map(f=None, *, mesh: Mesh | None = None, in_specs=None, out_specs=None
     per-device outputs joined by ``out_specs`` (JAX's ``shard_map``).
 
     ``check_vma`` (alias ``check_rep``, default True) checks at run time that an output
-    ``out_specs`` declares replicated is equal on those devices, and refuses reverse
-    mode inside ``f`` (JAX's check_vma=True would sum replicated inputs' gradients
-    there); derivatives are check_vma=False's (see the README)."""
+    ``out_specs`` declares replicated is equal on those devices, and gives gradients
+    taken inside ``f`` JAX's check_vma=True meaning (a replicated input's summed over
+    the devices: astjax/sharding/vma.py); with False they are the local ones."""
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs,
                                  out_specs=out_specs, check_vma=check_vma,
@@ -812,6 +843,11 @@ def _derived_source(plan, kind, body):
     if kind == "jvp":
         namespace["fun_jvp"] = jvp_function(plan.fun, range(k), ())
     exec(compile(src, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    if kind == "vjp":
+        # the driver's own per-device pullback (exact, whatever check_vma): reverse
+        # mode inlined from it needs no guard; a gradient the user's per-shard
+        # function takes, inlined into it, keeps its guard (collectives.py)
+        namespace[f"{fname}_pair"]._astjax_driver = True
     return namespace[fname]
 
 

@@ -1,0 +1,158 @@
+"""Record JAX's check_vma=True gradients inside shard_map (and pmap's) for
+tests/test_sharding_vma.py (needs JAX 0.10; the tests do not).
+
+Each case is a per-shard function taking a gradient inside; the test file runs the
+same functions through astjax on the same data (``data()``).
+
+    python tests/gen_vma_fixtures.py        # -> tests/fixtures/vma_jax.json
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+import numpy as np  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+AUTO = jax.sharding.AxisType.Auto
+MESH = jax.make_mesh((4,), ("i",), axis_types=(AUTO,))
+MESH2 = jax.make_mesh((2, 2), ("i", "j"), axis_types=(AUTO, AUTO))
+RING = [(0, 1), (1, 2), (2, 3), (3, 0)]
+
+
+def data():
+    rng = np.random.RandomState(0)
+    w, x = rng.randn(3, 2), rng.randn(8, 3)
+    ct, ct2 = rng.randn(8, 2), rng.randn(2, 2)
+    x4, w2 = rng.randn(8, 4, 3), rng.randn(2, 3, 2)
+    return w, x, ct, ct2, x4, w2
+
+
+def local(w, x):
+    return jnp.sum(jnp.tanh(x @ w) ** 2)
+
+
+def every_collective(w, x):
+    h = jnp.tanh(x @ w)
+    hs = lax.stop_gradient(h)          # (JAX differentiates neither pmax nor pmin)
+    a = lax.pmax(hs, "i") * lax.pmin(hs, "i") * h
+    g = lax.all_gather(h, "i")
+    s = lax.psum_scatter(g * w[0, 0], "i", scatter_dimension=0)
+    pp = lax.ppermute(h, "i", RING)
+    aa = lax.all_to_all(jnp.concatenate([h, h * 2.0], 0), "i", 0, 0, tiled=True)
+    idx = lax.axis_index("i").astype(jnp.float64)
+    v = lax.pcast(w, "i", to="varying")
+    return (jnp.sum(a) + jnp.sum(s * pp) + jnp.sum(aa ** 2) * 0.1 + idx * jnp.sum(v)
+            + jnp.sum(lax.pmean(h, "i") * w[1]))
+
+
+def loops(w, x):
+    def body(k, c):
+        return jnp.tanh(c @ w[:2] + lax.ppermute(c, "i", RING)) * 0.9
+    c = lax.fori_loop(0, 3, body, x[:, :2])
+
+    def step(c, xi):
+        c2 = c * jnp.cos(xi[0]) + lax.pmean(jnp.sum(xi) * w[2], "i")
+        return c2, lax.psum(jnp.sum(c2), "i")
+    c, ys = lax.scan(step, c[0], x)
+    return jnp.sum(c ** 2) + jnp.sum(ys) * 0.01
+
+
+def varying_out(w, x):
+    return jnp.tanh(x @ w) * lax.psum(jnp.sum(x), "i")
+
+
+def invariant_out(w, x):
+    return lax.psum(jnp.tanh(x @ w), "i")
+
+
+def psum_i(w, x):
+    return lax.psum(jnp.sum(jnp.tanh(x @ w) ** 2), "i")
+
+
+def psum_j(w, x):
+    return lax.psum(jnp.sum(jnp.tanh(x @ w) ** 2), "j")
+
+
+def cond_varying(w, x):
+    y = lax.psum(jnp.sum(jnp.tanh(x @ w)), "i")
+    return lax.cond(jnp.sum(x) > 0, lambda y: y * 2.0, lambda y: y * 3.0, y)
+
+
+def scan_invariant(w, x):
+    def step(c, xi):
+        c = c * 0.5 + lax.psum(jnp.sum(jnp.tanh(xi @ w)), "i")
+        return c, c * c
+    c, ys = lax.scan(step, jnp.zeros(()), x)
+    return jnp.sum(ys) + c
+
+
+def sm(f, i=(P(), P("i")), o=P(), mesh=MESH):
+    return jax.shard_map(f, mesh=mesh, in_specs=i, out_specs=o)
+
+
+def cases():
+    w, x, ct, ct2, x4, w2 = data()
+    vg = jax.value_and_grad
+    out = {
+        "value_and_grad": sm(lambda w, x: (lambda v, g: (lax.pmean(v, "i"), g))(
+            *vg(local)(w, x)), o=(P(), P()))(w, x),
+        "grad_pmean_loss": sm(lambda w, x: jax.grad(
+            lambda w: lax.pmean(local(w, x), "i"))(w))(w, x),
+        "grad_psum_invariant": sm(lambda w, x: jax.grad(
+            lambda w: jnp.sum(lax.psum(w, "i") ** 2))(w))(w, x),
+        "grad_pmean_invariant": sm(lambda w, x: jax.grad(
+            lambda w: jnp.sum(lax.pmean(w, "i") ** 2))(w))(w, x),
+        "grad_pvary": sm(lambda w, x: jax.grad(
+            lambda w: jnp.sum(jnp.tanh(x @ lax.pcast(w, "i", to="varying")) ** 2))(w))(
+            w, x),
+        "grad_invariant_only": sm(lambda w, x: jax.grad(lambda w: jnp.sum(jnp.sin(w) ** 2))(
+            w))(w, x),
+        "cond_varying_predicate": sm(lambda w, x: jax.grad(cond_varying)(w, x))(w, x),
+        "scan_invariant_ys": sm(lambda w, x: jax.grad(scan_invariant)(w, x))(w, x),
+        "grad_varying_input": sm(lambda w, x: jax.grad(local, argnums=1)(w, x),
+                                 o=P("i"))(w, x),
+        "every_collective": sm(lambda w, x: jax.grad(every_collective, argnums=(0, 1))(
+            w, x), o=(P(), P("i")))(w, x),
+        "every_collective_psum": sm(lambda w, x: jax.grad(
+            lambda w, x: lax.psum(every_collective(w, x), "i"), argnums=(0, 1))(w, x),
+            o=(P(), P("i")))(w, x),
+        "every_collective_value": sm(lambda w, x: lax.psum(every_collective(w, x), "i"))(
+            w, x),
+        "vjp_varying": sm(lambda w, x, c: jax.vjp(varying_out, w, x)[1](c),
+                          i=(P(), P("i"), P("i")), o=(P(), P("i")))(w, x, ct),
+        "vjp_invariant": sm(lambda w, x, c: jax.vjp(invariant_out, w, x)[1](c),
+                            i=(P(), P("i"), P()), o=(P(), P("i")))(w, x, ct2),
+        "jacrev": sm(lambda w, x: jax.jacrev(
+            lambda w: lax.pmean(jnp.tanh(x @ w).sum(0), "i"))(w))(w, x),
+        "jvp": sm(lambda w, x: jax.jvp(lambda w: lax.psum(local(w, x), "i"), (w,),
+                                       (jnp.ones_like(w),)))(w, x),
+        "loops": sm(lambda w, x: (lambda v, g: (v[None], g))(
+            *vg(loops, argnums=(0, 1))(w, x)), o=(P("i"), (P(), P("i"))))(w, x),
+        "pmap": jax.pmap(lambda w, x: jax.grad(local)(w, x), axis_name="i",
+                         in_axes=(None, 0))(w, x.reshape(4, 2, 3)),
+        "pmap_psum": jax.pmap(lambda w, x: jax.grad(lambda w: lax.psum(local(w, x), "i"))(
+            w), axis_name="i", in_axes=(None, 0))(w, x.reshape(4, 2, 3)),
+        "mesh2_psum_i": sm(lambda w, x: jax.grad(psum_i)(w, x), i=(P(), P("i", "j")),
+                           mesh=MESH2)(w, x4),
+        "mesh2_psum_j_tuple": sm(lambda w, x: jax.grad(psum_j, argnums=(0, 1))(w, x),
+                                 i=(P(), P(("i", "j"))), o=(P(), P(("i", "j"))),
+                                 mesh=MESH2)(w, x4),
+        "mesh2_split_param": sm(lambda w, x: jax.grad(
+            lambda w: jnp.sum(jnp.tanh(x @ w[0]) ** 2))(w), i=(P("j"), P("i", "j")),
+            o=P("j"), mesh=MESH2)(w2, x4),
+    }
+    return jax.tree.map(lambda a: np.asarray(a).tolist(), out)
+
+
+if __name__ == "__main__":
+    path = Path(__file__).resolve().parent / "fixtures" / "vma_jax.json"
+    path.write_text(json.dumps({"jax": jax.__version__, "cases": cases()}, indent=1) + "\n")
+    print(f"wrote {path}")
