@@ -353,6 +353,18 @@ SCRATCHED = [
         ir.Slice("m", "p", (sl(1, -1), sl(1, -1))),
         ir.Slice("d", "p", (sl(None, -2), sl(2, None))),
         ir.Op("um", "add", ("u", "m")), ir.Op("r", "subtract", ("um", "d"))], 2),
+    ("rows-3", _costly("x", "c") + [
+        ir.Slice("u", "c", (sl(2, None), S)),
+        ir.Slice("m", "c", (sl(1, -1), S)),
+        ir.Slice("d", "c", (sl(None, -2), S)),
+        ir.Op("um", "add", ("u", "m")), ir.Op("s", "subtract", ("um", "d")),
+        ir.Pad("r", "s", ((1, 1), (0, 0)), "constant", 0)], 2),
+    # c read at rows i0 - 1, i0 by the body and at i0 + 1 inside e, read at two rows
+    # and two columns: both rings keep their fill loops
+    ("nested", _costly("x", "c") + _padded_diff("c", 0, 0, 1, "t") + _costly("t", "e") +
+     _padded_diff("e", 0, 1, 0, "ex") + _padded_diff("e", 1, 1, 0, "ey") +
+     _padded_diff("c", 0, 1, 0, "u") +
+     [ir.Op("exy", "add", ("ex", "ey")), ir.Op("r", "add", ("exy", "u"))], 2),
 ]
 
 
@@ -383,19 +395,46 @@ def test_scratch_rows_give_numpys_values(chain, dtype, threads, monkeypatch):
     assert texts and any("sc0_row" in t for t in texts)
 
 
+# rings whose newest row the interior loop computes itself (read at column offset 0
+# only); the others are filled by loops of their own
+INLINED = {"rows-2": 1, "cols-2": 0, "wave-like": 1, "rows-3-cols-3": 0, "rows-3": 1,
+           "nested": 0}
+
+
 @pytest.mark.parametrize("chain", SCRATCHED, ids=[c[0] for c in SCRATCHED])
 def test_scratched_values_are_computed_once_per_row(chain):
-    """The interior body reads the costly value from ring rows: no division left in
-    it (the divisions are in the row fills, one per value and point)."""
+    """The interior body reads the costly value from ring rows, or computes its newest
+    row once and stores it there for the next rows: one computation (two divisions)
+    per value and point, never one per read."""
     name, ops, rank = chain
     x = rand(np.float64, (9, 8))
     text = rendered(ops, ((np.dtype(np.float64), 2, None),), [x])
     body = interior_body(text)
-    assert not any("/" in line.split("/*")[0] for line in body), "\n".join(body)
+    divisions = [line for line in body if "/" in line.split("/*")[0]]
+    stored = [line for line in body if re.match(r"sc\d+_row_p\d+\[\w+\] = ", line.strip())]
+    assert len(stored) == INLINED[name], "\n".join(body)
+    assert len(divisions) == (2 if stored else 0), "\n".join(body)
     assert any("sc0_row" in line for line in body)
     # every ring is read by the interior (none filled for nothing)
     for k in range(text.count("malloc(")):
         assert any(f"sc{k}_row" in line for line in body)
+
+
+def test_an_interior_loop_that_stores_its_ring_row_is_vectorized(tmp_path):
+    """The interior loop that computes a ring's newest row and stores it (the wave's
+    ``pressure_xx``) is still vectorized by gcc, and the fill loop before it leaves
+    that row alone (it fills the older rows a thread's first row needs)."""
+    ops = SCRATCHED[[c[0] for c in SCRATCHED].index("rows-3")][1]
+    x = rand(np.float32, (30, 40))
+    text = rendered(ops, ((np.dtype(np.float32), 2, None),), [x])
+    body = interior_body(text)
+    assert any(re.match(r"sc0_row_p1\[i1\] = ", line.strip()) for line in body)
+    assert "a <= 0; a++)" in text and "a <= 1; a++)" not in text
+    reported = _vectorized_lines(tmp_path, text)
+    lines = text.splitlines()
+    first = 1 + max(i for i, line in enumerate(lines) if "i1 = a1; i1 < b1" in line)
+    last = first + len(body) + 1
+    assert any(first <= n <= last for n in reported), (first, last, reported)
 
 
 def test_a_cheap_value_is_recomputed_not_stored():
