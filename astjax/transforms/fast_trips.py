@@ -133,6 +133,33 @@ class FastTrip:
         return all(self._value_known(r, before[-1], carried, depth + 1)
                    for r in core.reads(st))
 
+    def array_valued(self, name, depth=0) -> bool:
+        """Every value the body assigns to ``name`` is an array (a ufunc's result, a
+        pad, a slice of one): ``x[0]`` is a row, not a tuple's entry."""
+        from astjax import primitives as P
+        import numpy as np
+        at = self.writes.get(name)
+        if not at or depth > 8:
+            return False
+        for k in at:
+            st = self.loop.body[k]
+            if isinstance(st, Copy) and isinstance(st.value, Var):
+                ok = self.array_valued(st.value.name, depth + 1)
+            elif isinstance(st, Prim) and st.prim in ("pad", "place_at"):
+                ok = True
+            elif isinstance(st, Prim) and st.prim == "getitem":
+                ok = isinstance(st.args[1], Index) and any(
+                    isinstance(it, SliceAtom) for it in st.args[1].items) and \
+                    isinstance(st.args[0], Var) and self.array_valued(st.args[0].name,
+                                                                      depth + 1)
+            else:
+                entry = P.REGISTRY.get(st.prim) if isinstance(st, Prim) else None
+                ok = entry is not None and entry.kind == "elementwise" and \
+                    isinstance(entry.impl, np.ufunc)
+            if not ok:
+                return False
+        return True
+
     def add_fact(self, fact):
         if fact not in self.facts:
             self.facts.append(fact)
@@ -213,6 +240,67 @@ def _slice_widths(index):
     return tuple(out) or None
 
 
+def _assign_directly(stmts, acc, contribs):
+    """``acc``, or nothing when it is ``d_x = t`` of a temporary ``t`` that one of
+    ``stmts`` made for this contribution only: that statement then assigns ``d_x``
+    itself.  (A copy of a value a fused group makes stops the group there:
+    ``d_pressure_past = -d_pressure_future`` had split FWI's backward step in two
+    kernels.)"""
+    if not (len(acc) == 1 and isinstance(acc[0], Copy) and isinstance(acc[0].value, Var)):
+        return acc
+    t = acc[0].value.name
+    makers = [st for st in stmts if t in core.writes(st)]
+    if len(makers) != 1 or not isinstance(makers[0], Prim) or makers[0].target != t or \
+            sum(isinstance(c, Var) and c.name == t for c in contribs) != 1 or \
+            any(t in core.reads(st) for st in stmts):
+        return acc
+    makers[0].target = acc[0].target
+    return []
+
+
+def _placeable(index):
+    """A basic index ``rt.place_at`` and the kernels' ``Place`` take: integers (a row
+    at a run-time index) and unit-step slices."""
+    if not index.items:
+        return False
+    for it in index.items:
+        if isinstance(it, SliceAtom):
+            step = it.step
+            if not (step is None or isinstance(step, Const) and (
+                    step.value is None or step.value == 1 and type(step.value) is int)):
+                return False
+            for b in (it.lower, it.upper):
+                if not (b is None or isinstance(b, Var) or isinstance(b, Const) and (
+                        b.value is None or type(b.value) is int)):
+                    return False
+        elif not (isinstance(it, Var) or isinstance(it, Const) and type(it.value) is int):
+            return False
+    return True
+
+
+def _place_rule(rev, s, g):
+    """``y = x[index]`` (a row, or a slice of fewer axes than ``x`` has): the cotangent
+    placed at ``index`` -- ``d_x = place_at(g, x, index)`` where ``d_x`` is None, else
+    ``d_x + place_at(g, x, index, -0.0)`` (``acc_at``'s values: -0.0 leaves ``d_x`` as
+    it is around the block) -- which fuses into the trip's kernels."""
+    ctx, loc = rev.fast, s.loc
+    x = s.args[0].name
+    dx = rev.d(x)
+    if dx not in rev.null and dx not in rev.nonnull:
+        return None       # (may be None: the general rule's acc_at tells them apart)
+    ctx.add_fact(("part", (s.target, x), None))
+    rev.backward_reads.update(core.atom_vars([s.args[1]]))
+    if dx in rev.null:
+        rev.null.discard(dx)
+        rev.nonnull.add(dx)
+        return rev.meta_operands([Prim(dx, "place_at", [Var(g), Var(x), s.args[1],
+                                                        Const(0.0)], loc=loc)])
+    placed = rev.names.fresh(f"{dx}_placed")
+    return rev.meta_operands([Prim(placed, "place_at", [Var(g), Var(x), s.args[1],
+                                                        Const(-0.0)], loc=loc)]) + [
+        Prim(dx, "add", [Var(dx), Var(placed)], loc=loc)]
+
+
 def adjoint(rev, s, wanted, g, ans):
     """The fast adjoint of ``s`` (statements), or None when no fast rule applies."""
     ctx = rev.fast
@@ -230,7 +318,8 @@ def adjoint(rev, s, wanted, g, ans):
         out = list(stmts)
         for (_, op), c in zip(wanted, contribs):
             ctx.add_fact(("same", (op.name, s.target), None))
-            out.extend(rev.accumulate(rev.d(op.name), c, loc, fast_add=op.name))
+            acc = rev.accumulate(rev.d(op.name), c, loc, fast_add=op.name)
+            out.extend(_assign_directly(out, acc, contribs))
         return out
     if s.prim == "pad" and not s.kwargs and [i for i, _ in wanted] == [0]:
         widths = _pairs(constant_value(s.args[1], ctx.consts))
@@ -245,6 +334,10 @@ def adjoint(rev, s, wanted, g, ans):
         out = [Prim(inner, "getitem", [Var(g), Index(items, True)], loc=loc)]
         out.extend(rev.accumulate(rev.d(x), Var(inner), loc, fast_add=x))
         return out
+    if s.prim == "getitem" and len(s.args) == 2 and isinstance(s.args[1], Index) and \
+            len(s.args[1].items) < 2 and _placeable(s.args[1]) and ctx.array_valued(
+                s.args[0].name):
+        return _place_rule(rev, s, g)
     if s.prim == "getitem" and len(s.args) == 2:
         widths = _slice_widths(s.args[1])
         x = s.args[0].name
