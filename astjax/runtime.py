@@ -376,6 +376,27 @@ def trip_fits(spec, sig, *values):
     return sig
 
 
+def cots_complete(checks, *cots):
+    """Whether a loop trip's incoming cotangents are complete, as the fast trip that
+    assumes it (``transforms/fast_trips.py``) needs: per cotangent, "last" -- a list
+    whose last entry is an array -- or a tuple of "array"s (nested) -- a tuple or list
+    of that length whose entries are arrays."""
+    for check, c in zip(checks, cots):
+        if check == "last":
+            if not (type(c) is list and c and type(c[-1]) is np.ndarray):
+                return False
+        elif not _complete(c, check):
+            return False
+    return True
+
+
+def _complete(c, check):
+    if check == "array":
+        return type(c) is np.ndarray
+    return isinstance(c, (tuple, list)) and len(c) == len(check) and all(
+        _complete(x, k) for x, k in zip(c, check))
+
+
 # ------------------------------------------------------------ in-place update rules
 
 

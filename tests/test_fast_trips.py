@@ -362,3 +362,49 @@ def test_the_fwi_misfit_fast_equals_general(monkeypatch):
         assert gv == rv
         np.testing.assert_array_equal(gg, rg)
         np.testing.assert_array_equal(np.signbit(gg), np.signbit(rg))
+
+
+def _carry_only(c, w, xs):
+    """The per-step rows are not used: their cotangents are None, the trip's incoming
+    cotangents are never complete (the trip without the assumption runs)."""
+    def step(carry, amp):
+        past, now = carry
+        gx = np.pad(now[1:] - now[:-1], ((0, 1), (0, 0))) / w
+        new = 2.0 * now - past + 0.1 * np.pad(gx[1:] - gx[:-1], ((1, 0), (0, 0))) * c + amp
+        return (now, new), new[1]
+    zero = np.zeros_like(c)
+    (_, last), _ = lax.scan(step, (zero, zero + 0.01 * c), xs)
+    return np.sum(last * w)
+
+
+def _rows_only(c, w, xs):
+    """The final carry is not used: the first backward trip's carried cotangent is None
+    (not complete), the later ones are."""
+    def step(carry, amp):
+        past, now = carry
+        new = 2.0 * now - past + 0.1 * np.pad(now[1:] - now[:-1], ((1, 0), (0, 0))) * c + amp
+        return (now, new), new[-2] * w[0]
+    zero = np.zeros_like(c)
+    _, rows = lax.scan(step, (zero, zero + 0.01 * c), xs)
+    return np.sum(rows ** 2)
+
+
+@pytest.mark.parametrize("f", [_carry_only, _rows_only, _stencil, _rows])
+def test_complete_trips_equal_the_general_adjoint(f, monkeypatch):
+    args = (C, W, XS, 3) if f is _rows else (C, W, XS)
+    for argnums in (0, 1):
+        _check(f, args, monkeypatch, argnums=argnums)
+    assert "rt.cots_complete(" in astjax.make_source(astjax.grad(f))(*args)
+
+
+def test_cots_complete():
+    from astjax import runtime as rt
+    a = np.ones(3)
+    assert rt.cots_complete((("array", "array"), "last"), (a, a), [None, a])
+    assert not rt.cots_complete((("array", "array"),), (a, None))
+    assert not rt.cots_complete((("array", "array"),), None)
+    assert not rt.cots_complete((("array", "array"),), (a,))
+    assert not rt.cots_complete(("last",), [a, None])
+    assert not rt.cots_complete(("last",), [])
+    assert not rt.cots_complete(("last",), [np.float64(1.0)])
+    assert rt.cots_complete(((("array",), "array"),), [(a,), a])

@@ -84,7 +84,7 @@ def _operands(s) -> list:
         return [a, a_min if _given(a_min) else lo, a_max if _given(a_max) else hi]
     if s.prim == "place_at":           # the block, the array shaped like the result,
         return [s.args[0], s.args[1]] + [   # then names its index reads
-            a for a in s.args[2].atoms() if isinstance(a, Var)]
+            Var(n) for n in core.atom_vars([s.args[2]])]
     if s.prim in _INDEXED_PRIMS:       # the array, then names a basic index reads
         extra = [a for a in s.args[1].atoms() if isinstance(a, Var)] \
             if s.prim == "getitem" else []
@@ -218,10 +218,14 @@ def indexed_node(s, env=None, consts=None):
         return ir.Slice(s.target, src, tuple(items), loc)
     if s.prim == "place_at":
         # (``rt.place_at`` of a fast backward trip: the cotangent of a row or block)
-        if len(args) != 4 or not isinstance(args[1], Var) or \
-                not isinstance(args[2], core.Index) or not isinstance(args[3], Const):
+        if len(args) != 4 or not isinstance(args[1], Var) or not isinstance(args[3], Const):
             return None
-        items = [_index_item(it) for it in args[2].items]
+        if isinstance(args[2], core.Index):
+            items = [_index_item(it) for it in args[2].items]
+        elif isinstance(args[2], Var) or _const_int(args[2]):
+            items = [_index_item(args[2])]      # (one integer: a row)
+        else:
+            return None
         if any(it is None or it[0] == "newaxis" for it in items) or \
                 type(args[3].value) is not float:
             return None
