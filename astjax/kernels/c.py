@@ -368,10 +368,23 @@ class _Emitter:
                 continue
             start = self.p(f"start_{op.target}_{a}")
             d = self.p(f"dim_{op.source}_{m[1]}")
+            if self.interior:
+                ax, s, o = self.form(i)
+                if self.only_axis is None or ax == self.only_axis:
+                    # inside the block along this axis: assumed for the whole interior
+                    # (``constraints``, as a pad's guards are), so the read is affine
+                    o = _add(o, _neg(start))
+                    self.assume(ax, s, o)                                  # j >= 0
+                    self.assume(ax, _neg(s), _add(d, _add("-1", _neg(o))))  # j < d
+                    src.append(self.index("j", i if start == "0" else f"{i} - {start}",
+                                          (ax, s, o)))
+                    continue
             j = self.index("j", i if start == "0" else f"{i} - {start}")
             guards += [f"{j} >= 0", f"{j} < {d}"]
             src.append(self.index("c", f"({j} < 0 ? 0 : {j} >= {d} ? {d} - 1 : {j})"))
         inner = self.value(op.source, tuple(src))
+        if not guards:
+            return inner
         pad = _literal(op.value, op.dtype)
         T = ctype(op.dtype)
         if self.interior and T in _SELECTS:     # (no branch: the row vectorizes)
