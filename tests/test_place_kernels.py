@@ -184,3 +184,34 @@ def test_cuda_renders_the_placement(dtype):
                        ir.Op("out", "add", ("d", "p"))], ["out"])
         kc = cr.CudaKernelCall(k, TI.no_fallback, device)
         TI.same(kc(d, g2, x), d + rt.place_at(g2, x, (slice(1, None),), -0.0))
+
+
+def test_the_interior_of_a_stencil_with_a_placement_is_vectorized(tmp_path):
+    """In the interior the placement's slice axes are assumed inside the block
+    (constraints, as a pad's guards are): its reads are affine, only the row test
+    stays (a bit select), and gcc vectorizes the loop -- a clamped read had kept
+    FWI's fused backward step scalar."""
+    import test_ckernels_interior as TCI
+    from astjax.kernels import c as c_render, layout
+    d = TI.rand(np.float32, (30, 40), 1)
+    g = TI.rand(np.float32, (40,), 2)
+    x = np.broadcast_to(np.zeros((), np.float32), (30, 40))
+    k = TI.kernel("shown", ["d", "g", "x", "r"], [
+        ir.Place("p", "g", (("index", "r"),), "x", 0.0),
+        ir.Op("s", "add", ("d", "p")),
+        ir.Op("t", "divide", ("s", 3.0)),
+        ir.Slice("a", "t", (("slice", 1, None, None), ("slice", None, None, None))),
+        ir.Slice("b", "t", (("slice", None, -1, None), ("slice", None, None, None))),
+        ir.Op("c", "subtract", ("a", "b")),
+        ir.Pad("out", "c", ((1, 0), (0, 0)), "constant", 0.0)], ["out"])
+    args = [d, g, x, 7]
+    typed = ir.specialize_indexed(k, [ir.indexed_kind(a) for a in args])
+    lay = layout.layout(typed, args)
+    text = c_render.render_indexed(typed, "shown", True, lay.baked)
+    body = TCI.interior_body(text)
+    assert not any("? 0 :" in line or ">= dim_in1_0 ?" in line for line in body), body
+    reported = TCI._vectorized_lines(tmp_path, text)
+    lines = text.splitlines()
+    first = 1 + max(i for i, line in enumerate(lines) if "i1 = a1; i1 < b1" in line)
+    last = first + len(body) + 1
+    assert any(first <= n <= last for n in reported), (first, last, reported)
