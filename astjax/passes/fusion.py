@@ -470,6 +470,13 @@ class _Fuser:
             return False
         if _kernel_member(s):
             return True
+        if isinstance(s, Prim) and s.prim == "place_at" and isinstance(s.args[2], Var) and \
+                not all(isinstance(w, core.For) for w in self.numpy.writers.get(
+                    s.args[2].name, ())):
+            # an index made in the function may be a slice or a tuple of them (how a
+            # basic index reaches a call): only a parameter or a loop index is surely
+            # the integer the kernel takes, else the group would fall back every call
+            return False
         return indexed_node(s, self.fn.env, self.consts) is not None
 
     def _array_source(self, s, written) -> bool:
