@@ -568,8 +568,15 @@ class ReverseAD:
                 fast += [Copy(d, Const(None), loc=loc) for d in dict.fromkeys(ctx.resets)]
             finally:
                 self.fast = None
-            complete = self._complete_trip(s, start_null, trip, ctx) if ctx.facts else None
             carried = ctx.carried_inputs() if ctx.facts else None
+            complete = None
+            if carried is not None:
+                facts = list(ctx.facts)
+                complete = self._complete_trip(s, start_null, trip, ctx)
+                if complete:
+                    carried = ctx.carried_inputs()
+                    if carried is None:      # its facts need more than signatures
+                        ctx.facts, carried, complete = facts, ctx.carried_inputs(), None
             if carried is not None:
                 # the fast forward trip pushes only the shape stand-ins this reads
                 # and only the trip's values this reads (pad widths the general
