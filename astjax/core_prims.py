@@ -58,10 +58,12 @@ def _params(fn):
 
 # Runtime helpers that generated code calls.  Those differentiable in some argument
 # have a template in templates/vjp_core.py (grad of grad differentiates them).
-_META = {"acc_at": ("x",), "cot_or_zero": ("x",), "acc_step": ("xs",), "instantiate": ("x",),
+_META = {"acc_at": ("x",), "place_at": ("x",), "cot_or_zero": ("x",), "acc_step": ("xs",),
+         "instantiate": ("x",),
          "list_cotangent": ("x",), "append_cotangents": ("lst",), "cot_at_vjp": ("g",),
          "append_cotangents_vjp": ("like",)}
-_DIFF = {"acc_at": ("d", "g"), "acc_step": ("d", "g"), "instantiate": ("g",),
+_DIFF = {"acc_at": ("d", "g"), "place_at": ("g",), "acc_step": ("d", "g"),
+         "instantiate": ("g",),
          "cot_or_zero": ("g",),
          "check_scalar_output": ("value",),
          "cot_at": ("g",), "cot_zero_at": ("g",), "seq_cotangents": ("g",),
@@ -72,13 +74,14 @@ _DIFF = {"acc_at": ("d", "g"), "acc_step": ("d", "g"), "instantiate": ("g",),
          "drop_last_cotangent": ("g",)}
 _KIND = {"zeros_like": "creation", "ones_like": "creation", "meta": "static",
          "save_at": "tape", "restore_at": "tape", "trip_fits": "static",
+         "cots_complete": "static",
          "trip_signature": "static", "same_signature": "static"}
 for _name in ("zeros_like", "instantiate", "ones_like", "seq_cotangents", "dict_cotangents",
               "append_cotangents", "list_cotangent", "cot_at", "cot_zero_at", "save_at",
               "check_scalar_output", "meta", "restore_at", "cot_at_vjp", "dict_from_values",
-              "acc_at", "acc_step",
+              "acc_at", "place_at", "acc_step",
               "append_cotangents_vjp", "trip_fits", "cot_or_zero", "trip_signature",
-              "same_signature", "last_cotangent", "drop_last_cotangent"):
+              "same_signature", "last_cotangent", "drop_last_cotangent", "cots_complete"):
     register(Primitive(_name, getattr(rt, _name), f"rt.{_name}", _params(getattr(rt, _name)),
                        diff=_DIFF.get(_name, ()), kind=_KIND.get(_name, "other"),
                        meta=_META.get(_name, ())),

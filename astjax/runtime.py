@@ -9,7 +9,7 @@ generated file.
 from __future__ import annotations
 
 import dataclasses
-
+import math
 import sys
 
 import numpy as np
@@ -354,7 +354,8 @@ def trip_fits(spec, sig, *values):
     assumes (``astjax/transforms/fast_trips.py``), else None.  ``spec`` holds one entry
     per fact, reading ``values`` in order: ``("same",)`` -- x, ans: arrays of one
     shape and one floating dtype; ``("pad", widths)`` -- inner, outer: arrays of one
-    floating dtype, outer's shape inner's padded by ``widths``."""
+    floating dtype, outer's shape inner's padded by ``widths``; ``("part",)`` -- part,
+    whole: arrays of one floating dtype (``whole[index]`` is ``part``)."""
     k = 0
     for fact in spec:
         a, b = values[k], values[k + 1]
@@ -366,11 +367,34 @@ def trip_fits(spec, sig, *values):
             if a.shape != b.shape:
                 return None
             continue
+        if fact[0] == "part":
+            continue
         widths = fact[1]
         if len(widths) != a.ndim or b.shape != tuple(
                 n + lo + hi for n, (lo, hi) in zip(a.shape, widths)):
             return None
     return sig
+
+
+def cots_complete(checks, *cots):
+    """Whether a loop trip's incoming cotangents are complete, as the fast trip that
+    assumes it (``transforms/fast_trips.py``) needs: per cotangent, "last" -- a list
+    whose last entry is an array -- or a tuple of "array"s (nested) -- a tuple or list
+    of that length whose entries are arrays."""
+    for check, c in zip(checks, cots):
+        if check == "last":
+            if not (type(c) is list and c and type(c[-1]) is np.ndarray):
+                return False
+        elif not _complete(c, check):
+            return False
+    return True
+
+
+def _complete(c, check):
+    if check == "array":
+        return type(c) is np.ndarray
+    return isinstance(c, (tuple, list)) and len(c) == len(check) and all(
+        _complete(x, k) for x, k in zip(c, check))
 
 
 # ------------------------------------------------------------ in-place update rules
@@ -447,6 +471,22 @@ def acc_at(d, x, index, g):
         out[index] += g
     else:
         np.add.at(out, index, g)
+    return out
+
+
+def place_at(g, x, index, fill=0.0):
+    """``g`` placed at the basic ``index`` of an array shaped like ``x`` (its floating
+    dtype), ``fill`` elsewhere: ``getitem_vjp(g, x, index)`` when ``fill`` is 0.0.
+
+    A fast backward trip (``transforms/fast_trips.py``) writes the cotangent of a
+    row or block of ``x`` so, and ``d + place_at(g, x, index, -0.0)`` for
+    ``acc_at(d, x, index, g)`` (-0.0 leaves every entry of ``d`` as it is): the
+    kernels compute it inside a fused expression (``kernels/ir.py``: ``Place``)."""
+    if fill == 0 and math.copysign(1.0, fill) > 0:
+        return acc_at(None, x, index, g)
+    from astjax.runtime_array import _float_dtype
+    out = np.full(np.shape(x), fill, dtype=_float_dtype(x, np.float64))
+    out[index] = g
     return out
 
 

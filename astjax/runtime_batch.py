@@ -1540,6 +1540,17 @@ def acc_at(d, x, index, g):
     return out
 
 
+def place_at(g, x, index, fill=0.0):
+    """``rt.place_at`` of batched operands (``fill`` 0.0 or -0.0: -0.0 + g is g)."""
+    import math
+    from astjax import runtime_array as ra
+    if fill == 0 and math.copysign(1.0, fill) > 0 or g is None or \
+            not isinstance(x, np.ndarray):
+        return acc_at(None, x, index, g)
+    d = np.full(np.shape(x), fill, dtype=ra._float_dtype(x, np.float64))
+    return acc_at(d, x, index, g)
+
+
 def add_cot(t, x, y, which):
     from astjax import runtime_array as ra
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):

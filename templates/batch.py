@@ -641,6 +641,10 @@ def acc_at(d, x, index, g):
     return rb.acc_at(d, x, index, g)
 
 
+def place_at(g, x, index, fill):
+    return rb.place_at(g, x, index, fill)
+
+
 def acc_step(d, xs, i, g):
     return rb.acc_step(d, xs, i, g)
 

@@ -104,6 +104,10 @@ def acc_at(ans, d, x, index, g, dd=None, dg=None):
     return rt.acc_at(dd, x, index, dg)
 
 
+def place_at(ans, g, x, index, fill, dg=None):
+    return rt.acc_at(None, x, index, dg)
+
+
 def acc_step(ans, d, xs, i, g, dd=None, dg=None):
     return rt.acc_step(dd, xs, i, dg)
 

@@ -126,6 +126,10 @@ def acc_at(ct, ans, d, x, index, g):
     return ct, rt.cot_at(ct, index)
 
 
+def place_at(ct, ans, g, x, index, fill):
+    return rt.cot_at(ct, index)
+
+
 def acc_step(ct, ans, d, xs, i, g):
     return ct, rt.tree_index(ct, i)
 

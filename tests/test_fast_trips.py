@@ -289,3 +289,122 @@ def test_carried_index_value_is_part_of_the_signature(monkeypatch):
         (c, _), ys = lax.scan(step, (np.ones(4), 0), xs)
         return np.sum(ys ** 2)
     _check(f, (RNG.random(4), RNG.standard_normal(5)), monkeypatch)
+
+
+def _rows(c, w, xs, r):
+    """The receiver row of the wave example at a run-time index ``r``, and slices of
+    fewer axes than the arrays have (``now[1:]`` of a 2-D carry)."""
+    def step(carry, amp):
+        past, now = carry
+        gx = np.pad((now[1:] - now[:-1]) * 2.0, ((0, 1), (0, 0))) / w
+        lap = np.pad(gx[1:] - gx[:-1], ((1, 0), (0, 0)))
+        new = 2.0 * now - past + 0.1 * lap * c + amp * w
+        return (now, new), new[r]
+    zero = np.zeros_like(c)
+    (_, last), rows = lax.scan(step, (zero, zero + 0.01 * c), xs)
+    return np.sum(rows ** 2) + np.sum(last * w)
+
+
+@pytest.mark.parametrize("r", [0, 2, 4, -1, -5])
+def test_a_row_at_a_run_time_index_is_placed_by_the_fast_rule(r, monkeypatch):
+    for argnums in (0, 1):
+        _check(_rows, (C, W, XS, r), monkeypatch, argnums=argnums)
+    src = astjax.make_source(astjax.grad(_rows))(C, W, XS, r)
+    assert "rt.place_at(" in src
+
+
+def test_slices_of_fewer_axes_take_the_fast_rule(monkeypatch):
+    def f(c, xs):
+        def step(p, x):
+            d = p[1:] - p[:-1]                       # (4, 3) of a (5, 3) carry
+            q = p * x + np.pad(d, ((1, 0), (0, 0))) * c
+            new = q - 0.01 * np.pad(q[:-1], ((0, 1), (0, 0)))
+            return new, new[-1]
+        p, ys = lax.scan(step, np.ones((5, 3)), xs)
+        return np.sum(ys ** 2) + np.sum(p)
+    _check(f, (C[:, :3], 0.5 + RNG.random(4)), monkeypatch)
+    assert "rt.place_at(" in astjax.make_source(astjax.grad(f))(C[:, :3], 0.5 + RNG.random(4))
+    args32 = (C[:, :3].astype(np.float32), (0.5 + RNG.random(4)).astype(np.float32))
+    got = _check(f, args32, monkeypatch, fd=False)
+    assert got["grad"].dtype == np.float32
+
+
+def test_a_row_index_out_of_range_raises_numpys_error():
+    for route in _routes(_rows).values():
+        with pytest.raises(IndexError):
+            route(C, W, XS, 5)
+    with pytest.raises(IndexError):
+        _rows(C, W, XS, -6)
+
+
+def test_the_fwi_misfit_fast_equals_general(monkeypatch):
+    """examples/wave.py's misfit (receiver row, float32): value_and_grad with fast
+    trips equals the general adjoint to the bit, under jit with C kernels and NumPy."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "wave.py")
+    spec = importlib.util.spec_from_file_location("astjax_example_wave_ft", path)
+    wave = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wave)
+    _, v, problem, observed = wave.setup(12, 10, 15, np.float32)
+
+    def run():
+        generation.clear_cache()
+        vg = astjax.value_and_grad(wave.misfit)
+        return [route(v, observed=observed, **problem) for route in (
+            vg, astjax.jit(vg), astjax.jit(vg, backend="numpy"))]
+    got = run()
+    with monkeypatch.context() as m:
+        m.setattr(fast_trips, "ENABLED", False)
+        ref = run()
+    generation.clear_cache()
+    for (gv, gg), (rv, rg) in zip(got, ref):
+        assert gv == rv
+        np.testing.assert_array_equal(gg, rg)
+        np.testing.assert_array_equal(np.signbit(gg), np.signbit(rg))
+
+
+def _carry_only(c, w, xs):
+    """The per-step rows are not used: their cotangents are None, the trip's incoming
+    cotangents are never complete (the trip without the assumption runs)."""
+    def step(carry, amp):
+        past, now = carry
+        gx = np.pad(now[1:] - now[:-1], ((0, 1), (0, 0))) / w
+        new = 2.0 * now - past + 0.1 * np.pad(gx[1:] - gx[:-1], ((1, 0), (0, 0))) * c + amp
+        return (now, new), new[1]
+    zero = np.zeros_like(c)
+    (_, last), _ = lax.scan(step, (zero, zero + 0.01 * c), xs)
+    return np.sum(last * w)
+
+
+def _rows_only(c, w, xs):
+    """The final carry is not used: the first backward trip's carried cotangent is None
+    (not complete), the later ones are."""
+    def step(carry, amp):
+        past, now = carry
+        new = 2.0 * now - past + 0.1 * np.pad(now[1:] - now[:-1], ((1, 0), (0, 0))) * c + amp
+        return (now, new), new[-2] * w[0]
+    zero = np.zeros_like(c)
+    _, rows = lax.scan(step, (zero, zero + 0.01 * c), xs)
+    return np.sum(rows ** 2)
+
+
+@pytest.mark.parametrize("f", [_carry_only, _rows_only, _stencil, _rows])
+def test_complete_trips_equal_the_general_adjoint(f, monkeypatch):
+    args = (C, W, XS, 3) if f is _rows else (C, W, XS)
+    for argnums in (0, 1):
+        _check(f, args, monkeypatch, argnums=argnums)
+    assert "rt.cots_complete(" in astjax.make_source(astjax.grad(f))(*args)
+
+
+def test_cots_complete():
+    from astjax import runtime as rt
+    a = np.ones(3)
+    assert rt.cots_complete((("array", "array"), "last"), (a, a), [None, a])
+    assert not rt.cots_complete((("array", "array"),), (a, None))
+    assert not rt.cots_complete((("array", "array"),), None)
+    assert not rt.cots_complete((("array", "array"),), (a,))
+    assert not rt.cots_complete(("last",), [a, None])
+    assert not rt.cots_complete(("last",), [])
+    assert not rt.cots_complete(("last",), [np.float64(1.0)])
+    assert rt.cots_complete(((("array",), "array"),), [(a,), a])

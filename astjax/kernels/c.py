@@ -367,6 +367,42 @@ class _Emitter:
         self.memo[key] = name
         return name
 
+    def _place(self, op, idx) -> str:
+        """A placed block read at ``idx``: the source where ``idx`` is inside the block
+        (its row index equal, its slice ranges holding it), the fill elsewhere; the
+        source is read at a clamped index either way, so the read stays in range."""
+        src, guards = [], []
+        for a, m in enumerate(op.maps):
+            i = idx[a]
+            if m[0] == "fixed":
+                guards.append(f"{i} == {self.p(f'at_{op.target}_{a}')}")
+                continue
+            start = self.p(f"start_{op.target}_{a}")
+            d = self.p(f"dim_{op.source}_{m[1]}")
+            if self.interior:
+                ax, s, o = self.form(i)
+                if self.only_axis is None or ax == self.only_axis:
+                    # inside the block along this axis: assumed for the whole interior
+                    # (``constraints``, as a pad's guards are), so the read is affine
+                    o = _add(o, _neg(start))
+                    self.assume(ax, s, o)                                  # j >= 0
+                    self.assume(ax, _neg(s), _add(d, _add("-1", _neg(o))))  # j < d
+                    src.append(self.index("j", i if start == "0" else f"{i} - {start}",
+                                          (ax, s, o)))
+                    continue
+            j = self.index("j", i if start == "0" else f"{i} - {start}")
+            guards += [f"{j} >= 0", f"{j} < {d}"]
+            src.append(self.index("c", f"({j} < 0 ? 0 : {j} >= {d} ? {d} - 1 : {j})"))
+        inner = self.value(op.source, tuple(src))
+        if not guards:
+            return inner
+        pad = _literal(op.value, op.dtype)
+        T = ctype(op.dtype)
+        if self.interior and T in _SELECTS:     # (no branch: the row vectorizes)
+            self.selects.add(T)
+            return f"{_SELECTS[T]}({' && '.join(guards)}, {inner}, {pad})"
+        return f"({' && '.join(guards)}) ? {inner} : {pad}"
+
     def _node(self, op, idx) -> str:
         values = self.typed.values
         if isinstance(op, ir.TypedOp):
@@ -448,6 +484,8 @@ class _Emitter:
                 return inner
             expr = f"({' && '.join(guards)}) ? {inner} : {_literal(op.value, op.dtype)}"
             T = ctype(op.dtype)
+        elif isinstance(op, ir.TPlace):
+            expr, T = self._place(op, idx), ctype(op.dtype)
         else:                                    # TCast
             expr = cast(self.value(op.source, idx), op.src, op.dtype)
             T = ctype(op.dtype)

@@ -20,6 +20,11 @@ Statements (``Kernel.ops``), each making the value ``target``:
 * ``Pad(target, source, widths, mode, value)``: ``np.pad`` with ``mode`` "constant"
   (``value`` outside: a guarded read) or "edge" (the index clamped); ``widths`` one
   (before, after) pair per axis.
+* ``Place(target, source, items, like, value)``: ``source`` placed at the basic
+  index ``items`` of an array shaped like the input ``like`` (``rt.place_at``, the
+  cotangent of ``like[items]``), ``value`` elsewhere; items are ``("index", i)`` (a
+  row at a run-time index: ``i`` may be negative) and unit-step slices, as in
+  ``Slice``.  Read at index ``i`` it tests whether ``i`` is inside the block.
 * ``Cast(target, source, dtype)``: ``astype`` (never float to integer: C leaves
   out-of-range conversions undefined, NumPy does not).
 * ``Reduce(target, source, op, axis, keepdims)``: ``np.sum``/``mean``/``max``/``min``
@@ -102,6 +107,16 @@ class Pad:
 
 
 @dataclass(frozen=True)
+class Place:
+    target: str
+    source: str
+    items: tuple             # ("index", i) | ("slice", start, stop, step) | ("ellipsis",)
+    like: str                # the input whose shape (and floating dtype) the result has
+    value: float = 0.0       # what the entries outside the block hold (0.0 or -0.0)
+    loc: object = None
+
+
+@dataclass(frozen=True)
 class Cast:
     target: str
     source: str
@@ -119,7 +134,7 @@ class Reduce:
     loc: object = None
 
 
-INDEXED = (Slice, Transpose, Pad, Cast, Reduce)
+INDEXED = (Slice, Transpose, Pad, Place, Cast, Reduce)
 REDUCTIONS = frozenset({"sum", "mean", "max", "min"})
 
 
@@ -331,6 +346,17 @@ class TPad:
 
 
 @dataclass(frozen=True)
+class TPlace:
+    target: str
+    source: str
+    like: str                # the input whose shape the result has
+    maps: tuple              # per result axis: ("range", source axis) or ("fixed",)
+    value: float
+    dtype: np.dtype
+    loc: object = None       # params start_<target>_<axis>, at_<target>_<axis>
+
+
+@dataclass(frozen=True)
 class TCast:
     target: str
     source: str
@@ -357,7 +383,7 @@ class TypedIndexed:
     kernel: Kernel
     inputs: list             # IInput
     values: dict             # value name -> (dtype, rank)
-    ops: list                # TypedOp, TSlice, TTranspose, TPad, TCast (in order)
+    ops: list                # TypedOp, TSlice, TTranspose, TPad, TPlace, TCast (in order)
     outputs: list            # (value name, dtype)
     reduce: TReduce | None   # the kernel's single result when it reduces
     params: list             # run-time integers, in the order of the array P
@@ -465,6 +491,35 @@ def specialize_indexed(kernel: Kernel, kinds) -> TypedIndexed:
                     raise Unsupported(f"pad value {value!r} for {dt}")
             values[target] = (dt, rank)
             ops.append(TPad(target, src, widths, op.mode, value, dt, op.loc))
+            current[op.target] = (target, dt, dt)
+        elif isinstance(op, Place):
+            src, dt, rank = source(op.source)
+            like, like_dt, like_rank = source(op.like)
+            if not (like.startswith("in") and src.startswith("in")):
+                raise Unsupported("a placement of or like a computed value")
+            if dt.kind != "f" or like_dt != dt:
+                raise Unsupported(f"placing {dt} into the shape of a {like_dt} array")
+            if type(op.value) is not float or op.value != 0:
+                raise Unsupported(f"placement fill {op.value!r}")
+            if any(it[0] not in ("index", "slice", "ellipsis") for it in op.items):
+                raise Unsupported(f"placement at {op.items}")
+            items, maps, out_rank = _normalize_items(op.items, like_rank, kernel.inputs,
+                                                     inputs, target)
+            if out_rank != rank or any(it[0] == "slice" and it[3] not in (None, ("int", 1))
+                                       for it in items):
+                raise Unsupported(f"placement of rank {rank} at {op.items}")
+            slices[target] = items
+            out_maps, src_axis = [], 0
+            for a, m in enumerate(maps):
+                if m[0] == "fixed":
+                    out_maps.append(("fixed",))
+                    params.append(f"at_{target}_{a}")
+                else:
+                    out_maps.append(("range", src_axis))
+                    src_axis += 1
+                    params.append(f"start_{target}_{a}")
+            values[target] = (dt, like_rank)
+            ops.append(TPlace(target, src, like, tuple(out_maps), op.value, dt, op.loc))
             current[op.target] = (target, dt, dt)
         elif isinstance(op, Cast):
             src, dt, rank = source(op.source)

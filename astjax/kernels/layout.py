@@ -114,6 +114,8 @@ def layout(typed: ir.TypedIndexed, args) -> Layout:
         elif isinstance(op, ir.TTranspose):
             src = shapes[op.source]
             shapes[t] = tuple(src[a] for a in op.axes)
+        elif isinstance(op, ir.TPlace):
+            shapes[t] = _place(typed, args, op, shapes, P)
         elif isinstance(op, ir.TPad):
             src = shapes[op.source]
             if 0 in src:
@@ -148,6 +150,29 @@ def layout(typed: ir.TypedIndexed, args) -> Layout:
     baked = tuple((name, val) for name, val in zip(typed.params, values)
                   if val in (0, 1) or name in known)
     return Layout(np.array(values, dtype=np.int64), baked, domain, out_shapes)
+
+
+def _place(typed, args, op, shapes, P):
+    """The shape of a placement (its ``like`` input's); its block's row indices and
+    starts go to ``P``.  An index out of range, or a source that is not the block's
+    shape (NumPy would broadcast it, or raise), is left to NumPy."""
+    t = op.target
+    out = shapes[op.like]
+    block = []
+    for ax, (it, n) in enumerate(zip(typed.slices[t], out)):
+        if it[0] == "index":
+            i = _int(typed, args, it[1])
+            if not -n <= i < n:
+                raise Unsupported("index out of range")
+            P[f"at_{t}_{ax}"] = i + n if i < 0 else i
+        else:
+            start, stop, _ = slice(_int(typed, args, it[1]), _int(typed, args, it[2])
+                                   ).indices(n)
+            block.append(max(0, stop - start))
+            P[f"start_{t}_{ax}"] = start
+    if tuple(block) != shapes[op.source]:
+        raise Unsupported("a placed value of another shape than its block")
+    return out
 
 
 def cached(cache: dict, key, typed, args):

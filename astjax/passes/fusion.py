@@ -82,6 +82,9 @@ def _operands(s) -> list:
     if s.prim == "clip":
         a, a_min, a_max, _, lo, hi = s.args
         return [a, a_min if _given(a_min) else lo, a_max if _given(a_max) else hi]
+    if s.prim == "place_at":           # the block, the array shaped like the result,
+        return [s.args[0], s.args[1]] + [   # then names its index reads
+            Var(n) for n in core.atom_vars([s.args[2]])]
     if s.prim in _INDEXED_PRIMS:       # the array, then names a basic index reads
         extra = [a for a in s.args[1].atoms() if isinstance(a, Var)] \
             if s.prim == "getitem" else []
@@ -116,7 +119,7 @@ def _kernel_member(s) -> bool:
 # indexing, transposes, np.pad, astype, and reductions that end a group
 _VIEWS = frozenset({"getitem", "transpose"})          # their results share memory
 _INDEXED_PRIMS = frozenset({"getitem", "transpose", "pad", "astype", "sum", "mean",
-                            "max", "min"})
+                            "max", "min", "place_at"})
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min"})
 # Work, in operation weights, a group may redo per element to read a value it made
 # at shifted indices (``p[1:] - p[:-1]`` of a computed ``p``): beyond it, the value
@@ -213,6 +216,20 @@ def indexed_node(s, env=None, consts=None):
         if any(it is None for it in items):
             return None
         return ir.Slice(s.target, src, tuple(items), loc)
+    if s.prim == "place_at":
+        # (``rt.place_at`` of a fast backward trip: the cotangent of a row or block)
+        if len(args) != 4 or not isinstance(args[1], Var) or not isinstance(args[3], Const):
+            return None
+        if isinstance(args[2], core.Index):
+            items = [_index_item(it) for it in args[2].items]
+        elif isinstance(args[2], Var) or _const_int(args[2]):
+            items = [_index_item(args[2])]      # (one integer: a row)
+        else:
+            return None
+        if any(it is None or it[0] == "newaxis" for it in items) or \
+                type(args[3].value) is not float:
+            return None
+        return ir.Place(s.target, src, tuple(items), args[1].name, args[3].value, loc)
     if s.prim == "transpose":
         args = [args[0]] + [_constant(a, consts) for a in args[1:]]
         if len(args) != 2 or not isinstance(args[1], Const):
@@ -453,13 +470,20 @@ class _Fuser:
             return False
         if _kernel_member(s):
             return True
+        if isinstance(s, Prim) and s.prim == "place_at" and isinstance(s.args[2], Var) and \
+                not all(isinstance(w, core.For) for w in self.numpy.writers.get(
+                    s.args[2].name, ())):
+            # an index made in the function may be a slice or a tuple of them (how a
+            # basic index reaches a call): only a parameter or a loop index is surely
+            # the integer the kernel takes, else the group would fall back every call
+            return False
         return indexed_node(s, self.fn.env, self.consts) is not None
 
     def _array_source(self, s, written) -> bool:
         """An indexed member reads a NumPy array: made in the group, or surely NumPy
         (a tuple's ``carry[0]`` must not make the kernel fall back on every call)."""
-        if s.prim not in _INDEXED_PRIMS:
-            return True
+        if s.prim not in _INDEXED_PRIMS or s.prim == "place_at":
+            return True      # (a fast trip's facts made place_at's operands arrays)
         name = s.args[0].name
         # an unknown value may be a list or a tuple (``carry[1]``, ``ys[:-1]``): its
         # indexing is Python's, never a kernel's
@@ -537,6 +561,9 @@ class _Fuser:
             t = stmts[j]
             if self.kernels and members[-1].prim in _REDUCTIONS:
                 break                      # a reduction ends its group
+            if self.kernels and isinstance(t, Prim) and t.prim == "place_at" and \
+                    isinstance(t.args[0], Var) and t.args[0].name in written:
+                break                      # (a placement reads an input: kernels/ir.py)
             if self.kernels and self.member(t) and set(core.reads(t)) & (written | read) \
                     and t.prim in _INDEXED_PRIMS and (
                         not self._array_source(t, written) or

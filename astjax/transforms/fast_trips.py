@@ -59,6 +59,12 @@ class FastTrip:
         self.facts: list = []
         self.resets: list = []        # cotangents of the trip's temporaries, set None last
         self.position = {id(st): k for k, st in enumerate(loop.body)}
+        # the trip whose incoming cotangents ``rt.cots_complete`` found complete:
+        # cotangent -> "array" (not None), or a tuple of those and "none" (entries of a
+        # tuple cotangent); lists whose last entry is not None
+        self.complete_mode = False
+        self.status: dict = {}
+        self.last_nonnull: set = set()
         self.writes: dict = {}
         for k, st in enumerate(loop.body):
             for w in core.writes(st):
@@ -133,6 +139,95 @@ class FastTrip:
         return all(self._value_known(r, before[-1], carried, depth + 1)
                    for r in core.reads(st))
 
+    def array_valued(self, name, depth=0) -> bool:
+        """Every value the body assigns to ``name`` is an array (a ufunc's result, a
+        pad, a slice of one): ``x[0]`` is a row, not a tuple's entry."""
+        from astjax import primitives as P
+        import numpy as np
+        at = self.writes.get(name)
+        if not at or depth > 8:
+            return False
+        for k in at:
+            st = self.loop.body[k]
+            if isinstance(st, Copy) and isinstance(st.value, Var):
+                ok = self.array_valued(st.value.name, depth + 1)
+            elif isinstance(st, Prim) and st.prim in ("pad", "place_at"):
+                ok = True
+            elif isinstance(st, Prim) and st.prim == "getitem" and isinstance(
+                    st.args[0], Var) and isinstance(self.structure(st.args[0].name,
+                                                                   depth + 1), tuple):
+                ok = self.structure(name, depth + 1) == "array"   # (``carry[1]``)
+            elif isinstance(st, Prim) and st.prim == "getitem":
+                ok = isinstance(st.args[1], Index) and any(
+                    isinstance(it, SliceAtom) for it in st.args[1].items) and \
+                    isinstance(st.args[0], Var) and self.array_valued(st.args[0].name,
+                                                                      depth + 1)
+            else:
+                entry = P.REGISTRY.get(st.prim) if isinstance(st, Prim) else None
+                ok = entry is not None and entry.kind == "elementwise" and \
+                    isinstance(entry.impl, np.ufunc)
+            if not ok:
+                return False
+        return True
+
+    def structure(self, name, depth=0, before=None):
+        """What every trip assigns to ``name`` (the last assignment before statement
+        ``before``, else its only one): "array" (an array: the runtime check makes
+        sure), a tuple of structures (``make_tuple``), or None (unknown)."""
+        at = [k for k in self.writes.get(name, ()) if before is None or k < before]
+        if not at or (before is None and len(at) != 1) or depth > 8:
+            return None
+        st = self.loop.body[at[-1]]
+        if isinstance(st, Copy):
+            return self.structure(st.value.name, depth + 1) if isinstance(
+                st.value, Var) else None
+        if not isinstance(st, Prim):
+            return None
+        if st.prim == "make_tuple" and len(st.args) == 1:
+            return tuple(self.structure(a.name, depth + 1) if isinstance(a, Var) else None
+                         for a in st.args[0])
+        if st.prim == "compact" and isinstance(st.args[0], Var):
+            return self.structure(st.args[0].name, depth + 1, at[-1])
+        if st.prim == "getitem" and isinstance(st.args[0], Var) and isinstance(
+                st.args[1], Index):
+            items = st.args[1].items
+            inner = self.structure(st.args[0].name, depth + 1)
+            if isinstance(inner, tuple):
+                if len(items) == 1 and isinstance(items[0], Const) and \
+                        type(items[0].value) is int and -len(inner) <= items[0].value < len(inner):
+                    return inner[items[0].value]
+                return None
+            return "array" if inner == "array" and _placeable(st.args[1]) else None
+        return "array" if self.array_valued(name) else None
+
+    def assume_complete(self, rev) -> list:
+        """(cotangent, what ``rt.cots_complete`` checks) for the trip's incoming
+        cotangents it takes as complete: a carried tuple of arrays, the last entry of
+        a list the body appends an array to.  They are not None from the start, so
+        the trip's head (the scan's tuple plumbing, the receiver row) needs no guard
+        and fuses with the kernels after it."""
+        out = []
+        for name, at in self.writes.items():
+            if len(at) != 1:
+                continue
+            st = self.loop.body[at[0]]
+            d = rev.adj_names.get(name)      # (no new name: resets would follow it)
+            if d is None or d in rev.null or name not in rev.activity.active:
+                continue                       # inactive, or a trip's own temporary
+            if isinstance(st, Prim) and st.prim == "append" and st.target == name and \
+                    isinstance(st.args[1], Var) and \
+                    self.structure(st.args[1].name, before=at[0]) == "array":
+                self.last_nonnull.add(d)
+                out.append((d, "last"))
+            else:
+                struct = self.structure(name)
+                if not isinstance(struct, tuple) or not _all_arrays(struct):
+                    continue
+                self.status[d] = struct
+                out.append((d, struct))
+            rev.nonnull.add(d)
+        return out
+
     def add_fact(self, fact):
         if fact not in self.facts:
             self.facts.append(fact)
@@ -144,6 +239,76 @@ class FastTrip:
             spec.append((kind, widths) if widths is not None else (kind,))
             names.extend(vars_)
         return tuple(spec), names
+
+
+def _all_arrays(struct) -> bool:
+    if isinstance(struct, tuple):
+        return bool(struct) and all(_all_arrays(x) for x in struct)
+    return struct == "array"
+
+
+def _merge(a, b):
+    """The status of a sum of cotangents of these statuses ("none": known None)."""
+    if a == "none":
+        return b
+    if b == "none":
+        return a
+    return "array" if a == b == "array" else None
+
+
+def _tuple_entry(rev, s, g):
+    """``y = t[k]`` of a tuple ``t`` in a complete trip: the general rule's ``acc_at``
+    (a tuple with ``g`` at ``k``), with the entries' statuses recorded."""
+    ctx, loc = rev.fast, s.loc
+    t = s.args[0].name
+    struct = ctx.structure(t)
+    k = s.args[1].items[0].value
+    dt = rev.d(t)
+    if not isinstance(struct, tuple) or not -len(struct) <= k < len(struct) or (
+            dt not in rev.null and dt not in ctx.status):
+        return None
+    k = k + len(struct) if k < 0 else k
+    old = ["none"] * len(struct) if dt in rev.null else list(ctx.status[dt])
+    new = ctx.status.get(g) if g in ctx.status else (
+        "array" if g in rev.nonnull and struct[k] == "array" else None)
+    old[k] = _merge(old[k], new) if new is not None else None
+    stmt = Prim(dt, "acc_at", [Var(dt), Var(t), s.args[1], Var(g)], loc=loc)
+    out = rev.meta_operands([stmt])
+    rev.backward_reads.update(core.atom_vars([s.args[1]]))
+    rev.null.discard(dt)
+    rev.nonnull.add(dt)
+    ctx.status[dt] = tuple(old)
+    return out
+
+
+def _tuple_parts(rev, s, wanted, g):
+    """``t = (a, b, ...)`` in a complete trip, ``d_t`` a tuple of known entries: each
+    operand takes its entry (``rt.cot_at``, a plain add where both are arrays, which
+    fuses), none where the entry is known None."""
+    ctx, loc = rev.fast, s.loc
+    status = ctx.status.get(g)
+    if not isinstance(status, tuple) or len(status) != len(s.args[0]):
+        return None
+    out = []
+    for i, op in wanted:
+        st = status[i]
+        if st == "none":
+            continue
+        part = rev.names.fresh(f"{g}_{i}")
+        out.append(Prim(part, "cot_at", [Var(g), Const(i)], loc=loc))
+        dx = rev.d(op.name)
+        was_null = dx in rev.null
+        if st == "array" and ctx.array_valued(op.name) and not was_null:
+            out.extend(rev.accumulate(dx, Var(part), loc, fast_add=op.name))
+            continue
+        out.extend(rev.accumulate(dx, Var(part), loc, surely=st is not None and (
+            st == "array" or isinstance(st, tuple))))
+        if was_null:
+            if isinstance(st, tuple):
+                ctx.status[dx] = st
+        else:
+            ctx.status.pop(dx, None)
+    return out
 
 
 def _shape_deps(st):
@@ -213,10 +378,79 @@ def _slice_widths(index):
     return tuple(out) or None
 
 
+def _assign_directly(stmts, acc, contribs):
+    """``acc``, or nothing when it is ``d_x = t`` of a temporary ``t`` that one of
+    ``stmts`` made for this contribution only: that statement then assigns ``d_x``
+    itself.  (A copy of a value a fused group makes stops the group there:
+    ``d_pressure_past = -d_pressure_future`` had split FWI's backward step in two
+    kernels.)"""
+    if not (len(acc) == 1 and isinstance(acc[0], Copy) and isinstance(acc[0].value, Var)):
+        return acc
+    t = acc[0].value.name
+    makers = [st for st in stmts if t in core.writes(st)]
+    if len(makers) != 1 or not isinstance(makers[0], Prim) or makers[0].target != t or \
+            sum(isinstance(c, Var) and c.name == t for c in contribs) != 1 or \
+            any(t in core.reads(st) for st in stmts):
+        return acc
+    makers[0].target = acc[0].target
+    return []
+
+
+def _placeable(index):
+    """A basic index ``rt.place_at`` and the kernels' ``Place`` take: integers (a row
+    at a run-time index) and unit-step slices."""
+    if not index.items:
+        return False
+    for it in index.items:
+        if isinstance(it, SliceAtom):
+            step = it.step
+            if not (step is None or isinstance(step, Const) and (
+                    step.value is None or step.value == 1 and type(step.value) is int)):
+                return False
+            for b in (it.lower, it.upper):
+                if not (b is None or isinstance(b, Var) or isinstance(b, Const) and (
+                        b.value is None or type(b.value) is int)):
+                    return False
+        elif not (isinstance(it, Var) or isinstance(it, Const) and type(it.value) is int):
+            return False
+    return True
+
+
+def _place_rule(rev, s, g):
+    """``y = x[index]`` (a row, or a slice of fewer axes than ``x`` has): the cotangent
+    placed at ``index`` -- ``d_x = place_at(g, x, index)`` where ``d_x`` is None, else
+    ``d_x + place_at(g, x, index, -0.0)`` (``acc_at``'s values: -0.0 leaves ``d_x`` as
+    it is around the block) -- which fuses into the trip's kernels."""
+    ctx, loc = rev.fast, s.loc
+    x = s.args[0].name
+    dx = rev.d(x)
+    if dx not in rev.null and dx not in rev.nonnull:
+        return None       # (may be None: the general rule's acc_at tells them apart)
+    ctx.add_fact(("part", (s.target, x), None))
+    rev.backward_reads.update(core.atom_vars([s.args[1]]))
+    if dx in rev.null:
+        rev.null.discard(dx)
+        rev.nonnull.add(dx)
+        return rev.meta_operands([Prim(dx, "place_at", [Var(g), Var(x), s.args[1],
+                                                        Const(0.0)], loc=loc)])
+    placed = rev.names.fresh(f"{dx}_placed")
+    return rev.meta_operands([Prim(placed, "place_at", [Var(g), Var(x), s.args[1],
+                                                        Const(-0.0)], loc=loc)]) + [
+        Prim(dx, "add", [Var(dx), Var(placed)], loc=loc)]
+
+
 def adjoint(rev, s, wanted, g, ans):
     """The fast adjoint of ``s`` (statements), or None when no fast rule applies."""
     ctx = rev.fast
     loc = s.loc
+    # (the tuple plumbing of a complete trip: the general rules' statements, no fact)
+    if ctx.complete_mode and s.prim == "getitem" and len(s.args) == 2 and isinstance(
+            s.args[1], Index) and len(s.args[1].items) == 1 and isinstance(
+                s.args[1].items[0], Const) and type(s.args[1].items[0].value) is int and \
+            isinstance(ctx.structure(s.args[0].name), tuple):
+        return _tuple_entry(rev, s, g)
+    if ctx.complete_mode and s.prim == "make_tuple" and len(s.args) == 1:
+        return _tuple_parts(rev, s, wanted, g)
     if not all(ctx.stable(op.name, s) for _, op in wanted) or not ctx.stable(s.target, s):
         return None
     if s.prim in _TEMPLATE_PRIMS and not s.kwargs and len(s.args) >= 2 and (
@@ -230,7 +464,8 @@ def adjoint(rev, s, wanted, g, ans):
         out = list(stmts)
         for (_, op), c in zip(wanted, contribs):
             ctx.add_fact(("same", (op.name, s.target), None))
-            out.extend(rev.accumulate(rev.d(op.name), c, loc, fast_add=op.name))
+            acc = rev.accumulate(rev.d(op.name), c, loc, fast_add=op.name)
+            out.extend(_assign_directly(out, acc, contribs))
         return out
     if s.prim == "pad" and not s.kwargs and [i for i, _ in wanted] == [0]:
         widths = _pairs(constant_value(s.args[1], ctx.consts))
@@ -245,6 +480,10 @@ def adjoint(rev, s, wanted, g, ans):
         out = [Prim(inner, "getitem", [Var(g), Index(items, True)], loc=loc)]
         out.extend(rev.accumulate(rev.d(x), Var(inner), loc, fast_add=x))
         return out
+    if s.prim == "getitem" and len(s.args) == 2 and isinstance(s.args[1], Index) and \
+            len(s.args[1].items) < 2 and _placeable(s.args[1]) and ctx.array_valued(
+                s.args[0].name):
+        return _place_rule(rev, s, g)
     if s.prim == "getitem" and len(s.args) == 2:
         widths = _slice_widths(s.args[1])
         x = s.args[0].name

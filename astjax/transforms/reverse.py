@@ -287,7 +287,7 @@ class ReverseAD:
         else:
             stmt = Prim(dx, "acc", [Var(dx), contrib], loc=loc)
         self.null.discard(dx)
-        if surely or was_nonnull:
+        if surely or was_nonnull or isinstance(contrib, Var) and contrib.name in self.nonnull:
             self.nonnull.add(dx)
         else:
             self.nonnull.discard(dx)
@@ -569,15 +569,32 @@ class ReverseAD:
             finally:
                 self.fast = None
             carried = ctx.carried_inputs() if ctx.facts else None
+            complete = None
+            if carried is not None:
+                facts = list(ctx.facts)
+                complete = self._complete_trip(s, start_null, trip, ctx)
+                if complete:
+                    carried = ctx.carried_inputs()
+                    if carried is None:      # its facts need more than signatures
+                        ctx.facts, carried, complete = facts, ctx.carried_inputs(), None
             if carried is not None:
                 # the fast forward trip pushes only the shape stand-ins this reads
                 # and only the trip's values this reads (pad widths the general
                 # rules read are left out)
-                reads = core.all_reads(fast)
+                reads = core.all_reads(fast + (complete[0] if complete else []))
                 trip_values = self.deferred_standins | set(late)
-                fast = [st for st in fast if not (
-                    isinstance(st, Prim) and st.prim == "pop" and
-                    st.target in trip_values and st.target not in reads)]
+
+                def popped(stmts):
+                    return [st for st in stmts if not (
+                        isinstance(st, Prim) and st.prim == "pop" and
+                        st.target in trip_values and st.target not in reads)]
+                fast = popped(fast)
+                if complete:
+                    # incoming cotangents complete: the trip without their guards
+                    cond = self.names.fresh("complete_trip")
+                    fast = [Prim(cond, "cots_complete", [Const(complete[1]), [
+                        Var(d) for d in complete[2]]], loc=loc),
+                        If(Var(cond), popped(complete[0]), fast, loc=loc)]
                 ctx.standins = {w for w in trip_values if w in reads}
                 ctx.carried = carried
                 flag = self._fast_flag(s)
@@ -606,6 +623,28 @@ class ReverseAD:
         out.append(For(self.names.fresh("step"), Prim(None, "range", [
             Const(0), Var(trips), Const(None)]), inner + test_each, loc=loc))
         return out
+
+    def _complete_trip(self, loop, start_null, trip, fast):
+        """(statements, checks, cotangents) of the fast trip built on the trip's
+        incoming cotangents being complete (``fast_trips.FastTrip.assume_complete``),
+        or None when there is nothing to assume.  The facts its rules assume join
+        those of ``fast`` (the trip built without the assumption): the forward trip
+        checks them all."""
+        self.null, self.trip_null, self.nonnull = set(start_null), set(start_null), set()
+        ctx = fast_trips.FastTrip(loop, self._constants())
+        ctx.complete_mode = True
+        assumed = ctx.assume_complete(self)
+        if not assumed:
+            return None
+        self.fast = ctx
+        try:
+            body = trip()
+            body += [Copy(d, Const(None), loc=loop.loc) for d in dict.fromkeys(ctx.resets)]
+        finally:
+            self.fast = None
+        for fact in ctx.facts:
+            fast.add_fact(fact)
+        return body, tuple(c for _, c in assumed), [d for d, _ in assumed]
 
     def _locals(self, loop) -> list:
         """The loop body's own temporaries (``loop_locals``), in body order; not the
@@ -679,6 +718,8 @@ class ReverseAD:
                 # y = f(y, ...): take the cotangent out before accumulating into y
                 g = self.names.fresh(f"{d_y}_in")
                 out.append(Copy(g, Var(d_y), loc=loc))
+                if d_y in self.nonnull:
+                    self.nonnull.add(g)
                 out.extend(self.reset(d_y, loc))
             if self.fast is not None and not self_update and not any(
                     op.name in self.flags for _, op in wanted):
@@ -748,7 +789,9 @@ class ReverseAD:
             out.append(Prim(last, "last_cotangent", [Var(d_y)], loc=loc))
         out.append(Prim(d_y, "drop_last_cotangent", [Var(d_y)], loc=loc))
         if item:
-            out.extend(self.accumulate(self.d(item[0].name), Var(last), loc, surely=False))
+            # (a fast trip that checked the list's last entry: not None)
+            surely = self.fast is not None and d_y in self.fast.last_nonnull
+            out.extend(self.accumulate(self.d(item[0].name), Var(last), loc, surely=surely))
         return out
 
     def inline_template(self, src, prim, s: Prim, g: str, positions, ans: str):
