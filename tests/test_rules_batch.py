@@ -92,6 +92,7 @@ EXTRA = {
     "acc_step": (lambda r: ((_u(r, (5, 4)), _u(r, (5, 4)), 3, _u(r, (4,))), {}),
                  ("d", "xs", "g")),
     "cot_at": (lambda r: ((_u(r, (5, 4)), (Ellipsis, 1)), {}), ("g",)),
+    "place_at": (lambda r: ((_u(r, (4,)), _u(r, (5, 4)), -2, -0.0), {}), ("g", "x")),
     "cot_zero_at": (lambda r: ((_u(r, (5, 4)), (Ellipsis, 1)), {}), ("g",)),
     "cot_at_vjp": (lambda r: ((_u(r, (4,)), _u(r, (5, 4)), 2), {}), ("ct", "g")),
     "save_at": (lambda r: ((_u(r, (5, 4)), (Ellipsis, 1)), {}), ("x",)),
@@ -243,6 +244,8 @@ SKIP = {
     "trip_fits": "facts about one trip's shapes (a static fact, never batched)",
     "trip_signature": "signature of a trip's shapes (a static fact, never batched)",
     "same_signature": "compares two static signatures",
+    "cots_complete": "whether a trip's incoming cotangents are arrays (a run-time "
+                     "check of the tape's structure, never batched)",
     "cot_or_zero": "a cotangent or -0.0 like its primal; test_fast_trips covers vmap",
     "last_cotangent": "list cotangent unpacking; test_append_cotangents covers vmap",
     "drop_last_cotangent": "list cotangent unpacking; test_append_cotangents covers vmap",

@@ -111,18 +111,23 @@ def _loops(src):
             cur = []
             loops.append(cur)
         elif cur is not None and line.startswith("        "):
-            cur.append(line.strip())
+            cur.append(line[8:].rstrip())
         elif cur is not None and line.strip() and not line.startswith("        "):
             cur = None
-    return [[x for x in body if not x.startswith("#")] for body in loops]
+    return [[x for x in body if not x.strip().startswith("#")] for body in loops]
 
 
-def _branches(body):
+def _branches(body, first="if "):
     """The two versions of a trip (fast, general: ``transforms/fast_trips.py``), each
-    a line list, after the lines that choose between them."""
-    start = next(k for k, line in enumerate(body) if line.startswith("if "))
-    split = body.index("else:")
-    return body[start + 1:split], body[split + 1:]
+    a line list (stripped), after the lines that choose between them: the ``if`` that
+    starts with ``first`` and its ``else`` at the same depth."""
+    start = next(k for k, line in enumerate(body) if line.strip().startswith(first))
+    indent = body[start][:len(body[start]) - len(body[start].lstrip())]
+    split = next(k for k in range(start + 1, len(body)) if body[k] == indent + "else:")
+    end = next((k for k in range(split + 1, len(body))
+                if body[k].strip() and not body[k].startswith(indent + " ")), len(body))
+    return ([x.strip() for x in body[start + 1:split]],
+            [x.strip() for x in body[split + 1:end]])
 
 
 def test_wave_forward_sweep_saves_at_the_end_of_the_trip():
@@ -154,10 +159,16 @@ def test_wave_backward_sweep_is_a_few_blocks():
     fast, general = _branches(backward)
     # before: one guard per statement of the step (about 40)
     assert len([line for line in general if line.startswith("if ")]) <= 16
-    guards = [line for line in fast if line.startswith("if ")]
-    assert len(guards) <= 10, guards     # the tuple and list cotangents of the scan
-    assert not any(line.startswith(("rt.acc_at(", "ra.unbroadcast(", "ra.pad_vjp("))
-                   for line in fast)
+    # the fast trip: a complete trip (its incoming cotangents all arrays) and the one
+    # that guards the scan's tuple and list cotangents
+    inner = [line for line in backward if line.strip()]
+    complete, guarded = _branches(inner, "if complete_trip")
+    guards = [line for line in guarded if line.startswith("if ")]
+    assert len(guards) <= 10, guards
+    assert len([line for line in complete if line.startswith("if ")]) <= 2
+    for branch in (complete, guarded):
+        assert not any(line.startswith(("rt.acc_at(", "ra.unbroadcast(", "ra.pad_vjp("))
+                       for line in branch)
     assert not any(line.startswith("d_") and "rt.acc(d_pressure_future_sub" in line
                    for line in backward)
 

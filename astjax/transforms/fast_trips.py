@@ -78,6 +78,14 @@ class FastTrip:
         here = self.position.get(id(s))
         return here is not None and len(at) == 1 and (at[0] < here or name == s.target)
 
+    def carried(self, name) -> bool:
+        """``name`` is read by the body before its one write: a loop carry, whose
+        value (and cotangent) one trip hands to the next."""
+        at = self.writes.get(name)
+        if not at:
+            return False
+        return any(name in core.reads(st) for st in self.loop.body[:at[0] + 1])
+
     def carried_inputs(self):
         """The variables a trip's facts depend on that change from trip to trip (read
         before the body assigns them: ``carry``), or None when a fact depends on
@@ -221,11 +229,15 @@ class FastTrip:
                 out.append((d, "last"))
             else:
                 struct = self.structure(name)
-                if not isinstance(struct, tuple) or not _all_arrays(struct):
+                if struct == "array" and not self.carried(name):
+                    continue                   # a trip's own value, not an incoming one
+                if struct != "array" and (
+                        not isinstance(struct, tuple) or not _all_arrays(struct)):
                     continue
-                self.status[d] = struct
-                out.append((d, struct))
-            rev.nonnull.add(d)
+                if isinstance(struct, tuple):
+                    self.status[d] = struct
+                out.append((d, struct))        # a carried array is checked too: the
+            rev.nonnull.add(d)                 # first backward trip's may be None
         return out
 
     def add_fact(self, fact):
