@@ -119,13 +119,19 @@ def test_same_numbers_as_jax(tag, fn):
             f"{where}: {out.shape} {out.dtype}, JAX gives {ref.shape} {ref.dtype}")
         rtol = APPROXIMATE.get(fn, (None, None))[ref.dtype == np.float64]
         if rtol is not None:
-            np.testing.assert_allclose(out, ref, rtol=rtol, atol=rtol * 1e-3, err_msg=where)
+            # a Cholesky factor a last bit off moves each draw by about an ulp of its
+            # largest term (L @ z cancels): an absolute tolerance on the draws' scale
+            scale = float(np.max(np.abs(ref))) if fn == "multivariate_normal" else 1e-3
+            np.testing.assert_allclose(out, ref, rtol=rtol, atol=rtol * scale, err_msg=where)
             exact += int(np.sum(out == ref))
             total += out.size
         else:
             np.testing.assert_array_equal(out, ref, err_msg=where)
-    if total:   # the same algorithm, not merely the same distribution
-        assert exact / total > 0.9, f"{fn}: only {exact}/{total} values identical to JAX"
+    if total:   # the same algorithm, not merely the same distribution (another
+        # algorithm gives no identical floats; NumPy's Cholesky, without SciPy's
+        # LAPACK, rounds some factors differently: 234 of 270 identical here)
+        need = 0.5 if fn == "multivariate_normal" and not HAVE_SCIPY else 0.9
+        assert exact / total > need, f"{fn}: only {exact}/{total} values identical to JAX"
 
 
 GAMMA_CASES = [(name, i) for name in GAMMA for i in range(12)]
