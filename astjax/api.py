@@ -159,11 +159,8 @@ def grad(fun, argnums=0, has_aux=False, allow_int=False):
         values = bind_arguments(fun, args, kwargs, "grad")
         typed = _typed_shard()
         if typed is not None:         # inside a check_vma=True shard_map
-            if not allow_int:
-                _check_args(fun, values, normalize_argnums(argnums, len(values),
-                                                           fun_name(fun))[1])
-            return typed.gradient(fun, values, argnums, has_aux, "grad",
-                                  _vjp_code(fun, has_aux, values))
+            return _typed_gradient(typed, fun, values, argnums, has_aux, allow_int,
+                                   "grad")
         gen, single, nums = get_reverse(fun, "grad", argnums, has_aux, values)
         if not allow_int:
             _check_args(fun, values, nums)
@@ -174,6 +171,15 @@ def grad(fun, argnums=0, has_aux=False, allow_int=False):
                  lambda: get_reverse(fun, "grad", argnums, has_aux)[0].functions["main"],
                  lambda *a, **k: get_reverse(fun, "grad", argnums, has_aux, source_arguments(
                      fun, a, k, "grad"))[0])
+
+
+def _typed_gradient(typed, fun, values, argnums, has_aux, allow_int, what):
+    """``grad``/``value_and_grad`` taken inside a check_vma=True shard_map: JAX's
+    typed gradient (``sharding/vma.py``), after the usual argument checks."""
+    if not allow_int:
+        _check_args(fun, values, normalize_argnums(argnums, len(values), fun_name(fun))[1])
+    return typed.gradient(fun, values, argnums, has_aux, what,
+                          _vjp_code(fun, has_aux, values))
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
@@ -188,11 +194,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
         values = bind_arguments(fun, args, kwargs, "value_and_grad")
         typed = _typed_shard()
         if typed is not None:         # inside a check_vma=True shard_map
-            if not allow_int:
-                _check_args(fun, values, normalize_argnums(argnums, len(values),
-                                                           fun_name(fun))[1])
-            return typed.gradient(fun, values, argnums, has_aux, "value_and_grad",
-                                  _vjp_code(fun, has_aux, values))
+            return _typed_gradient(typed, fun, values, argnums, has_aux, allow_int,
+                                   "value_and_grad")
         gen, single, nums = get_reverse(fun, "value_and_grad", argnums, has_aux, values)
         if not allow_int:
             _check_args(fun, values, nums)

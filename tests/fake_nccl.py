@@ -179,3 +179,14 @@ def install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", this)
     LOG.clear()
     return this
+
+
+def real_gpus() -> int:
+    """How many GPUs real NCCL could use here (0 without CuPy's NCCL): the gpu tests'
+    skip condition."""
+    from astjax.sharding.nccl import gpu_devices
+    try:
+        from cupy.cuda import nccl  # noqa: F401
+    except ImportError:
+        return 0
+    return len(gpu_devices())

@@ -1,8 +1,9 @@
 """Record JAX's check_vma=True gradients inside shard_map (and pmap's) for
 tests/test_sharding_vma.py (needs JAX 0.10; the tests do not).
 
-Each case is a per-shard function taking a gradient inside; the test file runs the
-same functions through astjax on the same data (``data()``).
+Each case is a per-shard function taking a gradient inside (tests/programs/vma.py,
+loaded here with JAX's ``np`` and ``lax``); the test file runs the same functions
+through astjax on the same data (``data()``).
 
     python tests/gen_vma_fixtures.py        # -> tests/fixtures/vma_jax.json
 """
@@ -24,74 +25,23 @@ jax.config.update("jax_enable_x64", True)
 AUTO = jax.sharding.AxisType.Auto
 MESH = jax.make_mesh((4,), ("i",), axis_types=(AUTO,))
 MESH2 = jax.make_mesh((2, 2), ("i", "j"), axis_types=(AUTO, AUTO))
-RING = [(0, 1), (1, 2), (2, 3), (3, 0)]
 
 
-def data():
-    rng = np.random.RandomState(0)
-    w, x = rng.randn(3, 2), rng.randn(8, 3)
-    ct, ct2 = rng.randn(8, 2), rng.randn(2, 2)
-    x4, w2 = rng.randn(8, 4, 3), rng.randn(2, 3, 2)
-    return w, x, ct, ct2, x4, w2
+def _programs():
+    """tests/programs/vma.py executed again with np -> jax.numpy, lax -> jax.lax."""
+    import importlib.util
+    path = Path(__file__).resolve().parent / "programs" / "vma.py"
+    spec = importlib.util.spec_from_file_location("vma_programs_jax", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.np, module.lax = jnp, lax
+    return module
 
 
-def local(w, x):
-    return jnp.sum(jnp.tanh(x @ w) ** 2)
-
-
-def every_collective(w, x):
-    h = jnp.tanh(x @ w)
-    hs = lax.stop_gradient(h)          # (JAX differentiates neither pmax nor pmin)
-    a = lax.pmax(hs, "i") * lax.pmin(hs, "i") * h
-    g = lax.all_gather(h, "i")
-    s = lax.psum_scatter(g * w[0, 0], "i", scatter_dimension=0)
-    pp = lax.ppermute(h, "i", RING)
-    aa = lax.all_to_all(jnp.concatenate([h, h * 2.0], 0), "i", 0, 0, tiled=True)
-    idx = lax.axis_index("i").astype(jnp.float64)
-    v = lax.pcast(w, "i", to="varying")
-    return (jnp.sum(a) + jnp.sum(s * pp) + jnp.sum(aa ** 2) * 0.1 + idx * jnp.sum(v)
-            + jnp.sum(lax.pmean(h, "i") * w[1]))
-
-
-def loops(w, x):
-    def body(k, c):
-        return jnp.tanh(c @ w[:2] + lax.ppermute(c, "i", RING)) * 0.9
-    c = lax.fori_loop(0, 3, body, x[:, :2])
-
-    def step(c, xi):
-        c2 = c * jnp.cos(xi[0]) + lax.pmean(jnp.sum(xi) * w[2], "i")
-        return c2, lax.psum(jnp.sum(c2), "i")
-    c, ys = lax.scan(step, c[0], x)
-    return jnp.sum(c ** 2) + jnp.sum(ys) * 0.01
-
-
-def varying_out(w, x):
-    return jnp.tanh(x @ w) * lax.psum(jnp.sum(x), "i")
-
-
-def invariant_out(w, x):
-    return lax.psum(jnp.tanh(x @ w), "i")
-
-
-def psum_i(w, x):
-    return lax.psum(jnp.sum(jnp.tanh(x @ w) ** 2), "i")
-
-
-def psum_j(w, x):
-    return lax.psum(jnp.sum(jnp.tanh(x @ w) ** 2), "j")
-
-
-def cond_varying(w, x):
-    y = lax.psum(jnp.sum(jnp.tanh(x @ w)), "i")
-    return lax.cond(jnp.sum(x) > 0, lambda y: y * 2.0, lambda y: y * 3.0, y)
-
-
-def scan_invariant(w, x):
-    def step(c, xi):
-        c = c * 0.5 + lax.psum(jnp.sum(jnp.tanh(xi @ w)), "i")
-        return c, c * c
-    c, ys = lax.scan(step, jnp.zeros(()), x)
-    return jnp.sum(ys) + c
+V = _programs()
+RING, data, local, every_collective, loops = V.RING, V.data, V.local, V.every_collective, V.loops
+varying_out, invariant_out, psum_i, psum_j = V.varying_out, V.invariant_out, V.psum_i, V.psum_j
+cond_varying, scan_invariant = V.cond_varying, V.scan_invariant
 
 
 def sm(f, i=(P(), P("i")), o=P(), mesh=MESH):

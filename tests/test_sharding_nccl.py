@@ -205,20 +205,13 @@ def _grid_body(b):
 
 # ------------------------------------------------------------------- real GPUs (gpu)
 
-def _gpus():
-    from astjax.sharding.nccl import gpu_devices
-    try:
-        from cupy.cuda import nccl  # noqa: F401
-    except ImportError:
-        return 0
-    return len(gpu_devices())
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
+@pytest.mark.skipif(fake_nccl.real_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
 def test_real_nccl_on_cupy_arrays(monkeypatch):
     import cupy
-    n = 2 if _gpus() >= 2 else 1
+    n = 2 if fake_nccl.real_gpus() >= 2 else 1
     monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", str(n))
     mesh = astjax.make_mesh((n,), ("i",))
     x = np.arange(12.0 * n).reshape(4 * n, 3)
@@ -237,12 +230,12 @@ def test_real_nccl_on_cupy_arrays(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
+@pytest.mark.skipif(fake_nccl.real_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
 def test_real_nccl_gradients_pmap_and_every_collective(monkeypatch):
     """grad of a shard_map'ed loss, pmap, all_to_all and pmax on CuPy arrays: the
     values of the same program on NumPy arrays (the shared-memory engine)."""
     import cupy
-    n = 2 if _gpus() >= 2 else 1
+    n = 2 if fake_nccl.real_gpus() >= 2 else 1
     monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", str(n))
     mesh = astjax.make_mesh((n,), ("i",))
     rng = np.random.default_rng(0)

@@ -4,12 +4,14 @@ Under check_vma=True (shard_map's default) a replicated input's gradient taken i
 the per-shard function comes out summed over the devices (JAX's implicit pvary), a
 psum's cotangent is not summed again, and an output invariant over an axis counts
 once (astjax/sharding/vma.py).  Each case is checked against JAX 0.10.2's numbers
-(tests/gen_vma_fixtures.py wrote tests/fixtures/vma_jax.json; JAX is not needed here)
+(tests/gen_vma_fixtures.py wrote tests/fixtures/vma_jax.json from the same functions,
+tests/programs/vma.py; JAX is not needed here)
 and against central finite differences of the summed-loss formulation: the global
 function whose gradient the typed program computes, evaluated by forward runs only.
 pmap keeps check_vma=False's local gradients, as JAX's does.
 """
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +21,13 @@ import astjax
 from astjax import lax
 from astjax.sharding import P
 from astjax.sharding.errors import ShardingError
+import fake_nccl
 from conftest import numerical_grad
+from programs.vma import (RING, cond_varying, data, every_collective, invariant_out,  # noqa: F401
+                          local, loops, psum_i, psum_j, scan_invariant, varying_out)
 
 JAX = json.loads((Path(__file__).resolve().parent / "fixtures" / "vma_jax.json")
                  .read_text())["cases"]
-RING = [(0, 1), (1, 2), (2, 3), (3, 0)]
 
 
 @pytest.fixture(autouse=True)
@@ -37,15 +41,6 @@ def mesh1():
 
 def mesh2():
     return astjax.make_mesh((2, 2), ("i", "j"))
-
-
-def data():
-    """The generator's data (np.random.RandomState(0), in the same order)."""
-    rng = np.random.RandomState(0)
-    w, x = rng.randn(3, 2), rng.randn(8, 3)
-    ct, ct2 = rng.randn(8, 2), rng.randn(2, 2)
-    x4, w2 = rng.randn(8, 4, 3), rng.randn(2, 3, 2)
-    return w, x, ct, ct2, x4, w2
 
 
 W, X, CT, CT2, X4, W2 = data()
@@ -62,66 +57,6 @@ def close(got, want, rtol=1e-12, atol=1e-12):
 
 
 # ------------------------------------------------------------ the per-shard functions
-
-def local(w, x):
-    return np.sum(np.tanh(x @ w) ** 2)
-
-
-def every_collective(w, x, w0=None, x0=None):
-    h = np.tanh(x @ w)
-    # pmax/pmin of a constant (JAX differentiates neither): finite differences hold
-    # it at the base point (w0, x0)
-    hs = lax.stop_gradient(h) if w0 is None else np.tanh(x0 @ w0)
-    a = lax.pmax(hs, "i") * lax.pmin(hs, "i") * h
-    g = lax.all_gather(h, "i")
-    s = lax.psum_scatter(g * w[0, 0], "i", scatter_dimension=0)
-    pp = lax.ppermute(h, "i", RING)
-    aa = lax.all_to_all(np.concatenate([h, h * 2.0], 0), "i", 0, 0, tiled=True)
-    idx = lax.axis_index("i").astype(np.float64)
-    v = lax.pcast(w, "i", to="varying")
-    return (np.sum(a) + np.sum(s * pp) + np.sum(aa ** 2) * 0.1 + idx * np.sum(v)
-            + np.sum(lax.pmean(h, "i") * w[1]))
-
-
-def loops(w, x):
-    def body(k, c):
-        return np.tanh(c @ w[:2] + lax.ppermute(c, "i", RING)) * 0.9
-    c = lax.fori_loop(0, 3, body, x[:, :2])
-
-    def step(c, xi):
-        c2 = c * np.cos(xi[0]) + lax.pmean(np.sum(xi) * w[2], "i")
-        return c2, lax.psum(np.sum(c2), "i")
-    c, ys = lax.scan(step, c[0], x)
-    return np.sum(c ** 2) + np.sum(ys) * 0.01
-
-
-def varying_out(w, x):
-    return np.tanh(x @ w) * lax.psum(np.sum(x), "i")
-
-
-def invariant_out(w, x):
-    return lax.psum(np.tanh(x @ w), "i")
-
-
-def psum_i(w, x):
-    return lax.psum(np.sum(np.tanh(x @ w) ** 2), "i")
-
-
-def psum_j(w, x):
-    return lax.psum(np.sum(np.tanh(x @ w) ** 2), "j")
-
-
-def cond_varying(w, x):
-    y = lax.psum(np.sum(np.tanh(x @ w)), "i")
-    return lax.cond(np.sum(x) > 0, lambda y: y * 2.0, lambda y: y * 3.0, y)
-
-
-def scan_invariant(w, x):
-    def step(c, xi):
-        c = c * 0.5 + lax.psum(np.sum(np.tanh(xi @ w)), "i")
-        return c, c * c
-    c, ys = lax.scan(step, np.zeros(()), x)
-    return np.sum(ys) + c
 
 
 def sm(f, i=(P(), P("i")), o=P(), mesh=None, check_vma=True):
@@ -419,7 +354,10 @@ def _pullback_transformed(w, x):
 def test_untyped_reverse_mode_is_refused_with_the_users_line(body):
     with pytest.raises(ShardingError, match="check_vma") as e:
         sm(body)(W, X)
-    assert "test_sharding_vma.py" in str(e.value)
+    # the line of the call, or of the differentiated function's definition
+    # (``local`` lives in tests/programs/vma.py)
+    assert re.search(r'File ".*(test_sharding_vma|programs/vma)\.py", line \d+',
+                     str(e.value)), str(e.value)
     # check_vma=False runs them (JAX's check_vma=False numbers)
     sm(body, o=P("i"), check_vma=False)(W, X)
 
@@ -453,33 +391,19 @@ def test_pcast_and_pvary():
 def test_through_nccl(name, monkeypatch):
     """The boundaries' collectives on the NCCL engine (tests/fake_nccl.py without a
     GPU): the same numbers."""
-    import sys
-    here = str(Path(__file__).resolve().parent)
-    sys.path.insert(0, here)
-    try:
-        import fake_nccl
-    finally:
-        sys.path.remove(here)
     monkeypatch.setenv("ASTJAX_SHARD_ENGINE", "nccl")
     log = fake_nccl.install(monkeypatch).LOG
     close(CASES[name](), JAX[name])
     assert any(c[0] == "allReduce" for c in log)
 
 
-def _gpus():
-    from astjax.sharding.nccl import gpu_devices
-    try:
-        from cupy.cuda import nccl  # noqa: F401
-    except ImportError:
-        return 0
-    return len(gpu_devices())
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
+@pytest.mark.skipif(fake_nccl.real_gpus() < 1, reason="needs CuPy with NCCL and a GPU")
 def test_real_nccl_on_cupy_arrays(monkeypatch):
     import cupy
-    n = 2 if _gpus() >= 2 else 1
+    n = 2 if fake_nccl.real_gpus() >= 2 else 1
     monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", str(n))
     mesh = astjax.make_mesh((n,), ("i",))
 
