@@ -389,7 +389,19 @@ def _rows_only(c, w, xs):
     return np.sum(rows ** 2)
 
 
-@pytest.mark.parametrize("f", [_carry_only, _rows_only, _stencil, _rows])
+def _array_carry_rows(c, w, xs):
+    """A carry that is one array (not a tuple) and is not used at the end: the first
+    backward trip's carried cotangent is None, so that trip is not complete (the
+    fuzzer's ``lax.scan(lambda c, t: (c * 0.5 + t, c * t), x[0], x)[1]`` crashed)."""
+    def step(now, amp):
+        new = now * 0.5 + np.pad(now[1:] - now[:-1], ((1, 0), (0, 0))) * c + amp
+        return new, now * new[-2] * w[0]
+    _, rows = lax.scan(step, 0.01 * c, xs)
+    return np.sum(rows ** 2)
+
+
+@pytest.mark.parametrize("f", [_carry_only, _rows_only, _array_carry_rows, _stencil,
+                               _rows])
 def test_complete_trips_equal_the_general_adjoint(f, monkeypatch):
     args = (C, W, XS, 3) if f is _rows else (C, W, XS)
     for argnums in (0, 1):
