@@ -365,6 +365,16 @@ SCRATCHED = [
      _padded_diff("e", 0, 1, 0, "ex") + _padded_diff("e", 1, 1, 0, "ey") +
      _padded_diff("c", 0, 1, 0, "u") +
      [ir.Op("exy", "add", ("ex", "ey")), ir.Op("r", "add", ("exy", "u"))], 2),
+    # the wave's adjoint, per axis: the body reads u at two columns (rows), and u's
+    # own fill reads c at two columns (rows): both are rings, c's filled first
+    ("adjoint-cols", _costly("x", "c") + _padded_diff("c", 1, 0, 1, "t") +
+     _costly("t", "u") + _padded_diff("u", 1, 1, 0, "r"), 2),
+    ("adjoint-rows", _costly("x", "c") + _padded_diff("c", 0, 0, 1, "t") +
+     _costly("t", "u") + _padded_diff("u", 0, 1, 0, "r"), 2),
+    ("adjoint-both", _costly("x", "c") + _padded_diff("c", 0, 0, 1, "t") +
+     _padded_diff("c", 1, 0, 1, "s") + _costly("t", "u") + _costly("s", "w") +
+     _padded_diff("u", 0, 1, 0, "du") + _padded_diff("w", 1, 1, 0, "dw") +
+     [ir.Op("r", "add", ("du", "dw"))], 2),
 ]
 
 
@@ -392,13 +402,16 @@ def test_scratch_rows_give_numpys_values(chain, dtype, threads, monkeypatch):
             for label, x in views(x0):
                 same(kc(x), want)
     texts = [v[1] for v in kc.specs.values() if v]
-    assert texts and any("sc0_row" in t for t in texts)
+    assert texts and any("sc0_row" in t or "sc0_at" in t for t in texts)
 
 
 # rings whose newest row the interior loop computes itself (read at column offset 0
 # only); the others are filled by loops of their own
 INLINED = {"rows-2": 1, "cols-2": 0, "wave-like": 1, "rows-3-cols-3": 0, "rows-3": 1,
-           "nested": 0}
+           "nested": 0, "adjoint-cols": 0, "adjoint-rows": 1, "adjoint-both": 1}
+# costly values (two divisions each) a point of each chain needs
+COSTLY = {"rows-2": 1, "cols-2": 1, "wave-like": 2, "rows-3-cols-3": 1, "rows-3": 1,
+          "nested": 2, "adjoint-cols": 2, "adjoint-rows": 2, "adjoint-both": 3}
 
 
 @pytest.mark.parametrize("chain", SCRATCHED, ids=[c[0] for c in SCRATCHED])
@@ -414,10 +427,46 @@ def test_scratched_values_are_computed_once_per_row(chain):
     stored = [line for line in body if re.match(r"sc\d+_row_p\d+\[\w+\] = ", line.strip())]
     assert len(stored) == INLINED[name], "\n".join(body)
     assert len(divisions) == (2 if stored else 0), "\n".join(body)
-    assert any("sc0_row" in line for line in body)
-    # every ring is read by the interior (none filled for nothing)
+    assert any("_row_" in line for line in body)
+    # every ring is read by the interior or by another ring's fill (none filled for
+    # nothing)
     for k in range(text.count("malloc(")):
-        assert any(f"sc{k}_row" in line for line in body)
+        assert any(f"sc{k}_row" in line for line in body) or f"sc{k}_at_" in text
+
+
+@pytest.mark.parametrize("chain", SCRATCHED, ids=[c[0] for c in SCRATCHED])
+def test_each_costly_value_is_computed_once_per_point(chain):
+    """On a row after a thread's first, the fill loops (each ring's newest row) and
+    the interior loop together divide twice per costly value and point: a value read
+    at several offsets inside another ring's fill is a ring too (nested rings), not
+    recomputed per read."""
+    name, ops, rank = chain
+    x = rand(np.float64, (9, 8))
+    text = rendered(ops, ((np.dtype(np.float64), 2, None),), [x])
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "if (b1 > a1) {" in line)
+    steady, skip = [], 0
+    for line in lines[start:]:
+        if "prev = i0;" in line:
+            break
+        if "in the loop below" in line:
+            skip = 1             # a fill loop that a later row skips: its newest row
+            continue             # is computed by the interior loop
+        if skip:
+            skip += line.count("{") - line.count("}")
+            if line.strip() == "}" and skip == 1:
+                skip = 0
+            continue
+        steady.append(line)
+    divisions = [line for line in steady if "/" in line.split("/*")[0]]
+    assert len(divisions) == 2 * COSTLY[name], "\n".join(steady)
+    # a ring another ring's fill reads is filled before it
+    for k in range(text.count("malloc(")):
+        first_read = next((i for i, line in enumerate(lines) if f"sc{k}_at_" in line
+                           and "= sc" not in line), None)
+        if first_read is not None:
+            fill = next(i for i, line in enumerate(lines) if f"*restrict row = sc{k} " in line)
+            assert fill < first_read
 
 
 def test_an_interior_loop_that_stores_its_ring_row_is_vectorized(tmp_path):

@@ -261,6 +261,9 @@ class _Emitter:
         # buffer number -> the newest ring row, which the interior loop itself
         # computes and stores (``_inline_newest``)
         self.inline_rows: dict = {}
+        # ring row pointers are named for rows relative to ``i0`` (the interior) or
+        # to ``r`` (a fill loop computing row ``r`` of another ring: nested rings)
+        self.row_base = "row"
 
     def form(self, e):
         """(axis, scale, offset) of index expression ``e`` (interior bodies only)."""
@@ -340,12 +343,12 @@ class _Emitter:
                 del self.scratch[v]
                 name = self._node(self.defs[v], idx)
                 self.scratch[v] = k
-                self.lines.append(f"{_row_name(k, a)}[{idx[1]}] = {name};")
+                self.lines.append(f"{_row_name(k, a, self.row_base)}[{idx[1]}] = {name};")
                 self.memo[key] = name
                 return name
             name = self.fresh(v)
             self.lines.append(f"const {ctype(self.typed.values[v][0])} {name} = "
-                              f"{_row_name(k, a)}[{idx[1]}];")
+                              f"{_row_name(k, a, self.row_base)}[{idx[1]}];")
             self.memo[key] = name
             return name
         if v.startswith("in"):
@@ -599,29 +602,14 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
         results = [inside.value(v, idx) for v, _ in typed.outputs]
         if inside.constraints:
             em.helpers |= inside.helpers
-            plan = _scratch_plan(typed, inside) if rank == 2 else []
             scratch = None
-            while plan:
-                inline = _inline_newest(plan)
-                while True:
-                    again = _Emitter(typed, baked, interior=True)
-                    again.scratch = {v: k for k, (v, *_) in enumerate(plan)}
-                    again.inline_rows = inline
-                    results = [again.value(v, idx) for v, _ in typed.outputs]
-                    # a newest row no interior statement reads is left to its fill
-                    kept = {k: a for k, a in inline.items() if (k, a) in again.rows_used}
-                    if kept == inline:
-                        break
-                    inline = kept
-                used = {k for k, _ in again.rows_used}
-                if len(used) == len(plan):
-                    break
-                # read only inside another stored value's statements: recomputed there
-                plan = [p for k, p in enumerate(plan) if k in used]
+            plan, again, results_again = _plan_rings(typed, baked, idx, inside) \
+                if rank == 2 else ([], None, None)
             if plan:
                 em.helpers |= again.helpers
                 scratch = _scratch_code(typed, baked, plan, again, em.helpers)
                 inside.lines = again.lines
+                results = results_again
             interior = list(inside.lines)
             interior += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
             edge, selects = None, ()
@@ -686,8 +674,8 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
         "\n".join(code) + "\n    (void)nthreads;\n    return 0;\n}\n"
 
 
-def _row_name(k, a) -> str:
-    return f"sc{k}_row_{'m' if a < 0 else 'p'}{abs(a)}"
+def _row_name(k, a, base="row") -> str:
+    return f"sc{k}_{base}_{'m' if a < 0 else 'p'}{abs(a)}"
 
 
 _COSTLY = frozenset({"divide", "true_divide", "floor_divide", "remainder", "fmod",
@@ -715,31 +703,127 @@ def _contiguous(values) -> bool:
     return max(values) - min(values) + 1 == len(values)
 
 
+def _offsets(em, reads):
+    """(row, column) offsets of ``reads`` (index tuples of a rank-2 value) when each
+    is ``(i0 + a, i1 + b)`` with integer ``a``, ``b`` in ``em``'s index forms, else
+    None."""
+    offs = set()
+    for idx in reads:
+        f0, f1 = em.form(idx[0]), em.form(idx[1])
+        if f0[:2] != (0, "1") or f1[:2] != (1, "1") or not (
+                _int_literal(f0[2]) and _int_literal(f1[2])):
+            return None
+        offs.add((int(f0[2]), int(f1[2])))
+    return offs
+
+
 def _scratch_plan(typed, em):
     """Values of a rank-2 loop that the interior body (``em``, already emitted) reads
-    at several indices ``(i0 + a, i1 + b)`` with constant offsets forming one run in
-    each axis, and that cost enough to recompute: (value, a min, a max, b min, b max).
+    at several indices ``(i0 + a, i1 + b)`` with constant offsets, and that cost enough
+    to recompute: their names, in statement order."""
+    return [v for v, reads in em.reads.items()
+            if typed.values[v][1] == 2 and len(reads) >= 2 and
+            _cost(typed, v) >= SCRATCH_MIN_COST and _offsets(em, reads)]
 
-    Each is computed once per row into a ring of rows (``a max - a min + 1``), for the
-    columns the interior reads, instead of once per read (``pressure_xx[1:] -
-    pressure_xx[:-1]``: one division per point instead of two)."""
-    plan = []
-    for v, reads in em.reads.items():
-        dt, rank = typed.values[v]
-        if rank != 2 or len(reads) < 2 or _cost(typed, v) < SCRATCH_MIN_COST:
-            continue
-        offs = []
-        for idx in reads:
-            f0, f1 = em.form(idx[0]), em.form(idx[1])
-            if f0[:2] != (0, "1") or f1[:2] != (1, "1") or not (
-                    _int_literal(f0[2]) and _int_literal(f1[2])):
-                break
-            offs.append((int(f0[2]), int(f1[2])))
-        else:
-            rows, cols = {a for a, _ in offs}, {b for _, b in offs}
-            if _contiguous(rows) and _contiguous(cols):
-                plan.append((v, min(rows), max(rows), min(cols), max(cols)))
-    return plan
+
+# rounds of ``_plan_rings`` looking for a stable set of rings
+PLAN_ROUNDS = 8
+
+
+def _ring_reads(typed, baked, idx, planned):
+    """The interior body emitted with ``planned`` values read from rings, and each
+    planned value's fill body (the value at ``(r, j)``, the other planned values
+    read from rings): (interior emitter, its results, {consumer: {value: offsets}}),
+    consumer None the interior, offsets relative to the consumer's own index (None
+    where a read is not at constant offsets)."""
+    scratch = {v: k for k, v in enumerate(planned)}
+    inner = _Emitter(typed, baked, interior=True)
+    inner.scratch = dict(scratch)
+    results = [inner.value(v, idx) for v, _ in typed.outputs]
+    reads = {None: {v: _offsets(inner, r) for v, r in inner.reads.items()}}
+    for v in planned:
+        sub = _fill_emitter(typed, baked, v, scratch)
+        sub.value(v, ("r", "j"))
+        reads[v] = {w: _offsets(sub, r) for w, r in sub.reads.items() if w != v}
+    return inner, results, reads
+
+
+def _fill_emitter(typed, baked, v, scratch):
+    """An emitter computing ``v`` at ``(r, j)`` (row ``r`` of its ring) that reads the
+    other values of ``scratch`` from their rings (rows named relative to ``r``)."""
+    sub = _Emitter(typed, baked, interior=True)    # (its constraints: the caller's)
+    sub.count = 1000 * (scratch[v] + 1)
+    sub.forms["r"] = (0, "1", "0")
+    sub.forms["j"] = (1, "1", "0")
+    sub.scratch = {w: k for w, k in scratch.items() if w != v}
+    sub.row_base = "at"
+    return sub
+
+
+def _plan_rings(typed, baked, idx, inside):
+    """The rings of a rank-2 interior: (plan, the interior emitter reading them, its
+    results).  ``plan``: (value, a min, a max, b min, b max) in statement order, each
+    value computed once per row into a ring of rows ``i0 + a min .. i0 + a max``,
+    columns ``i1 + b min .. i1 + b max`` of the interior, instead of once per read.
+
+    A value is stored when it costs enough and is read at two or more (consumer,
+    offset) pairs, a consumer being the interior body or the fill loop of another
+    ring: so nested reads are computed once too (the wave's adjoint reads
+    ``g / dy`` at columns ``j`` and ``j + 1`` inside the value it reads at ``j`` and
+    ``j - 1``: 8 divisions per point instead of 3 for that axis).  A ring's rows and
+    columns span its reads: the interior's and those of its consumers' fills over
+    their own spans.  Every such index lies between indices the fully inlined
+    interior reads (``inside``), so the interior's constraints cover them: the pad
+    guards are affine in the offsets."""
+    planned = _scratch_plan(typed, inside)
+    order = {op.target: n for n, op in enumerate(typed.ops)}
+    for _ in range(PLAN_ROUNDS):
+        if not planned:
+            return [], None, None
+        again, results, reads = _ring_reads(typed, baked, idx, planned)
+        count: dict = {}
+        bad = set()
+        for consumer, got in reads.items():
+            for w, offs in got.items():
+                if offs is None:
+                    bad.add(w)
+                else:
+                    count[w] = count.get(w, 0) + len(offs)
+        keep = [w for w in count if w not in bad and typed.values[w][1] == 2 and
+                count[w] >= 2 and _cost(typed, w) >= SCRATCH_MIN_COST]
+        keep.sort(key=order.__getitem__)
+        if keep == planned:
+            break
+        planned = keep
+    else:
+        return [], None, None
+    # spans: consumers before the values they read (statement order, backwards)
+    span = {}
+    for w in sorted(planned, key=order.__getitem__, reverse=True):
+        rows, cols = set(), set()
+        for a, b in reads[None].get(w) or ():
+            rows.add(a)
+            cols.add(b)
+        for v in planned:
+            offs = reads[v].get(w)
+            if offs and v in span:
+                amin, amax, bmin, bmax = span[v]
+                rows |= {amin + min(a for a, _ in offs), amax + max(a for a, _ in offs)}
+                cols |= {bmin + min(b for _, b in offs), bmax + max(b for _, b in offs)}
+        span[w] = (min(rows), max(rows), min(cols), max(cols))
+    plan = [(v,) + span[v] for v in planned]
+    fill_read = {w for v in planned for w in reads[v]}
+    inline = {k: a for k, a in _inline_newest(plan).items() if plan[k][0] not in fill_read}
+    while True:
+        again = _Emitter(typed, baked, interior=True)
+        again.scratch = {v: k for k, (v, *_) in enumerate(plan)}
+        again.inline_rows = inline
+        results = [again.value(v, idx) for v, _ in typed.outputs]
+        # a newest row no interior statement reads is left to its fill
+        kept = {k: a for k, a in inline.items() if (k, a) in again.rows_used}
+        if kept == inline:
+            return plan, again, results
+        inline = kept
 
 
 def _inline_newest(plan) -> dict:
@@ -748,17 +832,19 @@ def _inline_newest(plan) -> dict:
     reads it at its own column) and stores it for the next rows, so the value's work
     overlaps the loop's memory traffic instead of running in a fill loop of its own
     (the wave step: 5% less single-thread time).  A value read at other columns of
-    the newest row needs its neighbours first: it keeps its fill loop."""
+    the newest row needs its neighbours first: it keeps its fill loop (so does one
+    another ring's fill reads)."""
     return {k: amax for k, (v, amin, amax, bmin, bmax) in enumerate(plan)
             if bmin == bmax == 0 and amax > amin}
 
 
-def _scratch_fill(typed, baked, k, v, amin, amax, bmin, bmax, helpers, inline=False):
-    """C filling buffer ``k``'s ring rows of value ``v`` for loop row ``i0``: all
-    of them on the first interior row of a thread's run, else the newest one
-    (``inline``: the interior loop computes the newest one, so all but it, or none)."""
-    sub = _Emitter(typed, baked, interior=True)    # (its constraints: the caller's)
-    sub.count = 1000 * (k + 1)
+def _scratch_fill(typed, baked, k, plan, helpers, inline=False):
+    """C filling buffer ``k``'s ring rows of ``plan[k]``'s value for loop row ``i0``:
+    all of them on the first interior row of a thread's run, else the newest one
+    (``inline``: the interior loop computes the newest one, so all but it, or none).
+    Values of other rings it reads come from their rows (filled before it)."""
+    v, amin, amax, bmin, bmax = plan[k]
+    sub = _fill_emitter(typed, baked, v, {p[0]: n for n, p in enumerate(plan)})
     val = sub.value(v, ("r", "j"))
     helpers |= sub.helpers
     R = amax - amin + 1
@@ -772,16 +858,22 @@ def _scratch_fill(typed, baked, k, v, amin, amax, bmin, bmax, helpers, inline=Fa
              + " */",
              f"for (int64_t a = i0 == prev + 1 ? {amax} : {amin}; a <= {last}; a++) {{",
              "    const int64_t r = i0 + a;",
-             f"    {T} *restrict row = sc{k} + (r % {R}) * {W};",
-             "    #pragma omp simd",
-             f"    for (int64_t j = {j0}; j < {j1}; j++) {{"]
+             f"    {T} *restrict row = sc{k} + (r % {R}) * {W};"]
+    for n, a in sorted(sub.rows_used):       # rows of the rings this one reads
+        Rn = plan[n][2] - plan[n][1] + 1
+        Tn = ctype(typed.values[plan[n][0]][0])
+        lines.append(f"    const {Tn} *restrict {_row_name(n, a, 'at')} = "
+                     f"sc{n} + ((r + {a}) % {Rn}) * W{n};")
+    lines += ["    #pragma omp simd",
+              f"    for (int64_t j = {j0}; j < {j1}; j++) {{"]
     lines += ["        " + line for line in sub.lines]
     lines += [f"        row[j] = {val};", "    }", "}"]
     return lines
 
 
 def _scratch_code(typed, baked, plan, em, helpers):
-    """The allocation, per-row fill, row pointers and release of ``plan``'s rings."""
+    """The allocation, per-row fill (rings read by others' fills first), row pointers
+    and release of ``plan``'s rings."""
     alloc, fill, rows, free = [], [], [], []
     oks = []
     for k, (v, amin, amax, bmin, bmax) in enumerate(plan):
@@ -791,8 +883,7 @@ def _scratch_code(typed, baked, plan, em, helpers):
         alloc.append(f"const int64_t W{k} = {W};")
         alloc.append(f"{T} *sc{k} = ({T} *)malloc(sizeof({T}) * (size_t)({R} * W{k} + 1));")
         oks.append(f"sc{k} != NULL")
-        fill += _scratch_fill(typed, baked, k, v, amin, amax, bmin, bmax, helpers,
-                              inline=k in em.inline_rows)
+        fill += _scratch_fill(typed, baked, k, plan, helpers, inline=k in em.inline_rows)
         free.append(f"free(sc{k});")
     for k, a in sorted(em.rows_used):
         R = plan[k][2] - plan[k][1] + 1

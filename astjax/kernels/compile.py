@@ -159,16 +159,19 @@ def _digest(path) -> str:
 
 
 def _passive_openmp():
-    """OpenMP threads spin briefly when a kernel ends, then sleep.  libgomp's default
+    """OpenMP threads spin a while when a kernel ends, then sleep.  libgomp's default
     spins for up to 300,000 rounds (idle threads then compete with NumPy's and BLAS's
-    between kernels), a passive policy sleeps at once (a scan step's next kernel then
-    pays a wake-up: the 300x300 wave ran at 97 ms with two threads against 72 with
-    one); 1,000 rounds (about a microsecond) keep the threads of back-to-back kernels
-    awake (43 ms) and leave the cores at once after (the MLP's BLAS calls between its
-    kernels: 2.20 ms, 2.08 passive, 2.63 with 10,000 rounds).  Read once, when
-    libgomp loads; the user's own ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` win."""
+    between kernels); a passive policy sleeps at once, and the next kernel pays a
+    wake-up (tens of microseconds on a virtual machine: the 300x300 wave ran at 97 ms
+    with two threads against 72 with one).  10,000 rounds keep the threads of a loop
+    body awake across the host code between its kernels (FWI's ``value_and_grad``,
+    whose forward and backward steps run from Python: 306-331 ms with 1,000 rounds,
+    266-274 with 10,000; the forward's compiled loop: 59 ms either way) and cost the
+    MLP's BLAS calls nothing measurable (its kernels take threads only for 64x the
+    usual work: 2.90-3.02 ms against 2.90-2.97 with 1,000).  Read once, when libgomp
+    loads; the user's own ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` win."""
     if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
         os.environ.setdefault("KMP_BLOCKTIME", "0")    # (clang's libomp: milliseconds)
 
 
