@@ -43,15 +43,36 @@ _pool = None
 _pool_lock = threading.Lock()
 
 
+# os.environ's own dict and key: ``os.environ.get`` encodes the key and decodes the
+# value on every call (~1 us, per kernel call of a scan step); the raw lookup is
+# ~50 ns and sees every change made through os.environ (monkeypatch.setenv included)
+_ENV_DATA = getattr(os.environ, "_data", None)
+try:
+    _ENV_KEY = os.environ.encodekey("ASTJAX_NUM_THREADS")
+except AttributeError:
+    _ENV_KEY = _ENV_DATA = None
+_threads_seen = [object(), 0]      # (the raw value last parsed, its thread count)
+
+
 def num_threads() -> int:
     """Threads a large group runs on: ``ASTJAX_NUM_THREADS``, else the usable cores."""
-    env = os.environ.get("ASTJAX_NUM_THREADS")
+    if _ENV_DATA is not None:
+        raw = _ENV_DATA.get(_ENV_KEY)
+        seen = _threads_seen
+        if raw is seen[0] or (raw is not None and raw == seen[0]):
+            return seen[1]
+        env = None if raw is None else os.environ.decodevalue(raw)
+    else:
+        raw = env = os.environ.get("ASTJAX_NUM_THREADS")
+    got = _cores()
     if env:
         try:
-            return max(1, int(env))
+            got = max(1, int(env))
         except ValueError:
             pass
-    return _cores()
+    if _ENV_DATA is not None:
+        _threads_seen[:] = [raw, got]
+    return got
 
 
 @functools.lru_cache(maxsize=None)
