@@ -305,7 +305,10 @@ def meta(x):
     instead, so reverse mode does not keep every intermediate array alive: for an
     array it is a zero-stride view of one element.
     """
-    if isinstance(x, np.ndarray):
+    t = type(x)
+    if t is tuple:                 # (a scan's carry, every step: the common case first)
+        return tuple([meta(v) for v in x])
+    if t is np.ndarray or isinstance(x, np.ndarray):
         key = (x.shape, x.dtype)
         view = _META_VIEWS.get(key)
         if view is None:

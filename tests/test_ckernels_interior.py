@@ -19,6 +19,7 @@ import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from astjax.kernels import c as c_render, compile as cc, ir, layout
 from astjax.kernels.runtime import KernelCall
@@ -467,6 +468,52 @@ def test_each_costly_value_is_computed_once_per_point(chain):
         if first_read is not None:
             fill = next(i for i, line in enumerate(lines) if f"*restrict row = sc{k} " in line)
             assert fill < first_read
+
+
+@st.composite
+def ring_chains(draw):
+    """Random compositions of costly values and padded differences along either axis
+    (constant or edge pads, either side), each reading any earlier value: rings
+    inside rings' fills, several consumers, rows and columns mixed."""
+    ops, names = [], ["x"]
+    for k in range(draw(st.integers(2, 8))):
+        src = draw(st.sampled_from(names[-3:]))       # (mostly chains: nesting)
+        kind = draw(st.sampled_from(["costly", "costly", "diff", "diff", "diff", "add"]))
+        t = f"v{k}"
+        if kind == "costly":
+            ops += _costly(src, t)
+        elif kind == "diff":
+            axis, lo = draw(st.integers(0, 1)), draw(st.integers(0, 1))
+            diff = _padded_diff(src, axis, lo, 1 - lo, t)
+            if draw(st.booleans()):
+                widths = diff[-1].widths
+                diff[-1] = ir.Pad(t, t + "_d", widths, "edge")
+            ops += diff
+        else:
+            ops.append(ir.Op(t, "add", (src, draw(st.sampled_from(names)))))
+        names.append(t)
+    ops.append(ir.Op("r", "add", (names[-1], draw(st.sampled_from(names)))))
+    return ops
+
+
+@settings(max_examples=int(os.environ.get("RING_EXAMPLES", "30")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=ring_chains(), dtype=st.sampled_from([np.float32, np.float64]),
+       threads=st.sampled_from(["1", "2", "3"]), seed=st.integers(0, 2 ** 16))
+def test_random_ring_chains_give_numpys_values(ops, dtype, threads, seed, monkeypatch):
+    """Whatever rings the planner makes (nested or not, inlined or filled), every
+    element is NumPy's, on every thread split and shape, views included."""
+    from astjax.kernels import runtime
+    monkeypatch.setenv("ASTJAX_NUM_THREADS", threads)
+    monkeypatch.setattr(runtime, "MIN_PARALLEL_WORK", 1)
+    f = numpy_of(ops, "r")
+    kc = KernelCall(ir.Kernel("ring_chain", ["x"], list(ops), ["r"]), lambda x: f(x=x))
+    for k, shape in enumerate([(2, 3), (3, 2), (6, 5), (23, 17)]):
+        x0 = rand(dtype, shape, seed + k)
+        with np.errstate(all="ignore"):
+            want = f(x=x0)
+            for label, x in views(x0)[:2]:
+                same(kc(x), want)
 
 
 def test_an_interior_loop_that_stores_its_ring_row_is_vectorized(tmp_path):

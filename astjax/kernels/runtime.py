@@ -233,7 +233,8 @@ class KernelCall:
         """The plan key of ``args``, or None (an argument no plan is made for)."""
         try:
             return tuple([(a.dtype, a.shape, a.strides) if type(a) is _ndarray
-                          else _scalar_key(a) for a in args])
+                          else float if type(a) is float else _scalar_key(a)
+                          for a in args])
         except TypeError:
             return None
 
