@@ -520,7 +520,7 @@ def _sums_in_place(d, g):
                 return False
     elif not (isinstance(g, np.generic) or (tg in _NUMBERS)):
         return False
-    return np.result_type(d, g) == d.dtype
+    return _keeps_dtype(d, g)
 
 
 def acc_inplace(d, g):
@@ -548,11 +548,17 @@ def acc_reuse(d, g):
     return acc(d, g)
 
 
+def _keeps_dtype(d, g):
+    """``d + g`` has ``d``'s dtype (``g`` an array, NumPy scalar or Python number)."""
+    return (type(g) is np.ndarray and g.dtype is d.dtype) or \
+        np.result_type(d, g) == d.dtype
+
+
 def acc_at_inplace(d, x, index, g):
     """``acc_at(d, x, index, g)`` for an owned ``d``: adds ``g`` at ``index`` in place."""
     if g is not None and isinstance(x, np.ndarray) and _owned_buffer(d) and \
             (type(g) is np.ndarray or isinstance(g, np.generic) or type(g) in _NUMBERS) \
-            and np.result_type(d, g) == d.dtype:
+            and _keeps_dtype(d, g):
         if _is_basic_index(index):
             d[index] += g
         else:
@@ -562,6 +568,8 @@ def acc_at_inplace(d, x, index, g):
 
 
 def _is_basic_index(index):
+    if type(index) is int:
+        return True
     items = index if isinstance(index, tuple) else (index,)
     return all(isinstance(i, (int, slice, type(None), type(Ellipsis)))
                or isinstance(i, np.integer) for i in items)
@@ -725,7 +733,7 @@ def acc_step_inplace(d, xs, i, g):
     """``acc_step`` for an owned ``d``: ``d[i] += g`` in place."""
     if g is not None and type(xs) is np.ndarray and _owned_buffer(d) and \
             (type(g) is np.ndarray or isinstance(g, np.generic) or type(g) in _NUMBERS) \
-            and np.result_type(d, g) == d.dtype:
+            and _keeps_dtype(d, g):
         d[i] += g
         return d
     return acc_step(d, xs, i, g)
@@ -737,7 +745,7 @@ def compact(y):
     A scan output like ``field[row]`` is a view that would keep the whole per-step
     ``field`` alive until the outputs are stacked; copying the row frees it.
     """
-    if isinstance(y, np.ndarray):
+    if type(y) is np.ndarray or isinstance(y, np.ndarray):
         base = y.base
         return y.copy() if isinstance(base, np.ndarray) and base.size > y.size else y
     if isinstance(y, (list, tuple, dict)):
