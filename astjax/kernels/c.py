@@ -18,7 +18,9 @@ interior, where no pad guard or clamp can fire (the guards' affine forms solved 
 branch-free with unit-stride loads, so the compiler vectorizes it; the strips keep
 the guarded body.  In a rank-2 interior, a costly value read at several shifted
 rows or columns (the wave's ``pressure_xx[1:] - pressure_xx[:-1]``) is computed once
-per row into per-thread ring rows instead of once per read.  Both change which
+per row into per-thread ring rows instead of once per read, and so is a costly value
+read at shifted indices inside such a value's own computation (nested rings, the
+wave's adjoint).  Both change which
 statements run where, never a value: every element is computed by the same
 operations in the same order.
 
@@ -697,10 +699,6 @@ def _cost(typed, v, seen=None) -> int:
         own = 4 if op.ufunc in _COSTLY else 1
         return own + sum(_cost(typed, a) for a, _ in op.args if a != "const")
     return _cost(typed, op.source)
-
-
-def _contiguous(values) -> bool:
-    return max(values) - min(values) + 1 == len(values)
 
 
 def _offsets(em, reads):
