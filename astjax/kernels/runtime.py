@@ -14,10 +14,11 @@ NumPy gives (inf, NaN, 0 for an integer divided by 0) but not its RuntimeWarning
 
 Per-call cost.  A call whose arguments have the dtypes, shapes and strides of an
 earlier call reuses that call's *plan* (the compiled function, the layout's ``P``
-array, the result shapes), and passes the arrays to a small C entry point
-(``<kernel>_objs``) by their object addresses: it reads each array's data pointer
-itself (``DATA_OFFSET``, probed once at import), which saves NumPy's
-``__array_interface__`` round trip, a few microseconds per array.
+array, the result shapes), and passes the argument tuple and the result list to a small C entry point
+(``<kernel>_objs``) as Python objects: it reads the array objects from their item
+arrays and each array's data pointer itself (``ITEM_OFFSETS``, ``DATA_OFFSET``, probed
+once at import), which saves NumPy's ``__array_interface__`` round trip, a few
+microseconds per array, and an array of addresses built per call.
 
 Result buffers of kernels called in a loop body (``lax.scan``, ``fori_loop``,
 ``while_loop``, Python loops) are taken from a small pool per result: a pooled array
@@ -28,7 +29,6 @@ buffer, and the next one is used (double buffering falls out of the count).
 """
 from __future__ import annotations
 
-import array
 import ctypes
 import math
 import sys
@@ -75,18 +75,48 @@ def _probe_data_offset():
     return off
 
 
+def _probe_item_offsets():
+    """(byte offset of a tuple's item array, of a list's item-array pointer): where a
+    C entry point finds the array objects of the call's argument tuple (or list) and
+    result list, when the running CPython agrees for every probe; None otherwise."""
+    word = ctypes.sizeof(ctypes.c_void_p)
+    items = (object(), object(), object())
+    t, lst = tuple(items), list(items)
+    tuple_at = 2 * word + ctypes.sizeof(ctypes.c_ssize_t)        # after the var header
+    list_at = tuple_at
+    for k, x in enumerate(items):
+        if ctypes.c_void_p.from_address(id(t) + tuple_at + k * word).value != id(x):
+            return None
+        array_at = ctypes.c_void_p.from_address(id(lst) + list_at).value
+        if not array_at or ctypes.c_void_p.from_address(array_at + k * word).value != id(x):
+            return None
+    return tuple_at, list_at
+
+
 DATA_OFFSET = _probe_data_offset()
+ITEM_OFFSETS = _probe_item_offsets() if DATA_OFFSET is not None else None
+if ITEM_OFFSETS is None:
+    DATA_OFFSET = None          # (plans call kernels through argument sequences)
 
 
-def _objs_wrapper(cname, lead, lead_args, nptrs):
-    """C: ``cname_objs(<lead>, objs)`` -> ``cname(<lead>, ptrs)``, each ``ptrs[j]``
-    read from the array object at address ``objs[j]`` at ``DATA_OFFSET``."""
-    reads = ", ".join(f"*(void **)((char *)(intptr_t)objs[{j}] + {DATA_OFFSET})"
-                      for j in range(nptrs))
-    return (f"\n/* the same kernel called with NumPy array objects (their data pointer "
-            f"at byte {DATA_OFFSET}) */\n"
-            f"int {cname}_objs({lead}, const int64_t *objs) {{\n"
-            f"    void *ptrs[{max(nptrs, 1)}] = {{{reads}}};\n"
+def _objs_wrapper(cname, lead, lead_args, nin, nout):
+    """C: ``cname_objs(<lead>, args, args_is_list, outs)`` -> ``cname(<lead>, ptrs)``:
+    the argument tuple (or list) and the result list as Python objects, their array
+    objects read from the sequences' item arrays (``ITEM_OFFSETS``) and each data
+    pointer at ``DATA_OFFSET`` -- no array of addresses is built per call."""
+    tuple_at, list_at = ITEM_OFFSETS
+    reads = [f"*(void **)((char *)a[{j}] + {DATA_OFFSET})" for j in range(nin)]
+    reads += [f"*(void **)((char *)o[{j}] + {DATA_OFFSET})" for j in range(nout)]
+    return (f"\n/* the same kernel called with the argument tuple (or list) and the "
+            f"result list: array objects from their items, data pointers at byte "
+            f"{DATA_OFFSET} */\n"
+            f"int {cname}_objs({lead}, const char *args, int32_t args_list, "
+            f"const char *outs) {{\n"
+            f"    void *const *a = args_list ? *(void *const **)(args + {list_at}) "
+            f": (void *const *)(args + {tuple_at});\n"
+            f"    void *const *o = *(void *const **)(outs + {list_at});\n"
+            f"    void *ptrs[{max(nin + nout, 1)}] = {{{', '.join(reads)}}};\n"
+            f"    (void)a; (void)o;\n"
             f"    return {cname}({lead_args}, ptrs);\n}}\n")
 
 
@@ -199,9 +229,9 @@ class KernelCall:
     def _build(self, text, typed, lead, lead_args, argtypes):
         """(function, function taking array objects or None) of ``text``."""
         name = _cname(self.kernel)
-        nptrs = len(typed.inputs) + len(typed.outputs)
         if DATA_OFFSET is not None:
-            text = text + _objs_wrapper(name, lead, lead_args, nptrs)
+            text = text + _objs_wrapper(name, lead, lead_args, len(typed.inputs),
+                                        len(typed.outputs))
         origin = _origin(typed, text)
         func = cc.build(text, name, origin)
         func.argtypes = argtypes
@@ -209,7 +239,8 @@ class KernelCall:
         objs = None
         if DATA_OFFSET is not None:
             objs = cc.build(text, name + "_objs", origin)
-            objs.argtypes = argtypes
+            objs.argtypes = argtypes[:-1] + (ctypes.c_void_p, ctypes.c_int32,
+                                             ctypes.c_void_p)
             objs.restype = ctypes.c_int
         return func, objs
 
@@ -329,9 +360,9 @@ class KernelCall:
         else:
             outs = [self._buffer(pools[j], sh, dt) for j, (sh, dt) in enumerate(results)]
         if func is not None:
-            threads = num_threads() if parallel else 1
-            ids = array.array("q", [*map(id, args), *map(id, outs)])
-            func(*lead, threads, ids.buffer_info()[0])
+            # (``args`` and ``outs`` are alive here: the C code reads their items)
+            func(*lead, num_threads() if parallel else 1, id(args), type(args) is list,
+                 id(outs))
         if full_reduce:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)
