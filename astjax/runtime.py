@@ -776,8 +776,11 @@ def _unstack(g, n, reverse):
     """Step ``i``'s part of the stacked cotangent ``g`` for each of ``n`` steps."""
     if g is None:
         return [None] * n
-    from astjax.tree_util import tree_map
-    out = [tree_map(lambda leaf: leaf[i], g) for i in range(n)]
+    if type(g) is np.ndarray and g.ndim and len(g) == n:   # one stacked array: its rows
+        out = list(g)
+    else:
+        from astjax.tree_util import tree_map
+        out = [tree_map(lambda leaf: leaf[i], g) for i in range(n)]
     if reverse:
         out.reverse()
     return out
