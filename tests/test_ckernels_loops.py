@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import astjax
-from astjax.kernels import compile as cc
+from astjax.kernels import compile as cc, ir
 from astjax.kernels.runtime import DATA_OFFSET, KernelCall
 from conftest import load_source_module
 
@@ -373,3 +373,26 @@ def test_python_arithmetic_in_a_group_stays_weakly_typed(dtype):
     equal(jf(y, 3.0, 2.0), W.halved_then_added(y, 3.0, 2.0))
     with pytest.raises(ZeroDivisionError):
         jf(y, 3.0, 0.0)
+
+
+def test_plans_pass_argument_sequences_to_c_on_cpython():
+    """On CPython with a GIL the plan path is on: kernels read their array objects
+    from the argument tuple -- or list, when numbers were boxed into arrays -- and the
+    result list.  Both give NumPy's values call after call through a kept plan."""
+    import sys
+    from astjax.kernels import runtime
+    if sys.implementation.name != "cpython" or \
+            not getattr(sys, "_is_gil_enabled", lambda: True)():
+        pytest.skip("plans need CPython with a GIL")
+    assert runtime.ITEM_OFFSETS is not None and runtime.DATA_OFFSET is not None
+    a, b = _r(40, 33, seed=1), _r(40, 33, seed=2)
+    arrays = KernelCall(ir.Kernel("seq_mul", ["a", "b"], [ir.Op("r", "multiply", ("a", "b"))],
+                                  ["r"]), lambda a, b: a * b)
+    scaled = KernelCall(ir.Kernel("seq_scale", ["a", "s"],
+                                  [ir.Op("r", "multiply", ("a", "s"))], ["r"]),
+                        lambda a, s: a * s)
+    for k in range(3):
+        assert np.array_equal(arrays(a, b), a * b)          # the tuple
+        assert np.array_equal(scaled(a, 2.5 + k), a * (2.5 + k))   # a list (boxed)
+        assert np.array_equal(arrays(b, a[::-1]), b * a[::-1])     # another layout
+    assert len(arrays.plans) == 2 and len(scaled.plans) == 1
