@@ -729,21 +729,21 @@ PLAN_ROUNDS = 8
 
 
 def _ring_reads(typed, baked, idx, planned):
-    """The interior body emitted with ``planned`` values read from rings, and each
-    planned value's fill body (the value at ``(r, j)``, the other planned values
-    read from rings): (interior emitter, its results, {consumer: {value: offsets}}),
-    consumer None the interior, offsets relative to the consumer's own index (None
-    where a read is not at constant offsets)."""
+    """What reads what when ``planned`` values are read from rings: {consumer: {value:
+    offsets}}, consumer None the interior body, else a planned value's fill body (the
+    value at ``(r, j)``, the other planned values read from rings); offsets relative
+    to the consumer's own index (None where a read is not at constant offsets)."""
     scratch = {v: k for k, v in enumerate(planned)}
     inner = _Emitter(typed, baked, interior=True)
     inner.scratch = dict(scratch)
-    results = [inner.value(v, idx) for v, _ in typed.outputs]
+    for v, _ in typed.outputs:
+        inner.value(v, idx)
     reads = {None: {v: _offsets(inner, r) for v, r in inner.reads.items()}}
     for v in planned:
         sub = _fill_emitter(typed, baked, v, scratch)
         sub.value(v, ("r", "j"))
         reads[v] = {w: _offsets(sub, r) for w, r in sub.reads.items() if w != v}
-    return inner, results, reads
+    return reads
 
 
 def _fill_emitter(typed, baked, v, scratch):
@@ -778,7 +778,7 @@ def _plan_rings(typed, baked, idx, inside):
     for _ in range(PLAN_ROUNDS):
         if not planned:
             return [], None, None
-        again, results, reads = _ring_reads(typed, baked, idx, planned)
+        reads = _ring_reads(typed, baked, idx, planned)
         count: dict = {}
         bad = set()
         for consumer, got in reads.items():
@@ -830,8 +830,8 @@ def _inline_newest(plan) -> dict:
     reads it at its own column) and stores it for the next rows, so the value's work
     overlaps the loop's memory traffic instead of running in a fill loop of its own
     (the wave step: 5% less single-thread time).  A value read at other columns of
-    the newest row needs its neighbours first: it keeps its fill loop (so does one
-    another ring's fill reads)."""
+    the newest row needs its neighbours first: it keeps its fill loop, and so does a
+    value another ring's fill reads (``_plan_rings`` leaves those out)."""
     return {k: amax for k, (v, amin, amax, bmin, bmax) in enumerate(plan)
             if bmin == bmax == 0 and amax > amin}
 
