@@ -74,10 +74,42 @@ class ArrayModule(types.ModuleType):
                     and not isinstance(host, numpy.ufunc)
                     and not isinstance(value, types.ModuleType)
                     and self._array_type is not None):
+                if name in _JOINS:
+                    value = _join_in_chunks_while_capturing(value, name, self._xp)
                 value = _host_when_no_device_operand(value, host, self._array_type,
                                                      self._xp.asarray)
         self.__dict__[name] = value
         return value
+
+
+_JOINS = frozenset({"stack", "concatenate"})
+_JOIN_CHUNK = 8
+
+
+def _join_in_chunks_while_capturing(join, name, xp):
+    """``join`` (``xp.stack``/``xp.concatenate``) that, inside a CUDA-graph capture,
+    joins at most 8 arrays per call.
+
+    CuPy joins more than 8 small arrays by one kernel over a table of pointers that
+    it copies from the host, and a capturing stream refuses host-to-device copies:
+    a scan's stacked outputs would make every capture of a scan fail.  Up to 8
+    arrays CuPy copies each into its slice of the result, which captures; chunks of
+    8, then chunks of those, give the same array."""
+    def call(arrays, axis=0, **kwargs):
+        from astjax.kernels.cuda_graph import capturing
+        if kwargs or not capturing() or not isinstance(axis, int) or \
+                not isinstance(arrays, (list, tuple)) or len(arrays) <= _JOIN_CHUNK:
+            return join(arrays, axis, **kwargs)
+        parts = list(arrays)
+        if name == "stack":
+            parts = [xp.expand_dims(a, axis) for a in parts]
+        while len(parts) > _JOIN_CHUNK:
+            parts = [xp.concatenate(parts[i:i + _JOIN_CHUNK], axis)
+                     for i in range(0, len(parts), _JOIN_CHUNK)]
+        return xp.concatenate(parts, axis)
+    call.__name__ = name
+    call.__wrapped__ = join
+    return call
 
 
 def _holds(value, array_type, depth=0) -> bool:

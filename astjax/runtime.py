@@ -646,7 +646,9 @@ def check_scalar_output(value, fname):
         raise NonScalarOutputError(
             f"grad requires a scalar output, but {fname} returned an array of shape {shape}; "
             "use vjp or jacrev for non-scalar outputs, or reduce the output (np.sum).")
-    dtype = np.asarray(out).dtype
+    dtype = getattr(out, "dtype", None)    # (a device array's own: no host copy)
+    if dtype is None:
+        dtype = np.asarray(out).dtype
     if dtype.kind not in "f":
         raise NonScalarOutputError(
             f"grad requires a real floating-point output, but {fname} returned {dtype}.")

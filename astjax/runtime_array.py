@@ -119,7 +119,9 @@ def broadcast_like(t, x):
     """Broadcast ``t`` to the shape (and floating dtype) of ``x``; a fresh array."""
     if t is None:
         return None
-    dtype = _float_dtype(x, getattr(np.asarray(t), "dtype", None))
+    dtype = _float_dtype(x)
+    if dtype is None:       # (t's own dtype, without moving a Python number to a device)
+        dtype = getattr(t, "dtype", None) or np.result_type(t)
     out = np.empty(np.shape(x), dtype=dtype)
     out[...] = t
     return out
@@ -503,7 +505,8 @@ def _pad_zeros(array, pairs):
     """``np.pad(array, pairs)`` (zeros around) without np.pad's Python overhead: the
     same values, dtype and memory order."""
     shape = tuple(n + a + b for n, (a, b) in zip(array.shape, pairs))
-    out = np.empty(shape, dtype=array.dtype, order="F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C")
+    fortran = array.flags.f_contiguous and not array.flags.c_contiguous
+    out = np.empty(shape, dtype=array.dtype, order="F" if fortran else "C")
     out[tuple(slice(a, a + n) for n, (a, _) in zip(array.shape, pairs))] = array
     for k, (a, b) in enumerate(pairs):
         lead = (slice(None),) * k

@@ -44,6 +44,42 @@ def _no_sync(what):
         raise RuntimeError(f"fakecupy: {what} of a device array during graph capture")
 
 
+def _no_transfer_in(what):
+    """Copying host data to the device inside a capture: refused, as CuPy refuses it
+    ("the current stream is capturing, so H2D transfers are disallowed")."""
+    if CAPTURING:
+        raise RuntimeError(f"fakecupy: {what} from the host during graph capture: "
+                           "the current stream is capturing, so H2D transfers are "
+                           "disallowed")
+
+
+def _no_blas(what):
+    """CuPy refuses cuBLAS calls inside a capture (NotImplementedError)."""
+    if CAPTURING:
+        raise NotImplementedError(f"fakecupy: {what}: calling cuBLAS API during stream "
+                                  "capture is currently unsupported")
+
+
+# CuPy functions that copy host data to the device (a host operand), that join
+# arrays (more than 8 small ones: one kernel over a table of pointers sent from the
+# host), and that call cuBLAS
+_TRANSFERS = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray"})
+_JOINS = frozenset({"concatenate", "stack", "vstack", "hstack", "column_stack",
+                    "dstack", "row_stack"})
+_BLAS = frozenset({"dot", "matmul", "tensordot", "inner", "vdot", "einsum", "kron"})
+
+
+def _capture_refusals(name, args):
+    """What CuPy refuses while a stream is capturing (only checked then)."""
+    if name in _TRANSFERS and args and type(args[0]) is not DeviceArray:
+        _no_transfer_in(f"{name}()")
+    elif name in _JOINS and args and isinstance(args[0], (list, tuple)) and \
+            len(args[0]) > 8:
+        _no_transfer_in(f"{name}() of {len(args[0])} arrays (a pointer table)")
+    elif name in _BLAS or name.startswith("linalg."):
+        _no_blas(f"{name}()")
+
+
 class HostConversion(TypeError):
     """A device array met NumPy where CuPy would refuse it."""
 
@@ -128,6 +164,8 @@ class DeviceArray:
         if getattr(np, ufunc.__name__, None) is not ufunc:
             return NotImplemented       # CuPy knows NumPy's ufuncs, not frompyfunc's
         FAKE.calls[f"np.{ufunc.__name__}"] += 1
+        if ufunc is np.matmul:
+            _no_blas("matmul")
         f = ufunc if method == "__call__" else getattr(ufunc, method)
         got = f(*_unwrap(inputs, True), **_unwrap(kwargs, True))
         out = kwargs.get("out")
@@ -165,6 +203,8 @@ class DeviceArray:
             return _wrap(attr)
 
         def method(*a, **k):
+            if name == "dot":
+                _no_blas("ndarray.dot")
             return _wrap(attr(*_unwrap(a, True), **_unwrap(k, True)))
         return method
 
@@ -198,9 +238,14 @@ class DeviceArray:
         return operator.index(self._a[()]) if self._a.ndim == 0 else operator.index(self._a)
 
     def __getitem__(self, key):
+        if CAPTURING and any(type(k) in (np.ndarray, list)
+                             for k in (key if type(key) is tuple else (key,))):
+            _no_transfer_in("an index array")
         return _wrap(self._a[_unwrap(key, False)])
 
     def __setitem__(self, key, value):
+        if type(value) is np.ndarray:
+            _no_transfer_in("setitem of a numpy.ndarray")
         self._a[_unwrap(key, False)] = _unwrap(value, True)
 
 
@@ -208,9 +253,13 @@ def _binary(name):
     op = getattr(operator, name)
 
     def forward(self, other):
+        if name == "matmul":
+            _no_blas("@")
         return _wrap(op(self._a, _unwrap(other, True)))
 
     def reflected(self, other):
+        if name == "matmul":
+            _no_blas("@")
         return _wrap(op(_unwrap(other, True), self._a))
 
     def inplace(self, other):
@@ -240,6 +289,8 @@ def _function(f, name, calls, prefix=""):
 
     def wrapped(*a, **k):
         calls[prefix + name] += 1
+        if CAPTURING:
+            _capture_refusals(prefix + name, a)
         if needs_array:
             _refuse_host_operand(prefix + name, a, k)
         return _wrap(f(*_unwrap(a, strict), **_unwrap(k, strict)))

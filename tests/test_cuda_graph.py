@@ -143,12 +143,15 @@ def test_fori_index_is_data_in_the_graph():
 def test_a_step_that_reads_the_host_falls_back():
     _, c0 = _xs()
     dev = _device()
+    refused = cuda_graph.stats()["refused"]
     with cr.use_device(dev), graphs():
         g = cuda_graph.StepGraph(syncing, index_first=True)
         c = fakecupy.dev(c0)
         for i in range(4):
             c = g(i, c)
     assert g.failed and dev.replays == 0 and g.replays == 0
+    assert cuda_graph.stats()["refused"] == refused + 1
+    assert "during graph capture" in cuda_graph.stats()["last_refusal"]
     np.testing.assert_array_equal(fakecupy.host(c), lax.fori_loop(0, 4, syncing, c0))
 
 
@@ -204,3 +207,105 @@ def test_a_jitted_step_in_a_python_loop_replays():
     assert dev.captures == 2 and dev.replays == 2 * (len(xs) - 1) + 1
     _same(carry, fakecupy.host(want))
     _same(got[0], fakecupy.host(want))
+
+
+# ---- a whole jitted call replayed (a scan inside: many steps, stacked outputs)
+
+def _wave_problem():
+    import sys
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    import wave
+    _, velocity, problem, observed = wave.setup(12, 10, 20, np.float64)
+    return wave, velocity, problem, observed
+
+
+@pytest.mark.parametrize("what", ["forward", "value_and_grad"])
+def test_a_jitted_scan_replays_as_one_graph(what):
+    """A whole call (a 20-step scan, its outputs stacked, and for the gradient the
+    tape and the backward sweep) captures once and replays: what a capture refuses
+    (a join of more than 8 arrays through a pointer table sent from the host, a
+    Python number moved to the device) is not done while capturing."""
+    wave, velocity, problem, observed = _wave_problem()
+    fun = wave.simulate if what == "forward" else astjax.value_and_grad(wave.misfit)
+    kwargs = {k: fakecupy.dev(v) for k, v in problem.items()}
+    if what == "value_and_grad":
+        kwargs["observed"] = fakecupy.dev(observed)
+    v = fakecupy.dev(velocity)
+    dev = _device()
+    with cr.use_device(dev):
+        want = _eager(lambda: astjax.jit(fun, backend="cuda")(v, **kwargs))
+        with graphs():
+            f = astjax.jit(fun, backend="cuda")
+            got = [f(v, **kwargs) for _ in range(4)]       # warm-up, capture, replays
+    assert dev.captures == 1 and dev.replays == 3
+    for g in got:
+        _same(g, fakecupy.host(want))
+    ref = fun(velocity, **problem, **({"observed": observed} if what != "forward" else {}))
+    for g, w in zip(tree_leaves(fakecupy.host(got[-1])), tree_leaves(ref)):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("count", [3, 9, 30, 65])
+def test_joins_while_capturing_equal_numpys(axis, count):
+    from astjax import device
+    xp = device.ArrayModule(fakecupy.FAKE)
+    r = np.random.default_rng(count)
+    parts = [r.standard_normal((2, 3)) for _ in range(count)]
+    cuda_graph._CAPTURING.append(True)
+    fakecupy.CAPTURING.append(True)        # (the fake refuses a join of 9 or more then)
+    try:
+        stacked = xp.stack([fakecupy.dev(p) for p in parts], axis)
+        joined = xp.concatenate([fakecupy.dev(p) for p in parts], axis)
+    finally:
+        fakecupy.CAPTURING.pop()
+        cuda_graph._CAPTURING.pop()
+    np.testing.assert_array_equal(fakecupy.host(stacked), np.stack(parts, axis))
+    np.testing.assert_array_equal(fakecupy.host(joined), np.concatenate(parts, axis))
+
+
+SCALE = None
+
+
+def scaled(x):
+    return np.sin(x) * SCALE
+
+
+def test_a_rebound_global_is_read_again():
+    """The graph read the global's old array: rebinding it makes the next call
+    capture again (jit sees rebound globals, with or without graphs)."""
+    global SCALE
+    x = fakecupy.dev(np.arange(5.0))
+    dev = _device()
+    with cr.use_device(dev), graphs():
+        SCALE = fakecupy.dev(np.full(5, 2.0))
+        f = astjax.jit(scaled, backend="cuda")
+        for _ in range(3):
+            got = f(x)
+        assert dev.replays == 2
+        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(5.0)) * 2.0)
+        SCALE = fakecupy.dev(np.full(5, 3.0))
+        got = f(x)
+        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(5.0)) * 3.0)
+        got = f(x)
+        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(5.0)) * 3.0)
+    assert dev.captures == 2
+
+
+def test_another_thread_runs_the_call_eagerly():
+    """Input and output buffers belong to the capturing thread's stream: a call from
+    another thread runs as it is (never a replay racing with this thread's)."""
+    import threading
+    x = fakecupy.dev(np.arange(4.0))
+    dev = _device()
+    with cr.use_device(dev), graphs():
+        g = cuda_graph.StepGraph(lambda a: np.cos(a) + 1.0)
+        for _ in range(3):
+            g(x)
+        got = []
+        t = threading.Thread(target=lambda: got.append(g(fakecupy.dev(np.arange(4.0) * 2))))
+        t.start()
+        t.join()
+    assert g.replays == 2 and g.fallbacks == 1
+    np.testing.assert_array_equal(fakecupy.host(got[0]), np.cos(np.arange(4.0) * 2) + 1.0)

@@ -56,6 +56,30 @@ def test_indexed_statements_match_numpy(case, dtype):
     assert _ran(kc)
 
 
+@pytest.mark.parametrize("narrow", [True, False], ids=["index32", "index64"])
+@pytest.mark.parametrize("case", TI.CASES, ids=[c[0] for c in TI.CASES])
+def test_both_flat_index_widths(case, narrow, monkeypatch):
+    """The 32-bit flat index variant (the one sizes below 2^31 launch) and the 64-bit
+    one run the same element code: each over the corpus, the variant checked."""
+    if not narrow:
+        monkeypatch.setattr(cr, "_NARROW_LIMIT", 0)       # as if the sizes needed 64 bits
+    name, ops, f, yshape = case
+    args = TI._operands(np.float64, (6, 5), yshape, 3)
+    try:
+        with np.errstate(all="ignore"):
+            want = f(*args)
+    except TypeError:
+        return
+    kc = _call(name.replace("-", "_"), ["x", "y"][:len(args)], ops, ["r"])
+    before = len(DEVICE.launched)
+    for label, x in TI.layouts(args[0]):
+        TI.same(kc(x, *args[1:]), want)
+    names = {n for n, _, _ in DEVICE.launched[before:]}
+    if any(n.endswith(("_indexed", "_indexed32")) for n in names):
+        assert any(n.endswith("_indexed32") for n in names) == narrow, names
+    assert _ran(kc)
+
+
 def test_slice_bounds_given_at_run_time():
     ops = [ir.Slice("a", "x", (("slice", 1, "n", None),)),
            ir.Slice("b", "x", (("slice", None, "m", "k"),)),

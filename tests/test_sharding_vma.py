@@ -429,3 +429,20 @@ def test_gradient_in_a_named_vmap_inside_check_vma_true_is_refused():
         sm(body)(W, X)
     out = sm(body, check_vma=False)(W, X)
     close(out, np.cos(W) * X[:, :2].reshape(4, 2, 2).sum(1).mean(0), rtol=1e-13)
+
+
+def test_gradient_of_device_arrays_in_check_vma_true_stays_on_the_device(monkeypatch):
+    # the typed gradient checks its scalar output without copying it to the host (a
+    # CuPy array refuses the copy: the GPU run's test above failed there)
+    import fakecupy
+    monkeypatch.setenv("ASTJAX_NUM_CPU_DEVICES", "1")
+    mesh = astjax.make_mesh((1,), ("i",))
+
+    def step(w, x):
+        return vg(lambda w: lax.pmean(local(w, x), "i"))(w)
+    sharded = astjax.shard_map(step, mesh=mesh, in_specs=(P(), P("i")), out_specs=P())
+    ref = sharded(W, X)
+    got = sharded(fakecupy.dev(W), fakecupy.dev(X))
+    assert type(got[1]) is fakecupy.DeviceArray
+    close(fakecupy.host(got[0]), ref[0], rtol=1e-12)
+    close(fakecupy.host(got[1]), ref[1], rtol=1e-12)

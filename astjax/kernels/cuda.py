@@ -300,8 +300,21 @@ def reduction(dtype, ufunc: str = "add") -> Module:
 
 # ---------------------------------------------------------------- indexed kernels
 
-def _decompose(flat, axes, dims, ind, rest="rest"):
-    """Lines splitting ``flat`` (C order over ``axes``) into ``i<axis>`` indices."""
+def _decompose(flat, axes, dims, ind, rest="rest", narrow=False):
+    """Lines splitting ``flat`` (C order over ``axes``) into ``i<axis>`` indices
+    (``narrow``: in 32-bit unsigned arithmetic, a few instructions where a 64-bit
+    division is a long software sequence on the GPU; the caller knows it fits)."""
+    if narrow:
+        lines = [f"{ind}uint32_t {rest} = {flat};"]
+        for n, a in enumerate(reversed(axes)):
+            if n == len(axes) - 1:
+                lines.append(f"{ind}const int64_t i{a} = (int64_t){rest};")
+            else:
+                lines += [f"{ind}const int64_t i{a} = (int64_t)({rest} % (uint32_t)"
+                          f"{dims[a]});", f"{ind}{rest} /= (uint32_t){dims[a]};"]
+        if not axes:
+            lines.append(f"{ind}(void){rest};")
+        return lines
     lines = [f"{ind}int64_t {rest} = {flat};"]
     for n, a in enumerate(reversed(axes)):
         if n == len(axes) - 1:
@@ -312,6 +325,11 @@ def _decompose(flat, axes, dims, ind, rest="rest"):
     if not axes:
         lines.append(f"{ind}(void){rest};")
     return lines
+
+
+GRID32 = ("    const uint32_t step = blockDim.x * gridDim.x;\n"
+          "    for (uint32_t flat = blockIdx.x * blockDim.x + threadIdx.x; "
+          "flat < (uint32_t)n; flat += step) {\n")
 
 
 def _tree(A, combine, store, ind="    "):
@@ -379,6 +397,14 @@ def render_indexed(typed, cname: str, baked=(), pointer_scalars=()) -> Module:
         kernels["indexed"] = Entry(name, params)
         parts.append(f"{_signature(name, params)} {{\n" + "\n".join(decl) + "\n" + grid +
                      "\n".join(body) + "\n    }\n}\n")
+        # the same with 32-bit flat index math (cuda_runtime picks it when n and the
+        # grid's last stride fit in 31 bits); reads still index in 64 bits
+        body32 = _decompose("flat", list(range(rank)), dims, "        ", narrow=True)
+        body32 += body[len(_decompose("flat", list(range(rank)), dims, "        ")):]
+        name = f"{cname}_indexed32"
+        kernels["indexed32"] = Entry(name, params)
+        parts.append(f"{_signature(name, params)} {{\n" + "\n".join(decl) + "\n" +
+                     GRID32 + "\n".join(body32) + "\n    }\n}\n")
     else:
         A, init, combine, final = c_render._reduce_parts(red)
         src = em.value(red.source, idx)

@@ -30,10 +30,23 @@ short steps, whose time is launches, not for steps moving much memory.
 """
 from __future__ import annotations
 
+import collections
 import os
+import threading
 
 _ENABLED: list = []
 _CAPTURING: list = []        # a capture in progress (steps nested in it are captured by it)
+_STATS = collections.Counter()
+_REFUSED: list = []          # why the last refused capture was refused
+
+
+def stats() -> dict:
+    """How graph replay went in this process: ``captures``, ``replays``, ``refused``
+    captures (and ``last_refusal``, why the last one was refused), ``eager`` calls
+    (another shape or value than the captured call's, another thread, host arrays)."""
+    out = {k: _STATS[k] for k in ("captures", "replays", "refused", "eager")}
+    out["last_refusal"] = _REFUSED[-1] if _REFUSED else None
+    return out
 
 
 def enable(on: bool = True):
@@ -45,6 +58,16 @@ def enabled() -> bool:
     if _ENABLED:
         return _ENABLED[0]
     return os.environ.get("ASTJAX_CUDA_GRAPHS", "") not in ("", "0")
+
+
+def _stream_of(dev):
+    stream_id = getattr(dev, "stream_id", None)
+    return stream_id() if stream_id is not None else None
+
+
+def capturing() -> bool:
+    """Whether a step is being captured now (device code avoids what capture refuses)."""
+    return bool(_CAPTURING)
 
 
 def _device_for(leaves):
@@ -76,6 +99,13 @@ class StepGraph:
         self.replays = 0
         self.fallbacks = 0
         self.memory = None
+        self.owner = None
+
+    def reset(self):
+        """Forget the captured graph (the next call captures again): what it read has
+        changed in a way its inputs do not show (a global rebound to another array)."""
+        self.replay = self.key = self.owner = None
+        self.inputs = self.outputs = None
 
     def __call__(self, *args):
         if self.failed or _CAPTURING:
@@ -85,6 +115,7 @@ class StepGraph:
         dev = _device_for(leaves)
         if dev is None:
             self.fallbacks += 1
+            _STATS["eager"] += 1
             return self.f(*args)
         if self.index_first:
             leaves = list(leaves)
@@ -92,6 +123,13 @@ class StepGraph:
         key = self._key(tdef, leaves, dev)
         if key is None:
             self.fallbacks += 1
+            _STATS["eager"] += 1
+            return self.f(*args)
+        owner = (threading.get_ident(), _stream_of(dev))
+        if self.owner is not None and owner != self.owner:
+            # another thread or stream: the input and output buffers are this one's
+            self.fallbacks += 1
+            _STATS["eager"] += 1
             return self.f(*args)
         self.calls += 1
         if self.replay is None:
@@ -103,19 +141,25 @@ class StepGraph:
             try:
                 with self.memory:
                     self._capture(dev, tdef, leaves)
-            except Exception:   # noqa: BLE001  (capture refused: run as it is, for good)
+            except Exception as e:  # noqa: BLE001  (refused: run as it is, for good)
                 self.failed = True
                 self.fallbacks += 1
+                _STATS["refused"] += 1
+                _REFUSED[:] = [f"{type(e).__name__}: {e}"[:300]]
                 return self.f(*args)
+            _STATS["captures"] += 1
             self.key = key
+            self.owner = owner
         elif key != self.key:
             self.fallbacks += 1
+            _STATS["eager"] += 1
             return self.f(*args)
         for buf, a in zip(self.inputs, leaves):
             if buf is not None:
                 dev.xp.copyto(buf, a)
         self.replay()
         self.replays += 1
+        _STATS["replays"] += 1
         return self._copied(dev, self.outputs)
 
     @staticmethod

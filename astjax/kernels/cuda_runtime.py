@@ -41,6 +41,7 @@ KERNELS_HEADER = "\n\n# ---- compiled kernels (CUDA C, astjax/kernels/cuda.py) -
 INSTALL = ('the CUDA backend needs CuPy and a GPU: pip install "astjax[cuda]" '
            "(the cupy-cuda13x wheel, CUDA 13)")
 _INT32_LIMIT = (1 << 31) - 1
+_NARROW_LIMIT = _INT32_LIMIT    # indexed kernels' 32-bit flat index (tests lower it)
 
 
 # ------------------------------------------------------------------- devices
@@ -83,6 +84,10 @@ class CupyDevice:
 
     def data_ptr(self, a):
         return a.data.ptr
+
+    def stream_id(self):
+        """The current stream (a graph replays on the stream its buffers were filled on)."""
+        return self.xp.cuda.get_current_stream().ptr
 
     def capture(self, fn):
         """``fn``'s launches captured as a CUDA graph (``cuda_graph.cupy_capture``)."""
@@ -389,7 +394,9 @@ class CudaKernelCall:
         if "indexed" in spec.module.kernels:
             work = math.prod(lay.out_shapes[0]) if typed.reduce is not None else n
             blocks = max(1, min(-(-work // block), dev.max_blocks))
-            fn("indexed")((blocks,), (block,), (np.int64(work), P, *operands, *outs))
+            variant = "indexed32" if "indexed32" in spec.module.kernels and \
+                work + blocks * block <= _NARROW_LIMIT else "indexed"
+            fn(variant)((blocks,), (block,), (np.int64(work), P, *operands, *outs))
             return
         blocks = max(1, min(-(-n // block), dev.max_blocks))
         part = dev.empty((blocks,), typed.reduce.acc)
@@ -468,15 +475,17 @@ def load(fn, doc, label):
     @functools.wraps(lambda *a, **k: None)
     def main(*args, **kwargs):
         from astjax.kernels import cuda_graph
-        if kwargs or not cuda_graph.enabled():
+        if not cuda_graph.enabled():
             return run(*args, **kwargs)
         # called again and again on device arrays of the same shapes (a step in a
-        # Python loop): one CUDA graph, replayed (cuda_graph.py; off by default)
+        # Python loop, a whole scan): one CUDA graph, replayed (cuda_graph.py; off by
+        # default: the graph keeps the call's intermediate buffers)
         if not replayed:
-            replayed.append(cuda_graph.StepGraph(run))
-        return replayed[0](*args)
+            replayed.append(cuda_graph.StepGraph(lambda a, k: run(*a, **k)))
+        return replayed[0](args, kwargs)
     main.__name__ = main.__qualname__ = main_name
     gen = _DeviceGenerated(shown_source, {"main": main}, namespace, fn.env, [(fn, doc)])
+    gen.graphs = replayed
     gen.bound = bound
     gen.kernel_text = "\n\n".join(texts)
     return gen
@@ -498,6 +507,7 @@ class _DeviceGenerated(Generated):
 
     bound = None
     kernel_text = ""
+    graphs: list = []           # the whole call's CUDA graph, once captured
 
     def refresh(self):
         from astjax import device
@@ -506,6 +516,9 @@ class _DeviceGenerated(Generated):
         if last is not None and len(last) == len(current) and all(
                 last.get(k, self) is v for k, v in current.items()):
             return                      # nothing rebound since the last call
+        if last is not None:
+            for graph in self.graphs:     # a rebound global: the graph read the old one
+                graph.reset()
         self._last = dict(current)
         self.namespace.update(current)
         if self.bound is not None and (_override or _default):

@@ -14,11 +14,12 @@ NumPy gives (inf, NaN, 0 for an integer divided by 0) but not its RuntimeWarning
 
 Per-call cost.  A call whose arguments have the dtypes, shapes and strides of an
 earlier call reuses that call's *plan* (the compiled function, the layout's ``P``
-array, the result shapes), and passes the argument tuple and the result list to a small C entry point
-(``<kernel>_objs``) as Python objects: it reads the array objects from their item
-arrays and each array's data pointer itself (``ITEM_OFFSETS``, ``DATA_OFFSET``, probed
-once at import), which saves NumPy's ``__array_interface__`` round trip, a few
-microseconds per array, and an array of addresses built per call.
+array, the result shapes), and passes the argument tuple and the result list to a
+small C entry point (``<kernel>_objs``) as Python objects: it reads the array
+objects from their item arrays and each array's data pointer itself
+(``ITEM_OFFSETS``, ``DATA_OFFSET``, probed once at import), which saves NumPy's
+``__array_interface__`` round trip, a few microseconds per array, and an array of
+addresses built per call.
 
 Result buffers of kernels called in a loop body (``lax.scan``, ``fori_loop``,
 ``while_loop``, Python loops) are taken from a small pool per result: a pooled array

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from astjax.device import array_module
+from astjax.device import array_module, is_device_array
 from astjax.sharding.errors import fail
 from astjax.tree_util import tree_map
 
@@ -172,7 +172,7 @@ def _typed(name, x, out, axes):
 
 def _arr(x):
     """An array: CuPy arrays stay on their GPU (the NCCL engine's), others NumPy."""
-    return x if type(x).__module__.split(".")[0] == "cupy" else np.asarray(x)
+    return x if is_device_array(x) else np.asarray(x)
 
 
 def _like(x, out):

@@ -21,6 +21,13 @@ import threading
 
 import numpy as np
 
+from astjax.device import is_device_array
+
+
+def _copy(x):
+    """A fresh array of ``x``'s own module (a device array stays on its device)."""
+    return x.copy() if is_device_array(x) else np.array(x, copy=True)
+
 
 class _Groups:
     """Group membership over the mesh (shared by both engines)."""
@@ -175,7 +182,7 @@ class LocalComm(_Groups):
         out = vals[0]
         for v in vals[1:]:
             out = _REDUCE[op](out, v)
-        return np.array(out, copy=True) if len(vals) == 1 else out
+        return _copy(out) if len(vals) == 1 else out
 
     def reduce_scatter(self, blocks: list, axes):
         """``blocks[j]`` goes to rank j; returns the sum of the blocks sent to me."""
@@ -184,20 +191,20 @@ class LocalComm(_Groups):
         out = vals[0][me]
         for v in vals[1:]:
             out = out + v[me]
-        return np.array(out, copy=True)
+        return _copy(out)
 
     def permute(self, x, axes, pairs):
         vals = self._exchange(x, axes, "ppermute", pairs)
         me = self.index(axes)
         for src, dst in pairs:
             if dst == me:
-                return np.array(vals[src], copy=True)
+                return _copy(vals[src])
         return np.zeros_like(x)
 
     def alltoall(self, chunks: list, axes) -> list:
         vals = self._exchange(chunks, axes, "all_to_all")
         me = self.index(axes)
-        return [np.array(v[me], copy=True) for v in vals]
+        return [_copy(v[me]) for v in vals]
 
     def barrier(self):
         self.world.barrier.wait()

@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from astjax.device import is_device_array
 from astjax.sharding.collectives import ShardContext, entered
 from astjax.sharding.comm import LocalComm, LocalWorld, MPIComm, _Groups
 from astjax.sharding.errors import fail
@@ -294,7 +295,7 @@ def shared(x, spec, mesh):
     n = int(np.prod([k for a, k in mesh.shape.items() if a not in named], dtype=int))
     if n <= 1:
         return x
-    return (x if type(x).__module__.split(".")[0] == "cupy" else np.asarray(x)) / n
+    return (x if is_device_array(x) else np.asarray(x)) / n
 
 
 # ------------------------------------------------------ a layout: what `astjax gen` writes

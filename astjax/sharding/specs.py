@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from astjax.device import array_module, is_device_array
 from astjax.sharding.errors import fail
 from astjax.sharding.mesh import PartitionSpec
 from astjax.tree_util import tree_flatten
@@ -61,7 +62,7 @@ def check_spec(spec, ndim, mesh, what):
 
 def _array(x):
     """``x`` as an array of its own module: CuPy arrays stay on their device."""
-    return x if type(x).__module__.split(".")[0] == "cupy" else np.asarray(x)
+    return x if is_device_array(x) else np.asarray(x)
 
 
 def _dim_factor(spec, d, mesh):
@@ -103,7 +104,7 @@ def assemble(parts, spec, mesh, groups_of, check, what, mode="one"):
     """The global array from one output per mesh position (flat order); copies of a
     replicated block: keep one (``check``: they must be equal), or their mean or sum."""
     first = _array(parts[0])
-    xp = np if isinstance(first, np.ndarray) else __import__("cupy")
+    xp = array_module(first)
     check_spec(spec, first.ndim, mesh, what)
     shape = list(first.shape)
     for d in range(len(spec)):

@@ -37,6 +37,7 @@ import weakref
 
 import numpy as np
 
+from astjax.device import is_device_array
 from astjax.sharding import collectives as sh
 from astjax.sharding.errors import fail
 from astjax.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
@@ -47,8 +48,7 @@ EMPTY = frozenset()
 def _is_array(v):
     """Arrays have a type to look up; other values (Python numbers, which JAX treats
     as literal constants, functions, dtypes) are the same on every device."""
-    return isinstance(v, (np.ndarray, np.generic)) or \
-        type(v).__module__.split(".")[0] == "cupy"
+    return isinstance(v, (np.ndarray, np.generic)) or is_device_array(v)
 
 
 # ------------------------------------------------------------ types of run-time values
