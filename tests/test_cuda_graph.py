@@ -13,6 +13,7 @@ back to the eager step.
 from __future__ import annotations
 
 import contextlib
+import random
 
 import numpy as np
 import pytest
@@ -155,21 +156,33 @@ def test_a_step_that_reads_the_host_falls_back():
     np.testing.assert_array_equal(fakecupy.host(c), lax.fori_loop(0, 4, syncing, c0))
 
 
-def test_changed_shapes_and_values_run_eagerly():
+def test_each_signature_gets_its_own_graph():
+    """Another shape or Python value is another graph, captured when that signature
+    is seen a second time (the GPU run's 2000x2000 wave after the 300x300 one had
+    kept replaying nothing); host arrays run as they are; at most LIMIT graphs."""
     dev = _device()
     with cr.use_device(dev), graphs():
         g = cuda_graph.StepGraph(lambda a, k: np.sin(a) * k)
         a = fakecupy.dev(np.arange(4.0))
         for _ in range(3):
             g(a, 2.0)
-        assert g.replays == 2
-        got = g(fakecupy.dev(np.arange(6.0)), 2.0)           # another shape
-        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(6.0)) * 2.0)
-        got = g(a, 3.0)                                       # another static value
-        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(4.0)) * 3.0)
-        assert g.replays == 2 and g.fallbacks == 2
+        assert g.replays == 2 and dev.captures == 1
+        b = fakecupy.dev(np.arange(6.0))
+        for _ in range(3):                                    # another shape
+            got = g(b, 2.0)
+            np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(6.0)) * 2.0)
+        for _ in range(3):                                    # another Python value
+            got = g(a, 3.0)
+            np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(4.0)) * 3.0)
+        got = g(a, 2.0)                                       # the first graph again
+        np.testing.assert_array_equal(fakecupy.host(got), np.sin(np.arange(4.0)) * 2.0)
+        assert g.replays == 7 and dev.captures == 3 and g.fallbacks == 0
         got = g(np.arange(4.0), 2.0)                          # host arrays: as they are
-        assert type(got) is np.ndarray and g.fallbacks == 3
+        assert type(got) is np.ndarray and g.fallbacks == 1
+        for k in range(2 * g.LIMIT):                          # bounded
+            g(a, float(k + 10))
+            g(a, float(k + 10))
+        assert len(g.graphs) <= g.LIMIT and len(g.pools) <= g.LIMIT
 
 
 def test_each_replay_returns_its_own_values():
@@ -309,3 +322,20 @@ def test_another_thread_runs_the_call_eagerly():
         t.join()
     assert g.replays == 2 and g.fallbacks == 1
     np.testing.assert_array_equal(fakecupy.host(got[0]), np.cos(np.arange(4.0) * 2) + 1.0)
+
+
+def noisy(x):
+    return np.sin(x) * random.random()
+
+
+def test_code_drawing_from_a_stateful_generator_is_never_replayed():
+    """A replay would repeat the numbers drawn while capturing; each eager call draws
+    new ones: such code runs eagerly, with or without graphs."""
+    x = fakecupy.dev(np.arange(3.0))
+    dev = _device()
+    with cr.use_device(dev), graphs():
+        f = astjax.jit(noisy, backend="cuda")
+        got = [fakecupy.host(f(x))[1] for _ in range(4)]
+    assert dev.captures == 0 and len(set(got)) == 4
+    assert cuda_graph.reads_host_state([np.random.normal, np.random.default_rng(0)])
+    assert not cuda_graph.reads_host_state([np.sin, np.float32, 2.0, astjax.random.normal])

@@ -60,6 +60,25 @@ def enabled() -> bool:
     return os.environ.get("ASTJAX_CUDA_GRAPHS", "") not in ("", "0")
 
 
+def reads_host_state(values) -> bool:
+    """Whether code reading these values (a generated function's globals) draws from
+    a stateful random generator (``np.random.normal``, a ``Generator``, Python's
+    ``random``): a graph would replay the numbers drawn while capturing, where each
+    eager call draws new ones, so such code is never replayed."""
+    import random as _random
+    import numpy as _np
+    states = (_np.random.RandomState, _np.random.Generator, _random.Random)
+    for v in values:
+        if isinstance(v, states) or isinstance(getattr(v, "__self__", None), states):
+            return True
+        module = getattr(v, "__module__", None) or ""
+        name = getattr(v, "__name__", None) or ""
+        if module.startswith("numpy.random") or module == "random" or \
+                name.startswith("numpy.random") or name == "random":
+            return True
+    return False
+
+
 def _stream_of(dev):
     stream_id = getattr(dev, "stream_id", None)
     return stream_id() if stream_id is not None else None
@@ -83,29 +102,48 @@ def _device_for(leaves):
     return dev if arrays else None
 
 
+class _Captured:
+    """One captured call: its graph, the buffers its inputs are copied into, the
+    results each replay writes."""
+    __slots__ = ("replay", "inputs", "outputs")
+
+    def __init__(self, replay, inputs, outputs):
+        self.replay, self.inputs, self.outputs = replay, inputs, outputs
+
+
 class StepGraph:
-    """``f`` with its calls replayed from one captured CUDA graph where that is safe.
+    """``f`` with its calls replayed from captured CUDA graphs where that is safe: one
+    graph per call signature (shapes, dtypes, Python values), captured the second
+    time the signature is seen (the first call warms up: kernels compile and load),
+    at most ``LIMIT`` kept (each keeps its call's intermediate buffers).
 
     ``index_first``: the first argument is a loop index (fori): replayed calls get it
     as a device ``int64`` scalar (data, like the carry) rather than a Python int."""
 
+    LIMIT = 4
+
     def __init__(self, f, index_first=False):
         self.f = f
         self.index_first = index_first
-        self.key = None
-        self.replay = None
+        self.graphs: dict = {}          # signature -> _Captured
+        self.pools: dict = {}           # signature -> private memory (warm-up, capture)
         self.failed = False
         self.calls = 0
         self.replays = 0
-        self.fallbacks = 0
-        self.memory = None
+        self.fallbacks = 0              # eager calls other than a signature's warm-up
         self.owner = None
 
     def reset(self):
-        """Forget the captured graph (the next call captures again): what it read has
-        changed in a way its inputs do not show (a global rebound to another array)."""
-        self.replay = self.key = self.owner = None
-        self.inputs = self.outputs = None
+        """Forget the captured graphs (the next call captures again): what they read
+        has changed in a way the inputs do not show (a global rebound to another
+        array)."""
+        self.graphs.clear()
+        self.owner = None
+
+    def _eager(self, args):
+        self.fallbacks += 1
+        _STATS["eager"] += 1
+        return self.f(*args)
 
     def __call__(self, *args):
         if self.failed or _CAPTURING:
@@ -114,53 +152,47 @@ class StepGraph:
         leaves, tdef = tree_flatten(args)
         dev = _device_for(leaves)
         if dev is None:
-            self.fallbacks += 1
-            _STATS["eager"] += 1
-            return self.f(*args)
+            return self._eager(args)
         if self.index_first:
             leaves = list(leaves)
             leaves[0] = dev.xp.asarray(leaves[0], dtype="int64")
         key = self._key(tdef, leaves, dev)
         if key is None:
-            self.fallbacks += 1
-            _STATS["eager"] += 1
-            return self.f(*args)
+            return self._eager(args)
         owner = (threading.get_ident(), _stream_of(dev))
         if self.owner is not None and owner != self.owner:
             # another thread or stream: the input and output buffers are this one's
-            self.fallbacks += 1
-            _STATS["eager"] += 1
-            return self.f(*args)
+            return self._eager(args)
         self.calls += 1
-        if self.replay is None:
-            if self.memory is None:
-                self.memory = dev.private_memory()
-            if self.calls == 1:
-                with self.memory:               # warm-up: compile and load the kernels
+        got = self.graphs.get(key)
+        if got is None:
+            pool = self.pools.get(key)
+            if pool is None:                    # warm-up: compile and load the kernels
+                if len(self.pools) >= self.LIMIT:
+                    oldest = next(iter(self.pools))
+                    del self.pools[oldest]
+                    self.graphs.pop(oldest, None)
+                pool = self.pools[key] = dev.private_memory()
+                with pool:
                     return self.f(*args)
             try:
-                with self.memory:
-                    self._capture(dev, tdef, leaves)
+                with pool:
+                    got = self._capture(dev, tdef, leaves)
             except Exception as e:  # noqa: BLE001  (refused: run as it is, for good)
                 self.failed = True
-                self.fallbacks += 1
                 _STATS["refused"] += 1
                 _REFUSED[:] = [f"{type(e).__name__}: {e}"[:300]]
-                return self.f(*args)
+                return self._eager(args)
             _STATS["captures"] += 1
-            self.key = key
+            self.graphs[key] = got
             self.owner = owner
-        elif key != self.key:
-            self.fallbacks += 1
-            _STATS["eager"] += 1
-            return self.f(*args)
-        for buf, a in zip(self.inputs, leaves):
+        for buf, a in zip(got.inputs, leaves):
             if buf is not None:
                 dev.xp.copyto(buf, a)
-        self.replay()
+        got.replay()
         self.replays += 1
         _STATS["replays"] += 1
-        return self._copied(dev, self.outputs)
+        return self._copied(dev, got.outputs)
 
     @staticmethod
     def _key(tdef, leaves, dev):
@@ -176,18 +208,19 @@ class StepGraph:
 
     def _capture(self, dev, tdef, leaves):
         from astjax.tree_util import tree_unflatten
-        self.inputs = [dev.xp.empty_like(a) if isinstance(a, dev.ndarray) else None
-                       for a in leaves]
-        for buf, a in zip(self.inputs, leaves):
+        inputs = [dev.xp.empty_like(a) if isinstance(a, dev.ndarray) else None
+                  for a in leaves]
+        for buf, a in zip(inputs, leaves):
             if buf is not None:
                 dev.xp.copyto(buf, a)
         args = tree_unflatten(tdef, [b if b is not None else a
-                                     for b, a in zip(self.inputs, leaves)])
+                                     for b, a in zip(inputs, leaves)])
         _CAPTURING.append(self)
         try:
-            self.replay, self.outputs = dev.capture(lambda: self.f(*args))
+            replay, outputs = dev.capture(lambda: self.f(*args))
         finally:
             _CAPTURING.pop()
+        return _Captured(replay, inputs, outputs)
 
     @staticmethod
     def _copied(dev, outputs):

@@ -475,7 +475,7 @@ def load(fn, doc, label):
     @functools.wraps(lambda *a, **k: None)
     def main(*args, **kwargs):
         from astjax.kernels import cuda_graph
-        if not cuda_graph.enabled():
+        if not cuda_graph.enabled() or gen.stateful:
             return run(*args, **kwargs)
         # called again and again on device arrays of the same shapes (a step in a
         # Python loop, a whole scan): one CUDA graph, replayed (cuda_graph.py; off by
@@ -486,9 +486,15 @@ def load(fn, doc, label):
     main.__name__ = main.__qualname__ = main_name
     gen = _DeviceGenerated(shown_source, {"main": main}, namespace, fn.env, [(fn, doc)])
     gen.graphs = replayed
+    gen.stateful = _stateful(namespace)
     gen.bound = bound
     gen.kernel_text = "\n\n".join(texts)
     return gen
+
+
+def _stateful(namespace) -> bool:
+    from astjax.kernels import cuda_graph
+    return cuda_graph.reads_host_state(namespace.values())
 
 
 def _to_device(dev, a):
@@ -507,7 +513,8 @@ class _DeviceGenerated(Generated):
 
     bound = None
     kernel_text = ""
-    graphs: list = []           # the whole call's CUDA graph, once captured
+    graphs: list = []           # the whole call's CUDA graphs, once captured
+    stateful = False            # draws from a stateful generator: never replayed
 
     def refresh(self):
         from astjax import device
@@ -521,6 +528,7 @@ class _DeviceGenerated(Generated):
                 graph.reset()
         self._last = dict(current)
         self.namespace.update(current)
+        self.stateful = _stateful(self.namespace)
         if self.bound is not None and (_override or _default):
             dev, ns = self.bound()
             ns.update(device.rebind(current, dev.xp))
