@@ -69,7 +69,9 @@ class ArrayModule(types.ModuleType):
             value = getattr(numpy, name)
         else:
             host = getattr(numpy, name, None)
-            if (callable(value) and callable(host) and name not in _CREATION
+            if name in _PRODUCTS and self._array_type is not None:
+                value = _gemm_while_capturing(value, name)
+            elif (callable(value) and callable(host) and name not in _CREATION
                     and not isinstance(value, type) and not isinstance(host, type)
                     and not isinstance(host, numpy.ufunc)
                     and not isinstance(value, types.ModuleType)
@@ -83,6 +85,24 @@ class ArrayModule(types.ModuleType):
 
 
 _JOINS = frozenset({"stack", "concatenate"})
+_PRODUCTS = frozenset({"dot", "matmul"})
+
+
+def _gemm_while_capturing(product, name):
+    """``product`` (``xp.dot``/``xp.matmul``) that, inside a CUDA-graph capture,
+    multiplies two matrices with the device's own GEMM call: CuPy refuses to call
+    cuBLAS while a stream captures, though cuBLAS itself captures (a jitted MLP step
+    would never replay).  Other operands, and calls outside a capture, are CuPy's."""
+    def call(a, b, *rest, **kwargs):
+        from astjax.kernels.cuda_graph import capture_matmul, capturing
+        if capturing() and not rest and not kwargs:
+            got = capture_matmul(a, b)
+            if got is not None:
+                return got
+        return product(a, b, *rest, **kwargs)
+    call.__name__ = name
+    call.__wrapped__ = product
+    return call
 _JOIN_CHUNK = 8
 
 

@@ -34,10 +34,14 @@ def _device():
     class GraphDevice(ArrayModuleDevice):
         def __init__(self):
             super().__init__()
-            self.captures = self.replays = 0
+            self.captures = self.replays = self.gemms = 0
 
         def private_memory(self):
             return contextlib.nullcontext()
+
+        def gemm(self, a, b):           # (CupyDevice.gemm: cuBLAS called directly)
+            self.gemms += 1
+            return fakecupy.DeviceArray(np.matmul(a._a, b._a))
 
         def capture(self, fn):
             self.captures += 1
@@ -339,3 +343,47 @@ def test_code_drawing_from_a_stateful_generator_is_never_replayed():
     assert dev.captures == 0 and len(set(got)) == 4
     assert cuda_graph.reads_host_state([np.random.normal, np.random.default_rng(0)])
     assert not cuda_graph.reads_host_state([np.sin, np.float32, 2.0, astjax.random.normal])
+
+
+def test_a_jitted_mlp_gradient_replays_its_matrix_products():
+    """CuPy refuses cuBLAS while capturing: matrix products in a capture go through
+    the device's own GEMM (cuBLAS called directly), so an MLP's jit(grad) replays."""
+    import sys
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    import mlp
+    rng = np.random.default_rng(0)
+    sizes = (7, 6, 5, 3)
+    params = mlp.init_params(sizes, rng)
+    batch = mlp.make_batch(rng, 4, sizes, mlp.init_params(sizes, np.random.default_rng(1)))
+    dp, db = fakecupy.dev(params), fakecupy.dev(batch)
+    dev = _device()
+    with cr.use_device(dev):
+        want = _eager(lambda: astjax.jit(astjax.grad(mlp.loss), backend="cuda")(dp, db))
+        with graphs():
+            g = astjax.jit(astjax.grad(mlp.loss), backend="cuda")
+            got = [g(dp, db) for _ in range(3)]
+    assert dev.captures == 1 and dev.replays == 2 and dev.gemms >= 8
+    for gi in got:
+        _same(gi, fakecupy.host(want))
+    ref = astjax.grad(mlp.loss)(params, batch)
+    for a, b in zip(tree_leaves(fakecupy.host(got[-1])), tree_leaves(ref)):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)        # (float32)
+
+
+@pytest.mark.parametrize("order", ["CC", "CF", "FC", "FF", "strided"])
+def test_capture_matmul_takes_either_memory_order(order):
+    dev = _device()
+    r = np.random.default_rng(1)
+    a, b = r.standard_normal((5, 4)), r.standard_normal((4, 3))
+    la = np.asfortranarray(a) if order[0] == "F" else a
+    lb = np.asfortranarray(b) if order[1:2] == "F" else b
+    if order == "strided":
+        la = np.repeat(a, 2, axis=1)[:, ::2]
+    with cr.use_device(dev):
+        got = cuda_graph.capture_matmul(fakecupy.DeviceArray(la), fakecupy.DeviceArray(lb))
+        assert cuda_graph.capture_matmul(fakecupy.DeviceArray(a.astype(np.int64)),
+                                         fakecupy.DeviceArray(b.astype(np.int64))) is None
+        assert cuda_graph.capture_matmul(fakecupy.DeviceArray(a[0]),
+                                         fakecupy.DeviceArray(b)) is None
+    np.testing.assert_array_equal(fakecupy.host(got), a @ b)

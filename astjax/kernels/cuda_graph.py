@@ -89,6 +89,28 @@ def capturing() -> bool:
     return bool(_CAPTURING)
 
 
+def capture_matmul(a, b):
+    """``a @ b`` for two matrices of one floating dtype, by the current device's
+    ``gemm`` (None: not such operands, or a device without one: the caller uses
+    the array module's product)."""
+    from astjax.kernels import cuda_runtime as cr
+    try:
+        dev = cr.current_device()
+    except Exception:       # noqa: BLE001
+        return None
+    gemm = getattr(dev, "gemm", None)
+    if gemm is None or type(a) is not dev.ndarray or type(b) is not dev.ndarray:
+        return None
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or a.dtype != b.dtype \
+            or a.dtype.char not in "fd" or not (a.size and b.size):
+        return None
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        a = dev.xp.ascontiguousarray(a)
+    if not (b.flags.c_contiguous or b.flags.f_contiguous):
+        b = dev.xp.ascontiguousarray(b)
+    return gemm(a, b)
+
+
 def _device_for(leaves):
     """The CUDA device whose arrays the leaves are (None: not all on one GPU)."""
     from astjax.kernels import cuda_runtime as cr

@@ -85,6 +85,34 @@ class CupyDevice:
     def data_ptr(self, a):
         return a.data.ptr
 
+    def gemm(self, a, b):
+        """``a @ b`` for C- or F-ordered float32/float64 matrices, by cuBLAS on the
+        current stream, called directly (CuPy refuses its own cuBLAS calls while a
+        stream captures; ``cuda_graph.capture_matmul``).  cuBLAS is column-major: the
+        row-major product C = A B is C^T = B^T A^T there."""
+        from cupy_backends.cuda.libs import cublas
+        xp = self.xp
+        m, k = a.shape
+        n = b.shape[1]
+        out = xp.empty((m, n), a.dtype)
+        handle = xp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, xp.cuda.get_current_stream().ptr)
+        # a row-major (C-ordered) matrix is its transpose in column-major order
+        op_b, ld_b = (cublas.CUBLAS_OP_N, n) if b.flags.c_contiguous else \
+            (cublas.CUBLAS_OP_T, k)
+        op_a, ld_a = (cublas.CUBLAS_OP_N, k) if a.flags.c_contiguous else \
+            (cublas.CUBLAS_OP_T, m)
+        one, zero = np.ones((), a.dtype), np.zeros((), a.dtype)
+        routine = cublas.sgemm if a.dtype.char == "f" else cublas.dgemm
+        mode = cublas.getPointerMode(handle)
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+        try:
+            routine(handle, op_b, op_a, n, m, k, one.ctypes.data, b.data.ptr, ld_b,
+                    a.data.ptr, ld_a, zero.ctypes.data, out.data.ptr, n)
+        finally:
+            cublas.setPointerMode(handle, mode)
+        return out
+
     def stream_id(self):
         """The current stream (a graph replays on the stream its buffers were filled on)."""
         return self.xp.cuda.get_current_stream().ptr
