@@ -76,7 +76,7 @@ def graph_time(call, repeat=5):
         cuda_graph.enable(False)
     replays = after["replays"] - before["replays"]
     if after["refused"] > before["refused"]:
-        return t, f"capture refused, ran eagerly: {after['last_refusal'][:70]}"
+        return t, f"capture refused, ran eagerly: {after['last_refusal']}"
     return t, f"{replays} replays"
 
 
@@ -344,6 +344,8 @@ def bench_reductions():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes")
+    ap.add_argument("--only", default="", help="comma-separated: poly,wave,wave300,mlp,"
+                    "launch,graph,step_graph,reductions (default: all)")
     args = ap.parse_args(argv)
     if not cr.gpu_visible():
         print("bench/gpu.py: no GPU visible to CuPy (pip install \"astjax[cuda]\" on a "
@@ -359,10 +361,15 @@ def main(argv=None):
     benches = [
         lambda: bench_poly(jx, 1024 if quick else 4096),
         lambda: bench_wave(jx, (64,) if quick else (300, 2000), 100 if quick else 1000),
+        lambda: bench_wave(jx, (64,) if quick else (300,), 100 if quick else 1000),
         lambda: bench_mlp(jx), lambda: bench_launch(jx),
         bench_graph, bench_step_graph, bench_reductions]
-    names = ["poly", "wave", "mlp", "launch", "graph", "step_graph", "reductions"]
+    names = ["poly", "wave", "wave300", "mlp", "launch", "graph", "step_graph",
+             "reductions"]
+    only = [n for n in args.only.split(",") if n] or [n for n in names if n != "wave300"]
     for name, bench in zip(names, benches):
+        if name not in only:
+            continue
         try:
             bench()
         except Exception:               # noqa: BLE001  (one row failing keeps the rest)

@@ -90,6 +90,26 @@ def test_slice_bounds_given_at_run_time():
         TI.same(kc(x, n, m, k), x[1:n] - x[:m:k])
 
 
+def test_repeated_calls_reuse_one_plan_per_signature():
+    """A repeated call (a scan step) launches from a plan kept per signature: shapes,
+    strides, dtypes, integer values (slice bounds) and scalar types; interleaved
+    signatures never take each other's plans."""
+    ops = [ir.Slice("a", "x", (("slice", 1, "n", None),)),
+           ir.Slice("b", "x", (("slice", None, "m", "k"),)),
+           ir.Op("s", "subtract", ("a", "b")),
+           ir.Op("r", "multiply", ("s", "c"))]
+    kc = _call("plans", ["x", "n", "m", "k", "c"], ops, ["r"])
+    x = TI.rand(np.float64, (12, 3))
+    y = TI.rand(np.float32, (9, 4), 2)
+    cases = [(x, 6, 5, 1, 2.0), (x, 11, 10, 1, 2.0), (x[::-1], 6, 5, 1, 2.0),
+             (x, 7, 11, 2, np.float64(-1.5)), (y, 6, 5, 1, 3.0), (y[:, ::2], 6, 5, 1, 3.0),
+             (y, 6, 5, 1, np.float64(0.25)), (x, np.int64(6), 5, 1, 0.5)]
+    for _ in range(3):
+        for xx, n, m, k, c in cases:
+            TI.same(kc(xx, n, m, k, c), (xx[1:n] - xx[:m:k]) * c)
+    assert len(kc.plans) == len(cases)
+
+
 @pytest.mark.parametrize("src,to", [(np.float64, np.float32), (np.int32, np.float64),
                                     (np.bool_, np.int64), (np.float32, np.bool_),
                                     (np.int64, np.int32)])

@@ -79,6 +79,15 @@ def reads_host_state(values) -> bool:
     return False
 
 
+def _refusal(e) -> str:
+    """Why a capture was refused, and where: the innermost frame of the traceback."""
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" \
+        if frames else ""
+    return f"{type(e).__name__}: {e}"[:240] + where
+
+
 def _stream_of(dev):
     stream_id = getattr(dev, "stream_id", None)
     return stream_id() if stream_id is not None else None
@@ -203,7 +212,7 @@ class StepGraph:
             except Exception as e:  # noqa: BLE001  (refused: run as it is, for good)
                 self.failed = True
                 _STATS["refused"] += 1
-                _REFUSED[:] = [f"{type(e).__name__}: {e}"[:300]]
+                _REFUSED[:] = [_refusal(e)]
                 return self._eager(args)
             _STATS["captures"] += 1
             self.graphs[key] = got
@@ -278,6 +287,18 @@ class PrivateMemory:
         self._using.pop().__exit__(*exc)
 
 
+def _bind_blas(xp, stream):
+    """Bind the device's cuBLAS handle to ``stream`` before its capture begins: CuPy's
+    ``setStream`` refuses a capturing stream, and the products of a capture
+    (``CupyDevice.gemm``) run on the handle as it is (CuPy re-binds the handle to its
+    current stream before each of its own cuBLAS calls afterwards)."""
+    try:
+        from cupy_backends.cuda.libs import cublas
+        cublas.setStream(xp.cuda.device.get_cublas_handle(), stream.ptr)
+    except Exception:       # noqa: BLE001  (no cuBLAS: a product in the capture fails it)
+        pass
+
+
 def cupy_capture(dev, fn):
     """``(replay, outputs)``: ``fn`` captured on a fresh stream of ``dev`` (CuPy), its
     results the arrays it returned during capture (written again by each replay,
@@ -285,6 +306,7 @@ def cupy_capture(dev, fn):
     out, with no host synchronization)."""
     xp = dev.xp
     stream = xp.cuda.Stream(non_blocking=True)
+    _bind_blas(xp, stream)
     with stream:
         stream.begin_capture()
         try:

@@ -95,8 +95,15 @@ class CupyDevice:
         m, k = a.shape
         n = b.shape[1]
         out = xp.empty((m, n), a.dtype)
+        from astjax.kernels import cuda_graph
         handle = xp.cuda.device.get_cublas_handle()
-        cublas.setStream(handle, xp.cuda.get_current_stream().ptr)
+        stream = xp.cuda.get_current_stream().ptr
+        if not cuda_graph.capturing():
+            cublas.setStream(handle, stream)
+        elif cublas.getStream(handle) != stream:
+            # (CuPy's setStream refuses a capturing stream: cupy_capture binds the
+            # handle to it before the capture begins)
+            raise RuntimeError("the cuBLAS handle is not bound to the capturing stream")
         # a row-major (C-ordered) matrix is its transpose in column-major order
         op_b, ld_b = (cublas.CUBLAS_OP_N, n) if b.flags.c_contiguous else \
             (cublas.CUBLAS_OP_T, k)
@@ -209,6 +216,47 @@ class _Spec:
         self.functions: dict = {}
 
 
+def _call_signature(dev, darray, args):
+    """What an indexed kernel's launch depends on, per argument: a device array's
+    shape, strides and dtype, an integer's value (slice bounds, range checks), a
+    number's type (its dtype when passed by value); None when an argument is anything
+    else (the full path decides)."""
+    sig = [dev]
+    for a in args:
+        t = type(a)
+        if t is darray:
+            sig.append((a.shape, a.strides, a.dtype))
+        elif t is int or isinstance(a, np.integer):
+            sig.append((t, int(a)))
+        elif t is float or t is bool or isinstance(a, (np.floating, np.bool_)):
+            sig.append(t)
+        else:
+            return None
+    return tuple(sig)
+
+
+class _Plan:
+    """An indexed kernel's launch for one call signature: the compiled function, the
+    grid, the ``n``/``P`` head, the results' shapes and dtypes, and how each scalar
+    argument is passed (by value, in its kernel dtype), so that a repeated call (a
+    scan step) only allocates its results and launches."""
+
+    __slots__ = ("fn", "grid", "block", "head", "outs", "by_value", "darray")
+
+    def __init__(self, launch, typed, lay, darray):
+        self.fn, self.grid, self.block, self.head = launch
+        self.outs = tuple(zip(lay.out_shapes, typed.out_dtypes))
+        self.by_value = tuple(inp.dtype.type for inp in typed.inputs)
+        self.darray = darray
+
+    def run(self, dev, args):
+        darray = self.darray
+        outs = [dev.empty(sh, dt) for sh, dt in self.outs]
+        operands = [a if type(a) is darray else to(a) for a, to in zip(args, self.by_value)]
+        self.fn(self.grid, self.block, self.head + (*operands, *outs))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
 class CudaKernelCall:
     """One fused group as a CUDA kernel (``block``: its fallback, on the device)."""
 
@@ -221,6 +269,7 @@ class CudaKernelCall:
         self.indexed = not ir.is_elementwise(kernel)
         self.typed_indexed: dict = {}    # kinds -> TypedIndexed or None
         self.layouts: dict = {}          # (kinds, shapes, strides, ints) -> Layout
+        self.plans: dict = {}            # _call_signature -> _Plan (indexed kernels)
         everything = tuple(range(len(kernel.inputs)))
         self.partial = [] if self.indexed else [
             d for d in ir.output_deps(kernel) if d != everything]
@@ -346,6 +395,10 @@ class CudaKernelCall:
 
     def _call_indexed(self, dev, args):
         darray = dev.ndarray
+        sig = _call_signature(dev, darray, args)
+        plan = self.plans.get(sig) if sig is not None else None
+        if plan is not None:
+            return plan.run(dev, args)
         kinds, key, pointers = [], [], []
         for k, a in enumerate(args):
             if type(a) is darray:
@@ -399,7 +452,11 @@ class CudaKernelCall:
             operands = [a if isinstance(a, darray) else inp.dtype.type(a)
                         for a, inp in zip(args, typed.inputs)]
             P = dev.index_array(tuple(lay.params.tolist()) or (0,))
-            self._launch_indexed(dev, spec, typed, lay, n, P, operands, outs)
+            launch = self._launch_indexed(dev, spec, typed, lay, n, P, operands, outs)
+            if launch is not None and sig is not None:
+                if len(self.plans) > 256:
+                    self.plans.clear()
+                self.plans[sig] = _Plan(launch, typed, lay, darray)
         if typed.reduce is not None and not lay.out_shapes[0] and darray is np.ndarray:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -424,8 +481,9 @@ class CudaKernelCall:
             blocks = max(1, min(-(-work // block), dev.max_blocks))
             variant = "indexed32" if "indexed32" in spec.module.kernels and \
                 work + blocks * block <= _NARROW_LIMIT else "indexed"
-            fn(variant)((blocks,), (block,), (np.int64(work), P, *operands, *outs))
-            return
+            head = (np.int64(work), P)
+            fn(variant)((blocks,), (block,), head + (*operands, *outs))
+            return fn(variant), (blocks,), (block,), head
         blocks = max(1, min(-(-n // block), dev.max_blocks))
         part = dev.empty((blocks,), typed.reduce.acc)
         fn("partial")((blocks,), (block,), (np.int64(n), P, *operands, part))
