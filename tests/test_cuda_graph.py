@@ -387,3 +387,114 @@ def test_capture_matmul_takes_either_memory_order(order):
         assert cuda_graph.capture_matmul(fakecupy.DeviceArray(a[0]),
                                          fakecupy.DeviceArray(b)) is None
     np.testing.assert_array_equal(fakecupy.host(got), a @ b)
+
+
+# ---- CupyDevice.gemm's cuBLAS call, against cuBLAS's column-major definition
+
+class _ColumnMajorBlas:
+    """``cupy_backends.cuda.libs.cublas`` as far as ``CupyDevice.gemm`` uses it, its
+    ``sgemm``/``dgemm`` written from cuBLAS's definition (column-major operands at
+    addresses, ``op`` N or T, leading dimensions), reading and writing memory by
+    address: the argument mapping is checked without a GPU."""
+    CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_POINTER_MODE_HOST = 0, 1, 0
+
+    def __init__(self):
+        self.stream = {}
+        self.mode = 0
+        self.calls = []
+
+    def setStream(self, handle, stream):
+        self.stream[handle] = stream
+
+    def getStream(self, handle):
+        return self.stream.get(handle, 0)
+
+    def getPointerMode(self, handle):
+        return self.mode
+
+    def setPointerMode(self, handle, mode):
+        self.mode = mode
+
+    @staticmethod
+    def _matrix(ptr, dtype, rows, cols, ld):
+        import ctypes
+        count = ld * (cols - 1) + rows
+        flat = np.ctypeslib.as_array((ctypes.c_char * (count * dtype.itemsize)).from_address(
+            ptr)).view(dtype)
+        return np.lib.stride_tricks.as_strided(
+            flat, (rows, cols), (dtype.itemsize, ld * dtype.itemsize))
+
+    def _gemm(self, dtype, handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+        import ctypes
+        self.calls.append((ta, tb, m, n, k, lda, ldb, ldc))
+        al = np.ctypeslib.as_array((ctypes.c_char * dtype.itemsize).from_address(alpha)
+                                   ).view(dtype)[0]
+        be = np.ctypeslib.as_array((ctypes.c_char * dtype.itemsize).from_address(beta)
+                                   ).view(dtype)[0]
+        a = self._matrix(A, dtype, *((m, k) if ta == 0 else (k, m)), lda)
+        b = self._matrix(B, dtype, *((k, n) if tb == 0 else (n, k)), ldb)
+        c = self._matrix(C, dtype, m, n, ldc)
+        product = al * ((a if ta == 0 else a.T) @ (b if tb == 0 else b.T))
+        c[...] = product if be == 0 else product + be * c   # (beta 0: C is not read)
+
+    def sgemm(self, *args):
+        self._gemm(np.dtype(np.float32), *args)
+
+    def dgemm(self, *args):
+        self._gemm(np.dtype(np.float64), *args)
+
+
+class _HostArray:
+    """A NumPy array dressed as a CuPy one (``data.ptr``) for ``CupyDevice.gemm``."""
+    def __init__(self, a):
+        self.a = a
+        self.flags, self.shape, self.dtype = a.flags, a.shape, a.dtype
+        self.data = type("Mem", (), {"ptr": a.ctypes.data})()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["CC", "CF", "FC", "FF"])
+@pytest.mark.parametrize("shape", [(5, 4, 3), (1, 7, 2), (6, 1, 4), (3, 5, 1)])
+def test_cupy_device_gemm_calls_cublas_column_major(order, shape, dtype, monkeypatch):
+    import sys
+    import types
+    blas = _ColumnMajorBlas()
+    libs = types.ModuleType("cupy_backends.cuda.libs")
+    libs.cublas = blas
+    for name, mod in [("cupy_backends", types.ModuleType("cupy_backends")),
+                      ("cupy_backends.cuda", types.ModuleType("cupy_backends.cuda")),
+                      ("cupy_backends.cuda.libs", libs),
+                      ("cupy_backends.cuda.libs.cublas", blas)]:
+        monkeypatch.setitem(sys.modules, name, mod)
+    m, k, n = shape
+    r = np.random.default_rng(m * 100 + k * 10 + n)
+    a = r.standard_normal((m, k)).astype(dtype)
+    b = r.standard_normal((k, n)).astype(dtype)
+    la = np.asfortranarray(a) if order[0] == "F" else np.ascontiguousarray(a)
+    lb = np.asfortranarray(b) if order[1] == "F" else np.ascontiguousarray(b)
+    kept = []
+
+    def empty(sh, dt):
+        kept.append(_HostArray(np.full(sh, np.nan, dt)))
+        return kept[-1]
+    xp = types.SimpleNamespace(empty=empty, cuda=types.SimpleNamespace(
+        get_current_stream=lambda: types.SimpleNamespace(ptr=7),
+        device=types.SimpleNamespace(get_cublas_handle=lambda: 1)))
+    dev = types.SimpleNamespace(xp=xp, capture_blas=None)
+    got = cr.CupyDevice.gemm(dev, _HostArray(la), _HostArray(lb))
+    np.testing.assert_allclose(got.a, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-13)
+    assert blas.stream[1] == 7 and len(blas.calls) == 1
+    # inside a capture: the handle bound before it began, never setStream
+    blas.stream.clear()
+    blas.stream[2] = 7
+    dev.capture_blas = 2
+    cuda_graph._CAPTURING.append(True)
+    try:
+        got = cr.CupyDevice.gemm(dev, _HostArray(la), _HostArray(lb))
+        dev.capture_blas = None
+        with pytest.raises(RuntimeError, match="capturing stream"):
+            cr.CupyDevice.gemm(dev, _HostArray(la), _HostArray(lb))
+    finally:
+        cuda_graph._CAPTURING.pop()
+    np.testing.assert_allclose(got.a, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-13)
+    assert 1 not in blas.stream

@@ -287,16 +287,18 @@ class PrivateMemory:
         self._using.pop().__exit__(*exc)
 
 
-def _bind_blas(xp, stream):
-    """Bind the device's cuBLAS handle to ``stream`` before its capture begins: CuPy's
-    ``setStream`` refuses a capturing stream, and the products of a capture
-    (``CupyDevice.gemm``) run on the handle as it is (CuPy re-binds the handle to its
-    current stream before each of its own cuBLAS calls afterwards)."""
+def _bind_blas(dev, stream):
+    """Bind the device's cuBLAS handle to ``stream`` before its capture begins, and
+    keep it for the capture's products (``CupyDevice.gemm``): CuPy's ``setStream``
+    (which ``get_cublas_handle`` calls) refuses a capturing stream.  CuPy re-binds the
+    handle to its current stream before each of its own cuBLAS calls afterwards."""
     try:
         from cupy_backends.cuda.libs import cublas
-        cublas.setStream(xp.cuda.device.get_cublas_handle(), stream.ptr)
+        handle = dev.xp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, stream.ptr)
+        dev.capture_blas = handle
     except Exception:       # noqa: BLE001  (no cuBLAS: a product in the capture fails it)
-        pass
+        dev.capture_blas = None
 
 
 def cupy_capture(dev, fn):
@@ -306,7 +308,7 @@ def cupy_capture(dev, fn):
     out, with no host synchronization)."""
     xp = dev.xp
     stream = xp.cuda.Stream(non_blocking=True)
-    _bind_blas(xp, stream)
+    _bind_blas(dev, stream)
     with stream:
         stream.begin_capture()
         try:

@@ -88,37 +88,37 @@ class CupyDevice:
     def gemm(self, a, b):
         """``a @ b`` for C- or F-ordered float32/float64 matrices, by cuBLAS on the
         current stream, called directly (CuPy refuses its own cuBLAS calls while a
-        stream captures; ``cuda_graph.capture_matmul``).  cuBLAS is column-major: the
-        row-major product C = A B is C^T = B^T A^T there."""
+        stream captures; ``cuda_graph.capture_matmul``)."""
         from cupy_backends.cuda.libs import cublas
-        xp = self.xp
-        m, k = a.shape
-        n = b.shape[1]
-        out = xp.empty((m, n), a.dtype)
         from astjax.kernels import cuda_graph
-        handle = xp.cuda.device.get_cublas_handle()
+        xp = self.xp
         stream = xp.cuda.get_current_stream().ptr
-        if not cuda_graph.capturing():
+        if cuda_graph.capturing():
+            # the handle cupy_capture bound to the capturing stream before the capture
+            # began (CuPy's setStream, which get_cublas_handle calls, refuses it now)
+            handle = self.capture_blas
+            if handle is None or cublas.getStream(handle) != stream:
+                raise RuntimeError("no cuBLAS handle bound to the capturing stream")
+        else:
+            handle = xp.cuda.device.get_cublas_handle()
             cublas.setStream(handle, stream)
-        elif cublas.getStream(handle) != stream:
-            # (CuPy's setStream refuses a capturing stream: cupy_capture binds the
-            # handle to it before the capture begins)
-            raise RuntimeError("the cuBLAS handle is not bound to the capturing stream")
-        # a row-major (C-ordered) matrix is its transpose in column-major order
-        op_b, ld_b = (cublas.CUBLAS_OP_N, n) if b.flags.c_contiguous else \
-            (cublas.CUBLAS_OP_T, k)
-        op_a, ld_a = (cublas.CUBLAS_OP_N, k) if a.flags.c_contiguous else \
-            (cublas.CUBLAS_OP_T, m)
+        m, n = a.shape[0], b.shape[1]
+        out = xp.empty((m, n), a.dtype)
+        ops = {"N": cublas.CUBLAS_OP_N, "T": cublas.CUBLAS_OP_T}
+        op_1, op_2, rows, cols, inner, ld_1, ld_2, ld_out = gemm_arguments(a, b)
         one, zero = np.ones((), a.dtype), np.zeros((), a.dtype)
         routine = cublas.sgemm if a.dtype.char == "f" else cublas.dgemm
         mode = cublas.getPointerMode(handle)
         cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
         try:
-            routine(handle, op_b, op_a, n, m, k, one.ctypes.data, b.data.ptr, ld_b,
-                    a.data.ptr, ld_a, zero.ctypes.data, out.data.ptr, n)
+            routine(handle, ops[op_1], ops[op_2], rows, cols, inner, one.ctypes.data,
+                    b.data.ptr, ld_1, a.data.ptr, ld_2, zero.ctypes.data, out.data.ptr,
+                    ld_out)
         finally:
             cublas.setPointerMode(handle, mode)
         return out
+
+    capture_blas = None         # (cuda_graph.cupy_capture sets it for a capture)
 
     def stream_id(self):
         """The current stream (a graph replays on the stream its buffers were filled on)."""
@@ -214,6 +214,21 @@ class _Spec:
         self.out_dtypes = typed.out_dtypes
         self.checks = [(i, np.iinfo(dt)) for i, dt in typed.int_checks]
         self.functions: dict = {}
+
+
+def gemm_arguments(a, b):
+    """cuBLAS's ``gemm`` arguments for the row-major product ``a @ b`` (``a`` m x k,
+    ``b`` k x n, each C- or F-ordered; the result C-ordered): ``(op_1, op_2, rows,
+    cols, inner, ld_1, ld_2, ld_out)`` for ``gemm(op_1, op_2, rows, cols, inner, 1, b,
+    ld_1, a, ld_2, 0, out, ld_out)``.  cuBLAS is column-major, where a C-ordered
+    matrix reads as its transpose: the product C = A B is C^T = B^T A^T there, so
+    ``b`` comes first; an F-ordered operand reads as itself and is transposed
+    ("T")."""
+    m, k = a.shape
+    n = b.shape[1]
+    op_1, ld_1 = ("N", n) if b.flags.c_contiguous else ("T", k)
+    op_2, ld_2 = ("N", k) if a.flags.c_contiguous else ("T", m)
+    return op_1, op_2, n, m, k, ld_1, ld_2, n
 
 
 def _call_signature(dev, darray, args):
