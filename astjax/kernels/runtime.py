@@ -14,11 +14,12 @@ NumPy gives (inf, NaN, 0 for an integer divided by 0) but not its RuntimeWarning
 
 Per-call cost.  A call whose arguments have the dtypes, shapes and strides of an
 earlier call reuses that call's *plan* (the compiled function, the layout's ``P``
-array, the result shapes), and passes the argument tuple and the result list to a small C entry point
-(``<kernel>_objs``) as Python objects: it reads the array objects from their item
-arrays and each array's data pointer itself (``ITEM_OFFSETS``, ``DATA_OFFSET``, probed
-once at import), which saves NumPy's ``__array_interface__`` round trip, a few
-microseconds per array, and an array of addresses built per call.
+array, the result shapes), and passes the argument tuple and the result list to a
+small C entry point (``<kernel>_objs``) as Python objects: it reads the array
+objects from their item arrays and each array's data pointer itself
+(``ITEM_OFFSETS``, ``DATA_OFFSET``, probed once at import), which saves NumPy's
+``__array_interface__`` round trip, a few microseconds per array, and an array of
+addresses built per call.
 
 Result buffers of kernels called in a loop body (``lax.scan``, ``fori_loop``,
 ``while_loop``, Python loops) are taken from a small pool per result: a pooled array
@@ -26,6 +27,11 @@ is handed out again only when the pool holds its only reference
 (``sys.getrefcount``), that is when no value of the program, no view of it and no
 container can read it any more: a carry still live from the step before keeps its
 buffer, and the next one is used (double buffering falls out of the count).
+
+A call below the parallel threshold (``MIN_PARALLEL_WORK``) runs a build of its kernel
+without OpenMP's parallel loops (``c.render(..., threads=False)``): entering a parallel
+region costs ~0.8 us even on one thread, which was most of a small compiled loop's
+step (a scan over a 4x4 state: 0.58 -> 0.18 us per step).
 """
 from __future__ import annotations
 
@@ -189,8 +195,8 @@ def _origin(typed, text):
     return origin
 
 
-def c_text(typed, openmp=True) -> str:
-    return c_render.render(typed, _cname(typed.kernel), openmp)
+def c_text(typed, openmp=True, threads=True) -> str:
+    return c_render.render(typed, _cname(typed.kernel), openmp, threads)
 
 
 def _cname(kernel):
@@ -244,20 +250,23 @@ class KernelCall:
             objs.restype = ctypes.c_int
         return func, objs
 
-    def spec(self, kinds):
-        got = self.specs.get(kinds, False)
+    def spec(self, kinds, threads=True):
+        """The build for ``kinds``; ``threads`` False: the one for calls on one thread
+        (no OpenMP team started per call: ``c.render``)."""
+        key = kinds if threads else (kinds, "one thread")
+        got = self.specs.get(key, False)
         if got is False:
             try:
                 typed = ir.specialize(self.kernel, kinds)
                 _, _, omp = cc.compiler()
-                text = c_text(typed, bool(omp))
+                text = c_text(typed, bool(omp), threads)
                 func, objs = self._build(text, typed, _LEAD, _LEAD_ARGS, _ARGTYPES)
             except Unsupported:
                 got = None
             else:
                 got = _Spec(func, typed, text)
                 got.objs = objs
-            self.specs[kinds] = got
+            self.specs[key] = got
         return got
 
     def _key(self, args):
@@ -294,10 +303,7 @@ class KernelCall:
                     kinds.append(ir.input_kind(a))
                 except Unsupported:
                     return self.block(*args)
-        spec = self.spec(tuple(kinds))
-        if spec is None or not shapes:
-            return self.block(*args)
-        if numpy_raises():
+        if not shapes or numpy_raises():
             return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
         shape = shapes[0]
         if len(shapes) > 1 and any(sh != shape for sh in shapes):
@@ -310,10 +316,14 @@ class KernelCall:
         for deps in self.partial:        # a result smaller than the loop: NumPy runs it
             if np.broadcast_shapes(*(np.shape(args[i]) for i in deps)) != shape:
                 return self.block(*args)
+        n = math.prod(shape)
+        parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
+        spec = self.spec(tuple(kinds), parallel)
+        if spec is None:
+            return self.block(*args)
         for i, info in spec.checks:
             if not info.min <= args[i] <= info.max:
                 return self.block(*args)  # NumPy raises OverflowError
-        n = math.prod(shape)
         outs = [np.empty(shape, dt) for dt in spec.out_dtypes]
         lead = keep = None
         if n:
@@ -324,7 +334,6 @@ class KernelCall:
         if key is not None and (lead is not None or not n):
             conv = tuple((i, kd[0]) for i, (a, kd) in enumerate(zip(args, kinds))
                          if type(a) is not _ndarray)
-            parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
             self._keep_plan(key, (spec.objs if n else None, lead, conv,
                                   tuple((shape, dt) for dt in spec.out_dtypes),
                                   parallel, False, keep, spec.func if n else None))
@@ -434,13 +443,14 @@ class KernelCall:
             self.typed_indexed[kinds] = got
         return got
 
-    def _compiled(self, kinds, typed, baked):
-        key = (kinds, baked)
+    def _compiled(self, kinds, typed, baked, threads=True):
+        key = (kinds, baked, threads)
         got = self.specs.get(key, False)
         if got is False:
             try:
                 _, _, omp = cc.compiler()
-                text = c_render.render_indexed(typed, _cname(self.kernel), bool(omp), baked)
+                text = c_render.render_indexed(typed, _cname(self.kernel), bool(omp), baked,
+                                               threads)
                 func, objs = self._build(text, typed, _LEAD_INDEXED, _LEAD_INDEXED_ARGS,
                                          _INDEXED_ARGTYPES)
             except Unsupported:
@@ -485,7 +495,7 @@ class KernelCall:
         parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
         params_ptr = lay.params.__array_interface__["data"][0]
         if n:
-            got = self._compiled(kinds, typed, lay.baked)
+            got = self._compiled(kinds, typed, lay.baked, parallel)
             if got is None:
                 return self.block(*args)
             keep, ptrs = [], []
