@@ -282,10 +282,16 @@ class KernelCall:
         plans = self.plans
         key = None
         if plans is not None:
-            key = self._key(args)
-            plan = plans.get(key) if key is not None else None
-            if plan is not None and not numpy_raises():
-                return self._run_plan(plan, args)
+            try:            # (``_key``, inline: every call of a loop body comes here)
+                key = tuple([(a.dtype, a.shape, a.strides) if type(a) is _ndarray
+                             else float if type(a) is float else _scalar_key(a)
+                             for a in args])
+            except TypeError:
+                pass
+            else:
+                plan = plans.get(key)
+                if plan is not None and not numpy_raises():
+                    return self._run_plan(plan, args)
         if self.indexed:
             return self._call_indexed(args, key)
         kinds = []
@@ -350,7 +356,7 @@ class KernelCall:
         dtype) of each result, parallel?, full reduction?, what the leading
         arguments point into, kept alive here, the function taking data pointers:
         what a compiled loop driver calls, ``kernels/loops.py``)."""
-        func, lead, conv, results, parallel, full_reduce = plan[:6]
+        func, lead, conv, results, parallel, full_reduce, _, _ = plan
         if conv:
             args = list(args)
             boxed = self.boxed
@@ -367,7 +373,8 @@ class KernelCall:
         if pools is None:
             outs = [np.empty(sh, dt) for sh, dt in results]
         else:
-            outs = [self._buffer(pools[j], sh, dt) for j, (sh, dt) in enumerate(results)]
+            buffer = self._buffer
+            outs = [buffer(pool, sh, dt) for pool, (sh, dt) in zip(pools, results)]
         if func is not None:
             # (``args`` and ``outs`` are alive here: the C code reads their items)
             func(*lead, num_threads() if parallel else 1, id(args), type(args) is list,
