@@ -295,7 +295,17 @@ def format_string(template, *values):
     return template.format(*values)
 
 
-_META_VIEWS: dict = {}  # (shape, dtype) -> read-only zero-stride view, shared
+class _MetaViews(dict):
+    """(shape, dtype) -> a read-only zero-stride view of one zero, shared; made when
+    first asked for (``_META_VIEWS[key]`` inline, no call per array)."""
+
+    def __missing__(self, key):
+        shape, dtype = key
+        view = self[key] = np.broadcast_to(np.zeros((), dtype), shape)
+        return view
+
+
+_META_VIEWS = _MetaViews()
 
 
 def meta(x):
@@ -306,14 +316,14 @@ def meta(x):
     array it is a zero-stride view of one element.
     """
     t = type(x)
-    if t is tuple:                 # (a scan's carry, every step: the common case first)
-        return tuple([meta(v) for v in x])
-    if t is np.ndarray or isinstance(x, np.ndarray):
-        key = (x.shape, x.dtype)
-        view = _META_VIEWS.get(key)
-        if view is None:
-            view = _META_VIEWS[key] = np.broadcast_to(np.zeros((), x.dtype), x.shape)
-        return view
+    if t is np.ndarray:            # (every step of a loop: the common cases first)
+        return _META_VIEWS[(x.shape, x.dtype)]
+    if t is tuple:
+        views = _META_VIEWS
+        return tuple([views[(v.shape, v.dtype)] if type(v) is np.ndarray else meta(v)
+                      for v in x])
+    if isinstance(x, np.ndarray):
+        return _META_VIEWS[(x.shape, x.dtype)]
     if isinstance(x, list):
         return [meta(v) for v in x]
     if isinstance(x, tuple):
@@ -327,13 +337,17 @@ _NEVER = object()
 
 
 def _signature(v):
-    """What decides the type, shape and dtype of whitelisted operations on ``v``."""
+    """What decides the type, shape and dtype of whitelisted operations on ``v``;
+    ``_NEVER`` for a value, or a container holding one, that no trip matches."""
     t = type(v)
     if t is np.ndarray:
         # (a boolean array may index: what it selects depends on its values)
         return _NEVER if v.dtype.kind == "b" else (v.shape, v.dtype)
     if t is tuple or t is list:
-        return (t, tuple([_signature(x) for x in v]))
+        items = tuple([(x.shape, x.dtype) if type(x) is np.ndarray and x.dtype.kind != "b"
+                       else _signature(x) for x in v])
+        # (a boolean array inside the carry tuple counts as one at the top)
+        return _NEVER if _NEVER in items else (t, items)
     if t is int or t is bool:
         return (t, v)
     if t is float or t is complex or isinstance(v, np.generic) or v is None:
@@ -396,8 +410,15 @@ def cots_complete(checks, *cots):
 def _complete(c, check):
     if check == "array":
         return type(c) is np.ndarray
-    return isinstance(c, (tuple, list)) and len(c) == len(check) and all(
-        _complete(x, k) for x, k in zip(c, check))
+    if not isinstance(c, (tuple, list)) or len(c) != len(check):
+        return False
+    for x, k in zip(c, check):         # (a loop, not all() of a generator: per step)
+        if k == "array":
+            if type(x) is not np.ndarray:
+                return False
+        elif not _complete(x, k):
+            return False
+    return True
 
 
 # ------------------------------------------------------------ in-place update rules
@@ -749,6 +770,8 @@ def compact(y):
     """
     if type(y) is np.ndarray or isinstance(y, np.ndarray):
         base = y.base
+        if base is None:
+            return y
         return y.copy() if isinstance(base, np.ndarray) and base.size > y.size else y
     if isinstance(y, (list, tuple, dict)):
         from astjax.tree_util import tree_map

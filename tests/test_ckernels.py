@@ -441,8 +441,9 @@ def test_a_kernel_that_fails_to_compile_names_the_users_line(monkeypatch):
     from astjax.kernels import runtime
     real = runtime.c_text
 
-    def broken(typed, openmp=True):      # a renderer bug: an undeclared name
-        return real(typed, openmp).replace("const double v0 = ", "const double v0 = nope + ")
+    def broken(typed, openmp=True, threads=True):      # a renderer bug: an undeclared name
+        return real(typed, openmp, threads).replace("const double v0 = ",
+                                                    "const double v0 = nope + ")
     monkeypatch.setattr(runtime, "c_text", broken)
     monkeypatch.setattr(kbackend, "NUMPY_FASTER", frozenset())   # tanh as a kernel
 
@@ -469,6 +470,67 @@ def test_without_openmp_the_kernels_are_the_same(monkeypatch):
             b = y if a.shape[1] == 40 else y[::3]
             assert identical(kc(a, b), tuple(getattr(np, u)(a, b) for u in
                                              ["add", "multiply", "maximum", "floor_divide"]))
+
+
+def _stencil(p):
+    """An indexed kernel's cases: pads and slices (interior split), a reduction kept
+    along an axis and a full one."""
+    lap = np.pad(p[1:, :] - p[:-1, :], ((0, 1), (0, 0))) / 3.0
+    return lap * p + 1.0, np.sum(lap * lap, axis=1), np.sum(p * 2.0)
+
+
+def test_one_thread_calls_run_a_build_without_parallel_loops(monkeypatch):
+    """A call below the parallel threshold runs a build without OpenMP's parallel
+    loops (starting a team cost ~0.8 us per call even for one thread), with the
+    values of the threaded build run on one thread."""
+    from astjax.kernels import runtime as kruntime
+    omp = bool(cc.compiler()[2])
+    x, y = values(np.float32, (9, 40), 1), values(np.float32, (40,), 2)
+    p = values(np.float64, (7, 12), 3)
+    ops = ["add", "multiply", "maximum", "floor_divide"]
+    kc = _group("one_thread", ops, 2)
+    called = []
+    real_call = KernelCall.__call__
+    monkeypatch.setattr(KernelCall, "__call__",
+                        lambda self, *a: called.append(self) or real_call(self, *a))
+    jf = astjax.jit(_stencil, backend="c")
+
+    def run():
+        with np.errstate(all="ignore"):
+            got = [kc(x, y), kc(x[::-1, ::3], y[::3])]
+        return got + list(jf(p))
+
+    alone = run()
+    kcs = [k for k in dict.fromkeys(called) if k is not kc]
+    kinds = (ir.input_kind(x), ir.input_kind(y))
+    assert list(kc.specs) == [(kinds, "one thread")]
+    texts = [kc.specs[(kinds, "one thread")].text]
+    assert len(kcs) == 2 and all(k.indexed for k in kcs)
+    for k in kcs:
+        assert k.specs and all(key[-1] is False for key in k.specs)
+        texts += [got[1] for got in k.specs.values()]
+    for text in texts:
+        assert "omp parallel" not in text
+        if "reduction over" not in text:      # (a full sum's loop has no simd)
+            assert ("#pragma omp simd" in text) == omp
+    with np.errstate(all="ignore"):
+        assert identical(alone[0], tuple(getattr(np, u)(x, y) for u in ops))
+    assert identical(alone[2], _stencil(p)[0])
+    # the threaded builds, on one thread: the same values
+    monkeypatch.setattr(kruntime, "MIN_PARALLEL_WORK", 0)
+    monkeypatch.setattr(kruntime, "num_threads", lambda: 1)
+    for k in [kc] + kcs:
+        k.plans.clear()
+    threaded = run()
+    assert kinds in kc.specs
+    assert all(any(key[-1] is True for key in k.specs) for k in kcs)
+    if omp:
+        assert "omp parallel" in kc.specs[kinds].text
+        assert all("omp parallel" in got[1] for k in kcs for key, got in k.specs.items()
+                   if key[-1] is True)
+    assert len(threaded) == len(alone) == 5
+    for a, b in zip(threaded, alone):
+        assert identical(a, b)
 
 
 def test_numpy_error_state_that_raises_is_honoured():

@@ -250,6 +250,9 @@ def test_trip_signature():
     assert rt.trip_signature(object()) is None
     # what a boolean mask selects depends on its values, not its shape
     assert rt.trip_signature(np.array([True, False])) is None
+    # ... inside the carry's tuple (or list) too
+    assert rt.trip_signature((a, np.array([True, False]))) is None
+    assert rt.trip_signature([(a, [np.array([True])])], 3) is None
     assert not rt.same_signature(None, None)
 
 
@@ -277,6 +280,27 @@ def test_scanned_boolean_masks_select_different_shapes(monkeypatch):
     # the masks come from the scanned inputs: their values, which decide what the
     # facts see, are not part of any signature, so no trip is fast
     _check(f, (1.0 + RNG.random(3), masks), monkeypatch, fast=False)
+
+
+def test_a_carried_boolean_mask_never_matches_a_signature(monkeypatch):
+    """A mask carried in the scan's tuple selects 3 entries on one trip and 1 on the
+    next: the trips must not share a signature (they did while a boolean array was
+    refused only at the top of the signature: the fast trip raised NumPy's
+    broadcasting error)."""
+    masks = np.array([[True, True, True], [True, False, False], [True, True, True],
+                      [False, True, False]])
+    v = 1.0 + RNG.random(3)
+
+    def f(w, xs):
+        def step(carry, m_next):
+            c, m = carry
+            a = c[m] * w[m]
+            y = a * v
+            c = np.tanh(c + y * 0.5)
+            return (c, m_next), np.sum(y)
+        (c, _), ys = lax.scan(step, (np.ones(3), np.ones(3, bool)), xs)
+        return np.sum(ys ** 2) + np.sum(c)
+    _check(f, (1.0 + RNG.random(3), masks), monkeypatch)
 
 
 def test_carried_index_value_is_part_of_the_signature(monkeypatch):

@@ -42,9 +42,12 @@ from astjax.kernels import ir
 from astjax.kernels.ir import Typed
 
 
-def render(typed: Typed, cname: str, openmp: bool) -> str:
+def render(typed: Typed, cname: str, openmp: bool, threads: bool = True) -> str:
     """The C text of ``typed`` as function ``cname`` (see the module docstring for its
-    calling convention)."""
+    calling convention).  ``threads`` False: a build for calls on one thread, without
+    the parallel loops (``#pragma omp simd`` stays), whose OpenMP team start costs
+    ~0.8 us per call even when ``nthreads`` is 1; every element is computed by the
+    same statements, so the values are the threaded build's."""
     k = typed.kernel
     helpers: set = set()
     nin, nout = len(typed.inputs), len(typed.outputs)
@@ -98,6 +101,8 @@ def render(typed: Typed, cname: str, openmp: bool) -> str:
     simd = "#pragma omp simd"
     if not openmp:
         par = par_rows = simd = ""
+    elif not threads:
+        par, par_rows = simd, ""
     flat = call(lambda j: "i")
     strided = call(lambda j: "r" if j is None else f"o{j} + c * st[{j} * ndim + ndim - 1]")
     unit = call(lambda j: "r" if j is None else f"o{j} + c")   # inner strides all 1
@@ -156,7 +161,7 @@ int {cname}(int64_t n, int32_t ndim, const int64_t *restrict shape,
     return 0;
 }}
 """
-    if not openmp:      # one thread: the parallel branch is never taken
+    if not (openmp and threads):    # one thread: the parallel branch is never taken
         loops = loops.replace("    if (nthreads > 1) {", "    if (0) {")
     pre = [prelude(), helpers_text(helpers)]
     head = f"/* astjax kernel {k.name}: {len(typed.ops)} statements of a fused group */\n"
@@ -542,11 +547,12 @@ def _reduce_parts(red):
     return A, init, combine, final
 
 
-def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
+def render_indexed(typed, cname: str, openmp: bool, baked=(), threads: bool = True) -> str:
     """The C text of an indexed kernel: ``int cname(const int64_t *P, int32_t
     nthreads, void **ptrs)``, ``P`` the values of ``typed.params`` (those in
     ``baked`` are literals here), ``ptrs`` the inputs then the results (C-contiguous,
-    freshly allocated)."""
+    freshly allocated).  ``threads`` False: for calls on one thread, without the
+    parallel loops (as ``render``); a reduction's order never depends on them."""
     em = _Emitter(typed, baked)
     bk = em.baked
     red = typed.reduce
@@ -568,7 +574,7 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
         T = ctype(dt)
         decl.append(f"    {T} *restrict q{j} = ({T} *)ptrs[{nin + j}];")
     par = ("#pragma omp parallel for schedule(static) num_threads(nthreads) "
-           "if(nthreads > 1)") if openmp else ""
+           "if(nthreads > 1)") if openmp and threads else ""
     simd = "#pragma omp simd" if openmp else ""
 
     def flat(axes):
@@ -629,8 +635,8 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
             code = _split_loops(rank, dims, inside.constraints, body, interior, par, simd,
                                 scratch, edge)
         else:
-            outer_simd = par.replace("parallel for", "parallel for simd") if rank == 1 \
-                else par
+            outer_simd = (par.replace("parallel for", "parallel for simd") or simd) \
+                if rank == 1 else par
             code = loops(list(range(rank)), body, 1, outer_simd, simd if rank > 1 else "")
     else:
         A, init, combine, final = _reduce_parts(red)
@@ -650,7 +656,7 @@ def render_indexed(typed, cname: str, openmp: bool, baked=()) -> str:
             per += ["    " + line for line in loops(inner_axes, body, 0, "", "")]
             per += ["}", "part[t] = acc;"]
             omp = ("#pragma omp parallel for schedule(static, 1) num_threads(nt) "
-                   "if(nt > 1)") if openmp else ""
+                   "if(nt > 1)") if openmp and threads else ""
             code = ["    const int32_t nt = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : "
                     "nthreads);",
                     f"    {A} part[64];"]

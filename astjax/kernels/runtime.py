@@ -27,6 +27,11 @@ is handed out again only when the pool holds its only reference
 (``sys.getrefcount``), that is when no value of the program, no view of it and no
 container can read it any more: a carry still live from the step before keeps its
 buffer, and the next one is used (double buffering falls out of the count).
+
+A call below the parallel threshold (``MIN_PARALLEL_WORK``) runs a build of its kernel
+without OpenMP's parallel loops (``c.render(..., threads=False)``): entering a parallel
+region costs ~0.8 us even on one thread, which was most of a small compiled loop's
+step (a scan over a 4x4 state: 0.58 -> 0.18 us per step).
 """
 from __future__ import annotations
 
@@ -190,8 +195,8 @@ def _origin(typed, text):
     return origin
 
 
-def c_text(typed, openmp=True) -> str:
-    return c_render.render(typed, _cname(typed.kernel), openmp)
+def c_text(typed, openmp=True, threads=True) -> str:
+    return c_render.render(typed, _cname(typed.kernel), openmp, threads)
 
 
 def _cname(kernel):
@@ -245,20 +250,23 @@ class KernelCall:
             objs.restype = ctypes.c_int
         return func, objs
 
-    def spec(self, kinds):
-        got = self.specs.get(kinds, False)
+    def spec(self, kinds, threads=True):
+        """The build for ``kinds``; ``threads`` False: the one for calls on one thread
+        (no OpenMP team started per call: ``c.render``)."""
+        key = kinds if threads else (kinds, "one thread")
+        got = self.specs.get(key, False)
         if got is False:
             try:
                 typed = ir.specialize(self.kernel, kinds)
                 _, _, omp = cc.compiler()
-                text = c_text(typed, bool(omp))
+                text = c_text(typed, bool(omp), threads)
                 func, objs = self._build(text, typed, _LEAD, _LEAD_ARGS, _ARGTYPES)
             except Unsupported:
                 got = None
             else:
                 got = _Spec(func, typed, text)
                 got.objs = objs
-            self.specs[kinds] = got
+            self.specs[key] = got
         return got
 
     def _key(self, args):
@@ -274,10 +282,16 @@ class KernelCall:
         plans = self.plans
         key = None
         if plans is not None:
-            key = self._key(args)
-            plan = plans.get(key) if key is not None else None
-            if plan is not None and not numpy_raises():
-                return self._run_plan(plan, args)
+            try:            # (``_key``, inline: every call of a loop body comes here)
+                key = tuple([(a.dtype, a.shape, a.strides) if type(a) is _ndarray
+                             else float if type(a) is float else _scalar_key(a)
+                             for a in args])
+            except TypeError:
+                pass
+            else:
+                plan = plans.get(key)
+                if plan is not None and not numpy_raises():
+                    return self._run_plan(plan, args)
         if self.indexed:
             return self._call_indexed(args, key)
         kinds = []
@@ -295,10 +309,7 @@ class KernelCall:
                     kinds.append(ir.input_kind(a))
                 except Unsupported:
                     return self.block(*args)
-        spec = self.spec(tuple(kinds))
-        if spec is None or not shapes:
-            return self.block(*args)
-        if numpy_raises():
+        if not shapes or numpy_raises():
             return self.block(*args)     # np.errstate(divide="raise"): NumPy raises
         shape = shapes[0]
         if len(shapes) > 1 and any(sh != shape for sh in shapes):
@@ -311,10 +322,14 @@ class KernelCall:
         for deps in self.partial:        # a result smaller than the loop: NumPy runs it
             if np.broadcast_shapes(*(np.shape(args[i]) for i in deps)) != shape:
                 return self.block(*args)
+        n = math.prod(shape)
+        parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
+        spec = self.spec(tuple(kinds), parallel)
+        if spec is None:
+            return self.block(*args)
         for i, info in spec.checks:
             if not info.min <= args[i] <= info.max:
                 return self.block(*args)  # NumPy raises OverflowError
-        n = math.prod(shape)
         outs = [np.empty(shape, dt) for dt in spec.out_dtypes]
         lead = keep = None
         if n:
@@ -325,7 +340,6 @@ class KernelCall:
         if key is not None and (lead is not None or not n):
             conv = tuple((i, kd[0]) for i, (a, kd) in enumerate(zip(args, kinds))
                          if type(a) is not _ndarray)
-            parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
             self._keep_plan(key, (spec.objs if n else None, lead, conv,
                                   tuple((shape, dt) for dt in spec.out_dtypes),
                                   parallel, False, keep, spec.func if n else None))
@@ -342,7 +356,7 @@ class KernelCall:
         dtype) of each result, parallel?, full reduction?, what the leading
         arguments point into, kept alive here, the function taking data pointers:
         what a compiled loop driver calls, ``kernels/loops.py``)."""
-        func, lead, conv, results, parallel, full_reduce = plan[:6]
+        func, lead, conv, results, parallel, full_reduce, _, _ = plan
         if conv:
             args = list(args)
             boxed = self.boxed
@@ -359,7 +373,8 @@ class KernelCall:
         if pools is None:
             outs = [np.empty(sh, dt) for sh, dt in results]
         else:
-            outs = [self._buffer(pools[j], sh, dt) for j, (sh, dt) in enumerate(results)]
+            buffer = self._buffer
+            outs = [buffer(pool, sh, dt) for pool, (sh, dt) in zip(pools, results)]
         if func is not None:
             # (``args`` and ``outs`` are alive here: the C code reads their items)
             func(*lead, num_threads() if parallel else 1, id(args), type(args) is list,
@@ -435,13 +450,14 @@ class KernelCall:
             self.typed_indexed[kinds] = got
         return got
 
-    def _compiled(self, kinds, typed, baked):
-        key = (kinds, baked)
+    def _compiled(self, kinds, typed, baked, threads=True):
+        key = (kinds, baked, threads)
         got = self.specs.get(key, False)
         if got is False:
             try:
                 _, _, omp = cc.compiler()
-                text = c_render.render_indexed(typed, _cname(self.kernel), bool(omp), baked)
+                text = c_render.render_indexed(typed, _cname(self.kernel), bool(omp), baked,
+                                               threads)
                 func, objs = self._build(text, typed, _LEAD_INDEXED, _LEAD_INDEXED_ARGS,
                                          _INDEXED_ARGTYPES)
             except Unsupported:
@@ -486,7 +502,7 @@ class KernelCall:
         parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
         params_ptr = lay.params.__array_interface__["data"][0]
         if n:
-            got = self._compiled(kinds, typed, lay.baked)
+            got = self._compiled(kinds, typed, lay.baked, parallel)
             if got is None:
                 return self.block(*args)
             keep, ptrs = [], []
