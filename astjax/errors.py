@@ -80,3 +80,8 @@ class UnsupportedDerivativeError(DifferentiationError, NotImplementedError):
 
 class ArgumentError(AstjaxError, TypeError):
     """A transformation was called with arguments that do not fit its signature."""
+
+
+class ZeroStepsError(AstjaxError, ValueError):
+    """The stacked outputs of a loop that ran no step were used: their shapes are
+    unknown (JAX traces the step to know them; astjax would have to run it)."""

@@ -779,6 +779,46 @@ def compact(y):
     return y
 
 
+class ZeroStepOutputs:
+    """The stacked outputs of a loop that ran no step (``lax.scan`` or ``lax.map`` over
+    zero steps, a vmap written as a loop over an empty batch).  Their structure and
+    shapes come from a step, and none ran (JAX traces one), so this stands in for
+    them: any use raises ``ZeroStepsError``, where a made-up array (it was
+    ``np.zeros((0,))``: ``ys.sum(0)`` gave a scalar where JAX gives zeros of the
+    step's shape) would be a silently wrong value.  Unused, it costs nothing."""
+
+    __array_priority__ = 1 << 30
+    __hash__ = None
+
+    def _refuse(self, *args, **kwargs):
+        from astjax.errors import ZeroStepsError
+        raise ZeroStepsError(
+            "the stacked outputs of a loop that ran zero steps (lax.scan or lax.map "
+            "over an empty axis, or a vmap over an empty batch) were used: their "
+            "shapes come from a step, and none ran (JAX traces one; astjax does not)\n"
+            "hint: give the loop at least one step, or build the empty result "
+            "yourself, e.g. np.zeros((0,) + step_shape)")
+
+    __array__ = __array_function__ = __array_ufunc__ = _refuse
+    __len__ = __iter__ = __getitem__ = __bool__ = __float__ = __int__ = _refuse
+    __index__ = __neg__ = __abs__ = __eq__ = __ne__ = __lt__ = __le__ = _refuse
+    __gt__ = __ge__ = _refuse
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._refuse()
+
+    def __repr__(self):
+        return "<astjax: stacked outputs of a loop that ran zero steps (shapes unknown)>"
+
+
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
+            "or", "xor", "lshift", "rshift"):
+    for _form in ("__{}__", "__r{}__", "__i{}__"):
+        setattr(ZeroStepOutputs, _form.format(_op), ZeroStepOutputs._refuse)
+
+
 def tree_stack(ys, reverse):
     """Stack per-step scan outputs along a new leading axis (restoring order if reversed)."""
     from astjax.tree_util import tree_map
@@ -786,7 +826,7 @@ def tree_stack(ys, reverse):
     if reverse:
         ys.reverse()
     if not ys:
-        return np.zeros((0,))
+        return ZeroStepOutputs()
     if isinstance(ys[0], (np.ndarray, np.generic, float, int)):
         return np.stack(ys)
     return tree_map(lambda *leaves: np.stack([np.asarray(v) for v in leaves]), ys[0], *ys[1:])

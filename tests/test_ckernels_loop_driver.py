@@ -127,13 +127,21 @@ def _rng(seed=0):
 
 def _check(f, *args, compiled=True):
     """jit(f) with C kernels equals the NumPy backend; the driver ran C or not."""
-    want = astjax.jit(f, backend="numpy")(*args)
+    want = _zero_steps_named(astjax.jit(f, backend="numpy")(*args))
     before = dict(loops.STATS)
-    got = astjax.jit(f, backend="c")(*args)
+    got = _zero_steps_named(astjax.jit(f, backend="c")(*args))
     assert identical(got, want), (got, want)
     ran = loops.STATS["loops"] > before["loops"]
     assert ran == compiled, (f.__name__, loops.STATS, before)
     return got
+
+
+def _zero_steps_named(out):
+    """The outputs of a scan that ran no step (a stand-in refusing any use:
+    ``rt.ZeroStepOutputs``) as a name, so the rest compares."""
+    from astjax.runtime import ZeroStepOutputs
+    from astjax.tree_util import tree_map
+    return tree_map(lambda v: "zero steps" if isinstance(v, ZeroStepOutputs) else v, out)
 
 
 def _driver_source(f, *args):
