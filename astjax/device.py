@@ -103,6 +103,8 @@ def _gemm_while_capturing(product, name):
     call.__name__ = name
     call.__wrapped__ = product
     return call
+
+
 _JOIN_CHUNK = 8
 
 
