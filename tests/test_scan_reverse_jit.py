@@ -16,17 +16,9 @@ import pytest
 import astjax
 from astjax import lax
 from astjax import runtime as rt
+from conftest import numerical_grad
 
 RNG = np.random.default_rng(7)
-
-
-def _fd(f, x, eps=1e-6):
-    out = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        out[i] = (f(x + e) - f(x - e)) / (2 * eps)
-    return out
 
 
 def _check(f, w, rest, exact, fd=True):
@@ -41,7 +33,7 @@ def _check(f, w, rest, exact, fd=True):
         else:
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14, err_msg=backend)
     if fd and w.dtype == np.float64:
-        np.testing.assert_allclose(want, _fd(lambda v: f(v, *rest), w), rtol=1e-6,
+        np.testing.assert_allclose(want, numerical_grad(f, (w, *rest)), rtol=1e-6,
                                    atol=1e-8)
     return want
 
