@@ -34,6 +34,8 @@ import collections
 import os
 import threading
 
+import numpy as _np
+
 _ENABLED: list = []
 _CAPTURING: list = []        # a capture in progress (steps nested in it are captured by it)
 _STATS = collections.Counter()
@@ -233,6 +235,8 @@ class StepGraph:
                 key.append((a.shape, a.dtype.str))
             elif type(a) in (int, float, bool, complex, type(None), str):
                 key.append((type(a), a))
+            elif isinstance(a, _np.generic):      # a NumPy scalar: by value, like a number
+                key.append((type(a), a.item()))
             else:
                 return None                       # a host array: not replayable
         return tuple(key)
