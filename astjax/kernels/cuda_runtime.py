@@ -614,7 +614,7 @@ class _DeviceGenerated(Generated):
 
     bound = None
     kernel_text = ""
-    graphs: list = []           # the whole call's CUDA graphs, once captured
+    graphs = ()                 # the whole call's CUDA graphs, once captured (load sets it)
     stateful = False            # draws from a stateful generator: never replayed
 
     def refresh(self):
