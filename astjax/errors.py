@@ -82,6 +82,7 @@ class ArgumentError(AstjaxError, TypeError):
     """A transformation was called with arguments that do not fit its signature."""
 
 
-class ZeroStepsError(AstjaxError, ValueError):
+class ZeroStepsError(TransformError, ValueError):
     """The stacked outputs of a loop that ran no step were used: their shapes are
-    unknown (JAX traces the step to know them; astjax would have to run it)."""
+    unknown (JAX traces the step to know them; astjax would have to run it).  Names
+    the user's line that used them."""

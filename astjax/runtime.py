@@ -794,9 +794,9 @@ class ZeroStepOutputs:
         from astjax.errors import ZeroStepsError
         raise ZeroStepsError(
             "the stacked outputs of a loop that ran zero steps (lax.scan or lax.map "
-            "over an empty axis, or a vmap over an empty batch) were used: their "
-            "shapes come from a step, and none ran (JAX traces one; astjax does not)\n"
-            "hint: give the loop at least one step, or build the empty result "
+            "over an empty axis, or a vmap over an empty batch) are used here: their "
+            "shapes come from a step, and none ran (JAX traces one; astjax does not)",
+            _user_line(), "give the loop at least one step, or build the empty result "
             "yourself, e.g. np.zeros((0,) + step_shape)")
 
     __array__ = __array_function__ = __array_ufunc__ = _refuse
@@ -817,6 +817,31 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", 
             "or", "xor", "lshift", "rshift"):
     for _form in ("__{}__", "__r{}__", "__i{}__"):
         setattr(ZeroStepOutputs, _form.format(_op), ZeroStepOutputs._refuse)
+
+
+def _user_line():
+    """The user's line running now: behind the innermost generated line on the stack
+    (``codegen.origin``), else the innermost frame of the user's own code (outside
+    astjax and NumPy); None when neither is found (a standalone module)."""
+    import linecache
+    import os
+    codegen, errors = sys.modules.get("astjax.codegen"), sys.modules.get("astjax.errors")
+    if codegen is None or errors is None:
+        return None
+    ours = os.path.dirname(os.path.abspath(codegen.__file__))
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        where = codegen.origin(name, frame.f_lineno)
+        if where is not None:
+            return where
+        if not name.startswith(("<", ours)) and f"{os.sep}numpy{os.sep}" not in name:
+            text = linecache.getline(name, frame.f_lineno)
+            start = len(text) - len(text.lstrip())
+            return errors.Location(name, frame.f_lineno, start, len(text.rstrip()) or None,
+                                   frame.f_code.co_name)
+        frame = frame.f_back
+    return None
 
 
 def tree_stack(ys, reverse):

@@ -394,6 +394,12 @@ CONSTRUCTS = [
     ]),
     ("lax_scan", ["{v} = lax.scan(lambda c, t: (c * 0.5 + t, c * t), {a_row}, {a2})[1]"]),
     ("lax_map", ["{v} = lax.map(lambda r: np.sin(r) * 2.0, {a2})"]),
+    # zero steps: the carry is the initial one under every transformation (the outputs
+    # of zero steps refuse any use: tests/test_scan_zero_steps.py)
+    ("lax_scan_empty", [
+        "{v} = lax.scan(lambda c, t: (np.sin(c) * 0.5 + t, c * t), {a_row}, {a2}[:0])[0]"
+        " + np.cos({a_row})",
+    ]),
     ("loop_setitem", ["{v} = np.zeros({a}.shape)", "for i in range({a}.shape[-1]):",
                       "    {v}[..., i] = np.sin({a}[..., i]) * np.sum({b})"]),
     ("loop_break", ["{v} = {a} * 1.0", "for i in range(4):", "    if np.sum({v}) > {c} + 2.0:",

@@ -524,6 +524,16 @@ def _seen(call):
             return ("raised", type(e))
 
 
+# the programs of the corpus that cannot replay, and why
+NOT_REPLAYED = {
+    "poly-5": "no device array among the arguments (a NumPy scalar)",
+    "python_values-20": "no device array (lists of numbers)",
+    "python_values-21": "no device array (Python ints)",
+    "lone_add-15": "NumPy's broadcasting error, every call",
+    "while_halves": "a host read: the while loop's test",
+}
+
+
 @pytest.mark.parametrize("name,f,make", CORPUS, ids=[c[0] for c in CORPUS])
 def test_replays_equal_eager_calls_over_the_corpus(name, f, make):
     """Every fusable program and every loop program of the C backend's corpus, on
@@ -551,10 +561,8 @@ def test_replays_equal_eager_calls_over_the_corpus(name, f, make):
         # (refused: a host read; eager: no device array among the arguments)
         plain = after["refused"] > before["refused"] or after["eager"] > before["eager"]
         assert dev.replays == (0 if plain else 3), (name, dev.replays, plain)
-    REPLAYED.append((name, dev.replays))
-
-
-REPLAYED: list = []
+    # the programs that cannot replay are exactly these, each for its reason
+    assert (dev.replays == 0) == (name in NOT_REPLAYED), (name, dev.replays)
 
 
 def _other_values(a):
@@ -562,20 +570,3 @@ def _other_values(a):
     if isinstance(a, np.ndarray):
         return np.roll(a, 1) if a.ndim and a.size > 1 else np.asarray(a + 1, a.dtype)
     return a
-
-
-NOT_REPLAYED = {
-    "poly-5": "no device array among the arguments (a NumPy scalar)",
-    "python_values-20": "no device array (lists of numbers)",
-    "python_values-21": "no device array (Python ints)",
-    "lone_add-15": "NumPy's broadcasting error, every call",
-    "while_halves": "a host read: the while loop's test",
-}
-
-
-def test_the_corpus_replays_except_where_it_cannot():
-    """(runs after the sweep) Every program of the corpus replays but those that
-    cannot: named here with the reason."""
-    if len(REPLAYED) < len(CORPUS):
-        pytest.skip("the corpus sweep did not run in this session")
-    assert {n for n, r in REPLAYED if not r} == set(NOT_REPLAYED)

@@ -52,8 +52,11 @@ TRANSFORMS = {
 @pytest.mark.parametrize("f", [uses_ys, mapped], ids=["scan-ys", "map"])
 def test_using_the_outputs_of_zero_steps_raises(f, t):
     g = TRANSFORMS[t](f)
-    with pytest.raises(ZeroStepsError, match="zero steps"):
+    with pytest.raises(ZeroStepsError, match="zero steps") as err:
         g(EMPTY)
+    use = {uses_ys: "np.sum(ys.sum(axis=0))", mapped: "np.sum(lax.map("}[f]
+    assert __file__ in str(err.value) and use in str(err.value)      # the user's line
+    assert "^" in str(err.value) and "hint:" in str(err.value)
     got = g(FULL)                                  # (one step or more: as before)
     want = TRANSFORMS["eager"](f)(FULL) if t in ("eager", "jit", "jit-c", "vmap") else \
         astjax.grad(f)(FULL)
