@@ -12,7 +12,7 @@
 # Installs nothing beyond .whl/*.whl (into /tmp/site).  Logs go to $OUT (the files
 # that come back) or /tmp/astjax-gpu; the summary is the last lines printed.
 # Budget (seconds, env): GPU_TESTS_S=180  SUITE_S=270 (0 skips it)  and the bench gets what is left
-# of TOTAL_S=570 (with --quick sizes below 150 s).
+# of TOTAL_S=570 (with --quick sizes below 150 s); BENCH_ONLY=mlp,wave300 picks its rows.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -86,7 +86,7 @@ LEFT=$(( TOTAL_S - ($(date +%s) - START) ))
 QUICK=""
 [ "$LEFT" -lt 150 ] && QUICK="--quick"
 if [ "$LEFT" -gt 20 ]; then
-    phase bench "$LEFT" "$PY" bench/gpu.py $QUICK
+    phase bench "$LEFT" "$PY" bench/gpu.py $QUICK ${BENCH_ONLY:+--only "$BENCH_ONLY"}
     SUMMARY+=("$(grep -c . "$LOGS/bench.log") lines of figures in bench.log $QUICK")
 else
     SUMMARY+=("bench      skipped: ${LEFT}s left")
