@@ -340,10 +340,11 @@ def runtime_for(xp) -> dict:
 
 def _share_types(clone, original):
     """Classes (and their instances: markers, sentinels) stay the original's, so
-    ``isinstance`` means the same on both sides of the dispatch."""
+    ``isinstance`` means the same on both sides of the dispatch; an instance whose
+    class says ``per_array_module`` (a cache of arrays) stays the clone's."""
     for key, value in list(vars(clone).items()):
         orig = getattr(original, key, None)
-        if orig is None:
+        if orig is None or getattr(value, "per_array_module", False):
             continue
         if isinstance(value, type) and value.__module__ == clone.__name__:
             setattr(clone, key, orig)

@@ -297,7 +297,11 @@ def format_string(template, *values):
 
 class _MetaViews(dict):
     """(shape, dtype) -> a read-only zero-stride view of one zero, shared; made when
-    first asked for (``_META_VIEWS[key]`` inline, no call per array)."""
+    first asked for (``_META_VIEWS[key]`` inline, no call per array).  Each array
+    module's runtime has its own (``device.runtime_for``): a device's stand-ins are
+    device arrays, or every kernel reading one would copy it from the host."""
+
+    per_array_module = True
 
     def __missing__(self, key):
         shape, dtype = key

@@ -11,6 +11,8 @@ reductions, whose ``__syncthreads`` the shim runs as a real barrier.
 """
 from __future__ import annotations
 
+import functools
+
 import os
 
 import numpy as np
@@ -411,6 +413,7 @@ class ArrayModuleDevice(CheckedDevice):
     def asarray(self, a):
         if type(a) is self.ndarray:
             return a
+        self.TD._no_transfer_in("asarray()")    # (CupyDevice.asarray: an H2D copy)
         return self.ndarray(np.array(a))
 
     def empty(self, shape, dtype):
@@ -423,7 +426,47 @@ class ArrayModuleDevice(CheckedDevice):
         return a.data.ptr
 
     def index_array(self, values):
-        return self.ndarray(np.array(values, np.int64))
+        got = self._index.get(values)
+        if got is None:     # (CupyDevice.index_array: copied to the device once)
+            self.TD._no_transfer_in("index_array()")
+            got = self._index[values] = self.ndarray(np.array(values, np.int64))
+        return got
+
+    @functools.cached_property
+    def _index(self):
+        return {}
+
+
+def test_device_runtimes_share_no_mutable_state_with_the_host_runtime():
+    """A device's runtime modules (``device.runtime_for``) are the host's executed with
+    ``numpy`` meaning the device module; a mutable module-level object left shared
+    with the host's (a cache of arrays) hands host arrays to device code, which then
+    copies them to the device at every kernel call, and a CUDA-graph capture refuses
+    the copy.  ``rt.meta``'s shared views did exactly that (FWI on an H200: 293 ms
+    eager against 111-160, and no replay)."""
+    import importlib
+    import types
+    import fakecupy
+    from astjax import device
+    clones = device.runtime_for(fakecupy.FAKE)
+    # shared on purpose: os.environ's own mapping (read for ASTJAX_NUM_THREADS)
+    allowed = {("astjax.runtime_fusion", "_ENV_DATA")}
+    immutable = (type, types.ModuleType, int, float, complex, str, bytes, bool, tuple,
+                 frozenset, type(None), type(annotations))
+    shared = []
+    for name, clone in clones.items():
+        original = importlib.import_module(name)
+        for key, value in vars(clone).items():
+            if key.startswith("__") or callable(value) or isinstance(value, immutable):
+                continue
+            if getattr(original, key, None) is value and (name, key) not in allowed:
+                shared.append(f"{name}.{key}")
+    assert not shared, f"device runtimes share the host's mutable objects: {shared}"
+    rt = clones["astjax.runtime"]
+    x = fakecupy.dev(np.zeros((3, 4), np.float32))
+    stand_in = rt.meta(x)
+    assert type(stand_in) is fakecupy.DeviceArray and stand_in.shape == (3, 4)
+    assert type(rt.meta((x, [x]))[1][0]) is fakecupy.DeviceArray
 
 
 @pytest.mark.parametrize("index", [0, 2, 4, 6, 8, 10, 16, 19, 23, 24, 26])

@@ -82,12 +82,23 @@ def reads_host_state(values) -> bool:
 
 
 def _refusal(e) -> str:
-    """Why a capture was refused, and where: the innermost frame of the traceback."""
+    """Why a capture was refused, and where: the innermost frame of the traceback, and
+    the innermost frames of astjax and of the generated code that led there (the
+    innermost frame alone is often inside CuPy, which says what, not why)."""
     import traceback
     frames = traceback.extract_tb(e.__traceback__)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" \
-        if frames else ""
-    return f"{type(e).__name__}: {e}"[:240] + where
+
+    def at(f):
+        return f"{f.filename}:{f.lineno} in {f.name}"
+    where = []
+    if frames:
+        where.append(f"at {at(frames[-1])}")
+        ours = [f for f in frames[:-1] if "astjax" in f.filename]
+        generated = [f for f in ours if f.filename.startswith("<")]
+        library = [f for f in ours if not f.filename.startswith("<")]
+        for f in (library[-1:] + generated[-1:]):
+            where.append(f"from {at(f)}")
+    return f"{type(e).__name__}: {e}"[:240] + (f" ({'; '.join(where)})" if where else "")
 
 
 def _stream_of(dev):

@@ -87,35 +87,30 @@ class CupyDevice:
 
     def gemm(self, a, b):
         """``a @ b`` for C- or F-ordered float32/float64 matrices, by cuBLAS on the
-        current stream, called directly (CuPy refuses its own cuBLAS calls while a
-        stream captures; ``cuda_graph.capture_matmul``)."""
-        from cupy_backends.cuda.libs import cublas
+        current stream, called through its C entry points (``cublas_library``): CuPy's
+        own cuBLAS wrappers re-bind the handle to the current stream before every call,
+        which CuPy refuses while a stream captures (``cuda_graph.capture_matmul``)."""
         from astjax.kernels import cuda_graph
         xp = self.xp
+        blas = cublas_library()
         stream = xp.cuda.get_current_stream().ptr
         if cuda_graph.capturing():
             # the handle cupy_capture bound to the capturing stream before the capture
-            # began (CuPy's setStream, which get_cublas_handle calls, refuses it now)
+            # began (binding it now is what CuPy refuses)
             handle = self.capture_blas
-            if handle is None or cublas.getStream(handle) != stream:
+            if handle is None or blas.stream(handle) != stream:
                 raise RuntimeError("no cuBLAS handle bound to the capturing stream")
         else:
+            from cupy_backends.cuda.libs import cublas
             handle = xp.cuda.device.get_cublas_handle()
             cublas.setStream(handle, stream)
         m, n = a.shape[0], b.shape[1]
         out = xp.empty((m, n), a.dtype)
-        ops = {"N": cublas.CUBLAS_OP_N, "T": cublas.CUBLAS_OP_T}
         op_1, op_2, rows, cols, inner, ld_1, ld_2, ld_out = gemm_arguments(a, b)
         one, zero = np.ones((), a.dtype), np.zeros((), a.dtype)
-        routine = cublas.sgemm if a.dtype.char == "f" else cublas.dgemm
-        mode = cublas.getPointerMode(handle)
-        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-        try:
-            routine(handle, ops[op_1], ops[op_2], rows, cols, inner, one.ctypes.data,
-                    b.data.ptr, ld_1, a.data.ptr, ld_2, zero.ctypes.data, out.data.ptr,
-                    ld_out)
-        finally:
-            cublas.setPointerMode(handle, mode)
+        blas.gemm(a.dtype, handle, op_1, op_2, rows, cols, inner, one.ctypes.data,
+                  b.data.ptr, ld_1, a.data.ptr, ld_2, zero.ctypes.data, out.data.ptr,
+                  ld_out)
         return out
 
     capture_blas = None         # (cuda_graph.cupy_capture sets it for a capture)
@@ -214,6 +209,83 @@ class _Spec:
         self.out_dtypes = typed.out_dtypes
         self.checks = [(i, np.iinfo(dt)) for i, dt in typed.int_checks]
         self.functions: dict = {}
+
+
+class CublasLibrary:
+    """cuBLAS's C entry points that ``CupyDevice.gemm`` calls, through ``ctypes`` on the
+    library CuPy loaded: the handle's stream is read, never set (CuPy's wrappers set
+    it before each call, and refuse to while a stream captures)."""
+
+    OPS = {"N": 0, "T": 1}              # cublasOperation_t
+    POINTER_MODE_HOST = 0               # cublasPointerMode_t
+
+    def __init__(self, lib):
+        import ctypes
+        p, i = ctypes.c_void_p, ctypes.c_int
+        self._gemm = {}
+        for char, symbol in (("f", "cublasSgemm_v2"), ("d", "cublasDgemm_v2")):
+            fn = getattr(lib, symbol)
+            fn.argtypes = [p, i, i, i, i, i, p, p, i, p, i, p, p, i]
+            fn.restype = i
+            self._gemm[char] = fn
+        self._get_stream = lib.cublasGetStream_v2
+        self._get_stream.argtypes = [p, ctypes.POINTER(p)]
+        self._get_mode = lib.cublasGetPointerMode_v2
+        self._get_mode.argtypes = [p, ctypes.POINTER(i)]
+        self._set_mode = lib.cublasSetPointerMode_v2
+        self._set_mode.argtypes = [p, i]
+        for fn in (self._get_stream, self._get_mode, self._set_mode):
+            fn.restype = i
+
+    @staticmethod
+    def _check(status, what):
+        if status != 0:
+            raise RuntimeError(f"cuBLAS {what} failed (cublasStatus_t {status})")
+
+    def stream(self, handle) -> int:
+        """The stream ``handle`` is bound to (its address; 0: the legacy stream)."""
+        import ctypes
+        got = ctypes.c_void_p()
+        self._check(self._get_stream(handle, ctypes.byref(got)), "cublasGetStream")
+        return got.value or 0
+
+    def gemm(self, dtype, handle, op_1, op_2, rows, cols, inner, alpha, b, ld_1, a,
+             ld_2, beta, out, ld_out):
+        """cuBLAS's column-major ``gemm`` with ``alpha``/``beta`` at host addresses."""
+        import ctypes
+        mode = ctypes.c_int()
+        self._check(self._get_mode(handle, ctypes.byref(mode)), "cublasGetPointerMode")
+        self._check(self._set_mode(handle, self.POINTER_MODE_HOST), "cublasSetPointerMode")
+        try:
+            self._check(self._gemm[np.dtype(dtype).char](
+                handle, self.OPS[op_1], self.OPS[op_2], rows, cols, inner, alpha, b,
+                ld_1, a, ld_2, beta, out, ld_out), "gemm")
+        finally:
+            self._set_mode(handle, mode.value)
+
+
+@functools.lru_cache(maxsize=None)
+def cublas_library() -> CublasLibrary:
+    """The cuBLAS library CuPy loaded (found among the process's mapped files, else by
+    name), as ``CublasLibrary``."""
+    import ctypes
+    import ctypes.util
+    import os
+    from cupy_backends.cuda.libs import cublas  # noqa: F401  (loads libcublas)
+    path = None
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                name = line.rsplit(None, 1)[-1]
+                if os.path.basename(name).startswith("libcublas.so"):
+                    path = name
+                    break
+    except OSError:
+        pass
+    path = path or ctypes.util.find_library("cublas")
+    if path is None:
+        raise RuntimeError("cuBLAS: the library CuPy uses was not found")
+    return CublasLibrary(ctypes.CDLL(path))
 
 
 def gemm_arguments(a, b):
