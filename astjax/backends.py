@@ -24,7 +24,8 @@ class Backend:
     aliases: tuple          # other names jit(..., backend=...) accepts
     passes: Callable        # () -> the passes to run, in order (astjax.passes.DEFAULT)
     load: Callable          # (fn, docstring, label) -> astjax.generation.Generated
-    available: Callable     # () -> (bool, why not)
+    available: Callable     # () -> (bool, why not): jit may build code for it here
+    runs_here: Callable | None = None   # () -> (bool, why not) where running needs more
 
 
 _REGISTRY: dict = {}
@@ -126,7 +127,16 @@ def _cuda_available():
 
 # CUDA kernels for the fused groups, CuPy between them (astjax/kernels/cuda*.py); its
 # code can be generated and shown anywhere, running it needs CuPy and a GPU
-register(Backend("cuda", ("gpu",), _cuda_passes, _cuda_load, _cuda_available))
+def _cuda_runs_here():
+    from astjax.kernels import cuda_runtime
+    if cuda_runtime.gpu_visible():
+        return True, ""
+    return False, (cuda_runtime.INSTALL + "; without one, jit(backend=\"cuda\") still "
+                   "builds and shows its code (astjax.make_source)")
+
+
+register(Backend("cuda", ("gpu",), _cuda_passes, _cuda_load, _cuda_available,
+                 _cuda_runs_here))
 
 
 def _gpu_visible() -> bool:
@@ -151,8 +161,13 @@ def arg_kinds(params, args) -> dict:
 
 
 def backends() -> dict:
-    """Each backend's name -> (available here, why not); ``astjax.backends()``."""
-    return {b.name: b.available() for b in {id(b): b for b in _REGISTRY.values()}.values()}
+    """Each backend's name -> (runs here, why not); ``astjax.backends()``.  A backend
+    whose code can be built and shown anywhere but needs a device to run (cuda) says
+    so when the device is missing."""
+    out = {}
+    for b in {id(b): b for b in _REGISTRY.values()}.values():
+        out[b.name] = (b.runs_here or b.available)()
+    return out
 
 
 class _Listing(types.ModuleType):

@@ -342,10 +342,13 @@ def test_the_cuda_backend_is_listed_and_chosen_only_with_a_gpu(monkeypatch):
     assert "cuda" in astjax.backends()
     monkeypatch.delenv("ASTJAX_BACKEND", raising=False)
     monkeypatch.setattr(cr, "gpu_visible", lambda: False)
+    runs, why = astjax.backends()["cuda"]        # listed as not running here, and why
+    assert runs is False and 'pip install "astjax[cuda]"' in why and "make_source" in why
     cpu = backends.get("cpu").name                 # the best CPU backend (c or numpy)
     assert backends.get(None).name == cpu != "cuda"
     monkeypatch.setattr(cr, "gpu_visible", lambda: True)
     assert backends.get(None).name == "cuda"
+    assert astjax.backends()["cuda"] == (True, "")
     assert backends.get("cpu").name == cpu          # "cpu" never means the GPU
     monkeypatch.setenv("ASTJAX_BACKEND", "numpy")
     assert backends.get(None).name == "numpy"
