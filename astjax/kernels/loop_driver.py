@@ -31,7 +31,8 @@ class _Loop(ctypes.Structure):
                 ("pool_size", ctypes.c_int64), ("fn", ctypes.c_void_p),
                 ("lead", ctypes.c_void_p), ("nthreads", ctypes.c_void_p),
                 ("ys", ctypes.c_void_p), ("ys_layout", ctypes.c_void_p),
-                ("ys_row0", ctypes.c_int64), ("ys_dir", ctypes.c_int64)]
+                ("ys_row0", ctypes.c_int64), ("ys_dir", ctypes.c_int64),
+                ("saved", ctypes.c_void_p), ("saved_bytes", ctypes.c_void_p)]
 
 
 _DECLINE = (False, None, None)
@@ -108,9 +109,9 @@ class LoopDriver:
 
     # -- the Python side: exactly the statements of the loop ------------------------
 
-    def _step(self, env, i, ys_vals, calls, made):
+    def _step(self, env, i, ys_vals, calls, made, tape=None):
         """Step ``i`` as the loop runs it; ``calls`` gets each kernel's operands,
-        ``made`` each statement's value."""
+        ``made`` each statement's value; a sweep's pushes go onto ``tape``."""
         prog = self.prog
         env[prog.loop_var] = i
         for op in prog.ops:
@@ -133,6 +134,11 @@ class LoopDriver:
                 env[op[1]] = env[op[2]]
             elif kind == "compact":
                 env[op[1]] = rt.compact(env[op[2]])
+            elif kind == "meta":
+                env[op[1]] = rt.meta(env[op[2]])
+            elif kind == "push":
+                x = op[2]
+                rt.push(tape, env[x.name] if isinstance(x, Var) else x.value)
             else:                                      # append
                 ys_vals.append(env[op[2].name] if isinstance(op[2], Var) else None)
             made.append(env.get(op[1]))
@@ -216,10 +222,12 @@ class LoopDriver:
 
     # -- the C side ------------------------------------------------------------------
 
-    def _run_c(self, env, i, start, stop, before, after, calls, made, xs_info, ys_vals):
+    def _run_c(self, env, i, start, stop, before, after, calls, made, xs_info, ys_vals,
+               raw=False):
         """Steps [i, stop) in one C call when the step just interpreted (``calls``:
         its kernels' operands) can be repeated as compiled calls; the result of the
-        loop, or None (then the caller goes on interpreting)."""
+        loop, or None (then the caller goes on interpreting).  ``raw``: (carry
+        leaves, stacked ys leaves, stacked pushed results) instead (a sweep's)."""
         prog = self.prog
         if numpy_raises():
             return None
@@ -319,10 +327,14 @@ class LoopDriver:
         # (one for a result no carry takes: its last value is dead when it is made)
         pool_size = len(prog.carry_leaves) + 1
         carried = {x for x in prog.new_carry if x[0] == "out"}
-        pool = []
+        pool, saved = [], []
         for k, results in enumerate(pools_of):
             for r, (shape, dt) in enumerate(results):
-                if ("out", k, r) in carried:
+                if ("out", k, r) in prog.saved:
+                    pool += [np.empty(0, np.uint8)] * pool_size     # (never read)
+                    saved.append((prog.saved.index(("out", k, r)),
+                                  np.empty((stop - i,) + tuple(shape), dt)))
+                elif ("out", k, r) in carried:
                     pool += [np.empty(shape, dt) for _ in range(pool_size)]
                 else:
                     pool += [np.empty(shape, dt)] * pool_size
@@ -339,6 +351,12 @@ class LoopDriver:
             "fn": _pointers(fns), "lead": _pointers(leads),
             "ys": _pointers([_ptr(a) for a in ys_arrays]),
             "ys_layout": _pointers(layouts)}
+        saved = [a for _, a in sorted(saved, key=lambda x: x[0])]
+        if len(saved) != len(prog.saved):
+            return None
+        tables["saved"] = _pointers([_ptr(a) for a in saved])
+        tables["saved_bytes"] = _pointers([a[0].nbytes if len(a) else 0 for a in saved],
+                                          np.int64)
         nthreads = np.array(threads or [1], dtype=np.int32)
         loop = _Loop(inv=tables["inv"][1], xs=tables["xs"][1],
                      xs_stride=tables["xs_stride"][1], offset=tables["offset"][1],
@@ -346,7 +364,8 @@ class LoopDriver:
                      fn=tables["fn"][1], lead=tables["lead"][1], nthreads=_ptr(nthreads),
                      ys=tables["ys"][1], ys_layout=tables["ys_layout"][1],
                      ys_row0=(n - 1 + start) if self.reverse else -start,
-                     ys_dir=-1 if self.reverse else 1)
+                     ys_dir=-1 if self.reverse else 1, saved=tables["saved"][1],
+                     saved_bytes=tables["saved_bytes"][1])
         if self.func(i, stop, ctypes.byref(loop)):
             raise RuntimeError(f"astjax: the compiled loop {self.__name__} failed")
         STATS["loops"] += 1
@@ -354,8 +373,14 @@ class LoopDriver:
         # the carries after the last step, as arrays
         by_ptr = {_ptr(b): b for b in pool}     # (duplicates: the same array)
         by_ptr.update({_ptr(c): c for c in carries})
+        rows = [list(a) for a in saved]          # (the steps' pushed results, as views)
+        for r in rows:
+            by_ptr.update({_ptr(v): v for v in r})
         out_ptrs = tables["carry"][0]
-        leaves = iter([by_ptr[int(p)] for p in out_ptrs[:len(carries)]])
+        final = [by_ptr[int(p)] for p in out_ptrs[:len(carries)]]
+        if raw:
+            return final, ys_arrays, rows
+        leaves = iter(final)
         carry = [_as_value(prog.carry_start[n], leaves) for n in prog.carried]
         if prog.ys_list is None:
             ys = None
@@ -377,7 +402,7 @@ def _sig(a):
 
 
 def _same_shape(value, s):
-    if _is_ptr(s):
+    if _is_ptr(s) or s == "static":
         return True
     return type(value) is tuple and len(value) == len(s) and all(
         _same_shape(v, x) for v, x in zip(value, s))
@@ -404,3 +429,97 @@ def _as_value(s, leaves):
         return next(leaves)
     return tuple(_as_value(x, leaves) for x in s)
 
+
+
+class SweepDriver(LoopDriver):
+    """The fast steps of reverse mode's forward sweep (``kernels/sweeps.py``).
+
+    Called at a step whose fast trip holds (its carry's signature is the one the first
+    step fixed), with (i, stop, trips, tape, ys list, carried..., invariants...): it
+    interprets step ``i`` (the statements of the fast body, pushes onto the tape
+    included); when that step kept the carries' layouts, steps (i, stop) run in one C
+    call, each pushed kernel result written straight into its row of one stacked
+    buffer, and the tape gets per step what the loop pushes: those rows, ``xs`` at
+    the step, and the values that are the same every step (metadata, invariants,
+    constants).  Returns (ok, done, trips, ys list, carried...): ok False -- nothing
+    ran, the loop's own fast body runs the step; done -- the loop is over.
+    ``memo`` (a list the loop starts empty) remembers giving up, so a loop the C
+    side cannot take runs its own body from then on."""
+
+    def __call__(self, memo, i, stop, trips, tape, ys_steps, *args):
+        prog = self.prog
+        nc = len(prog.carried)
+        decline = (False, False, trips, ys_steps, *args[:nc])
+        i, stop = _int(i), _int(stop)
+        if (memo and memo[-1] == "python") or DATA_OFFSET is None or i is None or stop is None or \
+                type(tape) is not list or type(trips) is not int or \
+                (prog.ys_list is not None and type(ys_steps) is not list):
+            return decline
+        env = dict(zip(prog.invariants, args[nc:]))
+        env.update(zip(prog.carried, args[:nc]))
+        before = self._carry_leaves(env)
+        xs_info = self._xs_info(env, i, stop)
+        if before is None or xs_info is None or stop - i - 1 < MIN_STEPS:
+            memo.append("python")
+            return decline
+        calls: list = []
+        made: list = []
+        ys_vals: list = []
+        self._step(env, i, ys_vals, calls, made, tape)
+        if prog.ys_list is not None:
+            ys_steps = [*ys_steps, *ys_vals]
+        stepped = (True, False, trips, ys_steps, *[env[n] for n in prog.carried])
+        after = self._carry_leaves(env)
+        if after is None or [_sig(a) for a in after] != [_sig(b) for b in before]:
+            memo.append("warm-up")
+            if len(memo) >= MAX_WARMUP:
+                memo.append("python")
+            return stepped
+        got = self._run_c(env, i + 1, i, stop, before, after, calls, made, xs_info,
+                          ys_vals, raw=True)
+        if got is None:
+            memo.append("python")
+            return stepped
+        final, ys_arrays, rows = got
+        self._push_steps(env, tape, i + 1, stop, rows)
+        leaves = iter(final)
+        carry = [env[n] if prog.carry_start[n] == "static" else
+                 _as_value(prog.carry_start[n], leaves) for n in prog.carried]
+        if prog.ys_list is not None:
+            if prog.y_leaves:
+                ys_steps += [_as_value(prog.y_symbol, iter([a[r] for a in ys_arrays]))
+                             for r in range(1, stop - i)]
+            else:
+                ys_steps += [None] * (stop - i - 1)
+        return (True, True, trips + stop - i - 1, ys_steps, *carry)
+
+    def _push_steps(self, env, tape, first, stop, rows):
+        """What the loop pushes onto the tape at steps [first, stop): as the step
+        interpreted last pushed, with its kernel results from ``rows`` and ``xs`` at
+        each step."""
+        prog = self.prog
+        xs_ops = {at[0]: op for op, at in zip(prog.ops, prog.at) if op[0] == "xs"}
+        plan = []
+        for op, at in zip(prog.ops, prog.at):
+            if op[0] != "push":
+                continue
+            x = op[2]
+            if _is_ptr(at) and at[0] == "out":
+                plan.append((1, rows[prog.saved.index(at)]))
+            elif _is_ptr(at):                       # xs at the step
+                xop = xs_ops[at]
+                last = None if xop[4] is None else env[xop[4]]
+                plan.append((2, (env[xop[2]], last)))
+            else:
+                plan.append((0, env[x.name] if isinstance(x, Var) else x.value))
+        append = tape.append
+        tree_index = rt.tree_index
+        for j in range(first, stop):
+            r = j - first
+            for kind, v in plan:
+                if kind == 0:
+                    append(v)
+                elif kind == 1:
+                    append(v[r])
+                else:
+                    append(tree_index(v[0], j if v[1] is None else v[1] - j))

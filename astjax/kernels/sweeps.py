@@ -1,0 +1,213 @@
+"""Reverse mode's forward sweep as a compiled loop (``kernels/loops.py`` for its sweeps).
+
+The forward sweep of a loop with a fast backward trip (``transforms/fast_trips.py``)
+runs each step on one of two paths: the first step (and any whose carry's signature
+differs) on the general path, which records everything the backward needs; the
+others on the fast path, which calls the step's kernels, builds the carry, appends
+the step's ``ys`` and pushes onto the tape a few saved results, ``xs`` at the step
+and values that are the same every fast step (metadata, invariants, the ``True``
+that marks a fast trip).  When the fast body is only that (``loops.match_body`` with
+the tape), ``rewrite`` puts a ``SweepDriver`` (``kernels/loop_driver.py``) in front
+of it, keeping the body as its ``else`` branch:
+
+    sweep_memo = []
+    sweep_done = False
+    for i in range(0, n_steps):
+        if sweep_done:
+            break
+        trips = trips + 1
+        trip_sig = rt.trip_signature(carry)
+        cond_same_signature = rt.same_signature(trip_sig, fast_sig)
+        if cond_same_signature:
+            pressure_future_mul_2 = dt * dt        (invariant elementwise work, hoisted)
+            sweep_result = sweep_driver(sweep_memo, i, n_steps, trips, tape, ys_steps,
+                                        carry, carry_shape, ..., dt, kappa, ...)
+            sweep_ok = sweep_result[0]
+            if sweep_ok:
+                sweep_done = sweep_result[1]
+                trips = sweep_result[2]
+                ys_steps = sweep_result[3]
+                carry = sweep_result[4]
+                ...
+            else:
+                <the fast body, unchanged>
+        else:
+            <the general body, unchanged>
+
+The driver interprets the step; once a step kept the carries' layouts, the remaining
+steps run as one C call and the loop ends (``sweep_done``), with the tape, the ``ys``
+list, the carries and ``trips`` as the Python loop leaves them.
+"""
+from __future__ import annotations
+
+import copy
+
+from astjax import core
+from astjax.core import Const, External, Index, Prim, Var
+from astjax.kernels import loops
+
+
+def rewrite(fn, kernel_refs: dict, name_of) -> list:
+    """Put a sweep driver in front of each forward sweep's fast body that
+    ``loops.match_body`` takes; returns the drivers."""
+    readers: dict = {}
+    for s in core.walk(fn.body):
+        names = list(core.reads(s))
+        if isinstance(s, core.For) and isinstance(s.iter, Prim):
+            names += core.atom_vars(s.iter.args)
+        for n in names:
+            readers.setdefault(n, set()).add(id(s))
+    drivers: list = []
+    _rewrite_block(fn.body, kernel_refs, name_of, readers, drivers, True)
+    return drivers
+
+
+def _rewrite_block(block, kernel_refs, name_of, readers, drivers, top=False):
+    k = 0
+    while k < len(block):
+        s = block[k]
+        for b in core.child_blocks(s):
+            _rewrite_block(b, kernel_refs, name_of, readers, drivers)
+        if isinstance(s, core.For) and \
+                _rewrite_sweep(block, k, kernel_refs, name_of, readers, drivers, top):
+            k += 3                   # (the memo, the flag, the loop)
+            continue
+        k += 1
+
+
+def _sweep_parts(loop):
+    """(trips, signature operands, trip_sig, cond, the If) of a forward sweep's body:
+    ``trips = trips + 1; trip_sig = rt.trip_signature(...); cond =
+    rt.same_signature(trip_sig, fast_sig); if cond: <fast> else: <general>``."""
+    body = [s for s in loop.body if not isinstance(s, core.Comment)]
+    if len(body) != 4:
+        return None
+    count, sig, same, branch = body
+    if not (isinstance(count, Prim) and count.prim == "add" and count.target and
+            count.args[:2] == [Var(count.target), Const(1)] and
+            all(a == Const(None) for a in count.args[2:]) and not count.kwargs):
+        return None
+    if not (isinstance(sig, Prim) and sig.prim == "trip_signature" and sig.target and
+            len(sig.args) == 1 and isinstance(sig.args[0], tuple) and
+            all(isinstance(a, Var) for a in sig.args[0])):
+        return None
+    if not (isinstance(same, Prim) and same.prim == "same_signature" and same.target and
+            len(same.args) == 2 and same.args[0] == Var(sig.target) and
+            isinstance(same.args[1], Var)):
+        return None
+    if not (isinstance(branch, core.If) and branch.test == Var(same.target)):
+        return None
+    return count.target, [a.name for a in sig.args[0]], sig.target, same.target, branch
+
+
+def _tape_of(body):
+    for s in core.walk(body):
+        if isinstance(s, Prim) and s.prim == "push" and s.args and isinstance(s.args[0], Var):
+            return s.args[0].name
+    return None
+
+
+def _rewrite_sweep(block, k, kernel_refs, name_of, readers, drivers, top):
+    loop = block[k]
+    bounds = loops._range_bounds(loop.iter)
+    parts = _sweep_parts(loop) if bounds is not None and not loop.exit_flags else None
+    if parts is None:
+        return False
+    trips, sig_args, sig_name, cond_name, branch = parts
+    fast = branch.body
+    tape = _tape_of(fast)
+    if tape is None:
+        return False
+    written = core.all_writes(loop.body) | {loop.target}
+    hoisted: list = []
+    prog = loops.match_body(fast, loop.target, written, kernel_refs, tape=tape,
+                            hoisted=hoisted, loc=loop.loc)
+    if prog is None or trips in prog.carried or trips in prog.invariants:
+        return False
+    fast_ids = {id(s) for s in core.walk(fast)}
+    loop_ids = {id(s) for s in core.walk(loop.body)} | {id(loop)}
+    fast_writes = core.all_writes(fast)
+    hoisted_names = {s.target for s in hoisted}
+    slow_ids = {id(s) for s in core.walk(branch.orelse)}
+    exposed = _exposed(branch.orelse)
+    after = _exposed(block[k + 1:]) if top else set()
+    # what the fast body writes and anything else reads: the driver returns it
+    for n in fast_writes:
+        if n in prog.carried or n in hoisted_names or n == trips:
+            continue
+        if n == prog.ys_list:
+            # (the list only grows here and is stacked after the loop)
+            if not readers.get(n, set()) <= loop_ids | _stack_readers(block, k, n):
+                return False
+            continue
+        inside = (readers.get(n, set()) & loop_ids) - fast_ids
+        # (the general body may read it only after writing it itself, and what
+        # follows the loop only after writing it: the name is reused)
+        if inside - slow_ids or (inside and n in exposed):
+            return False
+        if readers.get(n, set()) - loop_ids and (not top or n in after):
+            return False
+    if loop.target in fast_writes or readers.get(loop.target, set()) - loop_ids:
+        return False
+    for n in (sig_name, cond_name):
+        if readers.get(n, set()) - loop_ids:
+            return False
+    # the signature the C steps keep: the carries' layouts, or values they never write
+    for n in sig_args:
+        if n in prog.carried:
+            if prog.carry_start[n] == "static":
+                return False
+        elif n in fast_writes:
+            return False
+    if tape in fast_writes:
+        return False
+    from astjax.kernels.loop_driver import SweepDriver
+    driver = SweepDriver(prog, False)
+    ref = name_of(driver, "sweep_driver")
+    driver.set_name(ref)
+    drivers.append(driver)
+    res, ok, memo, done = f"{ref}_result", f"{ref}_ok", f"{ref}_memo", f"{ref}_done"
+    loc = loop.loc
+    ys_arg = Var(prog.ys_list) if prog.ys_list is not None else Const(None)
+    call = [copy.copy(s) for s in hoisted]
+    call += [External(res, Var(ref), [Var(memo), Var(loop.target), bounds[1], Var(trips),
+                                      Var(tape), ys_arg, *(Var(n) for n in prog.carried),
+                                      *(Var(n) for n in prog.invariants)], loc=loc),
+             Prim(ok, "getitem", [Var(res), Index((Const(0),))], loc=loc)]
+
+    def item(target, j):
+        return Prim(target, "getitem", [Var(res), Index((Const(j),))], loc=loc)
+    then = [item(done, 1), item(trips, 2)]
+    if prog.ys_list is not None:
+        then.append(item(prog.ys_list, 3))
+    then += [item(n, 4 + j) for j, n in enumerate(prog.carried)]
+    branch.body = call + [core.If(Var(ok), then, fast, loc=loc)]
+    loop.exit_flags = [done]
+    block[k:k + 1] = [Prim(memo, "make_list", [()], loc=loc),
+                      core.Copy(done, Const(False), loc=loc), loop]
+    return True
+
+
+def _stack_readers(block, k, name):
+    """The statements after the loop that stack the ``ys`` list (its one reader)."""
+    return {id(s) for s in block[k + 1:] if isinstance(s, Prim) and s.prim == "tree_stack"
+            and s.args and s.args[0] == Var(name)}
+
+
+def _exposed(block, defined=None) -> set:
+    """The names ``block`` may read before it writes them (writes inside a nested
+    block count only there: a branch or loop may not run)."""
+    defined = set() if defined is None else defined
+    out: set = set()
+    for s in block:
+        if isinstance(s, core.Comment):
+            continue
+        names = list(core.reads(s))
+        if isinstance(s, core.For) and isinstance(s.iter, Prim):
+            names += core.atom_vars(s.iter.args)
+        out |= {n for n in names if n not in defined}
+        for b in core.child_blocks(s):
+            out |= _exposed(b, set(defined))
+        if not core.child_blocks(s):
+            defined |= core.all_writes([s])
+    return out
