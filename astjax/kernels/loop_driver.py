@@ -136,6 +136,9 @@ class LoopDriver:
                 env[op[1]] = rt.compact(env[op[2]])
             elif kind == "meta":
                 env[op[1]] = rt.meta(env[op[2]])
+            elif kind == "opaque":
+                env[op[1]] = tuple([env[x.name] if isinstance(x, Var) else x.value
+                                    for x in op[2]])
             elif kind == "push":
                 x = op[2]
                 rt.push(tape, env[x.name] if isinstance(x, Var) else x.value)
@@ -446,10 +449,14 @@ class SweepDriver(LoopDriver):
     ``memo`` (a list the loop starts empty) remembers giving up, so a loop the C
     side cannot take runs its own body from then on."""
 
+    def __init__(self, prog: Program, reverse: bool, index: bool = False):
+        super().__init__(prog, reverse)
+        self.index = index          # each step first pushes the index of the one before
+
     def __call__(self, memo, i, stop, trips, tape, ys_steps, *args):
         prog = self.prog
         nc = len(prog.carried)
-        decline = (False, False, trips, ys_steps, *args[:nc])
+        decline = (False, False, trips, ys_steps, i, *args[:nc])
         i, stop = _int(i), _int(stop)
         if (memo and memo[-1] == "python") or DATA_OFFSET is None or i is None or stop is None or \
                 type(tape) is not list or type(trips) is not int or \
@@ -468,7 +475,7 @@ class SweepDriver(LoopDriver):
         self._step(env, i, ys_vals, calls, made, tape)
         if prog.ys_list is not None:
             ys_steps = [*ys_steps, *ys_vals]
-        stepped = (True, False, trips, ys_steps, *[env[n] for n in prog.carried])
+        stepped = (True, False, trips, ys_steps, i, *[env[n] for n in prog.carried])
         after = self._carry_leaves(env)
         if after is None or [_sig(a) for a in after] != [_sig(b) for b in before]:
             memo.append("warm-up")
@@ -481,7 +488,9 @@ class SweepDriver(LoopDriver):
             memo.append("python")
             return stepped
         final, ys_arrays, rows = got
-        self._push_steps(env, tape, i + 1, stop, rows)
+        STATS["sweeps"] += 1
+        STATS["sweep_steps"] += stop - i - 1
+        self._push_steps(env, tape, i + 1, stop, rows, after)
         leaves = iter(final)
         carry = [env[n] if prog.carry_start[n] == "static" else
                  _as_value(prog.carry_start[n], leaves) for n in prog.carried]
@@ -491,12 +500,26 @@ class SweepDriver(LoopDriver):
                              for r in range(1, stop - i)]
             else:
                 ys_steps += [None] * (stop - i - 1)
-        return (True, True, trips + stop - i - 1, ys_steps, *carry)
+        return (True, True, trips + stop - i - 1, ys_steps, stop - 1, *carry)
 
-    def _push_steps(self, env, tape, first, stop, rows):
+    def _carry_values(self, j, carries, rows, n):
+        """Carry ``j`` entering each of ``n`` compiled steps: the step before made it
+        (a row of a pushed result), or passed it along from another carry."""
+        new_carry = self.prog.new_carry
+        out = []
+        for r in range(n):
+            k, s = j, r
+            while s > 0 and new_carry[k][0] == "carry":
+                k, s = new_carry[k][1], s - 1
+            out.append(carries[k] if s == 0 else
+                       rows[self.prog.saved.index(new_carry[k])][s - 1])
+        return out
+
+    def _push_steps(self, env, tape, first, stop, rows, carries):
         """What the loop pushes onto the tape at steps [first, stop): as the step
-        interpreted last pushed, with its kernel results from ``rows`` and ``xs`` at
-        each step."""
+        interpreted last pushed, with its kernel results from ``rows``, ``xs`` at
+        each step, and a carry as the step before made it (``carries``: those
+        entering step ``first``)."""
         prog = self.prog
         xs_ops = {at[0]: op for op, at in zip(prog.ops, prog.at) if op[0] == "xs"}
         plan = []
@@ -506,6 +529,8 @@ class SweepDriver(LoopDriver):
             x = op[2]
             if _is_ptr(at) and at[0] == "out":
                 plan.append((1, rows[prog.saved.index(at)]))
+            elif _is_ptr(at) and at[0] == "carry":
+                plan.append((3, self._carry_values(at[1], carries, rows, stop - first)))
             elif _is_ptr(at):                       # xs at the step
                 xop = xs_ops[at]
                 last = None if xop[4] is None else env[xop[4]]
@@ -514,12 +539,15 @@ class SweepDriver(LoopDriver):
                 plan.append((0, env[x.name] if isinstance(x, Var) else x.value))
         append = tape.append
         tree_index = rt.tree_index
+        index = self.index
         for j in range(first, stop):
             r = j - first
+            if index:
+                append(j - 1)
             for kind, v in plan:
                 if kind == 0:
                     append(v)
-                elif kind == 1:
+                elif kind == 1 or kind == 3:
                     append(v[r])
                 else:
                     append(tree_index(v[0], j if v[1] is None else v[1] - j))

@@ -46,7 +46,7 @@ MIN_STEPS = 4
 # steps interpreted in Python looking for two alike before the rest runs as C
 MAX_WARMUP = 4
 # loops and steps the C drivers ran (what tests check was compiled)
-STATS = {"loops": 0, "steps": 0}
+STATS = {"loops": 0, "steps": 0, "sweeps": 0, "sweep_steps": 0}
 
 
 # ---------------------------------------------------------------- the step program
@@ -198,6 +198,13 @@ def match_body(body, loop_var, written, kernel_refs, *, tape=None, hoisted=None,
                 for x in a[0]:
                     use(x)
                 ops.append(("tuple", s.target, [x.name for x in a[0]]))
+            elif tape is not None and s.prim == "make_tuple" and len(a) == 1 and \
+                    isinstance(a[0], tuple) and \
+                    all(isinstance(x, Var) or x == Const(None) for x in a[0]):
+                # (``(carry, None)``: a step without ys; only ``rt.meta`` may read it)
+                for x in a[0]:
+                    use(x)
+                ops.append(("opaque", s.target, list(a[0])))
             elif s.prim == "compact" and len(a) == 1 and isinstance(a[0], Var):
                 use(a[0])
                 ops.append(("compact", s.target, a[0].name))
@@ -314,6 +321,8 @@ def resolve(prog) -> bool:
                 if op[2] not in sym:
                     return False
                 sym[t] = "static"
+            elif kind == "opaque":
+                sym[t] = "opaque"
             elif kind == "push":
                 x = op[2]
                 at[-1] = None if isinstance(x, Const) else sym.get(x.name, "bad")
@@ -331,13 +340,20 @@ def resolve(prog) -> bool:
             prog.at, prog.carry_start, prog.y_symbol = at, start, y_symbol
             prog.new_carry = [x for n in prog.carried if sym[n] != "static"
                               for x in _flatten(sym[n])]
-            prog.saved = []                # kernel results a step pushes
+            # kernel results a step pushes, or the next step pushes as its carry: they
+            # go to rows of a stacked buffer (the tape keeps them)
+            prog.saved = []
             for op, a in zip(ops, at):
-                if op[0] == "push" and not (a is None or a in ("inv", "static") or
-                                            (_is_ptr(a) and a[0] in ("out", "xs"))):
+                if op[0] != "push":
+                    continue
+                if _is_ptr(a) and a[0] == "carry":
+                    a = _carry_origin(prog.new_carry, a[1])
+                    if a is None:
+                        return False
+                if not (a is None or a in ("inv", "static") or
+                        (_is_ptr(a) and a[0] in ("out", "xs"))):
                     return False
-                if op[0] == "push" and _is_ptr(a) and a[0] == "out" and \
-                        a not in prog.saved:
+                if _is_ptr(a) and a[0] == "out" and a not in prog.saved:
                     prog.saved.append(a)
             # the carries after a step are results or carries (arrays the host can
             # hold), never views into something else
@@ -365,6 +381,18 @@ def _shape_of(s):
     if s is None or isinstance(s, str):
         return "bad"
     return "ptr" if _is_ptr(s) else [_shape_of(x) for x in s]
+
+
+def _carry_origin(new_carry, j):
+    """(the kernel result that carry ``j`` is, some steps later, steps): a carry passed
+    along (``(b, n)`` from ``(a, b)``) is a result of an earlier step; None when it
+    never is one."""
+    for d in range(1, len(new_carry) + 1):
+        x = new_carry[j]
+        if x[0] == "out":
+            return x
+        j = x[1]
+    return None
 
 
 def _has_bad(shape):

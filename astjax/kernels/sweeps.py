@@ -76,10 +76,23 @@ def _rewrite_block(block, kernel_refs, name_of, readers, drivers, top=False):
 
 
 def _sweep_parts(loop):
-    """(trips, signature operands, trip_sig, cond, the If) of a forward sweep's body:
-    ``trips = trips + 1; trip_sig = rt.trip_signature(...); cond =
-    rt.same_signature(trip_sig, fast_sig); if cond: <fast> else: <general>``."""
+    """(trips, signature operands, trip_sig, cond, the If, index copy) of a forward
+    sweep's body: ``trips = trips + 1; trip_sig = rt.trip_signature(...); cond =
+    rt.same_signature(trip_sig, fast_sig); if cond: <fast> else: <general>``, after
+    ``rt.push(tape, i); i = i_next`` where the backward needs the step's index (a
+    cotangent of ``xs``): then the index copy is (tape, i)."""
     body = [s for s in loop.body if not isinstance(s, core.Comment)]
+    index = None
+    if len(body) == 6:
+        push, copy_index = body[:2]
+        if not (isinstance(push, Prim) and push.prim == "push" and len(push.args) == 2 and
+                all(isinstance(a, Var) for a in push.args) and
+                isinstance(copy_index, core.Copy) and
+                copy_index.target == push.args[1].name and
+                copy_index.value == Var(loop.target)):
+            return None
+        index = (push.args[0].name, copy_index.target)
+        body = body[2:]
     if len(body) != 4:
         return None
     count, sig, same, branch = body
@@ -97,7 +110,8 @@ def _sweep_parts(loop):
         return None
     if not (isinstance(branch, core.If) and branch.test == Var(same.target)):
         return None
-    return count.target, [a.name for a in sig.args[0]], sig.target, same.target, branch
+    return (count.target, [a.name for a in sig.args[0]], sig.target, same.target, branch,
+            index)
 
 
 def _tape_of(body):
@@ -113,16 +127,19 @@ def _rewrite_sweep(block, k, kernel_refs, name_of, readers, drivers, top):
     parts = _sweep_parts(loop) if bounds is not None and not loop.exit_flags else None
     if parts is None:
         return False
-    trips, sig_args, sig_name, cond_name, branch = parts
+    trips, sig_args, sig_name, cond_name, branch, index = parts
     fast = branch.body
     tape = _tape_of(fast)
-    if tape is None:
+    if tape is None or (index is not None and index[0] != tape):
         return False
     written = core.all_writes(loop.body) | {loop.target}
     hoisted: list = []
     prog = loops.match_body(fast, loop.target, written, kernel_refs, tape=tape,
                             hoisted=hoisted, loc=loop.loc)
     if prog is None or trips in prog.carried or trips in prog.invariants:
+        return False
+    if index is not None and (index[1] in prog.carried or index[1] in prog.invariants or
+                              index[1] in core.all_writes(fast)):
         return False
     fast_ids = {id(s) for s in core.walk(fast)}
     loop_ids = {id(s) for s in core.walk(loop.body)} | {id(loop)}
@@ -162,7 +179,7 @@ def _rewrite_sweep(block, k, kernel_refs, name_of, readers, drivers, top):
     if tape in fast_writes:
         return False
     from astjax.kernels.loop_driver import SweepDriver
-    driver = SweepDriver(prog, False)
+    driver = SweepDriver(prog, False, index is not None)
     ref = name_of(driver, "sweep_driver")
     driver.set_name(ref)
     drivers.append(driver)
@@ -180,7 +197,9 @@ def _rewrite_sweep(block, k, kernel_refs, name_of, readers, drivers, top):
     then = [item(done, 1), item(trips, 2)]
     if prog.ys_list is not None:
         then.append(item(prog.ys_list, 3))
-    then += [item(n, 4 + j) for j, n in enumerate(prog.carried)]
+    if index is not None:
+        then.append(item(index[1], 4))
+    then += [item(n, 5 + j) for j, n in enumerate(prog.carried)]
     branch.body = call + [core.If(Var(ok), then, fast, loc=loc)]
     loop.exit_flags = [done]
     block[k:k + 1] = [Prim(memo, "make_list", [()], loc=loc),
