@@ -46,7 +46,8 @@ MIN_STEPS = 4
 # steps interpreted in Python looking for two alike before the rest runs as C
 MAX_WARMUP = 4
 # loops and steps the C drivers ran (what tests check was compiled)
-STATS = {"loops": 0, "steps": 0, "sweeps": 0, "sweep_steps": 0}
+STATS = {"loops": 0, "steps": 0, "sweeps": 0, "sweep_steps": 0, "back_sweeps": 0,
+         "back_steps": 0}
 
 
 # ---------------------------------------------------------------- the step program

@@ -72,6 +72,10 @@ def _rewrite_block(block, kernel_refs, name_of, readers, drivers, top=False):
                 _rewrite_sweep(block, k, kernel_refs, name_of, readers, drivers, top):
             k += 3                   # (the memo, the flag, the loop)
             continue
+        if isinstance(s, core.For) and \
+                rewrite_backward(block, k, kernel_refs, name_of, readers, drivers, top):
+            k += 2                   # (the memo, the loop)
+            continue
         k += 1
 
 
@@ -230,3 +234,93 @@ def _exposed(block, defined=None) -> set:
         if not core.child_blocks(s):
             defined |= core.all_writes([s])
     return out
+
+
+# ------------------------------------------------------------------- backward sweeps
+
+def _back_parts(loop):
+    """(tape, fast_trip name, checks' cotangent names, the inner If) of a backward
+    sweep's body: ``fast_trip = rt.pop(tape); if fast_trip: complete =
+    rt.cots_complete(checks, d_carry, d_ys); if complete: <fast> else: ... else:
+    ...``."""
+    body = [s for s in loop.body if not isinstance(s, core.Comment)]
+    if len(body) != 2:
+        return None
+    pop, outer = body
+    if not (isinstance(pop, Prim) and pop.prim == "pop" and pop.target and
+            len(pop.args) == 1 and isinstance(pop.args[0], Var) and
+            isinstance(outer, core.If) and outer.test == Var(pop.target)):
+        return None
+    inner = [s for s in outer.body if not isinstance(s, core.Comment)]
+    if len(inner) != 2:
+        return None
+    check, branch = inner
+    if not (isinstance(check, Prim) and check.prim == "cots_complete" and check.target and
+            len(check.args) == 2 and isinstance(check.args[1], (tuple, list)) and
+            all(isinstance(a, Var) for a in check.args[1]) and
+            isinstance(branch, core.If) and branch.test == Var(check.target)):
+        return None
+    return pop.args[0].name, [a.name for a in check.args[1]], check.args[0], branch, outer
+
+
+def rewrite_backward(block, k, kernel_refs, name_of, readers, drivers, top):
+    """A backward sweep (``kernels/backsweep.py``): its fast trips' body gets a
+    ``BackSweepDriver`` in front, and the loop skips the trips the driver ran."""
+    from astjax.kernels import backsweep
+    loop = block[k]
+    bounds = loops._range_bounds(loop.iter)
+    parts = _back_parts(loop) if bounds is not None and not loop.exit_flags else None
+    if parts is None:
+        return False
+    tape, cots, checks, branch, outer = parts
+    if not (isinstance(checks, Const) and isinstance(checks.value, tuple) and
+            len(checks.value) == len(cots) and checks.value[-1] == "last"):
+        return False
+    dys = cots[-1]
+    fast = branch.body
+    written = core.all_writes(loop.body) | {loop.target}
+    got = backsweep.match(fast, tape, dys, written, kernel_refs)
+    if got is None:
+        return False
+    ops, carried, invariants = got
+    fast_ids = {id(s) for s in core.walk(fast)}
+    loop_ids = {id(s) for s in core.walk(loop.body)} | {id(loop)}
+    fast_writes = core.all_writes(fast)
+    others = [s for s in loop.body if s is not outer] + \
+        [s for s in outer.body if s is not branch]
+    exposed = _exposed(branch.orelse) | _exposed(outer.orelse) | _exposed(others)
+    after = _exposed(block[k + 1:]) if top else set()
+    extra = []              # what the trip leaves for other trips or what follows
+    for n in sorted(fast_writes):
+        if n in carried or n == dys:
+            continue
+        inside = (readers.get(n, set()) & loop_ids) - fast_ids
+        outside = readers.get(n, set()) - loop_ids
+        if outside and not top:
+            return False
+        if (inside and n in exposed) or (outside and n in after):
+            extra.append(n)
+    if loop.target in fast_writes or tape in fast_writes or \
+            any(c not in carried and c in fast_writes for c in cots):
+        return False
+    driver = backsweep.BackSweepDriver(ops, carried, invariants, dys, extra, loc=loop.loc)
+    ref = name_of(driver, "back_sweep_driver")
+    driver.set_name(ref)
+    drivers.append(driver)
+    skip_ref = name_of(driver.skip, f"{ref}_skip")
+    res, ok, memo, skip = f"{ref}_result", f"{ref}_ok", f"{ref}_memo", f"{ref}_skip_trip"
+    loc = loop.loc
+
+    def item(target, j):
+        return Prim(target, "getitem", [Var(res), Index((Const(j),))], loc=loc)
+    call = [External(res, Var(ref), [Var(memo), Var(loop.target), bounds[1], Var(tape),
+                                     Var(dys), *(Var(n) for n in carried),
+                                     *(Var(n) for n in invariants)], loc=loc),
+            item(ok, 0)]
+    then = [item(dys, 1)] + [item(n, 2 + j) for j, n in enumerate(carried + extra)
+                             if n != dys]
+    branch.body = call + [core.If(Var(ok), then, fast, loc=loc)]
+    loop.body = [External(skip, Var(skip_ref), [Var(memo)], loc=loc),
+                 core.If(Var(skip), [], loop.body, loc=loc)]
+    block[k:k + 1] = [Prim(memo, "make_list", [()], loc=loc), loop]
+    return True
