@@ -123,6 +123,10 @@ SOURCE = "import astjax\n" + SOURCE
 M = load_source_module(SOURCE, _DIR)
 VJPS = {name[4:]: getattr(M, name) for name in dir(M) if name.startswith("vjp_")}
 
+# the backward sweeps that run compiled (the others' fast trips still do array work
+# outside kernels: ``rt.place_at``, ``ra.unbroadcast``, sums of arrays)
+BACKWARD = {"stencil", "no_ys"}
+
 # name -> (function, whether its forward sweep runs compiled)
 CASES = {
     "stencil": (M.stencil, True),
@@ -162,16 +166,19 @@ def _run(f, args, monkeypatch, how="value_and_grad"):
     else:
         t = VJPS[f.__name__]
     fc = astjax.jit(t, backend="c")
-    before = loops.STATS["sweeps"]
+    before = dict(loops.STATS)
     got = fc(*args)
-    ran = loops.STATS["sweeps"] - before
+    ran = loops.STATS["sweeps"] - before["sweeps"]
+    back = loops.STATS["back_sweeps"] - before["back_sweeps"]
+    # (the backward sweep compiles where the forward one did)
+    assert back <= ran, (loops.STATS, before)
     with monkeypatch.context() as m:
         _python_loops(m)
         before = loops.STATS["sweeps"]
         slow = fc(*args)
         assert loops.STATS["sweeps"] == before
     want = astjax.jit(t, backend="numpy")(*args)
-    return got, slow, want, ran
+    return got, slow, want, ran, back
 
 
 @pytest.mark.parametrize("how", ["value_and_grad", "grad", "vjp", "grad_xs"])
@@ -180,10 +187,11 @@ def _run(f, args, monkeypatch, how="value_and_grad"):
 def test_compiled_sweeps_equal_the_python_loop(name, dtype, how, monkeypatch):
     f, compiled = CASES[name]
     args = _args(dtype)
-    got, slow, want, ran = _run(f, args, monkeypatch, how)
+    got, slow, want, ran, back = _run(f, args, monkeypatch, how)
     assert identical(got, slow), (got, slow)
     if compiled is not None and how != "grad_xs":
         assert (ran > 0) == compiled, (name, ran)
+        assert (back > 0) == (name in BACKWARD), (name, back)
     tol = 1e-4 if dtype == np.float32 else 1e-11
     for a, b in zip(_leaves(got), _leaves(want)):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
@@ -198,8 +206,8 @@ def _leaves(x):
 def test_gradients_match_central_differences(name, monkeypatch):
     f, _ = CASES[name]
     u, xs, target = _args(np.float64)
-    got, _, _, _ = _run(f, (u, xs, target), monkeypatch, "grad_xs")
-    got_u, _, _, _ = _run(f, (u, xs, target), monkeypatch, "grad")
+    got = _run(f, (u, xs, target), monkeypatch, "grad_xs")[0]
+    got_u = _run(f, (u, xs, target), monkeypatch, "grad")[0]
     assert np.allclose(got_u, got[0], rtol=1e-12, atol=1e-12)
     rng = np.random.default_rng(5)
     eps = 1e-6
@@ -216,17 +224,19 @@ def test_gradients_match_central_differences(name, monkeypatch):
 @pytest.mark.parametrize("steps", [1, 2, 3, 4, 5, 6])
 def test_short_scans(steps, monkeypatch):
     args = _args(np.float64, steps=steps)
-    got, slow, want, ran = _run(M.stencil, args, monkeypatch)
+    got, slow, want, ran, back = _run(M.stencil, args, monkeypatch)
     assert identical(got, slow)
     # step 0 is the general trip, step 1 the interpreted fast one, the rest C
     assert (ran > 0) == (steps - 2 >= loops.MIN_STEPS)
+    # backward: the last forward trip runs first (interpreted), the first one last
+    assert back <= ran
 
 
 def test_the_same_code_with_other_shapes_and_again(monkeypatch):
     for shape, steps in [((7, 5), 16), ((3, 4), 9), ((7, 5), 16)]:
         args = _args(np.float32, steps=steps, shape=shape)
-        got, slow, _, ran = _run(M.stencil, args, monkeypatch)
-        assert identical(got, slow) and ran
+        got, slow, _, ran, back = _run(M.stencil, args, monkeypatch)
+        assert identical(got, slow) and ran and back
 
 
 def test_the_source_shows_the_sweep_driver():
@@ -245,9 +255,11 @@ def test_fwi_gradient_equals_the_python_loop(monkeypatch):
     import wave
     _, velocity, problem, observed = wave.setup(24, 20, 30, np.float32)
     vg = astjax.jit(astjax.value_and_grad(wave.misfit), backend="c")
-    before = loops.STATS["sweeps"]
+    before = dict(loops.STATS)
     got = vg(velocity, observed=observed, **problem)
-    assert loops.STATS["sweeps"] > before
+    assert loops.STATS["sweeps"] > before["sweeps"]
+    assert loops.STATS["back_sweeps"] > before["back_sweeps"]
+    assert loops.STATS["back_steps"] - before["back_steps"] >= 30 - 3
     with monkeypatch.context() as m:
         _python_loops(m)
         slow = vg(velocity, observed=observed, **problem)

@@ -45,9 +45,9 @@ def match(body, tape: str, dys: str, written: set, kernel_refs: dict):
     """The ops of a backward fast trip's body, or None: ("pop", t), ("kernel", t,
     KernelCall, operands), ("item", t, name, k), ("copy", t, atom), ("helper", t,
     name, operands); and (carried names, invariant names)."""
-    ops, defined, carried, invariants = [], set(), [], []
+    carried, invariants, flags = [], [], set()
 
-    def use(atom):
+    def use(atom, defined):
         if isinstance(atom, Const):
             return True
         if not isinstance(atom, Var):
@@ -62,45 +62,76 @@ def match(body, tape: str, dys: str, written: set, kernel_refs: dict):
             invariants.append(n)
         return True
 
-    for s in body:
-        if isinstance(s, core.Comment):
-            continue
-        if isinstance(s, Prim) and s.prim == "pop" and s.args == [Var(tape)] and \
+    def block(stmts, ops, defined):
+        """Append the ops of ``stmts``; False where one is not of the fast trip.  A
+        name a branch writes counts as written only inside it (read after it, the
+        value may be the one of the trip before: carried)."""
+        for s in stmts:
+            if isinstance(s, core.Comment):
+                continue
+            if isinstance(s, core.If):
+                if not (isinstance(s.test, Var) and s.test.name in flags):
+                    return False
+                then, orelse = [], []
+                if not (block(s.body, then, set(defined)) and
+                        block(s.orelse, orelse, set(defined))):
+                    return False
+                ops.append(("if", s.test.name, then, orelse))
+                continue
+            if not statement(s, ops, defined):
+                return False
+            if s.target is not None:
+                if s.target == tape:
+                    return False
+                defined.add(s.target)
+        return True
+
+    def statement(s, ops, defined):
+        def uses(atoms):
+            return all(use(a, defined) for a in atoms)
+        if isinstance(s, Prim) and s.prim == "not_none" and len(s.args) == 1 and \
+                isinstance(s.args[0], Var) and s.target:
+            uses(s.args)
+            flags.add(s.target)
+            ops.append(("not_none", s.target, s.args[0].name))
+        elif isinstance(s, Prim) and s.prim == "pop" and s.args == [Var(tape)] and \
                 not s.kwargs:
             ops.append(("pop", s.target))
         elif isinstance(s, External) and isinstance(s.func, Var) and \
                 s.func.name in kernel_refs and s.method is None and not s.kwargs:
-            if not all(use(a) for a in s.args):
-                return None
+            if not uses(s.args):
+                return False
             ops.append(("kernel", s.target, kernel_refs[s.func.name], list(s.args)))
         elif isinstance(s, External) and s.func == Var("rt") and s.method in _HELPERS \
                 and not s.kwargs:
-            if not all(use(a) for a in s.args):
-                return None
+            if not uses(s.args):
+                return False
             ops.append(("helper", s.target, s.method, list(s.args)))
         elif isinstance(s, Prim) and s.prim in _HELPERS and not s.kwargs:
-            if not all(use(a) for a in s.args):
-                return None
-            if s.prim in ("last_cotangent", "drop_last_cotangent") and s.args != [Var(dys)]:
-                return None
+            if not uses(s.args):
+                return False
+            if s.prim in ("last_cotangent", "drop_last_cotangent") and \
+                    (dys is None or s.args != [Var(dys)]):
+                return False
             ops.append(("helper", s.target, s.prim, list(s.args)))
         elif isinstance(s, Prim) and s.prim == "getitem" and len(s.args) == 2 and \
                 isinstance(s.args[0], Var) and isinstance(s.args[1], Index) and \
                 len(s.args[1].items) == 1 and not s.args[1].tuple_form and \
                 isinstance(s.args[1].items[0], Const) and \
                 type(s.args[1].items[0].value) is int:
-            use(s.args[0])
+            uses(s.args[:1])
             ops.append(("item", s.target, s.args[0].name, s.args[1].items[0].value))
         elif isinstance(s, core.Copy) and (s.value == Const(None) or
                                            isinstance(s.value, Var)):
-            use(s.value)
+            uses([s.value])
             ops.append(("copy", s.target, s.value))
         else:
-            return None
-        if s.target is not None:
-            if s.target == tape:
-                return None
-            defined.add(s.target)
+            return False
+        return True
+
+    ops: list = []
+    if not block(body, ops, set()):
+        return None
     if not any(o[0] == "kernel" for o in ops) or tape in carried:
         return None
     return ops, carried, invariants
@@ -196,8 +227,9 @@ def _leaf_values(v):
 
 
 def _layout(a):
-    return (type(a), getattr(a, "dtype", None), getattr(a, "shape", None),
-            getattr(a, "strides", None))
+    if type(a) is np.ndarray:
+        return (a.dtype, a.shape, a.strides)
+    return (type(a), getattr(a, "dtype", None))
 
 
 def _same_static(a, b):
@@ -212,6 +244,21 @@ def _same_static(a, b):
     if type(a) in (int, float, bool, str):
         return a == b
     return False
+
+
+class _Trace:
+    """What interpreting one trip found: values, symbols, pops, kernel calls."""
+
+    def __init__(self, env):
+        self.env = env
+        self.sym: dict = {}
+        self.leaves: list = []
+        self.entering: dict = {}
+        self.traced = True
+        self.popped: list = []
+        self.seq_src: list = []
+        self.kernels: list = []
+        self.last_row = None
 
 
 class _Loop(ctypes.Structure):
@@ -237,6 +284,29 @@ typedef struct {
 
 def _ptr(a) -> int:
     return a.__array_interface__["data"][0]
+
+
+_GATHER = r"""
+#include <stdint.h>
+/* the data pointers of n arrays: the word at each object's address + offset */
+void astjax_data_pointers(int64_t n, const uint64_t *objects, int64_t offset,
+                          uint64_t *out) {
+    for (int64_t k = 0; k < n; k++) out[k] = *(const uint64_t *)(objects[k] + offset);
+}
+"""
+_gather = []
+
+
+def _data_pointers(arrays, out):
+    """``out[k]`` = the data pointer of ``arrays[k]`` (exact ndarrays), in one C call
+    (``__array_interface__`` costs microseconds an array, a thousand per sweep)."""
+    if not _gather:
+        f = cc.build(_GATHER, "astjax_data_pointers")
+        f.argtypes = (ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+        f.restype = None
+        _gather.append(f)
+    ids = np.array([id(a) for a in arrays], dtype=np.uint64)
+    _gather[0](len(arrays), _ptr(ids), DATA_OFFSET, _ptr(out))
 
 
 def _table(values, dtype=np.uint64):
@@ -281,54 +351,76 @@ class BackSweepDriver:
 
     def __call__(self, memo, step, stop, tape, dys, *args):
         nc = len(self.carried)
-        decline = (False, dys, *args[:nc])
+        names = self.carried + self.extra
+        decline = (False, dys, *args[:nc], *[None] * len(self.extra))
         if (memo and memo[-1] == "python") or DATA_OFFSET is None or \
-                type(tape) is not list or type(dys) is not list or \
-                type(step) is not int or type(stop) is not int:
+                type(tape) is not list or type(step) is not int or type(stop) is not int \
+                or (self.dys is not None and dys is not None and type(dys) is not list):
             return decline
         env = dict(zip(self.invariants, args[nc:]))
         env.update(zip(self.carried, args[:nc]))
-        env[self.dys] = dys
-        leaves: list = []
+        if self.dys is not None:
+            env[self.dys] = dys
+        tr = _Trace(env)
         try:
-            entering = {n: _sym_of_entering(env[n], leaves) for n in self.carried
-                        if n != self.dys}
-            traced = True
+            tr.entering = {n: _sym_of_entering(env[n], tr.leaves) for n in self.carried
+                           if n != self.dys}
         except _Untraceable:
-            traced = False
-        sym = dict(entering) if traced else {}
+            tr.traced = False
+        if tr.traced:
+            tr.sym.update(tr.entering)
         for n in self.invariants:
-            sym[n] = "inv"
-        sym[self.dys] = "dys"
-        popped, seq_src, kernels = [], [], []
-        last_row = None
-        # the trip, as the body runs it, each value followed by its symbol
-        for op in self.ops:
+            tr.sym[n] = "inv"
+        if self.dys is not None:
+            tr.sym[self.dys] = None if dys is None else "dys"
+        self._run_ops(self.ops, tr, tape)
+        out = (True, env.get(self.dys, dys), *[env.get(n) for n in names])
+        if not tr.traced:
+            memo.append("python")
+            return out
+        m = self._compile_and_run(memo, env, tr.sym, tr.entering, tr.leaves, tr.popped,
+                                  tr.seq_src, tr.kernels, tape, stop - step - 1,
+                                  tr.last_row)
+        if m is None:
+            return out
+        return (True, env.get(self.dys, dys), *[env.get(n) for n in names])
+
+    def _run_ops(self, ops, tr, tape):
+        """The trip's statements as the body runs them, each value followed by its
+        symbol (``tr``); a branch on None-ness follows the branch the values take."""
+        env, sym = tr.env, tr.sym
+        for op in ops:
             kind, t = op[0], op[1]
+            s = None
+            if kind == "if":
+                self._run_ops(op[2] if env[op[1]] else op[3], tr, tape)
+                continue
             if kind == "pop":
                 v = rt.pop(tape)
-                popped.append(v)
-                if traced:
-                    if type(v) is np.ndarray or isinstance(v, np.generic):
-                        seq_src.append(("pop", len(popped) - 1))
-                        s = ("seq", len(seq_src) - 1)
-                    else:
-                        s = ("static", len(popped) - 1)
+                tr.popped.append(v)
+                if type(v) is np.ndarray or isinstance(v, np.generic):
+                    tr.seq_src.append(("pop", len(tr.popped) - 1))
+                    s = ("seq", len(tr.seq_src) - 1)
+                else:
+                    s = ("static", len(tr.popped) - 1)
+            elif kind == "not_none":
+                v = env[op[2]] is not None
+                s = ("static", None)
             elif kind == "kernel":
                 vals = [env[a.name] if isinstance(a, Var) else a.value for a in op[3]]
                 v = op[2](*vals)
-                if traced:
+                if tr.traced:
                     ops_syms = [None if isinstance(a, Const) else sym.get(a.name)
                                 for a in op[3]]
-                    kernels.append((op, ops_syms, vals))
+                    tr.kernels.append((op, ops_syms, vals))
                     nout = len(op[2].kernel.outputs)
-                    k = len(kernels) - 1
+                    k = len(tr.kernels) - 1
                     s = ("out", k, 0) if nout == 1 else \
                         ("tuple", [("out", k, r) for r in range(nout)])
                     s = ("results", s)
             elif kind == "item":
                 v = env[op[2]][op[3]]
-                if traced:
+                if tr.traced:
                     src = sym.get(op[2])
                     if isinstance(src, tuple) and src[0] == "results":
                         src = src[1]
@@ -336,7 +428,7 @@ class BackSweepDriver:
                             0 <= op[3] < len(src[1]):
                         s = src[1][op[3]]
                     else:
-                        traced = False
+                        tr.traced = False
             elif kind == "copy":
                 a = op[2]
                 v = env[a.name] if isinstance(a, Var) else a.value
@@ -349,34 +441,25 @@ class BackSweepDriver:
                     s = "dys"
                 elif name == "last_cotangent":
                     v = rt.last_cotangent(vals[0])
-                    if traced and type(v) is np.ndarray and last_row is None:
-                        last_row = v
-                        seq_src.append(("dys", len(dys) - len(env[self.dys])))
-                        s = ("seq", len(seq_src) - 1)
+                    if tr.traced and type(v) is np.ndarray and tr.last_row is None:
+                        tr.last_row = v
+                        tr.seq_src.append(("dys", 0))
+                        s = ("seq", len(tr.seq_src) - 1)
                     else:
-                        traced = False
+                        tr.traced = False
                 else:
                     v = _HELPERS[name](*vals)
-                    if traced:
+                    if tr.traced:
                         syms = [None if isinstance(a, Const) else sym.get(a.name)
                                 for a in operands]
                         try:
                             s = _helper_sym(name, syms, vals)
                         except _Untraceable:
-                            traced = False
+                            tr.traced = False
             if t is not None:
                 env[t] = v
-                if traced:
-                    sym[t] = s
-        out = (True, env[self.dys], *[env[n] for n in self.carried + self.extra])
-        if not traced:
-            memo.append("python")
-            return out
-        m = self._compile_and_run(memo, env, sym, entering, leaves, popped, seq_src,
-                                  kernels, tape, stop - step - 1, last_row)
-        if m is None:
-            return out
-        return (True, env[self.dys], *[env[n] for n in self.carried + self.extra])
+                sym[t] = s
+
 
     # ---------------------------------------------------------------------- C side
 
@@ -406,7 +489,7 @@ class BackSweepDriver:
             memo.append("python")
             return None
         # the fast trips that follow, checked against this one's values
-        dys = env[self.dys]
+        dys = env.get(self.dys) if self.dys is not None else None
         ntrip = 1 + len(popped)
         top, m = len(tape), 0
         lay = [_layout(v) if type(v) is np.ndarray or isinstance(v, np.generic) else None
@@ -442,7 +525,8 @@ class BackSweepDriver:
             return None
         finals = got
         del tape[top - ntrip * m:]
-        env[self.dys] = dys[:len(dys) - m] if want_row else dys
+        if want_row:
+            env[self.dys] = dys[:len(dys) - m]
         it = iter(finals)
         for n in carried:
             env[n] = _rebuild(exit_syms[n], it)
@@ -524,9 +608,11 @@ class BackSweepDriver:
             else:
                 if any(type(v) is not np.ndarray for v in vals):
                     return None
-                seq_ptrs[k] = [_ptr(v) for v in vals]
+                row = np.empty(m, np.uint64)
+                _data_pointers(vals, row)
+                seq_ptrs[k] = row
                 seq_arrays += vals
-        text = self._render(calls, new_leaves, len(leaves))
+        text = self._render([k[0] for k in kernels], calls, new_leaves, len(leaves))
         func = self.funcs.get(text)
         if func is None:
             func = cc.build(C_HEADER + _BACK_HEADER + text, _cvar(self.__name__))
@@ -553,13 +639,14 @@ class BackSweepDriver:
                      nthreads=_ptr(nthreads))
         if func(m, ctypes.byref(loop)):
             raise RuntimeError(f"astjax: the compiled backward sweep {self.__name__} failed")
-        cands: dict = {}
-        for a in list(pool) + carries + seq_arrays:
-            cands.setdefault(_ptr(a), []).append(a)
         finals = []
         for j, p in enumerate(t_carry[0][:len(carries)]):
             want = _layout(leaves[j])
-            got = next((a for a in cands.get(int(p), []) if _layout(a) == want), None)
+            got = next((a for a in list(pool) + carries if _ptr(a) == int(p) and
+                        _layout(a) == want), None)
+            if got is None and any(s[0] == "seq" for s in new_leaves):
+                got = next((a for a in seq_arrays if _ptr(a) == int(p) and
+                            _layout(a) == want), None)
             if got is None:
                 raise RuntimeError("astjax: a carried cotangent of the compiled backward "
                                    "sweep was lost")
@@ -567,7 +654,7 @@ class BackSweepDriver:
         del keep
         return finals
 
-    def _render(self, calls, new_leaves, ncarry):
+    def _render(self, kernel_ops, calls, new_leaves, ncarry):
         """The C loop of the trips: the kernel calls on pointers."""
         name = _cvar(self.__name__)
         where = f"{self.loc.filename.rsplit('/', 1)[-1]}:{self.loc.lineno}" \
@@ -581,7 +668,6 @@ class BackSweepDriver:
         emit(f"        char *const live[{max(ncarry, 1)}] = "
              f"{{{', '.join(f'carry_{j}' for j in range(ncarry)) or '0'}}};")
         names = {("carry", j): f"carry_{j}" for j in range(ncarry)}
-        kernel_ops = [op for op in self.ops if op[0] == "kernel"]
         pool_base = 0
         for k, (op, operands) in enumerate(zip(kernel_ops, calls)):
             kc = op[2]

@@ -274,10 +274,13 @@ def rewrite_backward(block, k, kernel_refs, name_of, readers, drivers, top):
         return False
     tape, cots, checks, branch, outer = parts
     if not (isinstance(checks, Const) and isinstance(checks.value, tuple) and
-            len(checks.value) == len(cots) and checks.value[-1] == "last"):
+            len(checks.value) == len(cots)):
         return False
-    dys = cots[-1]
+    dys = cots[-1] if checks.value[-1] == "last" else None
     fast = branch.body
+    if dys is None:          # (no ys cotangent checked: the list the body reads, if any)
+        dys = next((s.args[0].name for s in core.walk(fast) if isinstance(s, Prim) and
+                    s.prim == "last_cotangent" and isinstance(s.args[0], Var)), None)
     written = core.all_writes(loop.body) | {loop.target}
     got = backsweep.match(fast, tape, dys, written, kernel_refs)
     if got is None:
@@ -314,11 +317,12 @@ def rewrite_backward(block, k, kernel_refs, name_of, readers, drivers, top):
     def item(target, j):
         return Prim(target, "getitem", [Var(res), Index((Const(j),))], loc=loc)
     call = [External(res, Var(ref), [Var(memo), Var(loop.target), bounds[1], Var(tape),
-                                     Var(dys), *(Var(n) for n in carried),
+                                     Var(dys) if dys else Const(None),
+                                     *(Var(n) for n in carried),
                                      *(Var(n) for n in invariants)], loc=loc),
             item(ok, 0)]
-    then = [item(dys, 1)] + [item(n, 2 + j) for j, n in enumerate(carried + extra)
-                             if n != dys]
+    then = ([item(dys, 1)] if dys else []) + \
+        [item(n, 2 + j) for j, n in enumerate(carried + extra) if n != dys]
     branch.body = call + [core.If(Var(ok), then, fast, loc=loc)]
     loop.body = [External(skip, Var(skip_ref), [Var(memo)], loc=loc),
                  core.If(Var(skip), [], loop.body, loc=loc)]
