@@ -496,30 +496,31 @@ class BackSweepDriver:
                for v in popped]
         want_row = last_row is not None
         row_layout = _layout(last_row) if want_row else None
-        while m < remaining and top - ntrip * (m + 1) >= 0:
-            base = top - ntrip * m
-            if tape[base - 1] is not True:
-                break
-            ok = True
-            for k, v0 in enumerate(popped):
-                v = tape[base - 2 - k]
-                if lay[k] is not None:
-                    ok = _layout(v) == lay[k]
-                else:
-                    ok = _same_static(v, v0)
-                if not ok:
-                    break
-            if ok and want_row:
-                j = len(dys) - 1 - m
-                ok = j >= 0 and _layout(dys[j]) == row_layout
-            if not ok:
-                break
-            m += 1
+        # (columns: the value a pop gives in each trip that follows, nearest first)
+        m = min(remaining, top // ntrip)
+        seg = tape[top - ntrip * m:top]
+        cols = []
+
+        def upto(flags, m):
+            return flags.index(False) if False in flags[:m] else m
+        markers = seg[ntrip - 1::ntrip][::-1]
+        m = upto([v is True for v in markers], m)
+        for k, v0 in enumerate(popped):
+            col = seg[ntrip - 2 - k::ntrip][::-1][:m]
+            if lay[k] is not None:
+                want = lay[k]
+                m = upto([_layout(v) == want for v in col], m)
+            else:
+                m = upto([_same_static(v, v0) for v in col], m)
+            cols.append(col)
+        rows = []
+        if want_row:
+            rows = dys[max(len(dys) - m, 0):][::-1]
+            m = upto([_layout(v) == row_layout for v in rows], min(m, len(rows)))
         if m < MIN_STEPS:
             memo.append("python")
             return None
-        got = self._run_c(env, sym, kernels, leaves, new_leaves, exit_vals, seq_src,
-                          popped, tape, top, ntrip, m, dys)
+        got = self._run_c(kernels, leaves, new_leaves, exit_vals, seq_src, cols, rows, m)
         if got is None:
             memo.append("python")
             return None
@@ -540,8 +541,7 @@ class BackSweepDriver:
         if sum(1 for x in memo if x == "warm-up") >= 4:
             memo.append("python")
 
-    def _run_c(self, env, sym, kernels, leaves, new_leaves, exit_vals, seq_src, popped,
-               tape, top, ntrip, m, dys):
+    def _run_c(self, kernels, leaves, new_leaves, exit_vals, seq_src, cols, rows, m):
         keep = []
         fns, leads, threads, inv, pools_of, calls = [], [], [], [], [], []
         seq_kind = {}                     # seq index -> dtype it is passed as (scalars)
@@ -597,10 +597,7 @@ class BackSweepDriver:
         seq_ptrs = np.zeros((max(len(seq_src), 1), m), dtype=np.uint64)
         seq_arrays = []
         for k, (kind, idx) in enumerate(seq_src):
-            if kind == "pop":
-                vals = [tape[top - ntrip * s - 2 - idx] for s in range(m)]
-            else:
-                vals = [dys[len(dys) - 1 - s] for s in range(m)]
+            vals = cols[idx][:m] if kind == "pop" else rows[:m]
             if k in seq_kind:
                 box = np.array(vals, dtype=seq_kind[k])
                 keep.append(box)

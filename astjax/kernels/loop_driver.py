@@ -537,17 +537,23 @@ class SweepDriver(LoopDriver):
                 plan.append((2, (env[xop[2]], last)))
             else:
                 plan.append((0, env[x.name] if isinstance(x, Var) else x.value))
-        append = tape.append
-        tree_index = rt.tree_index
-        index = self.index
-        for j in range(first, stop):
-            r = j - first
-            if index:
-                append(j - 1)
-            for kind, v in plan:
-                if kind == 0:
-                    append(v)
-                elif kind == 1 or kind == 3:
-                    append(v[r])
-                else:
-                    append(tree_index(v[0], j if v[1] is None else v[1] - j))
+        # (one column per push, interleaved into the tape by slice assignment)
+        n = stop - first
+        width = len(plan) + (1 if self.index else 0)
+        flat = [None] * (n * width)
+        col = 0
+        if self.index:
+            flat[0::width] = range(first - 1, stop - 1)
+            col = 1
+        for kind, v in plan:
+            if kind == 0:
+                flat[col::width] = [v] * n
+            elif kind == 1 or kind == 3:
+                flat[col::width] = v[:n]
+            else:
+                xs, last = v
+                steps = range(first, stop) if last is None else range(last - first,
+                                                                      last - stop, -1)
+                flat[col::width] = [rt.tree_index(xs, j) for j in steps]
+            col += 1
+        tape.extend(flat)
