@@ -560,7 +560,8 @@ class BackSweepDriver:
                         if j in conv:
                             return None
                     elif isinstance(value, np.generic) and j in conv and \
-                            value.dtype == conv[j] and s[0] == "seq":
+                            value.dtype == conv[j] and value.dtype.kind in "fc" and \
+                            s[0] == "seq":          # (an integer's plan is its value's)
                         seq_kind[s[1]] = conv[j]
                     else:
                         return None

@@ -279,7 +279,9 @@ class LoopDriver:
                 elif j not in conv:
                     return None
                 elif ptr_operand:    # an xs step or a view that NumPy gives as a scalar
-                    if not isinstance(value, np.generic) or value.dtype != conv[j]:
+                    # (a float's plan holds for any value; an integer's is its value's)
+                    if not isinstance(value, np.generic) or value.dtype != conv[j] or \
+                            value.dtype.kind not in "fc":
                         return None
                 else:
                     box = np.array(value, dtype=conv[j])
