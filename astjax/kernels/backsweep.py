@@ -139,6 +139,9 @@ def match(body, tape: str, dys: str, written: set, kernel_refs: dict):
 
 # ------------------------------------------------------------------ symbols of a trip
 
+_NOSYM = ("no symbol",)          # (a value the trace did not follow)
+
+
 class _Untraceable(Exception):
     """The trip did something the C loop cannot repeat."""
 
@@ -410,7 +413,7 @@ class BackSweepDriver:
                 vals = [env[a.name] if isinstance(a, Var) else a.value for a in op[3]]
                 v = op[2](*vals)
                 if tr.traced:
-                    ops_syms = [None if isinstance(a, Const) else sym.get(a.name)
+                    ops_syms = [None if isinstance(a, Const) else sym.get(a.name, _NOSYM)
                                 for a in op[3]]
                     tr.kernels.append((op, ops_syms, vals))
                     nout = len(op[2].kernel.outputs)
@@ -432,7 +435,9 @@ class BackSweepDriver:
             elif kind == "copy":
                 a = op[2]
                 v = env[a.name] if isinstance(a, Var) else a.value
-                s = sym.get(a.name) if isinstance(a, Var) else None
+                s = sym.get(a.name, _NOSYM) if isinstance(a, Var) else None
+                if s is _NOSYM:
+                    tr.traced = False
             else:                                            # helper
                 name, operands = op[2], op[3]
                 vals = [env[a.name] if isinstance(a, Var) else a.value for a in operands]
@@ -450,8 +455,10 @@ class BackSweepDriver:
                 else:
                     v = _HELPERS[name](*vals)
                     if tr.traced:
-                        syms = [None if isinstance(a, Const) else sym.get(a.name)
+                        syms = [None if isinstance(a, Const) else sym.get(a.name, _NOSYM)
                                 for a in operands]
+                        if _NOSYM in syms:
+                            tr.traced = False
                         try:
                             s = _helper_sym(name, syms, vals)
                         except _Untraceable:
@@ -566,7 +573,7 @@ class BackSweepDriver:
                     else:
                         return None
                     operands.append(s)
-                elif s is None or s == "dys" or s[0] in ("tuple", "results"):
+                elif not (s == "inv" or (isinstance(s, tuple) and s[0] == "static")):
                     return None
                 else:                          # invariant, the same every trip
                     if type(value) is np.ndarray:

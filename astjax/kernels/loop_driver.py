@@ -413,6 +413,15 @@ def _same_shape(value, s):
         _same_shape(v, x) for v, x in zip(value, s))
 
 
+def _shape_only(v):
+    """``rt.meta`` kept only shapes: zero-stride views, containers of them, None."""
+    if v is None or (type(v) is _ndarray and not any(v.strides)):
+        return True
+    if type(v) in (tuple, list):
+        return all(_shape_only(x) for x in v)
+    return False
+
+
 def _leaves_as(value, s):
     """The leaves of ``value`` laid out as symbol tree ``s``, or None."""
     if _is_ptr(s):
@@ -484,6 +493,12 @@ class SweepDriver(LoopDriver):
             if len(memo) >= MAX_WARMUP:
                 memo.append("python")
             return stepped
+        # what the step pushes as the same every step: metadata (``rt.meta`` of a
+        # number is the number itself, which differs per step)
+        for op, value in zip(prog.ops, made):
+            if op[0] == "meta" and not _shape_only(value):
+                memo.append("python")
+                return stepped
         got = self._run_c(env, i + 1, i, stop, before, after, calls, made, xs_info,
                           ys_vals, raw=True)
         if got is None:

@@ -385,10 +385,10 @@ def _shape_of(s):
 
 
 def _carry_origin(new_carry, j):
-    """(the kernel result that carry ``j`` is, some steps later, steps): a carry passed
-    along (``(b, n)`` from ``(a, b)``) is a result of an earlier step; None when it
-    never is one."""
-    for d in range(1, len(new_carry) + 1):
+    """The kernel result that carry ``j`` entering a step is: made by the step before,
+    or passed along from another carry (``(b, n)`` from ``(a, b)``) made earlier;
+    None when it never is one (carries only swapped)."""
+    for _ in range(len(new_carry)):
         x = new_carry[j]
         if x[0] == "out":
             return x
