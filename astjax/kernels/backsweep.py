@@ -29,6 +29,7 @@ from astjax import core
 from astjax import runtime as rt
 from astjax.core import Const, External, Index, Prim, Var
 from astjax.kernels import compile as cc
+from astjax.kernels.loop_driver import spare_buffer
 from astjax.kernels.loops import C_HEADER, MIN_STEPS, STATS, _cvar
 from astjax.kernels.runtime import DATA_OFFSET, numpy_raises
 from astjax.runtime_fusion import num_threads
@@ -631,9 +632,9 @@ class BackSweepDriver:
         for k, results in enumerate(pools_of):
             for r, (shape, dt) in enumerate(results):
                 if ("out", k, r) in carried_outs:
-                    pool += [np.empty(shape, dt) for _ in range(pool_size)]
+                    pool += [spare_buffer(self, shape, dt) for _ in range(pool_size)]
                 else:
-                    pool += [np.empty(shape, dt)] * pool_size
+                    pool += [spare_buffer(self, shape, dt)] * pool_size
         carries = list(exit_vals)
         t_inv, t_carry, t_pool = _table(inv), _table([_ptr(c) for c in carries]), \
             _table([_ptr(b) for b in pool])

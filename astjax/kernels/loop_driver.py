@@ -11,6 +11,8 @@ steps in one call, without the GIL.  Anything it cannot take goes on in Python.
 from __future__ import annotations
 
 import ctypes
+import sys
+import threading
 
 import numpy as np
 
@@ -36,6 +38,36 @@ class _Loop(ctypes.Structure):
 
 
 _DECLINE = (False, None, None)
+_SPARE_LOCK = threading.Lock()
+
+
+def _spare_refs():
+    """References a spare buffer nothing else holds has inside ``_stacked``'s loop."""
+    spare = [np.empty(1)]
+    for buf in spare:
+        return sys.getrefcount(buf)
+
+
+_SPARE_REFS = _spare_refs()
+
+
+def spare_buffer(owner, shape, dtype, limit=64):
+    """A buffer of ``shape`` and ``dtype`` that an earlier call of ``owner``'s loop
+    made and nothing refers to any more (no view of it on a tape, in a carry, in the
+    user's hands), else a new one (kept for later calls, up to ``limit`` a shape).
+    Returned as a view, which holds it while the caller uses it.  (A sweep's
+    buffers, hundreds of megabytes for a tape, cost their page faults when fresh
+    each call; the Python loop's per-step arrays come back from malloc's heap.)"""
+    key = (tuple(shape), np.dtype(dtype))
+    with _SPARE_LOCK:
+        spare = owner.__dict__.setdefault("_spare", {}).setdefault(key, [])
+        for buf in spare:
+            if sys.getrefcount(buf) <= _SPARE_REFS:
+                return buf[...]
+        buf = np.empty(shape, dtype)
+        if len(spare) < limit:
+            spare.append(buf)
+        return buf[...]
 _ndarray = np.ndarray
 
 
@@ -225,6 +257,10 @@ class LoopDriver:
 
     # -- the C side ------------------------------------------------------------------
 
+    def _stacked(self, shape, dtype):
+        """A buffer for the stacked pushed results (``spare_buffer``)."""
+        return spare_buffer(self, shape, dtype, 2)
+
     def _run_c(self, env, i, start, stop, before, after, calls, made, xs_info, ys_vals,
                raw=False):
         """Steps [i, stop) in one C call when the step just interpreted (``calls``:
@@ -333,16 +369,18 @@ class LoopDriver:
         pool_size = len(prog.carry_leaves) + 1
         carried = {x for x in prog.new_carry if x[0] == "out"}
         pool, saved = [], []
+        # (a sweep's buffers come back from its earlier calls: ``spare_buffer``)
+        new = (lambda shape, dt: spare_buffer(self, shape, dt)) if raw else np.empty
         for k, results in enumerate(pools_of):
             for r, (shape, dt) in enumerate(results):
                 if ("out", k, r) in prog.saved:
                     pool += [np.empty(0, np.uint8)] * pool_size     # (never read)
                     saved.append((prog.saved.index(("out", k, r)),
-                                  np.empty((stop - i,) + tuple(shape), dt)))
+                                  self._stacked((stop - i,) + tuple(shape), dt)))
                 elif ("out", k, r) in carried:
-                    pool += [np.empty(shape, dt) for _ in range(pool_size)]
+                    pool += [new(shape, dt) for _ in range(pool_size)]
                 else:
-                    pool += [np.empty(shape, dt)] * pool_size
+                    pool += [new(shape, dt)] * pool_size
         carries = list(after)
         tables = {
             "inv": _pointers(inv),
