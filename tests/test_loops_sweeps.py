@@ -101,6 +101,16 @@ def leaves_xs(u, xs, target):
     return np.sum(ys * target) + np.sum(c)
 
 
+def two_scans(u, xs, target):
+    def step(carry, a):
+        past, present = carry
+        future = 0.5 * present - 0.25 * past + 0.1 * a * present * present
+        return (present, future), future[1]
+    (_, last), ys = lax.scan(step, (np.zeros_like(u), u), xs)
+    (_, last2), ys2 = lax.scan(step, (last, last * 0.5), xs * 0.5)
+    return np.sum(ys * target) + np.sum(ys2 * ys2) + np.sum(last2)
+
+
 def changes_dtype(u, xs, target):
     def step(c, x):
         n = c * 0.5 + c * c * x
@@ -117,7 +127,7 @@ def vjp_{name}(u, xs, target):
     value, pull = astjax.vjp(of_u, u)
     return value, pull(np.ones_like(value))
 ''' for name in ("stencil", "one_carry", "nested", "several_saved", "no_ys",
-                  "reversed_scan", "fori", "leaves_xs", "changes_dtype"))
+                  "reversed_scan", "fori", "leaves_xs", "changes_dtype", "two_scans"))
 SOURCE = "import astjax\n" + SOURCE
 
 M = load_source_module(SOURCE, _DIR)
@@ -125,7 +135,7 @@ VJPS = {name[4:]: getattr(M, name) for name in dir(M) if name.startswith("vjp_")
 
 # the backward sweeps that run compiled (the others' fast trips still do array work
 # outside kernels: ``rt.place_at``, ``ra.unbroadcast``, sums of arrays)
-BACKWARD = {"stencil", "no_ys"}
+BACKWARD = {"stencil", "no_ys", "two_scans"}
 
 # name -> (function, whether its forward sweep runs compiled)
 CASES = {
@@ -138,7 +148,10 @@ CASES = {
     "reversed_scan": (M.reversed_scan, False),
     "fori": (M.fori, True),
     "leaves_xs": (M.leaves_xs, False),      # pytree xs: the Python loop
-    "changes_dtype": (M.changes_dtype, None),   # (float64: the first steps differ)
+    "changes_dtype": (M.changes_dtype, None),
+    # (its first scan's kernel runs with NumPy at this size: that forward sweep stays
+    # Python, and each backward sweep reads the tape whichever way it was filled)
+    "two_scans": (M.two_scans, None),   # (float64: the first steps differ)
 }
 
 
@@ -170,8 +183,6 @@ def _run(f, args, monkeypatch, how="value_and_grad"):
     got = fc(*args)
     ran = loops.STATS["sweeps"] - before["sweeps"]
     back = loops.STATS["back_sweeps"] - before["back_sweeps"]
-    # (the backward sweep compiles where the forward one did)
-    assert back <= ran, (loops.STATS, before)
     with monkeypatch.context() as m:
         _python_loops(m)
         before = loops.STATS["sweeps"]
@@ -191,6 +202,7 @@ def test_compiled_sweeps_equal_the_python_loop(name, dtype, how, monkeypatch):
     assert identical(got, slow), (got, slow)
     if compiled is not None and how != "grad_xs":
         assert (ran > 0) == compiled, (name, ran)
+    if how != "grad_xs":
         assert (back > 0) == (name in BACKWARD), (name, back)
     tol = 1e-4 if dtype == np.float32 else 1e-11
     for a, b in zip(_leaves(got), _leaves(want)):
@@ -221,15 +233,16 @@ def test_gradients_match_central_differences(name, monkeypatch):
         assert np.isclose(np.sum(got[k] * d), fd, rtol=1e-6, atol=1e-8), (name, k)
 
 
-@pytest.mark.parametrize("steps", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("steps", [1, 2, 3, 4, 5, 6, 7, 8])
 def test_short_scans(steps, monkeypatch):
     args = _args(np.float64, steps=steps)
     got, slow, want, ran, back = _run(M.stencil, args, monkeypatch)
     assert identical(got, slow)
     # step 0 is the general trip, step 1 the interpreted fast one, the rest C
     assert (ran > 0) == (steps - 2 >= loops.MIN_STEPS)
-    # backward: the last forward trip runs first (interpreted), the first one last
-    assert back <= ran
+    # backward: the last forward trip runs first (its accumulators start as None: it
+    # is a warm-up), the next one interpreted, the first forward trip last (general)
+    assert (back > 0) == (steps - 3 >= loops.MIN_STEPS)
 
 
 def test_the_same_code_with_other_shapes_and_again(monkeypatch):
@@ -264,3 +277,33 @@ def test_fwi_gradient_equals_the_python_loop(monkeypatch):
         _python_loops(m)
         slow = vg(velocity, observed=observed, **problem)
     assert identical(got, slow)
+
+
+def test_results_of_one_call_survive_the_next(monkeypatch):
+    """The sweeps reuse their buffers across calls only once nothing refers to them."""
+    g = astjax.jit(astjax.value_and_grad(M.stencil), backend="c")
+    first_args = _args(np.float64)
+    first = g(*first_args)
+    kept = (first[0].copy(), first[1].copy())
+    other = _args(np.float64)
+    other = (other[0] * 0.5, other[1] + 0.25, other[2])
+    second = g(*other)
+    assert identical(first, kept)
+    assert not np.array_equal(first[1], second[1])
+    with monkeypatch.context() as m:
+        _python_loops(m)
+        want = g(*other)
+    assert identical(second, want)
+    assert identical(g(*first_args), kept)
+
+
+def test_numpy_error_states_that_raise_leave_the_sweeps_to_python(monkeypatch):
+    args = _args(np.float64)
+    g = astjax.jit(astjax.grad(M.stencil), backend="c")
+    want = g(*args)
+    before = dict(loops.STATS)
+    with np.errstate(all="raise"):
+        got = g(*args)
+    assert identical(got, want)
+    assert loops.STATS["sweeps"] == before["sweeps"]
+    assert loops.STATS["back_sweeps"] == before["back_sweeps"]
