@@ -332,8 +332,7 @@ class BackSweepDriver:
         self.dys = dys
         self.loc = loc
         self.__name__ = "back_sweep_driver"
-        self.texts: dict = {}
-        self.funcs: dict = {}
+        self.funcs: dict = {}         # C text (per trip structure) -> its function
         self.text = ""
 
     def set_name(self, name):

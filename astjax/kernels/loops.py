@@ -33,6 +33,10 @@ not plain arrays, a kernel that ran with NumPy, fewer than ``MIN_STEPS`` steps, 
 error states that raise) leaves the loop to Python: up front by returning
 ``(False, ...)``, later by interpreting the remaining steps.  Values are those of the
 loop: the C function makes the same kernel calls on the same operands.
+
+Reverse mode's sweeps of a scan (a forward sweep that also pushes onto the tape, a
+backward sweep that pops it) are matched with the same step programs
+(``match_body`` with the tape) and rewritten by ``kernels/sweeps.py``.
 """
 from __future__ import annotations
 

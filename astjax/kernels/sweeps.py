@@ -1,4 +1,4 @@
-"""Reverse mode's forward sweep as a compiled loop (``kernels/loops.py`` for its sweeps).
+"""Reverse mode's sweeps of a scan as compiled loops (``kernels/loops.py`` for them).
 
 The forward sweep of a loop with a fast backward trip (``transforms/fast_trips.py``)
 runs each step on one of two paths: the first step (and any whose carry's signature
@@ -27,7 +27,7 @@ of it, keeping the body as its ``else`` branch:
                 sweep_done = sweep_result[1]
                 trips = sweep_result[2]
                 ys_steps = sweep_result[3]
-                carry = sweep_result[4]
+                carry = sweep_result[5]        ([4]: the step index, where it is pushed)
                 ...
             else:
                 <the fast body, unchanged>
@@ -37,6 +37,30 @@ of it, keeping the body as its ``else`` branch:
 The driver interprets the step; once a step kept the carries' layouts, the remaining
 steps run as one C call and the loop ends (``sweep_done``), with the tape, the ``ys``
 list, the carries and ``trips`` as the Python loop leaves them.
+
+The backward sweep's loop (``rewrite_backward``) gets a ``BackSweepDriver``
+(``kernels/backsweep.py``) in front of its fast, complete trips' body the same way;
+since the trips of the general path (the first step's, at least) follow, the loop is
+not ended but told to skip the trips the driver ran:
+
+    back_memo = []
+    for step in range(0, trips):
+        back_skip_trip = back_sweep_driver_skip(back_memo)
+        if back_skip_trip:
+            pass
+        else:
+            fast_trip = rt.pop(tape)
+            if fast_trip:
+                complete_trip = rt.cots_complete(..., d_carry, d_ys_steps)
+                if complete_trip:
+                    back_result = back_sweep_driver(back_memo, step, trips, tape,
+                                                    d_ys_steps, <carried>, <invariants>)
+                    if back_result[0]:
+                        d_ys_steps = back_result[1]
+                        <carried, and what the trip leaves for others> = ...
+                    else:
+                        <the fast trip, unchanged>
+                ...
 """
 from __future__ import annotations
 
