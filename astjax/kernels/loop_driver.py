@@ -11,6 +11,8 @@ steps in one call, without the GIL.  Anything it cannot take goes on in Python.
 from __future__ import annotations
 
 import ctypes
+import sys
+import threading
 
 import numpy as np
 
@@ -31,10 +33,41 @@ class _Loop(ctypes.Structure):
                 ("pool_size", ctypes.c_int64), ("fn", ctypes.c_void_p),
                 ("lead", ctypes.c_void_p), ("nthreads", ctypes.c_void_p),
                 ("ys", ctypes.c_void_p), ("ys_layout", ctypes.c_void_p),
-                ("ys_row0", ctypes.c_int64), ("ys_dir", ctypes.c_int64)]
+                ("ys_row0", ctypes.c_int64), ("ys_dir", ctypes.c_int64),
+                ("saved", ctypes.c_void_p), ("saved_bytes", ctypes.c_void_p)]
 
 
 _DECLINE = (False, None, None)
+_SPARE_LOCK = threading.Lock()
+
+
+def _spare_refs():
+    """References a spare buffer nothing else holds has inside ``_stacked``'s loop."""
+    spare = [np.empty(1)]
+    for buf in spare:
+        return sys.getrefcount(buf)
+
+
+_SPARE_REFS = _spare_refs()
+
+
+def spare_buffer(owner, shape, dtype, limit=64):
+    """A buffer of ``shape`` and ``dtype`` that an earlier call of ``owner``'s loop
+    made and nothing refers to any more (no view of it on a tape, in a carry, in the
+    user's hands), else a new one (kept for later calls, up to ``limit`` a shape).
+    Returned as a view, which holds it while the caller uses it.  (A sweep's
+    buffers, hundreds of megabytes for a tape, cost their page faults when fresh
+    each call; the Python loop's per-step arrays come back from malloc's heap.)"""
+    key = (tuple(shape), np.dtype(dtype))
+    with _SPARE_LOCK:
+        spare = owner.__dict__.setdefault("_spare", {}).setdefault(key, [])
+        for buf in spare:
+            if sys.getrefcount(buf) <= _SPARE_REFS:
+                return buf[...]
+        buf = np.empty(shape, dtype)
+        if len(spare) < limit:
+            spare.append(buf)
+        return buf[...]
 _ndarray = np.ndarray
 
 
@@ -108,9 +141,9 @@ class LoopDriver:
 
     # -- the Python side: exactly the statements of the loop ------------------------
 
-    def _step(self, env, i, ys_vals, calls, made):
+    def _step(self, env, i, ys_vals, calls, made, tape=None):
         """Step ``i`` as the loop runs it; ``calls`` gets each kernel's operands,
-        ``made`` each statement's value."""
+        ``made`` each statement's value; a sweep's pushes go onto ``tape``."""
         prog = self.prog
         env[prog.loop_var] = i
         for op in prog.ops:
@@ -133,6 +166,14 @@ class LoopDriver:
                 env[op[1]] = env[op[2]]
             elif kind == "compact":
                 env[op[1]] = rt.compact(env[op[2]])
+            elif kind == "meta":
+                env[op[1]] = rt.meta(env[op[2]])
+            elif kind == "opaque":
+                env[op[1]] = tuple([env[x.name] if isinstance(x, Var) else x.value
+                                    for x in op[2]])
+            elif kind == "push":
+                x = op[2]
+                rt.push(tape, env[x.name] if isinstance(x, Var) else x.value)
             else:                                      # append
                 ys_vals.append(env[op[2].name] if isinstance(op[2], Var) else None)
             made.append(env.get(op[1]))
@@ -216,10 +257,16 @@ class LoopDriver:
 
     # -- the C side ------------------------------------------------------------------
 
-    def _run_c(self, env, i, start, stop, before, after, calls, made, xs_info, ys_vals):
+    def _stacked(self, shape, dtype):
+        """A buffer for the stacked pushed results (``spare_buffer``)."""
+        return spare_buffer(self, shape, dtype, 2)
+
+    def _run_c(self, env, i, start, stop, before, after, calls, made, xs_info, ys_vals,
+               raw=False):
         """Steps [i, stop) in one C call when the step just interpreted (``calls``:
         its kernels' operands) can be repeated as compiled calls; the result of the
-        loop, or None (then the caller goes on interpreting)."""
+        loop, or None (then the caller goes on interpreting).  ``raw``: (carry
+        leaves, stacked ys leaves, stacked pushed results) instead (a sweep's)."""
         prog = self.prog
         if numpy_raises():
             return None
@@ -268,7 +315,9 @@ class LoopDriver:
                 elif j not in conv:
                     return None
                 elif ptr_operand:    # an xs step or a view that NumPy gives as a scalar
-                    if not isinstance(value, np.generic) or value.dtype != conv[j]:
+                    # (a float's plan holds for any value; an integer's is its value's)
+                    if not isinstance(value, np.generic) or value.dtype != conv[j] or \
+                            value.dtype.kind not in "fc":
                         return None
                 else:
                     box = np.array(value, dtype=conv[j])
@@ -319,13 +368,19 @@ class LoopDriver:
         # (one for a result no carry takes: its last value is dead when it is made)
         pool_size = len(prog.carry_leaves) + 1
         carried = {x for x in prog.new_carry if x[0] == "out"}
-        pool = []
+        pool, saved = [], []
+        # (a sweep's buffers come back from its earlier calls: ``spare_buffer``)
+        new = (lambda shape, dt: spare_buffer(self, shape, dt)) if raw else np.empty
         for k, results in enumerate(pools_of):
             for r, (shape, dt) in enumerate(results):
-                if ("out", k, r) in carried:
-                    pool += [np.empty(shape, dt) for _ in range(pool_size)]
+                if ("out", k, r) in prog.saved:
+                    pool += [np.empty(0, np.uint8)] * pool_size     # (never read)
+                    saved.append((prog.saved.index(("out", k, r)),
+                                  self._stacked((stop - i,) + tuple(shape), dt)))
+                elif ("out", k, r) in carried:
+                    pool += [new(shape, dt) for _ in range(pool_size)]
                 else:
-                    pool += [np.empty(shape, dt)] * pool_size
+                    pool += [new(shape, dt)] * pool_size
         carries = list(after)
         tables = {
             "inv": _pointers(inv),
@@ -339,6 +394,12 @@ class LoopDriver:
             "fn": _pointers(fns), "lead": _pointers(leads),
             "ys": _pointers([_ptr(a) for a in ys_arrays]),
             "ys_layout": _pointers(layouts)}
+        saved = [a for _, a in sorted(saved, key=lambda x: x[0])]
+        if len(saved) != len(prog.saved):
+            return None
+        tables["saved"] = _pointers([_ptr(a) for a in saved])
+        tables["saved_bytes"] = _pointers([a[0].nbytes if len(a) else 0 for a in saved],
+                                          np.int64)
         nthreads = np.array(threads or [1], dtype=np.int32)
         loop = _Loop(inv=tables["inv"][1], xs=tables["xs"][1],
                      xs_stride=tables["xs_stride"][1], offset=tables["offset"][1],
@@ -346,7 +407,8 @@ class LoopDriver:
                      fn=tables["fn"][1], lead=tables["lead"][1], nthreads=_ptr(nthreads),
                      ys=tables["ys"][1], ys_layout=tables["ys_layout"][1],
                      ys_row0=(n - 1 + start) if self.reverse else -start,
-                     ys_dir=-1 if self.reverse else 1)
+                     ys_dir=-1 if self.reverse else 1, saved=tables["saved"][1],
+                     saved_bytes=tables["saved_bytes"][1])
         if self.func(i, stop, ctypes.byref(loop)):
             raise RuntimeError(f"astjax: the compiled loop {self.__name__} failed")
         STATS["loops"] += 1
@@ -354,8 +416,14 @@ class LoopDriver:
         # the carries after the last step, as arrays
         by_ptr = {_ptr(b): b for b in pool}     # (duplicates: the same array)
         by_ptr.update({_ptr(c): c for c in carries})
+        rows = [list(a) for a in saved]          # (the steps' pushed results, as views)
+        for r in rows:
+            by_ptr.update({_ptr(v): v for v in r})
         out_ptrs = tables["carry"][0]
-        leaves = iter([by_ptr[int(p)] for p in out_ptrs[:len(carries)]])
+        final = [by_ptr[int(p)] for p in out_ptrs[:len(carries)]]
+        if raw:
+            return final, ys_arrays, rows
+        leaves = iter(final)
         carry = [_as_value(prog.carry_start[n], leaves) for n in prog.carried]
         if prog.ys_list is None:
             ys = None
@@ -377,10 +445,19 @@ def _sig(a):
 
 
 def _same_shape(value, s):
-    if _is_ptr(s):
+    if _is_ptr(s) or s == "static":
         return True
     return type(value) is tuple and len(value) == len(s) and all(
         _same_shape(v, x) for v, x in zip(value, s))
+
+
+def _shape_only(v):
+    """``rt.meta`` kept only shapes: zero-stride views, containers of them, None."""
+    if v is None or (type(v) is _ndarray and not any(v.strides)):
+        return True
+    if type(v) in (tuple, list):
+        return all(_shape_only(x) for x in v)
+    return False
 
 
 def _leaves_as(value, s):
@@ -404,3 +481,134 @@ def _as_value(s, leaves):
         return next(leaves)
     return tuple(_as_value(x, leaves) for x in s)
 
+
+
+class SweepDriver(LoopDriver):
+    """The fast steps of reverse mode's forward sweep (``kernels/sweeps.py``).
+
+    Called at a step whose fast trip holds (its carry's signature is the one the first
+    step fixed), with (i, stop, trips, tape, ys list, carried..., invariants...): it
+    interprets step ``i`` (the statements of the fast body, pushes onto the tape
+    included); when that step kept the carries' layouts, steps (i, stop) run in one C
+    call, each pushed kernel result written straight into its row of one stacked
+    buffer, and the tape gets per step what the loop pushes: those rows, ``xs`` at
+    the step, and the values that are the same every step (metadata, invariants,
+    constants).  Returns (ok, done, trips, ys list, carried...): ok False -- nothing
+    ran, the loop's own fast body runs the step; done -- the loop is over.
+    ``memo`` (a list the loop starts empty) remembers giving up, so a loop the C
+    side cannot take runs its own body from then on."""
+
+    def __init__(self, prog: Program, reverse: bool, index: bool = False):
+        super().__init__(prog, reverse)
+        self.index = index          # each step first pushes the index of the one before
+
+    def __call__(self, memo, i, stop, trips, tape, ys_steps, *args):
+        prog = self.prog
+        nc = len(prog.carried)
+        decline = (False, False, trips, ys_steps, i, *args[:nc])
+        i, stop = _int(i), _int(stop)
+        if (memo and memo[-1] == "python") or DATA_OFFSET is None or i is None or stop is None or \
+                type(tape) is not list or type(trips) is not int or \
+                (prog.ys_list is not None and type(ys_steps) is not list):
+            return decline
+        env = dict(zip(prog.invariants, args[nc:]))
+        env.update(zip(prog.carried, args[:nc]))
+        before = self._carry_leaves(env)
+        xs_info = self._xs_info(env, i, stop)
+        if before is None or xs_info is None or stop - i - 1 < MIN_STEPS:
+            memo.append("python")
+            return decline
+        calls: list = []
+        made: list = []
+        ys_vals: list = []
+        self._step(env, i, ys_vals, calls, made, tape)
+        if prog.ys_list is not None:
+            ys_steps = [*ys_steps, *ys_vals]
+        stepped = (True, False, trips, ys_steps, i, *[env[n] for n in prog.carried])
+        after = self._carry_leaves(env)
+        if after is None or [_sig(a) for a in after] != [_sig(b) for b in before]:
+            memo.append("warm-up")
+            if len(memo) >= MAX_WARMUP:
+                memo.append("python")
+            return stepped
+        # what the step pushes as the same every step: metadata (``rt.meta`` of a
+        # number is the number itself, which differs per step)
+        for op, value in zip(prog.ops, made):
+            if op[0] == "meta" and not _shape_only(value):
+                memo.append("python")
+                return stepped
+        got = self._run_c(env, i + 1, i, stop, before, after, calls, made, xs_info,
+                          ys_vals, raw=True)
+        if got is None:
+            memo.append("python")
+            return stepped
+        final, ys_arrays, rows = got
+        STATS["sweeps"] += 1
+        STATS["sweep_steps"] += stop - i - 1
+        self._push_steps(env, tape, i + 1, stop, rows, after)
+        leaves = iter(final)
+        carry = [env[n] if prog.carry_start[n] == "static" else
+                 _as_value(prog.carry_start[n], leaves) for n in prog.carried]
+        if prog.ys_list is not None:
+            if prog.y_leaves:
+                ys_steps += [_as_value(prog.y_symbol, iter([a[r] for a in ys_arrays]))
+                             for r in range(1, stop - i)]
+            else:
+                ys_steps += [None] * (stop - i - 1)
+        return (True, True, trips + stop - i - 1, ys_steps, stop - 1, *carry)
+
+    def _carry_values(self, j, carries, rows, n):
+        """Carry ``j`` entering each of ``n`` compiled steps: the step before made it
+        (a row of a pushed result), or passed it along from another carry."""
+        new_carry = self.prog.new_carry
+        out = []
+        for r in range(n):
+            k, s = j, r
+            while s > 0 and new_carry[k][0] == "carry":
+                k, s = new_carry[k][1], s - 1
+            out.append(carries[k] if s == 0 else
+                       rows[self.prog.saved.index(new_carry[k])][s - 1])
+        return out
+
+    def _push_steps(self, env, tape, first, stop, rows, carries):
+        """What the loop pushes onto the tape at steps [first, stop): as the step
+        interpreted last pushed, with its kernel results from ``rows``, ``xs`` at
+        each step, and a carry as the step before made it (``carries``: those
+        entering step ``first``)."""
+        prog = self.prog
+        xs_ops = {at[0]: op for op, at in zip(prog.ops, prog.at) if op[0] == "xs"}
+        plan = []
+        for op, at in zip(prog.ops, prog.at):
+            if op[0] != "push":
+                continue
+            x = op[2]
+            if _is_ptr(at) and at[0] == "out":
+                plan.append((1, rows[prog.saved.index(at)]))
+            elif _is_ptr(at) and at[0] == "carry":
+                plan.append((3, self._carry_values(at[1], carries, rows, stop - first)))
+            elif _is_ptr(at):                       # xs at the step
+                xop = xs_ops[at]
+                last = None if xop[4] is None else env[xop[4]]
+                plan.append((2, (env[xop[2]], last)))
+            else:
+                plan.append((0, env[x.name] if isinstance(x, Var) else x.value))
+        # (one column per push, interleaved into the tape by slice assignment)
+        n = stop - first
+        width = len(plan) + (1 if self.index else 0)
+        flat = [None] * (n * width)
+        col = 0
+        if self.index:
+            flat[0::width] = range(first - 1, stop - 1)
+            col = 1
+        for kind, v in plan:
+            if kind == 0:
+                flat[col::width] = [v] * n
+            elif kind == 1 or kind == 3:
+                flat[col::width] = v[:n]
+            else:
+                xs, last = v
+                steps = range(first, stop) if last is None else range(last - first,
+                                                                      last - stop, -1)
+                flat[col::width] = [rt.tree_index(xs, j) for j in steps]
+            col += 1
+        tape.extend(flat)

@@ -33,6 +33,10 @@ not plain arrays, a kernel that ran with NumPy, fewer than ``MIN_STEPS`` steps, 
 error states that raise) leaves the loop to Python: up front by returning
 ``(False, ...)``, later by interpreting the remaining steps.  Values are those of the
 loop: the C function makes the same kernel calls on the same operands.
+
+Reverse mode's sweeps of a scan (a forward sweep that also pushes onto the tape, a
+backward sweep that pops it) are matched with the same step programs
+(``match_body`` with the tape) and rewritten by ``kernels/sweeps.py``.
 """
 from __future__ import annotations
 
@@ -46,7 +50,8 @@ MIN_STEPS = 4
 # steps interpreted in Python looking for two alike before the rest runs as C
 MAX_WARMUP = 4
 # loops and steps the C drivers ran (what tests check was compiled)
-STATS = {"loops": 0, "steps": 0}
+STATS = {"loops": 0, "steps": 0, "sweeps": 0, "sweep_steps": 0, "back_sweeps": 0,
+         "back_steps": 0}
 
 
 # ---------------------------------------------------------------- the step program
@@ -76,6 +81,7 @@ class Program:
     y_leaves: list = field(default_factory=list)       # symbols of ys leaves
     new_carry: list = field(default_factory=list)      # symbols of the carries after
     kernel_ops: list = field(default_factory=list)
+    saved: list = field(default_factory=list)          # ("out", k, r) the step pushes
 
 
 def _range_bounds(it):
@@ -98,9 +104,27 @@ def match(loop: core.For, kernel_refs: dict) -> Program | None:
     if loop.exit_flags or _range_bounds(loop.iter) is None:
         return None
     written = core.all_writes(loop.body) | {loop.target}
-    ops, defined, carried, invariants = [], {loop.target}, [], []
+    return match_body(loop.body, loop.target, written, kernel_refs, loc=loop.loc)
+
+
+# elementwise primitives of loop invariants a sweep's step computes again each step
+# (``dt * dt``): the driver takes their value, computed just before it is called
+HOISTABLE_KINDS = frozenset({"elementwise"})
+
+
+def match_body(body, loop_var, written, kernel_refs, *, tape=None, hoisted=None,
+               loc=None) -> Program | None:
+    """``match`` of a loop body: ``written`` the names the whole loop writes.
+
+    With ``tape`` (the name of reverse mode's tape: a forward sweep's fast step,
+    ``kernels/sweeps.py``) the body may also push onto the tape, take ``rt.meta`` of
+    a value ("static": the same every step once shapes stop changing) and compute
+    elementwise primitives of invariants (their targets go to ``hoisted``, which the
+    caller computes before the driver runs and passes as invariants)."""
+    ops, defined, carried, invariants = [], {loop_var}, [], []
     ys_list = None
     reverse = {}
+    hoist = hoisted if hoisted is not None else []
 
     def use(atom):
         """Record a read of ``atom`` (a Const, or a Var: body value, carried,
@@ -110,6 +134,10 @@ def match(loop: core.For, kernel_refs: dict) -> Program | None:
         if not isinstance(atom, Var):
             return False
         n = atom.name
+        if n in hoist_names:
+            if n not in invariants:
+                invariants.append(n)
+            return True
         if n in defined:
             return True
         if n in written:                 # read before written: loop-carried
@@ -119,10 +147,20 @@ def match(loop: core.For, kernel_refs: dict) -> Program | None:
             invariants.append(n)
         return True
 
-    for s in loop.body:
+    hoist_names = set()
+    for s in body:
         if isinstance(s, core.Comment):
             continue
-        if s is None or getattr(s, "target", None) is None:
+        if tape is not None and isinstance(s, Prim) and s.prim == "push" and \
+                s.target is None and len(s.args) == 2 and s.args[0] == Var(tape) and \
+                not s.kwargs and use(s.args[1]):
+            ops.append(("push", None, s.args[1]))
+            continue
+        if tape is not None and _hoistable(s, written, hoist_names):
+            hoist.append(s)
+            hoist_names.add(s.target)
+            continue
+        if s is None or getattr(s, "target", None) is None or s.target in hoist_names:
             return None
         if isinstance(s, External):
             if not (isinstance(s.func, Var) and s.func.name in kernel_refs and
@@ -137,11 +175,11 @@ def match(loop: core.For, kernel_refs: dict) -> Program | None:
             a = s.args
             if s.prim == "tree_index" and len(a) == 2 and isinstance(a[0], Var) and \
                     a[0].name not in written and isinstance(a[1], Var) and \
-                    (a[1].name == loop.target or a[1].name in reverse):
+                    (a[1].name == loop_var or a[1].name in reverse):
                 use(a[0])
                 ops.append(("xs", s.target, a[0].name, a[1].name, reverse.get(a[1].name)))
             elif s.prim == "subtract" and len(a) in (2, 3) and isinstance(a[0], Var) and \
-                    a[0].name not in written and a[1] == Var(loop.target) and \
+                    a[0].name not in written and a[1] == Var(loop_var) and \
                     a[2:] in ([], [Const(None)]) and not s.kwargs:
                 use(a[0])
                 reverse[s.target] = a[0].name
@@ -165,9 +203,20 @@ def match(loop: core.For, kernel_refs: dict) -> Program | None:
                 for x in a[0]:
                     use(x)
                 ops.append(("tuple", s.target, [x.name for x in a[0]]))
+            elif tape is not None and s.prim == "make_tuple" and len(a) == 1 and \
+                    isinstance(a[0], tuple) and \
+                    all(isinstance(x, Var) or x == Const(None) for x in a[0]):
+                # (``(carry, None)``: a step without ys; only ``rt.meta`` may read it)
+                for x in a[0]:
+                    use(x)
+                ops.append(("opaque", s.target, list(a[0])))
             elif s.prim == "compact" and len(a) == 1 and isinstance(a[0], Var):
                 use(a[0])
                 ops.append(("compact", s.target, a[0].name))
+            elif tape is not None and s.prim == "meta" and len(a) == 1 and \
+                    isinstance(a[0], Var) and not s.kwargs:
+                use(a[0])
+                ops.append(("meta", s.target, a[0].name))
             elif s.prim == "append" and len(a) == 2 and a[0] == Var(s.target) and \
                     ys_list is None and (isinstance(a[1], Var) or a[1] == Const(None)):
                 use(a[1])
@@ -184,11 +233,30 @@ def match(loop: core.For, kernel_refs: dict) -> Program | None:
             carried.remove(ys_list)
         if ys_list in invariants or ys_list in defined:
             return None
-    if loop.target in carried or not any(o[0] == "kernel" for o in ops):
+    if loop_var in carried or not any(o[0] == "kernel" for o in ops):
         return None
-    prog = Program(loop.target, ops, carried, invariants, ys_list, loc=loop.loc)
+    if tape is not None and (tape in carried or tape in defined):
+        return None
+    prog = Program(loop_var, ops, carried, invariants, ys_list, loc=loc)
     prog.kernel_ops = [o for o in ops if o[0] == "kernel"]
     return prog if resolve(prog) else None
+
+
+def _hoistable(s, written, hoist_names) -> bool:
+    """An elementwise primitive of constants and loop invariants (``HOISTABLE_KINDS``)."""
+    from astjax.primitives import REGISTRY
+    if not (isinstance(s, Prim) and s.target is not None and not s.kwargs):
+        return False
+    p = REGISTRY.get(s.prim)
+    if p is None or p.kind not in HOISTABLE_KINDS:
+        return False
+    for a in s.args:
+        if isinstance(a, Var):
+            if a.name in written and a.name not in hoist_names:
+                return False
+        elif not isinstance(a, Const):
+            return False
+    return True
 
 
 def resolve(prog) -> bool:
@@ -205,6 +273,9 @@ def resolve(prog) -> bool:
         sym = {n: "inv" for n in prog.invariants}
         leaves = []
         for n in prog.carried:
+            if shapes[n] == "static":
+                sym[n] = "static"
+                continue
             start = len(leaves)
             leaves += [(n, p) for p in _paths(shapes[n])]
             sym[n] = _rebuild(shapes[n], iter(("carry", j) for j in
@@ -219,7 +290,8 @@ def resolve(prog) -> bool:
             at.append(None)
             if kind == "kernel":
                 operands = [None if isinstance(a, Const) else sym.get(a.name) for a in op[3]]
-                if not all(x is None or x == "inv" or _is_ptr(x) for x in operands):
+                if not all(x is None or x in ("inv", "static") or _is_ptr(x)
+                           for x in operands):
                     return False
                 k = _position(prog.kernel_ops, op)
                 n_out = len(op[2].kernel.outputs)
@@ -244,20 +316,50 @@ def resolve(prog) -> bool:
                     return False
                 sym[t] = [sym[x] for x in op[2]]
             elif kind in ("copy", "compact"):
+                if kind == "copy" and sym.get(op[2]) == "static":
+                    sym[t] = "static"
+                    continue
                 if not _is_tree(sym.get(op[2])):
                     return False
                 sym[t] = sym[op[2]]
+            elif kind == "meta":
+                if op[2] not in sym:
+                    return False
+                sym[t] = "static"
+            elif kind == "opaque":
+                sym[t] = "opaque"
+            elif kind == "push":
+                x = op[2]
+                at[-1] = None if isinstance(x, Const) else sym.get(x.name, "bad")
             elif kind == "append" and isinstance(op[2], Var):
                 if not _is_tree(sym.get(op[2].name)):
                     return False
                 y_symbol = sym[op[2].name]
                 y_leaves = _flatten(y_symbol)
         new_shapes = {n: _shape_of(sym[n]) for n in prog.carried}
+        if any(_has_bad(x) for x in new_shapes.values()):
+            return False
         if new_shapes == shapes:
             prog.ops = ops
             prog.symbols, prog.carry_leaves, prog.y_leaves = sym, leaves, y_leaves
             prog.at, prog.carry_start, prog.y_symbol = at, start, y_symbol
-            prog.new_carry = [x for n in prog.carried for x in _flatten(sym[n])]
+            prog.new_carry = [x for n in prog.carried if sym[n] != "static"
+                              for x in _flatten(sym[n])]
+            # kernel results a step pushes, or the next step pushes as its carry: they
+            # go to rows of a stacked buffer (the tape keeps them)
+            prog.saved = []
+            for op, a in zip(ops, at):
+                if op[0] != "push":
+                    continue
+                if _is_ptr(a) and a[0] == "carry":
+                    a = _carry_origin(prog.new_carry, a[1])
+                    if a is None:
+                        return False
+                if not (a is None or a in ("inv", "static") or
+                        (_is_ptr(a) and a[0] in ("out", "xs"))):
+                    return False
+                if _is_ptr(a) and a[0] == "out" and a not in prog.saved:
+                    prog.saved.append(a)
             # the carries after a step are results or carries (arrays the host can
             # hold), never views into something else
             return all(x[0] in ("out", "carry") for x in prog.new_carry)
@@ -279,7 +381,27 @@ def _is_tree(s):
 
 
 def _shape_of(s):
+    if s == "static":
+        return "static"
+    if s is None or isinstance(s, str):
+        return "bad"
     return "ptr" if _is_ptr(s) else [_shape_of(x) for x in s]
+
+
+def _carry_origin(new_carry, j):
+    """The kernel result that carry ``j`` entering a step is: made by the step before,
+    or passed along from another carry (``(b, n)`` from ``(a, b)``) made earlier;
+    None when it never is one (carries only swapped)."""
+    for _ in range(len(new_carry)):
+        x = new_carry[j]
+        if x[0] == "out":
+            return x
+        j = x[1]
+    return None
+
+
+def _has_bad(shape):
+    return shape == "bad" or (isinstance(shape, list) and any(_has_bad(x) for x in shape))
 
 
 def _paths(shape, prefix=()):
@@ -320,7 +442,8 @@ def rewrite(fn, kernel_refs: dict, name_of) -> list:
             readers.setdefault(n, set()).add(id(s))
     drivers: list = []
     _rewrite_block(fn.body, kernel_refs, name_of, readers, drivers)
-    return drivers
+    from astjax.kernels import sweeps       # (reverse mode's forward sweeps)
+    return drivers + sweeps.rewrite(fn, kernel_refs, name_of)
 
 
 def _rewrite_block(block, kernel_refs, name_of, readers, drivers):
@@ -419,6 +542,8 @@ typedef struct {
     char **ys;                /* ys leaf k of step i: row ys_row0 + i * ys_dir of ys[k] */
     const int64_t **ys_layout;  /* per leaf: ndim, item bytes, row bytes, shape, strides */
     int64_t ys_row0, ys_dir;
+    char **saved;             /* a pushed result of step i: saved[k] + (i - start) * */
+    const int64_t *saved_bytes;   /* saved_bytes[k] (a row of a stacked buffer) */
 } astjax_loop;
 
 /* a result buffer no live carry holds (a pool has one more buffer than carries) */
@@ -500,6 +625,11 @@ def render_c(prog: Program, cname: str) -> str:
             for r, o in enumerate(outs):
                 c = fresh(t if len(outs) == 1 else f"{t}_{r}")
                 names[o] = c
+                if o in prog.saved:         # (pushed: its own row, never reused)
+                    sv = prog.saved.index(o)
+                    emit(f"        char *{c} = L->saved[{sv}] + ({i} - start) * "
+                         f"L->saved_bytes[{sv}];")
+                    continue
                 pool = sum(len(x[2].kernel.outputs) for x in prog.kernel_ops[:k]) + r
                 emit(f"        char *{c} = astjax_free(L->pool + {pool} * L->pool_size, "
                      f"L->pool_size, live, {ncarry});")
