@@ -857,10 +857,10 @@ def _scratch_fill(typed, baked, k, plan, helpers, inline=False, edge=None):
     all of them on the first interior row of a thread's run, else the newest one
     (``inline``: the interior loop computes the newest one, so all but it, or none).
     Values of other rings it reads come from their rows (filled before it).  ``edge``
-    (lines, value): the body for the row's columns outside the interior's span,
-    where the column guards stay: then each row is filled on all its columns (what
-    the boundary columns of the interior rows read), the newest row of an inlined
-    ring too (its interior columns are the interior loop's)."""
+    (lines, value, the loop's columns): the body for the row's columns outside the
+    interior's span, where the column guards stay: then each row is filled on all its
+    columns when the loop has boundary columns (which read them), the newest row of
+    an inlined ring too (its interior columns are the interior loop's)."""
     v, amin, amax, bmin, bmax = plan[k]
     sub = _fill_emitter(typed, baked, v, {p[0]: n for n, p in enumerate(plan)})
     val = sub.value(v, ("r", "j"))
@@ -884,12 +884,13 @@ def _scratch_fill(typed, baked, k, plan, helpers, inline=False, edge=None):
     def edge_columns():
         if edge is None:
             return []
-        e_lines, e_val = edge
+        e_lines, e_val, n = edge
         return [f"    const int64_t ja = {j0} < 0 ? 0 : {j0} > {W} ? {W} : {j0};",
                 f"    const int64_t jb = {j1} < ja ? ja : {j1} > {W} ? {W} : {j1};",
-                "    /* the columns outside the interior's span: their guards stay */",
-                f"    for (int64_t j = ja > 0 ? 0 : jb; j < {W}; "
-                "j = j + 1 == ja ? jb : j + 1) {"] + \
+                "    /* the columns outside the interior's span (read by the boundary "
+                "columns only): their guards stay */",
+                f"    for (int64_t j = a1 > 0 || b1 < {n} ? (ja > 0 ? 0 : jb) : {W}; "
+                f"j < {W}; j = j + 1 == ja ? jb : j + 1) {{"] + \
             ["        " + line for line in e_lines] + [f"        row[j] = {e_val};", "    }"]
 
     lines = [f"/* rows i0 + {amin} .. i0 + {last} of a value read at shifted indices, "
@@ -954,6 +955,7 @@ def _scratch_code(typed, baked, plan, em, helpers, inside, flat):
     alloc, fill, rows, free = [], [], [], []
     oks = []
     edges = _ring_edges(typed, baked, plan, em, inside, ("i0", "i1"))
+    n = em.p(f"dim_{typed.outputs[0][0]}_1")         # the loop's columns
     columns, selects = None, set()
     if edges is not None:
         lines, results, fills, more, selects = edges
@@ -967,7 +969,7 @@ def _scratch_code(typed, baked, plan, em, helpers, inside, flat):
         alloc.append(f"{T} *sc{k} = ({T} *)malloc(sizeof({T}) * (size_t)({R} * W{k} + 1));")
         oks.append(f"sc{k} != NULL")
         fill += _scratch_fill(typed, baked, k, plan, helpers, inline=k in em.inline_rows,
-                              edge=None if edges is None else fills[k])
+                              edge=None if edges is None else fills[k] + (n,))
         free.append(f"free(sc{k});")
     for k, a in sorted(em.rows_used):
         R = plan[k][2] - plan[k][1] + 1
