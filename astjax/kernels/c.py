@@ -235,11 +235,6 @@ static inline void astjax_narrow(int64_t s, int64_t o, int64_t *lo, int64_t *hi)
 }
 """
 
-class _RingMiss(Exception):
-    """A ring value read at a row that is no constant offset from the loop row (a
-    boundary body then keeps its own computations)."""
-
-
 class _Emitter:
     """The statements computing values at index tuples, each (value, index) once.
 
@@ -348,11 +343,11 @@ class _Emitter:
             return got
         if self.interior and self.only_axis is None and not v.startswith("in"):
             self.reads.setdefault(v, set()).add(idx)
-        if v in self.scratch:
+        f0 = self.form(idx[0]) if v in self.scratch else None
+        if f0 is not None and f0[:2] == (0, "1") and _int_literal(f0[2]):
+            # a ring's value at a row a constant offset from the loop's (a read at
+            # any other row computes it here: the planner then drops that ring)
             k = self.scratch[v]
-            f0 = self.form(idx[0])
-            if f0[:2] != (0, "1") or not _int_literal(f0[2]):
-                raise _RingMiss(v)       # (not a row at a constant offset)
             a = int(f0[2])
             self.rows_used.add((k, a))
             if self.inline_rows.get(k) == a:
@@ -923,25 +918,22 @@ def _ring_edges(typed, baked, plan, em, inside, idx):
     scratch = {p[0]: n for n, p in enumerate(plan)}
     helpers, selects = set(), set()
     fills = {}
-    try:
-        for k, (v, *_) in enumerate(plan):
-            ref = _fill_emitter(typed, baked, v, scratch)
-            ref.value(v, ("r", "j"))
-            sub = _fill_emitter(typed, baked, v, scratch)
-            sub.only_axis = 0
-            val = sub.value(v, ("r", "j"))
-            if not (set(sub.constraints) <= set(ref.constraints) and
-                    sub.rows_used <= ref.rows_used):
-                return None
-            fills[k] = (sub.lines, val)
-            helpers |= sub.helpers
-            selects |= sub.selects
-        e = _Emitter(typed, baked, interior=True)
-        e.only_axis = 0
-        e.scratch = dict(scratch)
-        results = [e.value(v, idx) for v, _ in typed.outputs]
-    except _RingMiss:
-        return None
+    for k, (v, *_) in enumerate(plan):
+        ref = _fill_emitter(typed, baked, v, scratch)
+        ref.value(v, ("r", "j"))
+        sub = _fill_emitter(typed, baked, v, scratch)
+        sub.only_axis = 0
+        val = sub.value(v, ("r", "j"))
+        if not (set(sub.constraints) <= set(ref.constraints) and
+                sub.rows_used <= ref.rows_used):
+            return None
+        fills[k] = (sub.lines, val)
+        helpers |= sub.helpers
+        selects |= sub.selects
+    e = _Emitter(typed, baked, interior=True)
+    e.only_axis = 0
+    e.scratch = dict(scratch)
+    results = [e.value(v, idx) for v, _ in typed.outputs]
     if not (set(e.constraints) <= set(inside.constraints) and
             e.rows_used <= em.rows_used):
         return None
