@@ -20,7 +20,9 @@ the guarded body.  In a rank-2 interior, a costly value read at several shifted
 rows or columns (the wave's ``pressure_xx[1:] - pressure_xx[:-1]``) is computed once
 per row into per-thread ring rows instead of once per read, and so is a costly value
 read at shifted indices inside such a value's own computation (nested rings, the
-wave's adjoint).  Both change which
+wave's adjoint).  The rings' rows are filled on all their columns, so the
+boundary columns of an interior row read them too (only the column guards stay)
+instead of recomputing every costly value per read.  All of this changes which
 statements run where, never a value: every element is computed by the same
 operations in the same order.
 
@@ -341,9 +343,12 @@ class _Emitter:
             return got
         if self.interior and self.only_axis is None and not v.startswith("in"):
             self.reads.setdefault(v, set()).add(idx)
-        if v in self.scratch:
+        f0 = self.form(idx[0]) if v in self.scratch else None
+        if f0 is not None and f0[:2] == (0, "1") and _int_literal(f0[2]):
+            # a ring's value at a row a constant offset from the loop's (a read at
+            # any other row computes it here: the planner then drops that ring)
             k = self.scratch[v]
-            a = int(self.form(idx[0])[2])
+            a = int(f0[2])
             self.rows_used.add((k, a))
             if self.inline_rows.get(k) == a:
                 # the newest row: computed here, kept in the ring for the next rows
@@ -615,12 +620,12 @@ def render_indexed(typed, cname: str, openmp: bool, baked=(), threads: bool = Tr
                 if rank == 2 else ([], None, None)
             if plan:
                 em.helpers |= again.helpers
-                scratch = _scratch_code(typed, baked, plan, again, em.helpers)
+                scratch = _scratch_code(typed, baked, plan, again, em.helpers, inside, f)
                 inside.lines = again.lines
                 results = results_again
             interior = list(inside.lines)
             interior += [f"q{j}[{f}] = {r};" for j, r in enumerate(results)]
-            edge, selects = None, ()
+            edge, selects = None, set(scratch["selects"]) if scratch else set()
             if rank >= 2:
                 # boundary rows: their interior columns keep only the other axes'
                 # guards, so they too run vectorized along the last axis
@@ -629,7 +634,7 @@ def render_indexed(typed, cname: str, openmp: bool, baked=(), threads: bool = Tr
                 e_results = [e.value(v, idx) for v, _ in typed.outputs]
                 if all(c in inside.constraints for c in e.constraints):
                     em.helpers |= e.helpers
-                    selects = e.selects
+                    selects |= e.selects
                     edge = list(e.lines) + [f"q{j}[{f}] = {r};"
                                             for j, r in enumerate(e_results)]
             code = _split_loops(rank, dims, inside.constraints, body, interior, par, simd,
@@ -842,11 +847,15 @@ def _inline_newest(plan) -> dict:
             if bmin == bmax == 0 and amax > amin}
 
 
-def _scratch_fill(typed, baked, k, plan, helpers, inline=False):
+def _scratch_fill(typed, baked, k, plan, helpers, inline=False, edge=None):
     """C filling buffer ``k``'s ring rows of ``plan[k]``'s value for loop row ``i0``:
     all of them on the first interior row of a thread's run, else the newest one
     (``inline``: the interior loop computes the newest one, so all but it, or none).
-    Values of other rings it reads come from their rows (filled before it)."""
+    Values of other rings it reads come from their rows (filled before it).  ``edge``
+    (lines, value, the loop's columns): the body for the row's columns outside the
+    interior's span, where the column guards stay: then each row is filled on all its
+    columns when the loop has boundary columns (which read them), the newest row of
+    an inlined ring too (its interior columns are the interior loop's)."""
     v, amin, amax, bmin, bmax = plan[k]
     sub = _fill_emitter(typed, baked, v, {p[0]: n for n, p in enumerate(plan)})
     val = sub.value(v, ("r", "j"))
@@ -857,29 +866,93 @@ def _scratch_fill(typed, baked, k, plan, helpers, inline=False):
     j1 = "hi1" if bmax == 0 else f"hi1 + {bmax}" if bmax > 0 else f"hi1 - {-bmax}"
     T = ctype(typed.values[v][0])
     last = amax - 1 if inline else amax
+
+    def row_pointers():
+        out = [f"    {T} *restrict row = sc{k} + (r % {R}) * {W};"]
+        for n, a in sorted(sub.rows_used):       # rows of the rings this one reads
+            Rn = plan[n][2] - plan[n][1] + 1
+            Tn = ctype(typed.values[plan[n][0]][0])
+            out.append(f"    const {Tn} *restrict {_row_name(n, a, 'at')} = "
+                       f"sc{n} + ((r + {a}) % {Rn}) * W{n};")
+        return out
+
+    def edge_columns():
+        if edge is None:
+            return []
+        e_lines, e_val, n = edge
+        return [f"    const int64_t ja = {j0} < 0 ? 0 : {j0} > {W} ? {W} : {j0};",
+                f"    const int64_t jb = {j1} < ja ? ja : {j1} > {W} ? {W} : {j1};",
+                "    /* the columns outside the interior's span (read by the boundary "
+                "columns only): their guards stay */",
+                f"    for (int64_t j = a1 > 0 || b1 < {n} ? (ja > 0 ? 0 : jb) : {W}; "
+                f"j < {W}; j = j + 1 == ja ? jb : j + 1) {{"] + \
+            ["        " + line for line in e_lines] + [f"        row[j] = {e_val};", "    }"]
+
     lines = [f"/* rows i0 + {amin} .. i0 + {last} of a value read at shifted indices, "
              "computed once" + (f" (row i0 + {amax}: in the loop below)" if inline else "")
              + " */",
              f"for (int64_t a = i0 == prev + 1 ? {amax} : {amin}; a <= {last}; a++) {{",
-             "    const int64_t r = i0 + a;",
-             f"    {T} *restrict row = sc{k} + (r % {R}) * {W};"]
-    for n, a in sorted(sub.rows_used):       # rows of the rings this one reads
-        Rn = plan[n][2] - plan[n][1] + 1
-        Tn = ctype(typed.values[plan[n][0]][0])
-        lines.append(f"    const {Tn} *restrict {_row_name(n, a, 'at')} = "
-                     f"sc{n} + ((r + {a}) % {Rn}) * W{n};")
+             "    const int64_t r = i0 + a;"]
+    lines += row_pointers() + edge_columns()
     lines += ["    #pragma omp simd",
               f"    for (int64_t j = {j0}; j < {j1}; j++) {{"]
     lines += ["        " + line for line in sub.lines]
     lines += [f"        row[j] = {val};", "    }", "}"]
+    if inline and edge is not None:
+        lines += [f"/* row i0 + {amax} outside the interior's columns (those: in the loop "
+                  "below) */", "{", f"    const int64_t r = i0 + {amax};"]
+        lines += row_pointers() + edge_columns() + ["}"]
     return lines
 
 
-def _scratch_code(typed, baked, plan, em, helpers):
+def _ring_edges(typed, baked, plan, em, inside, idx):
+    """Bodies for the columns outside the interior's of a row with rings, reading the
+    rings instead of recomputing what they hold (a boundary column of the wave's
+    adjoint divided 32 times where an interior point divides 6): (the output body and
+    results, {ring: (fill body, value)}, helpers, selects), or None.  Only the column
+    guards stay (``only_axis`` 0: the row is an interior one), and only when every
+    row guard each body assumes is one the interior assumes too (``inside``'s for the
+    output body, the interior fill's for a fill body) and it reads ring rows the
+    interior reads (those are filled): then each ring is filled on all its columns,
+    any of which a column guard may clamp a read to."""
+    scratch = {p[0]: n for n, p in enumerate(plan)}
+    helpers, selects = set(), set()
+    fills = {}
+    for k, (v, *_) in enumerate(plan):
+        ref = _fill_emitter(typed, baked, v, scratch)
+        ref.value(v, ("r", "j"))
+        sub = _fill_emitter(typed, baked, v, scratch)
+        sub.only_axis = 0
+        val = sub.value(v, ("r", "j"))
+        if not (set(sub.constraints) <= set(ref.constraints) and
+                sub.rows_used <= ref.rows_used):
+            return None
+        fills[k] = (sub.lines, val)
+        helpers |= sub.helpers
+        selects |= sub.selects
+    e = _Emitter(typed, baked, interior=True)
+    e.only_axis = 0
+    e.scratch = dict(scratch)
+    results = [e.value(v, idx) for v, _ in typed.outputs]
+    if not (set(e.constraints) <= set(inside.constraints) and
+            e.rows_used <= em.rows_used):
+        return None
+    return e.lines, results, fills, helpers | e.helpers, selects | e.selects
+
+
+def _scratch_code(typed, baked, plan, em, helpers, inside, flat):
     """The allocation, per-row fill (rings read by others' fills first), row pointers
-    and release of ``plan``'s rings."""
+    and release of ``plan``'s rings, and the body of the boundary columns of an
+    interior row when they read the rings too (``_ring_edges``; else None)."""
     alloc, fill, rows, free = [], [], [], []
     oks = []
+    edges = _ring_edges(typed, baked, plan, em, inside, ("i0", "i1"))
+    n = em.p(f"dim_{typed.outputs[0][0]}_1")         # the loop's columns
+    columns, selects = None, set()
+    if edges is not None:
+        lines, results, fills, more, selects = edges
+        helpers |= more
+        columns = list(lines) + [f"q{j}[{flat}] = {r};" for j, r in enumerate(results)]
     for k, (v, amin, amax, bmin, bmax) in enumerate(plan):
         T = ctype(typed.values[v][0])
         R = amax - amin + 1
@@ -887,7 +960,8 @@ def _scratch_code(typed, baked, plan, em, helpers):
         alloc.append(f"const int64_t W{k} = {W};")
         alloc.append(f"{T} *sc{k} = ({T} *)malloc(sizeof({T}) * (size_t)({R} * W{k} + 1));")
         oks.append(f"sc{k} != NULL")
-        fill += _scratch_fill(typed, baked, k, plan, helpers, inline=k in em.inline_rows)
+        fill += _scratch_fill(typed, baked, k, plan, helpers, inline=k in em.inline_rows,
+                              edge=None if edges is None else fills[k] + (n,))
         free.append(f"free(sc{k});")
     for k, a in sorted(em.rows_used):
         R = plan[k][2] - plan[k][1] + 1
@@ -896,7 +970,8 @@ def _scratch_code(typed, baked, plan, em, helpers):
         rows.append(f"{const}{T} *restrict {_row_name(k, a)} = "
                     f"sc{k} + ((i0 + {a}) % {R}) * W{k};")
     alloc.append(f"const int scratch_ok = {' && '.join(oks)};")
-    return {"alloc": alloc, "fill": fill, "rows": rows, "free": free}
+    return {"alloc": alloc, "fill": fill, "rows": rows, "free": free,
+            "columns": columns, "selects": selects}
 
 
 def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=None,
@@ -958,12 +1033,22 @@ def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=
     else:
         code.append(f"{ind}const int64_t a{last} = inside ? lo{last} : {n};")
         code.append(f"{ind}const int64_t b{last} = inside ? hi{last} : {n};")
-    code.append(f"{ind}/* the boundary: [0, a{last}) and [b{last}, {n}) */")
     i = f"i{last}"
-    code.append(f"{ind}for (int64_t {i} = a{last} > 0 ? 0 : b{last}; {i} < {n}; "
-                f"{i} = {i} + 1 == a{last} ? b{last} : {i} + 1) {{")
-    code += [ind + "    " + line for line in general]
-    code.append(ind + "}")
+    columns = scratch["columns"] if scratch else None
+    boundary = [f"/* the boundary: [0, a{last}) and [b{last}, {n}) */",
+                f"for (int64_t {i} = a{last} > 0 ? 0 : b{last}; {i} < {n}; "
+                f"{i} = {i} + 1 == a{last} ? b{last} : {i} + 1) {{"]
+    if columns:
+        # an interior row's boundary columns read the rings, after its interior loop
+        code.append(f"{ind}if (!inside || b{last} <= a{last}) {{")
+        code += [ind + "    " + line for line in boundary]
+        code += [ind + "        " + line for line in general]
+        code.append(ind + "    }")
+        code.append(ind + "}")
+    else:
+        code += [ind + line for line in boundary]
+        code += [ind + "    " + line for line in general]
+        code.append(ind + "}")
     if edge is not None:
         code.append(f"{ind}if (!inside) {{")
         code.append(f"{ind}    /* a boundary row: its interior columns, vectorized (the "
@@ -989,6 +1074,13 @@ def _split_loops(rank, dims, constraints, general, interior, par, simd, scratch=
     code.append(f"{ind}for (int64_t {i} = a{last}; {i} < b{last}; {i}++) {{")
     code += [ind + "    " + line for line in interior]
     code.append(ind + "}")
+    if columns:
+        code.append(f"{ind}/* the boundary columns of an interior row: the rings' values "
+                    "read, the column guards stay */")
+        code.append(boundary[1])
+        code[-1] = ind + code[-1]
+        code += [ind + "    " + line for line in columns]
+        code.append(ind + "}")
     if scratch:
         code.append(ind + "prev = i0;")
         ind = ind[:-4]
