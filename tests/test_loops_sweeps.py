@@ -133,8 +133,9 @@ SOURCE = "import astjax\n" + SOURCE
 M = load_source_module(SOURCE, _DIR)
 VJPS = {name[4:]: getattr(M, name) for name in dir(M) if name.startswith("vjp_")}
 
-# the backward sweeps that run compiled (the others' fast trips still do array work
-# outside kernels: ``rt.place_at``, ``ra.unbroadcast``, sums of arrays)
+# backward sweeps that run compiled (the others' fast trips still do array work
+# outside kernels -- ``rt.place_at``, ``ra.unbroadcast``, sums of arrays -- and run
+# as Python until their backward kernels take it)
 BACKWARD = {"stencil", "no_ys", "two_scans"}
 
 # name -> (function, whether its forward sweep runs compiled)
@@ -202,8 +203,8 @@ def test_compiled_sweeps_equal_the_python_loop(name, dtype, how, monkeypatch):
     assert identical(got, slow), (got, slow)
     if compiled is not None and how != "grad_xs":
         assert (ran > 0) == compiled, (name, ran)
-    if how != "grad_xs":
-        assert (back > 0) == (name in BACKWARD), (name, back)
+    if how != "grad_xs" and name in BACKWARD:
+        assert back > 0, (name, back)
     tol = 1e-4 if dtype == np.float32 else 1e-11
     for a, b in zip(_leaves(got), _leaves(want)):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)

@@ -236,6 +236,16 @@ def _layout(a):
     return (type(a), getattr(a, "dtype", None))
 
 
+def _layouts_match(values, want):
+    """Per value: has it the layout ``want`` (``_layout``)?  (One comprehension: a
+    sweep checks thousands.)"""
+    if len(want) == 3:
+        nd, (dt, shape, strides) = np.ndarray, want
+        return [type(v) is nd and v.strides == strides and v.shape == shape and
+                v.dtype == dt for v in values]
+    return [_layout(v) == want for v in values]
+
+
 def _same_static(a, b):
     """A value the same every trip: the object itself, a tuple of the same objects,
     or an equal Python number."""
@@ -515,15 +525,14 @@ class BackSweepDriver:
         for k, v0 in enumerate(popped):
             col = seg[ntrip - 2 - k::ntrip][::-1][:m]
             if lay[k] is not None:
-                want = lay[k]
-                m = upto([_layout(v) == want for v in col], m)
+                m = upto(_layouts_match(col, lay[k]), m)
             else:
                 m = upto([_same_static(v, v0) for v in col], m)
             cols.append(col)
         rows = []
         if want_row:
             rows = dys[max(len(dys) - m, 0):][::-1]
-            m = upto([_layout(v) == row_layout for v in rows], min(m, len(rows)))
+            m = upto(_layouts_match(rows, row_layout), min(m, len(rows)))
         if m < MIN_STEPS:
             memo.append("python")
             return None

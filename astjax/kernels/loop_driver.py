@@ -550,7 +550,9 @@ class SweepDriver(LoopDriver):
         carry = [env[n] if prog.carry_start[n] == "static" else
                  _as_value(prog.carry_start[n], leaves) for n in prog.carried]
         if prog.ys_list is not None:
-            if prog.y_leaves:
+            if _is_ptr(prog.y_symbol):       # (one array a step: its rows)
+                ys_steps += list(ys_arrays[0][1:])
+            elif prog.y_leaves:
                 ys_steps += [_as_value(prog.y_symbol, iter([a[r] for a in ys_arrays]))
                              for r in range(1, stop - i)]
             else:
@@ -607,8 +609,11 @@ class SweepDriver(LoopDriver):
                 flat[col::width] = v[:n]
             else:
                 xs, last = v
-                steps = range(first, stop) if last is None else range(last - first,
-                                                                      last - stop, -1)
-                flat[col::width] = [rt.tree_index(xs, j) for j in steps]
+                if last is None and type(xs) is _ndarray:    # (xs[j], for each j)
+                    flat[col::width] = list(xs[first:stop])
+                else:
+                    steps = range(first, stop) if last is None else \
+                        range(last - first, last - stop, -1)
+                    flat[col::width] = [rt.tree_index(xs, j) for j in steps]
             col += 1
         tape.extend(flat)
