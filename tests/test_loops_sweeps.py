@@ -308,3 +308,27 @@ def test_numpy_error_states_that_raise_leave_the_sweeps_to_python(monkeypatch):
     assert identical(got, want)
     assert loops.STATS["sweeps"] == before["sweeps"]
     assert loops.STATS["back_sweeps"] == before["back_sweeps"]
+
+
+@pytest.mark.parametrize("keep", [0, 1 << 30])
+def test_buffers_kept_between_calls_stay_within_the_budget(keep, monkeypatch):
+    """What compiled loops keep for later calls (the tape's stacked buffer, result
+    pools) never exceeds ``ASTJAX_KEEP_BYTES`` for all loops together; with nothing
+    kept, every call makes fresh buffers and the results are the same."""
+    import gc
+    monkeypatch.setattr(loop_driver, "KEEP_BYTES", keep)
+    gc.collect()
+    already = sum(loop_driver._KEPT.values())
+    if keep and already:
+        monkeypatch.setattr(loop_driver, "KEEP_BYTES", keep + already)
+    g = astjax.jit(astjax.value_and_grad(M.stencil), backend="c")
+    args = _args(np.float64)
+    first = g(*args)
+    again = g(*args)
+    assert identical(first, again)
+    with monkeypatch.context() as m:
+        _python_loops(m)
+        assert identical(g(*args), first)
+    kept = sum(loop_driver._KEPT.values())
+    assert kept <= loop_driver.KEEP_BYTES
+    assert (kept > already) == (keep > 0)

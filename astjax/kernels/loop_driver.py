@@ -11,8 +11,10 @@ steps in one call, without the GIL.  Anything it cannot take goes on in Python.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -51,13 +53,20 @@ def _spare_refs():
 _SPARE_REFS = _spare_refs()
 
 
+# bytes of spare buffers all compiled loops together keep between calls (a tape
+# larger than what is left of this is made fresh each call, and freed after it)
+KEEP_BYTES = int(os.environ.get("ASTJAX_KEEP_BYTES", 1 << 30))
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # owner -> bytes kept
+
+
 def spare_buffer(owner, shape, dtype, limit=64):
     """A buffer of ``shape`` and ``dtype`` that an earlier call of ``owner``'s loop
     made and nothing refers to any more (no view of it on a tape, in a carry, in the
-    user's hands), else a new one (kept for later calls, up to ``limit`` a shape).
-    Returned as a view, which holds it while the caller uses it.  (A sweep's
-    buffers, hundreds of megabytes for a tape, cost their page faults when fresh
-    each call; the Python loop's per-step arrays come back from malloc's heap.)"""
+    user's hands), else a new one (kept for later calls, up to ``limit`` a shape and
+    ``KEEP_BYTES`` for all loops together, ``ASTJAX_KEEP_BYTES``).  Returned as a
+    view, which holds it while the caller uses it.  (A sweep's buffers, hundreds of
+    megabytes for a tape, cost their page faults when fresh each call; the Python
+    loop's per-step arrays come back from malloc's heap.)"""
     key = (tuple(shape), np.dtype(dtype))
     with _SPARE_LOCK:
         spare = owner.__dict__.setdefault("_spare", {}).setdefault(key, [])
@@ -65,9 +74,12 @@ def spare_buffer(owner, shape, dtype, limit=64):
             if sys.getrefcount(buf) <= _SPARE_REFS:
                 return buf[...]
         buf = np.empty(shape, dtype)
-        if len(spare) < limit:
+        if len(spare) < limit and sum(_KEPT.values()) + buf.nbytes <= KEEP_BYTES:
             spare.append(buf)
+            _KEPT[owner] = _KEPT.get(owner, 0) + buf.nbytes
         return buf[...]
+
+
 _ndarray = np.ndarray
 
 
