@@ -18,7 +18,7 @@ import numpy as np
 from astjax import core
 from astjax.core import External, Var
 from astjax.kernels import c as c_render, compile as cc, ir, loops
-from astjax.kernels.runtime import KernelCall, _cname, c_text
+from astjax.kernels.runtime import CALL_POOL_MAX_BYTES, KernelCall, _cname, c_text
 
 
 # Functions whose kernel is slower than NumPy's SIMD loop (measured one thread, 65,536
@@ -127,6 +127,8 @@ def load(fn, doc, label):
             shown.append(kc)
             if looped:       # a loop body: its results' buffers are reused (runtime.py)
                 kc.use_pool()
+            else:            # once a call: one buffer a result, for the next call
+                kc.use_pool(1, CALL_POOL_MAX_BYTES)
     # loops whose body is only kernel calls: one C call runs their steps
     drivers = loops.rewrite(fn, kernel_refs, fn.env.value_ref)
     gen = load_functions([(fn, doc)], fn.env, label, ["main"])

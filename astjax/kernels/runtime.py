@@ -22,7 +22,8 @@ objects from their item arrays and each array's data pointer itself
 addresses built per call.
 
 Result buffers of kernels called in a loop body (``lax.scan``, ``fori_loop``,
-``while_loop``, Python loops) are taken from a small pool per result: a pooled array
+``while_loop``, Python loops) are taken from a small pool per result (and those of
+the other kernels from a pool of one, reused by the next call): a pooled array
 is handed out again only when the pool holds its only reference
 (``sys.getrefcount``), that is when no value of the program, no view of it and no
 container can read it any more: a carry still live from the step before keeps its
@@ -60,6 +61,10 @@ _INDEXED_ARGTYPES = (ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p)
 POOL_DEPTH = 4
 # pooled buffers are at most this many bytes (larger ones are allocated per call)
 POOL_MAX_BYTES = 1 << 28
+# a kernel called once a call keeps one buffer a result for the next call, this large
+# at most: a fresh buffer costs its page faults each call (~10% of a 300x300 FWI
+# gradient: 2,300 faults), a kept one is memory held between calls
+CALL_POOL_MAX_BYTES = 1 << 26
 _getrefcount = getattr(sys, "getrefcount", None)
 _getweakrefcount = weakref.getweakrefcount
 
@@ -227,10 +232,21 @@ class KernelCall:
     def __repr__(self):
         return f"<astjax C kernel {self.kernel.name}>"
 
-    def use_pool(self):
-        """Reuse result buffers across calls (the call sits in a loop body)."""
-        if DATA_OFFSET is not None and self.pools is None:     # (CPython with a GIL)
+    pool_depth = POOL_DEPTH
+    pool_max_bytes = POOL_MAX_BYTES
+
+    def use_pool(self, depth=POOL_DEPTH, max_bytes=POOL_MAX_BYTES):
+        """Reuse result buffers across calls: ``depth`` a result, each at most
+        ``max_bytes`` (a loop body's kernel: the defaults; a kernel called once a
+        call: one, kept for the next call)."""
+        if DATA_OFFSET is None:          # (CPython with a GIL only: reference counts)
+            return
+        if self.pools is None:
             self.pools = [[] for _ in self.kernel.outputs]
+            self.pool_depth, self.pool_max_bytes = depth, max_bytes
+        else:                            # (called in a loop and outside it too)
+            self.pool_depth = max(self.pool_depth, depth)
+            self.pool_max_bytes = max(self.pool_max_bytes, max_bytes)
 
     def _build(self, text, typed, lead, lead_args, argtypes):
         """(function, function taking array objects or None) of ``text``."""
@@ -383,8 +399,7 @@ class KernelCall:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    @staticmethod
-    def _buffer(pool, shape, dtype):
+    def _buffer(self, pool, shape, dtype):
         """A result buffer: a pooled one nothing else refers to, else a new one."""
         for b in pool:
             # three references: the pool, ``b`` and getrefcount's argument (and no
@@ -393,8 +408,8 @@ class KernelCall:
                     not _getweakrefcount(b):
                 return b
         b = np.empty(shape, dtype)
-        if b.nbytes <= POOL_MAX_BYTES:
-            if len(pool) >= POOL_DEPTH:
+        if b.nbytes <= self.pool_max_bytes:
+            if len(pool) >= self.pool_depth:
                 del pool[0]
             pool.append(b)
         return b
