@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +32,11 @@ try:   # CI: the same hypothesis examples on every run (no flaky red from a new 
         _hypothesis_settings.load_profile("ci")
 except ImportError:
     pass
+
+# Open MPI's mpiexec refuses to start as root (containers, the GPU machines); MPICH's,
+# the one the test extra installs, ignores these
+for _name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
+    os.environ.setdefault(_name, "1")
 
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
