@@ -84,6 +84,14 @@ def _exact(rec, dt):
     return xlamath.cpu_has_avx512() == bool(rec.get("avx512f", True))
 
 
+def _recorded_vendor(dt):
+    """Whether this CPU's vendor made one of the float32 recordings (float64's
+    answer does not depend on the vendor)."""
+    if dt != "float32" or not xlamath.rsqrt_exact_available(dt):
+        return True
+    return any(xlamath.cpu_vendor() == str(r["vendor"]) for r in RSQRT.values())
+
+
 def _ulps(out, ref):
     """Distance in ulps (finite, same-sign values)."""
     i = np.int32 if out.dtype == np.float32 else np.int64
@@ -106,7 +114,9 @@ def test_rsqrt_identical_to_xla(fixture, dt):
     if _exact(rec, dt):
         assert same.all(), f"{np.sum(~same)} differ from XLA, e.g. at {x[~same][:3]}"
     fin = np.isfinite(ref) & (ref > 0)
-    assert _ulps(out[fin], ref[fin]).max() <= 2    # XLA's own error: up to 2 ulps
+    # XLA's own error: up to 2 ulps; another vendor's estimate (no recording of it
+    # here) may land one more away from this recording's
+    assert _ulps(out[fin], ref[fin]).max() <= (2 if _recorded_vendor(dt) else 3)
     norm = fin & (x >= np.finfo(x.dtype).tiny)    # (a denormal reads as 0: inf)
     assert same[~fin | ~norm].all()   # zeros, infinities, negatives: the estimate's value
 
@@ -160,7 +170,10 @@ def test_rsqrt_shapes_dtypes_and_edges():
     with np.errstate(invalid="ignore"):
         out = np.asarray(xlamath.rsqrt(x))
     assert out.shape == (2, 3) and out.dtype == np.float32
-    np.testing.assert_array_equal(out[0], [0.5, 1.0, np.inf])
+    if _recorded_vendor("float32"):      # (AMD's estimate and Newton step: exact here)
+        np.testing.assert_array_equal(out[0], [0.5, 1.0, np.inf])
+    else:
+        np.testing.assert_allclose(out[0], [0.5, 1.0, np.inf], rtol=4 * 2.0 ** -23)
     assert out[1, 2] == 0 and np.isnan(out[1, :2]).all()
     assert np.asarray(xlamath.rsqrt(np.float32(4.0))).shape == ()
     y = np.exp(np.random.default_rng(0).uniform(-80, 80, 1000))
