@@ -239,9 +239,11 @@ def _gen(tmp_path, spec, target):
     out = tmp_path / "gen_mod.py"
     src = tmp_path / "user_mod.py"
     src.write_text(open(pbind.__file__).read())
-    subprocess.run([sys.executable, "-m", "astjax", "gen", f"{src}:{target}", "-t", spec,
-                    "-o", str(out)], check=True, capture_output=True, text=True,
-                   cwd=str(tmp_path.parent), env={**os.environ, "PYTHONPATH": _root()})
+    path = os.pathsep.join(p for p in (_root(), os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-m", "astjax", "gen", f"{src}:{target}", "-t",
+                           spec, "-o", str(out)], capture_output=True, text=True,
+                          cwd=str(tmp_path.parent), env={**os.environ, "PYTHONPATH": path})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     spec_ = importlib.util.spec_from_file_location(f"gen_mod_{abs(hash(spec))}", out)
     mod = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(mod)
