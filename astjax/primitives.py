@@ -1005,6 +1005,8 @@ _helper("qr_pack", ("ts", "a", "mode"), {"mode": "reduced"}, diff=("ts",),
         sample=lambda r: (((_u(r, (3, 2)), None), _u(r, (3, 2))), {}), meta=("a",))
 _helper("eig_real", ("wv", "w"), {"w": None}, diff=("wv",),
         sample=lambda r: (((_u(r, (3,)), _u(r, (3, 3))),), {}))
+_helper("real_parts", ("t",), diff=("t",),
+        sample=lambda r: (((_u(r, (3,)), _u(r, (3, 3))),), {}))
 for _name, _params, _defaults in (
         ("svd_index", ("s", "which"), {}),
         ("cross_axes", ("a", "b", "axisa", "axisb", "axisc", "axis", "which"),

@@ -1642,11 +1642,31 @@ def qr_pack(ts, a, mode="reduced"):
     return tuple(ts)
 
 
+def _real_if_exact(x):
+    """``x``'s real part when ``x`` is complex with every imaginary part exactly zero
+    (NumPy 2.5 returns eig's and eigvals' results complex for real eigenvalues too),
+    else ``x``."""
+    if x is not None and np.iscomplexobj(x) and not np.any(np.imag(x)):
+        return np.real(x)
+    return x
+
+
+def real_parts(t):
+    """The real parts of a tangent's entries, None kept (eig's rules read NumPy 2.5's
+    complex results of real eigenvalues as real arrays: their tangents too)."""
+    if isinstance(t, (tuple, list)):
+        return tuple(real_parts(x) for x in t)
+    return None if t is None else np.real(t)
+
+
 def eig_real(wv, w=None):
-    """``np.linalg.eig``'s result when every eigenvalue is real (NumPy then returns
-    real arrays); complex eigenvalues have no real derivative: refused.  ``w``: the
-    eigenvalues np.linalg.eigvals gave, which must come in the same order."""
-    if np.iscomplexobj(wv[0]) or np.iscomplexobj(w):
+    """``np.linalg.eig``'s result when every eigenvalue is real, as real arrays (NumPy
+    before 2.5 returned them so; 2.5 returns them complex, imaginary parts zero);
+    complex eigenvalues have no real derivative: refused.  ``w``: the eigenvalues
+    np.linalg.eigvals gave, which must come in the same order."""
+    wv = (_real_if_exact(wv[0]), _real_if_exact(wv[1]))
+    w = _real_if_exact(w)
+    if np.iscomplexobj(wv[0]) or np.iscomplexobj(wv[1]) or np.iscomplexobj(w):
         raise UnsupportedDerivativeError(
             "the derivative of np.linalg.eig/eigvals with complex eigenvalues (astjax "
             "differentiates real-valued functions; for a symmetric matrix use np.linalg.eigh)")

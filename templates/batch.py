@@ -959,6 +959,10 @@ def eig_real(wv, w=None):
     return ra.eig_real(wv, w)
 
 
+def real_parts(t):
+    return ra.real_parts(t)
+
+
 def cross_axes(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, which=0):
     return ra.cross_axes(rb.example(a), rb.example(b), axisa, axisb, axisc, axis, which)
 

@@ -1016,7 +1016,7 @@ def eig(ans, a, da=None):
 
 def eigvals(ans, a, da=None):
     v = ra.getitem(ra.eig_real(np.linalg.eig(a), ans), 1)
-    return np.diagonal(np.linalg.solve(v, np.matmul(da, v)), 0, -2, -1)
+    return ra.tangent_like(np.diagonal(np.linalg.solve(v, np.matmul(da, v)), 0, -2, -1), ans)
 
 
 def pinv(ans, a, rcond=None, hermitian=False, rtol=None, da=None):
@@ -1050,7 +1050,12 @@ def qr_pack(ans, ts, a, mode="reduced", dts=None):
 
 
 def eig_real(ans, wv, w=None, dwv=None):
-    return dwv
+    # (the real parts of NumPy 2.5's complex results: of their tangents too)
+    return ra.tangent_like(ra.real_parts(dwv), ans)
+
+
+def real_parts(ans, t, dt=None):
+    return ra.real_parts(dt)
 
 
 # ------------------------------------------------------------------ more of the NumPy surface
