@@ -332,3 +332,14 @@ def test_buffers_kept_between_calls_stay_within_the_budget(keep, monkeypatch):
     kept = sum(loop_driver._KEPT.values())
     assert kept <= loop_driver.KEEP_BYTES
     assert (kept > already) == (keep > 0)
+
+
+def test_a_bad_keep_bytes_setting_is_a_clear_error(monkeypatch):
+    from astjax.errors import ArgumentError
+    monkeypatch.setenv("ASTJAX_KEEP_BYTES", "1GB")
+    with pytest.raises(ArgumentError, match="ASTJAX_KEEP_BYTES='1GB'"):
+        loop_driver._keep_bytes()
+    monkeypatch.setenv("ASTJAX_KEEP_BYTES", "0")
+    assert loop_driver._keep_bytes() == 0
+    monkeypatch.delenv("ASTJAX_KEEP_BYTES")
+    assert loop_driver._keep_bytes() == 1 << 30

@@ -29,10 +29,10 @@ from astjax import core
 from astjax import runtime as rt
 from astjax.core import Const, External, Index, Prim, Var
 from astjax.kernels import compile as cc
-from astjax.kernels.loop_driver import spare_buffer
-from astjax.kernels.loops import C_HEADER, MIN_STEPS, STATS, _cvar
+from astjax.kernels.loop_driver import _pointers, _ptr, plan_entry, spare_buffer
+from astjax.kernels.loops import (C_HEADER, MIN_STEPS, STATS, _cvar, emit_kernel_call,
+                                  emit_step_end)
 from astjax.kernels.runtime import DATA_OFFSET, numpy_raises
-from astjax.runtime_fusion import num_threads
 
 # runtime helpers of the fast trip: (their function, how a symbol goes through them)
 _HELPERS = {"acc": rt.acc, "acc_at": rt.acc_at, "cot_at": rt.cot_at,
@@ -296,10 +296,6 @@ typedef struct {
 """
 
 
-def _ptr(a) -> int:
-    return a.__array_interface__["data"][0]
-
-
 _GATHER = r"""
 #include <stdint.h>
 /* the data pointers of n arrays: the word at each object's address + offset */
@@ -321,11 +317,6 @@ def _data_pointers(arrays, out):
         _gather.append(f)
     ids = np.array([id(a) for a in arrays], dtype=np.uint64)
     _gather[0](len(arrays), _ptr(ids), DATA_OFFSET, _ptr(out))
-
-
-def _table(values, dtype=np.uint64):
-    arr = np.array(values, dtype=dtype) if len(values) else np.zeros(1, dtype)
-    return arr, _ptr(arr)
 
 
 class BackSweepDriver:
@@ -598,15 +589,9 @@ class BackSweepDriver:
                         return None
                     operands.append(("inv", len(inv) - 1))
             calls.append(operands)
-            fns.append(ctypes.cast(plan[7], ctypes.c_void_p).value)
-            if kc.indexed:
-                leads.append(plan[1][0])
-            else:
-                lead = np.array(plan[1], dtype=np.int64)
-                keep.append(lead)
-                leads.append(_ptr(lead))
-            threads.append(num_threads() if plan[4] else 1)
-            pools_of.append(plan[3])
+            entry = plan_entry(kc, plan, keep)
+            for got, into in zip(entry, (fns, leads, threads, pools_of)):
+                into.append(got)
         for s in new_leaves:
             if s[0] not in ("out", "carry", "seq"):
                 return None
@@ -644,9 +629,9 @@ class BackSweepDriver:
                 else:
                     pool += [spare_buffer(self, shape, dt)] * pool_size
         carries = list(exit_vals)
-        t_inv, t_carry, t_pool = _table(inv), _table([_ptr(c) for c in carries]), \
-            _table([_ptr(b) for b in pool])
-        t_fn, t_lead = _table(fns), _table(leads)
+        t_inv, t_carry, t_pool = _pointers(inv), _pointers([_ptr(c) for c in carries]), \
+            _pointers([_ptr(b) for b in pool])
+        t_fn, t_lead = _pointers(fns), _pointers(leads)
         nthreads = np.array(threads or [1], dtype=np.int32)
         loop = _Loop(inv=t_inv[1], seq=_ptr(seq_ptrs), carry=t_carry[1], pool=t_pool[1],
                      pool_size=pool_size, fn=t_fn[1], lead=t_lead[1],
@@ -705,26 +690,11 @@ class BackSweepDriver:
                     args.append(names[s])
             args += outs
             emit(f"        {{   void *ptrs[{len(args)}] = {{{', '.join(args)}}};")
-            if kc.indexed:
-                emit(f"            if (((astjax_indexed_fn)L->fn[{k}])(L->lead[{k}], "
-                     f"L->nthreads[{k}], ptrs)) return 1; }}")
-            else:
-                emit(f"            const int64_t *a = L->lead[{k}];")
-                emit(f"            if (((astjax_flat_fn)L->fn[{k}])(a[0], (int32_t)a[1], "
-                     f"(const int64_t *)(intptr_t)a[2], (const int64_t *)(intptr_t)a[3], "
-                     f"(int32_t)a[4], L->nthreads[{k}], ptrs)) return 1; }}")
+            emit_kernel_call(emit, k, kc.indexed)
         nxt = []
         for s in new_leaves:
             nxt.append(f"L->seq[{s[1]} * trips + s]" if s[0] == "seq" else names[s])
-        for j, c in enumerate(nxt):
-            emit(f"        char *next_{j} = {c};")
-        for j in range(len(nxt)):
-            emit(f"        carry_{j} = next_{j};")
-        emit("    }")
-        for j in range(ncarry):
-            emit(f"    L->carry[{j}] = carry_{j};")
-        emit("    return 0;")
-        emit("}")
+        emit_step_end(emit, nxt, ncarry)
         return "\n".join(out) + "\n"
 
 

@@ -53,9 +53,33 @@ def _spare_refs():
 _SPARE_REFS = _spare_refs()
 
 
+def plan_entry(kc, plan, keep):
+    """A kernel plan as a compiled driver's tables take it: (its function's address,
+    its leading arguments' address, its thread count, its results' (shape, dtype));
+    ``keep`` holds what the addresses point into."""
+    if kc.indexed:
+        lead = plan[1][0]
+    else:
+        array = np.array(plan[1], dtype=np.int64)
+        keep.append(array)
+        lead = _ptr(array)
+    return (ctypes.cast(plan[7], ctypes.c_void_p).value, lead,
+            num_threads() if plan[4] else 1, plan[3])
+
+
 # bytes of spare buffers all compiled loops together keep between calls (a tape
 # larger than what is left of this is made fresh each call, and freed after it)
-KEEP_BYTES = int(os.environ.get("ASTJAX_KEEP_BYTES", 1 << 30))
+def _keep_bytes(default=1 << 30):
+    raw = os.environ.get("ASTJAX_KEEP_BYTES", "")
+    try:
+        return max(0, int(raw)) if raw.strip() else default
+    except ValueError:
+        from astjax.errors import ArgumentError
+        raise ArgumentError(f"ASTJAX_KEEP_BYTES={raw!r}: not a number of bytes (e.g. "
+                            f"{default}; 0 keeps nothing between calls)") from None
+
+
+KEEP_BYTES = _keep_bytes()
 _KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # owner -> bytes kept
 
 
@@ -89,7 +113,7 @@ def _ptr(a) -> int:
 
 def _pointers(values, dtype=np.uint64):
     """(array of ``values``, its address) for the driver's tables."""
-    arr = np.array(values, dtype=dtype) if values else np.zeros(1, dtype)
+    arr = np.array(values, dtype=dtype) if len(values) else np.zeros(1, dtype)
     return arr, _ptr(arr)
 
 
@@ -335,16 +359,9 @@ class LoopDriver:
                     box = np.array(value, dtype=conv[j])
                     keep.append(box)
                     inv.append(_ptr(box))
-            fn = ctypes.cast(plan[7], ctypes.c_void_p).value
-            fns.append(fn)
-            if kc.indexed:
-                leads.append(plan[1][0])
-            else:
-                lead = np.array(plan[1], dtype=np.int64)
-                keep.append(lead)
-                leads.append(_ptr(lead))
-            threads.append(num_threads() if plan[4] else 1)
-            pools_of.append(plan[3])
+            entry = plan_entry(kc, plan, keep)
+            for got, into in zip(entry, (fns, leads, threads, pools_of)):
+                into.append(got)
         # ys: the stacked outputs, with the rows of the steps already run
         n = stop - start
         ys_arrays, layouts = [], []

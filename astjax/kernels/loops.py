@@ -433,6 +433,15 @@ def _flatten(s):
 def rewrite(fn, kernel_refs: dict, name_of) -> list:
     """Swap each loop of ``fn`` that ``match`` takes for its driver (module doc);
     returns the drivers.  ``name_of(obj, hint)`` names an object in the namespace."""
+    readers = readers_of(fn)
+    drivers: list = []
+    _rewrite_block(fn.body, kernel_refs, name_of, readers, drivers)
+    from astjax.kernels import sweeps       # (reverse mode's forward sweeps)
+    return drivers + sweeps.rewrite(fn, kernel_refs, name_of)
+
+
+def readers_of(fn) -> dict:
+    """Name -> ids of the statements of ``fn`` that read it (a loop: its range too)."""
     readers: dict = {}
     for s in core.walk(fn.body):
         names = list(core.reads(s))
@@ -440,10 +449,7 @@ def rewrite(fn, kernel_refs: dict, name_of) -> list:
             names += core.atom_vars(s.iter.args)
         for n in names:
             readers.setdefault(n, set()).add(id(s))
-    drivers: list = []
-    _rewrite_block(fn.body, kernel_refs, name_of, readers, drivers)
-    from astjax.kernels import sweeps       # (reverse mode's forward sweeps)
-    return drivers + sweeps.rewrite(fn, kernel_refs, name_of)
+    return readers
 
 
 def _rewrite_block(block, kernel_refs, name_of, readers, drivers):
@@ -645,20 +651,32 @@ def render_c(prog: Program, cname: str) -> str:
             operands += [names[o] for o in outs]
             emit(f"        {{   void *ptrs[{len(operands)}] = {{")
             emit("                " + ",\n                ".join(operands) + "};")
-            if kc.indexed:
-                emit(f"            if (((astjax_indexed_fn)L->fn[{k}])(L->lead[{k}], "
-                     f"L->nthreads[{k}], ptrs)) return 1; }}")
-            else:
-                emit(f"            const int64_t *a = L->lead[{k}];")
-                emit(f"            if (((astjax_flat_fn)L->fn[{k}])(a[0], (int32_t)a[1], "
-                     f"(const int64_t *)(intptr_t)a[2], (const int64_t *)(intptr_t)a[3], "
-                     f"(int32_t)a[4], L->nthreads[{k}], ptrs)) return 1; }}")
+            emit_kernel_call(emit, k, kc.indexed)
         elif kind == "append" and prog.y_leaves:
             emit(f"        const int64_t row = L->ys_row0 + {i} * L->ys_dir;")
             for k, leaf in enumerate(prog.y_leaves):
                 emit(f"        astjax_put(L->ys[{k}] + row * L->ys_layout[{k}][2], "
                      f"{names[leaf]}, L->ys_layout[{k}]);")
-    nxt = [names[x] for x in prog.new_carry]
+    emit_step_end(emit, [names[x] for x in prog.new_carry], ncarry)
+    return C_HEADER + "\n" + "\n".join(out) + "\n"
+
+
+def emit_kernel_call(emit, k, indexed):
+    """The C that calls step kernel ``k`` of a driver's table on ``ptrs`` (its operands
+    and results), leaving the function with 1 when the kernel fails."""
+    if indexed:
+        emit(f"            if (((astjax_indexed_fn)L->fn[{k}])(L->lead[{k}], "
+             f"L->nthreads[{k}], ptrs)) return 1; }}")
+    else:
+        emit(f"            const int64_t *a = L->lead[{k}];")
+        emit(f"            if (((astjax_flat_fn)L->fn[{k}])(a[0], (int32_t)a[1], "
+             f"(const int64_t *)(intptr_t)a[2], (const int64_t *)(intptr_t)a[3], "
+             f"(int32_t)a[4], L->nthreads[{k}], ptrs)) return 1; }}")
+
+
+def emit_step_end(emit, nxt, ncarry):
+    """The C that ends a driver's step (the carries become ``nxt``, all at once) and its
+    function (the carries left for the host)."""
     for j, c in enumerate(nxt):
         emit(f"        char *next_{j} = {c};")
     for j in range(len(nxt)):
@@ -668,4 +686,3 @@ def render_c(prog: Program, cname: str) -> str:
         emit(f"    L->carry[{j}] = carry_{j};")
     emit("    return 0;")
     emit("}")
-    return C_HEADER + "\n" + "\n".join(out) + "\n"

@@ -74,13 +74,7 @@ from astjax.kernels import loops
 def rewrite(fn, kernel_refs: dict, name_of) -> list:
     """Put a sweep driver in front of each forward sweep's fast body that
     ``loops.match_body`` takes; returns the drivers."""
-    readers: dict = {}
-    for s in core.walk(fn.body):
-        names = list(core.reads(s))
-        if isinstance(s, core.For) and isinstance(s.iter, Prim):
-            names += core.atom_vars(s.iter.args)
-        for n in names:
-            readers.setdefault(n, set()).add(id(s))
+    readers = loops.readers_of(fn)
     drivers: list = []
     _rewrite_block(fn.body, kernel_refs, name_of, readers, drivers, True)
     return drivers
