@@ -84,7 +84,7 @@ def atom_vars(atoms) -> list[str]:
             names.append(a.name)
         elif isinstance(a, (Index, SliceAtom)):
             names.extend(v.name for v in a.atoms() if isinstance(v, Var))
-        elif isinstance(a, tuple):
+        elif isinstance(a, (tuple, list)):     # (a list: the operands of ``*values``)
             names.extend(atom_vars(a))
     return names
 

@@ -38,10 +38,23 @@ class Generated:
     # the core functions printed into ``source``, with their docstrings (make_source
     # simplifies copies of them for display: astjax/source_view.py)
     core: list = field(default_factory=list)
+    # (placeholder text in ``source``, object whose ``text`` holds the C rendered on
+    # the first run): a backward sweep's driver renders the trip it traces
+    late: list = field(default_factory=list)
 
     def refresh(self):
         """Re-read globals the code refers to (so rebinding a global is seen)."""
         self.namespace.update(self.env.current())
+
+    def source_after_run(self) -> str:
+        """``source`` with each late text as its code rendered it (make_source runs the
+        code first); a placeholder stays where nothing was rendered."""
+        source = self.source
+        for placeholder, holder in self.late:
+            text = getattr(holder, "text", None)
+            if text and text != placeholder:
+                source = source.replace(placeholder.rstrip(), text.rstrip(), 1)
+        return source
 
 
 # ------------------------------------------------------------------------- caching

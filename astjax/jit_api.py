@@ -124,6 +124,21 @@ def _positional_names(fun):
     return names[len(pargs):]
 
 
+def _run_on_copies(gen, dynamic, kw_dynamic):
+    """Call ``gen``'s code once on copies of the arrays (what make_source shows of code
+    rendered while it runs); an error leaves the placeholders (``astjax show`` without
+    ``--args`` passes placeholders)."""
+    from astjax.tree_util import tree_map
+
+    def copy(v):
+        return v.copy() if isinstance(v, np.ndarray) else v
+    try:
+        gen.refresh()
+        gen.functions["main"](*tree_map(copy, list(dynamic)), **tree_map(copy, kw_dynamic))
+    except Exception:
+        pass
+
+
 def _unshare(dynamic, donated):
     """The arguments, with a donated array that shares memory with another argument
     replaced by a copy: writing into it must not change what the others hold."""
@@ -328,8 +343,11 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         static.update({k: v for k, v in kwargs.items() if k in static_names})
         dynamic = [args[i] for i in dynamic_pos]
         kw_dynamic = {k: v for k, v in kwargs.items() if k not in static_names}
-        return _build(fun, static, dict(function_arguments(dynamic)), dynamic,
-                      donated=donated, backend=chosen_backend, kw_dynamic=kw_dynamic)
+        gen = _build(fun, static, dict(function_arguments(dynamic)), dynamic,
+                     donated=donated, backend=chosen_backend, kw_dynamic=kw_dynamic)
+        if gen.late:        # C rendered on the first run: run this code once, on copies
+            _run_on_copies(gen, dynamic, kw_dynamic)
+        return gen
 
     def generated():
         # what grad(jit(f)) or vmap(jit(f)) transform: optimized, without the passes

@@ -222,7 +222,8 @@ def render(fun, args, kwargs, simplify=True) -> str:
         if simplify and gen.core and getattr(fun, "_astjax", None) != "jit":
             texts.append(simplified(gen, run))
         else:
-            texts.append(gen.source)
+            after_run = getattr(gen, "source_after_run", None)   # (a Generated's)
+            texts.append(after_run() if after_run else gen.source)
     head = "".join(f"# {n}\n" for n in notes)
     return head + "\n\n".join(texts)
 

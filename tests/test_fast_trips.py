@@ -444,3 +444,62 @@ def test_cots_complete():
     assert not rt.cots_complete(("last",), [])
     assert not rt.cots_complete(("last",), [np.float64(1.0)])
     assert rt.cots_complete(((("array",), "array"),), [(a,), a])
+
+
+def _raw_source(f, args, argnums=0):
+    return astjax.make_source(astjax.grad(f, argnums=argnums), simplify=False)(*args)
+
+
+def test_a_carry_read_before_its_name_is_assigned_again_goes_fast(monkeypatch):
+    """An RNN step: ``h * w`` reads the carry's name before ``h`` is assigned again,
+    so the end of the trip no longer holds what it read; the fact reads a snapshot
+    taken just before the multiply (``FastTrip.fact_name``)."""
+    def f(w, xs):
+        def step(h, x):
+            h = (h * w + x) / (1.0 + h * h)     # (tanh would differ by an ulp in C)
+            return h, h * h
+        h, ys = lax.scan(step, np.zeros_like(w), xs)
+        return np.sum(ys) + np.sum(h)
+    args = (RNG.random(5), RNG.standard_normal((6, 5)))
+    _check(f, args, monkeypatch)
+    _check(f, args, monkeypatch, argnums=1)
+    src = _raw_source(f, args)
+    assert "_read = " in src, src
+
+
+def test_an_operand_assigned_again_with_another_shape_fails_its_snapshot_fact(monkeypatch):
+    """``t * w2`` broadcasts the ``t`` it reads, then ``t`` is assigned a value of the
+    product's shape: the fact must read the ``t`` before the product (a snapshot),
+    not the one the trip ends with (which would pass it), and fail -- every trip
+    takes the general adjoint, whose unbroadcast the fast rule would leave out."""
+    w2 = RNG.random((3, 4))
+
+    def f(w, xs):
+        def step(c, x):
+            t = c * x
+            u = t * w2                      # (4,) * (3, 4): t broadcast
+            t = u + 1.0                     # t: (3, 4) at the end of the trip
+            c = t[1] * w + t[0]
+            return c, u
+        c, ys = lax.scan(step, np.ones(4), xs)
+        return np.sum(ys ** 2) + np.sum(c)
+    args = (0.5 + 0.5 * RNG.random(4), RNG.standard_normal(5))
+    _check(f, args, monkeypatch)
+    _check(f, args, monkeypatch, argnums=1)
+    assert "_read = t" in _raw_source(f, args)
+
+
+def test_an_operand_made_by_an_unlisted_call_leaves_its_loop_the_old_facts(monkeypatch):
+    """A snapshot whose value comes from a call the facts cannot follow
+    (``np.concatenate``) would take the loop's fast trip away; the loop is built
+    again without snapshots and keeps the facts of values assigned once."""
+    def f(w, xs):
+        def step(c, x):
+            a = c[0:3, :] * w[1:, :]
+            c = np.concatenate([a, c[3:, :]]) * x
+            return c, a * a
+        c, ys = lax.scan(step, np.ones((4, 3)), xs)
+        return np.sum(ys) + np.sum(c)
+    args = (RNG.random((4, 3)), RNG.standard_normal(4))
+    _check(f, args, monkeypatch)
+    assert "_read = " not in _raw_source(f, args)

@@ -111,6 +111,14 @@ def two_scans(u, xs, target):
     return np.sum(ys * target) + np.sum(ys2 * ys2) + np.sum(last2)
 
 
+def rnn(u, xs, target):
+    def step(h, x):
+        h = np.tanh(h * u + x)          # reads the carry, then assigns its name again
+        return h, h * h
+    h, ys = lax.scan(step, np.zeros_like(u), xs)
+    return np.sum(ys[:, 0, :] * target) + np.sum(h)
+
+
 def changes_dtype(u, xs, target):
     def step(c, x):
         n = c * 0.5 + c * c * x
@@ -127,7 +135,8 @@ def vjp_{name}(u, xs, target):
     value, pull = astjax.vjp(of_u, u)
     return value, pull(np.ones_like(value))
 ''' for name in ("stencil", "one_carry", "nested", "several_saved", "no_ys",
-                  "reversed_scan", "fori", "leaves_xs", "changes_dtype", "two_scans"))
+                  "reversed_scan", "fori", "leaves_xs", "changes_dtype", "two_scans",
+                  "rnn"))
 SOURCE = "import astjax\n" + SOURCE
 
 M = load_source_module(SOURCE, _DIR)
@@ -135,8 +144,11 @@ VJPS = {name[4:]: getattr(M, name) for name in dir(M) if name.startswith("vjp_")
 
 # backward sweeps that run compiled (the others' fast trips still do array work
 # outside kernels -- ``rt.place_at``, ``ra.unbroadcast``, sums of arrays -- and run
-# as Python until their backward kernels take it)
-BACKWARD = {"stencil", "no_ys", "two_scans"}
+# as Python until their backward kernels take it); a carry read before its name is
+# assigned again (``n = c * c``) takes the fast rules through a snapshot
+# (``fast_trips.FastTrip.fact_name``)
+BACKWARD = {"stencil", "no_ys", "two_scans", "one_carry", "fori", "leaves_xs",
+            "reversed_scan", "changes_dtype", "rnn"}
 
 # name -> (function, whether its forward sweep runs compiled)
 CASES = {
@@ -148,6 +160,7 @@ CASES = {
     # (its step index ``n - 1 - i`` fuses into a kernel: the Python loop)
     "reversed_scan": (M.reversed_scan, False),
     "fori": (M.fori, True),
+    "rnn": (M.rnn, True),
     "leaves_xs": (M.leaves_xs, False),      # pytree xs: the Python loop
     "changes_dtype": (M.changes_dtype, None),
     # (its first scan's kernel runs with NumPy at this size: that forward sweep stays
@@ -259,6 +272,27 @@ def test_the_source_shows_the_sweep_driver():
     assert "sweep_driver(sweep_driver_memo, i, n_steps, trips, tape, ys_steps" in text
     assert "int sweep_driver(int64_t start, int64_t stop, astjax_loop *L)" in text
     assert "L->saved[0] + (i - start) * L->saved_bytes[0]" in text
+    # the backward sweep's C, rendered from the trip it traces: make_source runs the
+    # code once (on copies) to show it
+    assert "int back_sweep_driver(int64_t trips, astjax_back *L)" in text
+    assert "typedef struct {" in text.split("back_sweep_driver_c = ")[1]
+    assert "no call has run one in C yet" not in text
+
+
+def test_the_source_run_leaves_the_arguments_alone():
+    """make_source runs the code to show the backward sweep's C: on copies, so even a
+    donated argument keeps its values (and the placeholder says when nothing ran)."""
+    u, xs, target = _args(np.float64)
+    keep = [a.copy() for a in (u, xs, target)]
+    f = astjax.jit(astjax.value_and_grad(M.stencil), backend="c", donate_argnums=(0, 2))
+    text = astjax.make_source(f)(u, xs, target)
+    assert "int back_sweep_driver(int64_t trips" in text
+    for a, b in zip((u, xs, target), keep):
+        assert identical(a, b)
+    # too few steps for a compiled trip: the placeholder stays, and says why
+    short = _args(np.float64, steps=2)
+    text = astjax.make_source(astjax.jit(astjax.grad(M.stencil), backend="c"))(*short)
+    assert "no call has run one in C yet" in text
 
 
 def test_fwi_gradient_equals_the_python_loop(monkeypatch):

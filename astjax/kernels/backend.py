@@ -137,8 +137,9 @@ def load(fn, doc, label):
     texts = _display(fn, shown) + [(d.__name__, d.text) for d in drivers]
     if texts:   # each kernel's C as a Python string: the shown source stays Python
         shown_c = [f'{name}_c = r"""\n{text.rstrip()}\n"""' for name, text in texts]
+        late = [(d.text, d) for d in drivers if getattr(d, "renders_on_run", False)]
         gen = Generated(gen.source + KERNELS_HEADER + "\n\n\n".join(shown_c) + "\n",
-                        gen.functions, gen.namespace, gen.env, gen.core)
+                        gen.functions, gen.namespace, gen.env, gen.core, late)
     return gen
 
 

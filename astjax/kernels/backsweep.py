@@ -133,14 +133,24 @@ def match(body, tape: str, dys: str, written: set, kernel_refs: dict):
     ops: list = []
     if not block(body, ops, set()):
         return None
-    if not any(o[0] == "kernel" for o in ops) or tape in carried:
+    if not _calls_a_kernel(ops) or tape in carried:
         return None
     return ops, carried, invariants
+
+
+def _calls_a_kernel(ops) -> bool:
+    """A kernel call among ``ops``, in a branch or not."""
+    return any(o[0] == "kernel" or o[0] == "if" and (_calls_a_kernel(o[2]) or
+                                                    _calls_a_kernel(o[3])) for o in ops)
 
 
 # ------------------------------------------------------------------ symbols of a trip
 
 _NOSYM = ("no symbol",)          # (a value the trace did not follow)
+# an accumulator that was None, as ``rt.cot_or_zero`` made it (-0.0 everywhere): a
+# kernel's operand only (kernels read it, nothing writes it), so every trip can read
+# the one the traced trip made
+_ZEROS = ("zeros",)
 
 
 class _Untraceable(Exception):
@@ -336,9 +346,14 @@ class BackSweepDriver:
         self.funcs: dict = {}         # C text (per trip structure) -> its function
         self.text = ""
 
+    # its C exists once a call has traced a trip (make_source runs the code to show it)
+    renders_on_run = True
+
     def set_name(self, name):
         self.__name__ = name
-        self.text = f"/* {name}: rendered from the trip it interprets first */\n"
+        self.text = (f"/* {name}: rendered from the first fast trip it traces; no "
+                     "call has run one in C yet (a trip's values may leave it to "
+                     "Python) */\n")
 
     def __repr__(self):
         return f"<astjax compiled backward sweep {self.__name__}>"
@@ -379,8 +394,8 @@ class BackSweepDriver:
             tr.sym[self.dys] = None if dys is None else "dys"
         self._run_ops(self.ops, tr, tape)
         out = (True, env.get(self.dys, dys), *[env.get(n) for n in names])
-        if not tr.traced:
-            memo.append("python")
+        if not tr.traced:     # (a trip that starts an accumulator from None makes
+            self._warm(memo)  # zeros: the trips after it may trace)
             return out
         m = self._compile_and_run(memo, env, tr.sym, tr.entering, tr.leaves, tr.popped,
                                   tr.seq_src, tr.kernels, tape, stop - step - 1,
@@ -419,9 +434,9 @@ class BackSweepDriver:
                     tr.kernels.append((op, ops_syms, vals))
                     nout = len(op[2].kernel.outputs)
                     k = len(tr.kernels) - 1
+                    # (one result: the array itself; several: a tuple taken apart)
                     s = ("out", k, 0) if nout == 1 else \
-                        ("tuple", [("out", k, r) for r in range(nout)])
-                    s = ("results", s)
+                        ("results", ("tuple", [("out", k, r) for r in range(nout)]))
             elif kind == "item":
                 v = env[op[2]][op[3]]
                 if tr.traced:
@@ -460,10 +475,14 @@ class BackSweepDriver:
                                 for a in operands]
                         if _NOSYM in syms:
                             tr.traced = False
-                        try:
-                            s = _helper_sym(name, syms, vals)
-                        except _Untraceable:
-                            tr.traced = False
+                        elif name == "cot_or_zero" and syms[0] is None and \
+                                type(v) is np.ndarray:
+                            s = _ZEROS     # -0.0 made this trip: read-only from here
+                        else:
+                            try:
+                                s = _helper_sym(name, syms, vals)
+                            except _Untraceable:
+                                tr.traced = False
             if t is not None:
                 env[t] = v
                 sym[t] = s
@@ -573,7 +592,8 @@ class BackSweepDriver:
                     else:
                         return None
                     operands.append(s)
-                elif not (s == "inv" or (isinstance(s, tuple) and s[0] == "static")):
+                elif not (s == "inv" or s == _ZEROS or
+                          (isinstance(s, tuple) and s[0] == "static")):
                     return None
                 else:                          # invariant, the same every trip
                     if type(value) is np.ndarray:
@@ -597,7 +617,6 @@ class BackSweepDriver:
                 return None
         # the per-trip operands of the m trips that follow
         seq_ptrs = np.zeros((max(len(seq_src), 1), m), dtype=np.uint64)
-        seq_arrays = []
         for k, (kind, idx) in enumerate(seq_src):
             vals = cols[idx][:m] if kind == "pop" else rows[:m]
             if k in seq_kind:
@@ -610,7 +629,6 @@ class BackSweepDriver:
                 row = np.empty(m, np.uint64)
                 _data_pointers(vals, row)
                 seq_ptrs[k] = row
-                seq_arrays += vals
         text = self._render([k[0] for k in kernels], calls, new_leaves, len(leaves))
         func = self.funcs.get(text)
         if func is None:
@@ -618,7 +636,7 @@ class BackSweepDriver:
             func.argtypes = (ctypes.c_int64, ctypes.POINTER(_Loop))
             func.restype = ctypes.c_int
             self.funcs[text] = func
-            self.text = text
+            self.text = C_HEADER + _BACK_HEADER + text
         pool_size = len(leaves) + 1
         carried_outs = {s for s in new_leaves if s[0] == "out"}
         pool = []
@@ -639,13 +657,21 @@ class BackSweepDriver:
         if func(m, ctypes.byref(loop)):
             raise RuntimeError(f"astjax: the compiled backward sweep {self.__name__} failed")
         finals = []
+        known = {}                    # address -> arrays there (pool, carries)
+        for a in list(pool) + carries:
+            known.setdefault(_ptr(a), []).append(a)
         for j, p in enumerate(t_carry[0][:len(carries)]):
             want = _layout(leaves[j])
-            got = next((a for a in list(pool) + carries if _ptr(a) == int(p) and
-                        _layout(a) == want), None)
+            got = next((a for a in known.get(int(p), ()) if _layout(a) == want), None)
             if got is None and any(s[0] == "seq" for s in new_leaves):
-                got = next((a for a in seq_arrays if _ptr(a) == int(p) and
-                            _layout(a) == want), None)
+                # (a trip's own operand passed along: found by its address in the table)
+                for k, (kind, idx) in enumerate(seq_src):
+                    at = np.flatnonzero(seq_ptrs[k] == p)
+                    vals = cols[idx][:m] if kind == "pop" else rows[:m]
+                    got = next((vals[t] for t in at if type(vals[t]) is np.ndarray and
+                                _layout(vals[t]) == want), None)
+                    if got is not None:
+                        break
             if got is None:
                 raise RuntimeError("astjax: a carried cotangent of the compiled backward "
                                    "sweep was lost")

@@ -111,6 +111,19 @@ def _ptr(a) -> int:
     return a.__array_interface__["data"][0]
 
 
+def _row_at(p, stacked, rows):
+    """The row whose data starts at address ``p`` among the stacked arrays' ``rows``
+    (their row views), found by arithmetic: a sweep stacks thousands of rows."""
+    for a, r in zip(stacked, rows):
+        if not len(a):
+            continue
+        base, step = _ptr(a), a.strides[0]
+        k, rem = divmod(p - base, step) if step else (0, p - base)
+        if rem == 0 and 0 <= k < len(a):
+            return r[k]
+    raise KeyError(p)
+
+
 def _pointers(values, dtype=np.uint64):
     """(array of ``values``, its address) for the driver's tables."""
     arr = np.array(values, dtype=dtype) if len(values) else np.zeros(1, dtype)
@@ -446,10 +459,11 @@ class LoopDriver:
         by_ptr = {_ptr(b): b for b in pool}     # (duplicates: the same array)
         by_ptr.update({_ptr(c): c for c in carries})
         rows = [list(a) for a in saved]          # (the steps' pushed results, as views)
-        for r in rows:
-            by_ptr.update({_ptr(v): v for v in r})
         out_ptrs = tables["carry"][0]
-        final = [by_ptr[int(p)] for p in out_ptrs[:len(carries)]]
+        final = [by_ptr.get(int(p)) for p in out_ptrs[:len(carries)]]
+        for j, p in enumerate(out_ptrs[:len(carries)]):
+            if final[j] is None:                 # a row of a stacked result
+                final[j] = _row_at(int(p), saved, rows)
         if raw:
             return final, ys_arrays, rows
         leaves = iter(final)

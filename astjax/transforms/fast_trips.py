@@ -53,8 +53,12 @@ def eligible(loop) -> bool:
 class FastTrip:
     """The fast adjoint of one loop body being built: the facts its rules assume."""
 
-    def __init__(self, loop, consts):
+    def __init__(self, loop, consts, snapshots_allowed=True):
         self.loop = loop
+        # facts may read operands through snapshots, and targets assigned more than
+        # once (off: only names assigned once, for a loop whose extra facts need more
+        # than the trip's signature)
+        self.snapshots_allowed = snapshots_allowed
         self.consts = consts
         self.facts: list = []
         self.resets: list = []        # cotangents of the trip's temporaries, set None last
@@ -66,17 +70,51 @@ class FastTrip:
         self.status: dict = {}
         self.last_nonnull: set = set()
         self.writes: dict = {}
+        # facts' names for operands that do not hold their value to the trip's end:
+        # snapshot -> (operand, the statement reading it) (``fact_name``)
+        self.snapshots: dict = {}
         for k, st in enumerate(loop.body):
             for w in core.writes(st):
                 self.writes.setdefault(w, []).append(k)
 
-    def stable(self, name, s) -> bool:
-        """At the end of the forward trip, ``name`` still holds what ``s`` read."""
+    def stable(self, name, s, wrote=False) -> bool:
+        """At the end of the forward trip, ``name`` still holds what ``s`` read
+        (``wrote``: what ``s`` wrote to it).  A name written once, by ``s`` itself, is
+        the carry ``s`` updates: a trip with the signature of one that met the fact
+        starts from a value shaped like that trip's result, so the fact read on the
+        result holds for what ``s`` read too."""
         at = self.writes.get(name)
         if at is None:
             return name != self.loop.target       # made before the loop
         here = self.position.get(id(s))
-        return here is not None and len(at) == 1 and (at[0] < here or name == s.target)
+        if here is None:
+            return False
+        if len(at) == 1 and name == s.target:
+            return True
+        if not self.snapshots_allowed:
+            return len(at) == 1 and at[0] < here
+        return all(k < here or wrote and k == here for k in at)
+
+    def readable(self, name, s) -> bool:
+        """A fact can read what ``s`` read of ``name`` (``fact_name``)."""
+        return self.stable(name, s) or (self.snapshots_allowed and
+                                        name != self.loop.target and
+                                        id(s) in self.position)
+
+    def fact_name(self, rev, name, s) -> str:
+        """The name a fact about ``s``'s operand ``name`` reads at the end of the
+        forward trip: ``name`` where it still holds what ``s`` read, else a snapshot
+        the checking trip takes just before ``s`` (``c = c * w`` after ``c = carry``,
+        ``t * y`` before ``t`` is assigned again)."""
+        if self.stable(name, s):
+            return name
+        assert self.readable(name, s)
+        for snap, (n, st) in self.snapshots.items():
+            if n == name and st is s:
+                return snap
+        snap = rev.names.fresh(f"{name}_read")
+        self.snapshots[snap] = (name, s)
+        return snap
 
     def carried(self, name) -> bool:
         """``name`` is read by the body before its one write: a loop carry, whose
@@ -99,12 +137,21 @@ class FastTrip:
         """
         body = self.loop.body
         todo = []                       # positions of statements the facts depend on
+        seen, carried = set(), set()
         for _, names, _ in self.facts:
             for n in names:
+                if n in self.snapshots:                   # what ``st`` read of ``name``
+                    name, st = self.snapshots[n]
+                    before = [k for k in self.writes.get(name, ())
+                              if k < self.position[id(st)]]
+                    if before:
+                        todo.append(before[-1])
+                    elif name in self.writes:
+                        carried.add(name)                 # the trip's incoming value
+                    continue
                 if n == self.loop.target:
                     return None
-                todo.extend(self.writes.get(n, ())[:1])   # (stable: one write at most)
-        seen, carried = set(), set()
+                todo.extend(self.writes.get(n, ())[-1:])  # what the trip ends with
         while todo:
             k = todo.pop()
             if k in seen:
@@ -438,7 +485,7 @@ def _place_rule(rev, s, g):
     dx = rev.d(x)
     if dx not in rev.null and dx not in rev.nonnull:
         return None       # (may be None: the general rule's acc_at tells them apart)
-    ctx.add_fact(("part", (s.target, x), None))
+    ctx.add_fact(("part", (s.target, ctx.fact_name(rev, x, s)), None))
     rev.backward_reads.update(core.atom_vars([s.args[1]]))
     if dx in rev.null:
         rev.null.discard(dx)
@@ -463,7 +510,8 @@ def adjoint(rev, s, wanted, g, ans):
         return _tuple_entry(rev, s, g)
     if ctx.complete_mode and s.prim == "make_tuple" and len(s.args) == 1:
         return _tuple_parts(rev, s, wanted, g)
-    if not all(ctx.stable(op.name, s) for _, op in wanted) or not ctx.stable(s.target, s):
+    if not all(ctx.readable(op.name, s) for _, op in wanted) or \
+            not ctx.stable(s.target, s, wrote=True):
         return None
     if s.prim in _TEMPLATE_PRIMS and not s.kwargs and len(s.args) >= 2 and (
             len(s.args) == 2 or isinstance(s.args[2], Const) and s.args[2].value is None):
@@ -475,7 +523,7 @@ def adjoint(rev, s, wanted, g, ans):
         stmts, contribs = rev.inline_template(src, prim, s, g, [i for i, _ in wanted], ans)
         out = list(stmts)
         for (_, op), c in zip(wanted, contribs):
-            ctx.add_fact(("same", (op.name, s.target), None))
+            ctx.add_fact(("same", (ctx.fact_name(rev, op.name, s), s.target), None))
             acc = rev.accumulate(rev.d(op.name), c, loc, fast_add=op.name)
             out.extend(_assign_directly(out, acc, contribs))
         return out
@@ -485,7 +533,7 @@ def adjoint(rev, s, wanted, g, ans):
         if widths is None or mode != "constant":
             return None
         x = s.args[0].name
-        ctx.add_fact(("pad", (x, s.target), widths))
+        ctx.add_fact(("pad", (ctx.fact_name(rev, x, s), s.target), widths))
         inner = rev.names.fresh(f"d_{x}_inner")
         items = tuple(SliceAtom(Const(a) if a else None, Const(-b) if b else None, None)
                       for a, b in widths)
@@ -504,7 +552,7 @@ def adjoint(rev, s, wanted, g, ans):
             # (a cotangent that may be None takes the general rule: around the slice it
             # must become +0.0 if it was None and stay as it is if not)
             return None
-        ctx.add_fact(("pad", (s.target, x), widths))
+        ctx.add_fact(("pad", (s.target, ctx.fact_name(rev, x, s)), widths))
         if dx in rev.null:
             # zeros around the slice, as getitem_vjp makes them
             stmt = Prim(dx, "pad", [Var(g), Const(widths), Const("constant"), Const(0.0)],

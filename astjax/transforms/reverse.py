@@ -560,23 +560,31 @@ class ReverseAD:
         if fast_trips.eligible(s) and self.fast is None:
             # the same trip from same-shape rules (``fast_trips``), behind the check the
             # forward trip made of the facts they assume
-            self.null, self.trip_null, self.nonnull = set(start_null), set(start_null), set()
-            self.fast = fast_trips.FastTrip(s, self._constants())
-            try:
-                fast = trip()
-                ctx = self.fast
-                fast += [Copy(d, Const(None), loc=loc) for d in dict.fromkeys(ctx.resets)]
-            finally:
-                self.fast = None
-            carried = ctx.carried_inputs() if ctx.facts else None
+            def fast_trip(snapshots):
+                self.null, self.trip_null, self.nonnull = \
+                    set(start_null), set(start_null), set()
+                self.fast = fast_trips.FastTrip(s, self._constants(), snapshots)
+                try:
+                    fast = trip()
+                    ctx = self.fast
+                    fast += [Copy(d, Const(None), loc=loc)
+                             for d in dict.fromkeys(ctx.resets)]
+                finally:
+                    self.fast = None
+                return fast, ctx, (ctx.carried_inputs() if ctx.facts else None)
+
+            fast, ctx, carried = fast_trip(True)
+            if carried is None:     # a snapshot's facts need more than signatures
+                fast, ctx, carried = fast_trip(False)
             complete = None
             if carried is not None:
-                facts = list(ctx.facts)
+                facts, snaps = list(ctx.facts), dict(ctx.snapshots)
                 complete = self._complete_trip(s, start_null, trip, ctx)
                 if complete:
                     carried = ctx.carried_inputs()
                     if carried is None:      # its facts need more than signatures
-                        ctx.facts, carried, complete = facts, ctx.carried_inputs(), None
+                        ctx.facts, ctx.snapshots = facts, snaps
+                        carried, complete = ctx.carried_inputs(), None
             if carried is not None:
                 # the fast forward trip pushes only the shape stand-ins this reads
                 # and only the trip's values this reads (pad widths the general
@@ -631,7 +639,7 @@ class ReverseAD:
         those of ``fast`` (the trip built without the assumption): the forward trip
         checks them all."""
         self.null, self.trip_null, self.nonnull = set(start_null), set(start_null), set()
-        ctx = fast_trips.FastTrip(loop, self._constants())
+        ctx = fast_trips.FastTrip(loop, self._constants(), bool(fast.snapshots_allowed))
         ctx.complete_mode = True
         assumed = ctx.assume_complete(self)
         if not assumed:
@@ -644,6 +652,7 @@ class ReverseAD:
             self.fast = None
         for fact in ctx.facts:
             fast.add_fact(fact)
+        fast.snapshots.update(ctx.snapshots)
         return body, tuple(c for _, c in assumed), [d for d, _ in assumed]
 
     def _locals(self, loop) -> list:
@@ -934,7 +943,7 @@ class ReverseAD:
                                       st.prim == "push" and isinstance(st.args[1], Var) and
                                       st.args[1].name in dropped))]
         spec, names = fast.spec()
-        checked = body + [
+        checked = _with_snapshots(body, fast.snapshots, loc) + [
             Prim(fast_sig, "trip_fits", [Const(spec), Var(sig), [Var(n) for n in names]],
                  loc=loc),
             Prim(None, "push", [Var(self.tape), Const(False)], loc=loc)]
@@ -1157,3 +1166,18 @@ def _dce(stmts, needed: set) -> list:
 
 
 __all__ = ["ReverseAD", "Activity", "template_for"]
+
+
+def _with_snapshots(body, snapshots, loc) -> list:
+    """``body`` with each fact's snapshot (``fast_trips.FastTrip.fact_name``) taken
+    just before the statement that reads it; a snapshot whose statement is not in the
+    trip's body is None, and its fact fails (the trip keeps the general adjoint)."""
+    before: dict = {}
+    for snap, (name, st) in snapshots.items():
+        before.setdefault(id(st), []).append(Copy(snap, Var(name), loc=loc))
+    out = [Copy(snap, Const(None), loc=loc) for snap, (_, st) in snapshots.items()
+           if not any(b is st for b in body)]
+    for b in body:
+        out.extend(before.get(id(b), ()))
+        out.append(b)
+    return out
