@@ -1,10 +1,12 @@
 """Host time per step of small-state scans under ``jit``: forward and ``grad``.
 
 A ``lax.scan`` whose step fused into kernels runs in one compiled C loop under ``jit``
-(``kernels/loops.py``), but reverse mode's forward and backward sweeps still run as
-Python loops, one kernel call and the tape's bookkeeping per step.  With a small
-state that host code is all the time; this prints it per step, beside ``jax.jit``
-when JAX imports (the README's Known limits quote these figures).
+(``kernels/loops.py``), and so do reverse mode's forward and backward sweeps where
+their steps are kernel calls and tape plumbing (``kernels/sweeps.py``); what is left
+per step is the tape's bookkeeping in Python.  With a small state that host code is
+all the time; this prints it per step, beside ``jax.jit`` when JAX imports (the
+README's Known limits quote these figures), and an RNN's ``jit(grad)`` beside
+hand-written NumPy backprop measured in the same run.
 
 Run: python bench/scan_host.py [--steps 2000]
 """
@@ -36,6 +38,62 @@ def shifted_scan(u, xs):
 
 def loss(u, xs):
     return np.sum(shifted_scan(u, xs)[1])
+
+
+def rnn_loss(w, xs):
+    """An RNN over a sequence, as JAX users write it: the carry read, then its name
+    assigned again."""
+    def step(h, x):
+        h = np.tanh(h * w + x)
+        return h, h * h
+    h, ys = lax.scan(step, np.zeros_like(w), xs)
+    return np.sum(ys) + np.sum(h)
+
+
+def rnn_by_hand(w, xs):
+    """The same gradient, hand-written: the forward loop keeps each h, the backward
+    loop runs in reverse (what a NumPy user writes without autodiff)."""
+    hs = [np.zeros_like(w)]
+    for x in xs:
+        hs.append(np.tanh(hs[-1] * w + x))
+    dh = np.ones_like(w)            # d(sum(h_last))
+    dw = np.zeros_like(w)
+    for t in range(len(xs), 0, -1):
+        h = hs[t]
+        dh = dh + 2.0 * h           # d(sum(h * h)) of this step's output
+        da = dh * (1.0 - h * h)
+        dw += da * hs[t - 1]
+        dh = da * w
+    return dw
+
+
+def rnn_figures(n):
+    """(astjax jit(grad), hand-written NumPy, jax.jit(grad) or None) per step."""
+    w = np.linspace(0.1, 0.9, 64)
+    xs = np.random.default_rng(0).standard_normal((n, 64)) * 0.1
+    grad = astjax.jit(astjax.grad(rnn_loss))
+    np.testing.assert_allclose(grad(w, xs), rnn_by_hand(w, xs), rtol=1e-10, atol=1e-12)
+    t_grad = best_seconds(lambda: grad(w, xs)) / n
+    t_hand = best_seconds(lambda: rnn_by_hand(w, xs), repeats=5) / n
+    t_jax = None
+    try:
+        import jax
+    except ImportError:
+        return t_grad, t_hand, t_jax
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def jloss(w, xs):
+        def step(h, x):
+            h = jnp.tanh(h * w + x)
+            return h, h * h
+        h, ys = jax.lax.scan(step, jnp.zeros_like(w), xs)
+        return jnp.sum(ys) + jnp.sum(h)
+    jgrad = jax.jit(jax.grad(jloss))
+    jw, jxs = jnp.asarray(w), jnp.asarray(xs)
+    t_jax = best_seconds(lambda: jax.block_until_ready(jgrad(jw, jxs))) / n
+    return t_grad, t_hand, t_jax
 
 
 def best_seconds(fn, repeats=15):
@@ -91,6 +149,13 @@ def main(argv=None):
             line += (f"; jax.jit forward {got[0] / n * 1e6:.3f} us, "
                      f"jax.jit(grad) {got[1] / n * 1e6:.3f} us")
         print(line)
+    t_grad, t_hand, t_jax = rnn_figures(n)
+    line = (f"RNN h = tanh(h * w + x), 64 float64 units, {n} steps, jit(grad) per step: "
+            f"{t_grad * 1e6:.2f} us; hand-written NumPy backprop {t_hand * 1e6:.2f} us "
+            f"({t_hand / t_grad:.1f}x slower)")
+    if t_jax is not None:
+        line += f"; jax.jit(grad) {t_jax * 1e6:.3f} us"
+    print(line)
 
 
 if __name__ == "__main__":

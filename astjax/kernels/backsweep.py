@@ -22,6 +22,7 @@ skips them (``skip``).  Whatever does not fit leaves the trip to Python.
 from __future__ import annotations
 
 import ctypes
+import operator
 
 import numpy as np
 
@@ -250,10 +251,17 @@ def _layouts_match(values, want):
     """Per value: has it the layout ``want`` (``_layout``)?  (One comprehension: a
     sweep checks thousands.)"""
     if len(want) == 3:
+        if set(map(type, values)) <= {np.ndarray}:      # (the usual case, at C speed)
+            dt, shape, strides = want
+            key = (strides, shape, dt)
+            return [got == key for got in map(_STRIDES_SHAPE_DTYPE, values)]
         nd, (dt, shape, strides) = np.ndarray, want
         return [type(v) is nd and v.strides == strides and v.shape == shape and
                 v.dtype == dt for v in values]
     return [_layout(v) == want for v in values]
+
+
+_STRIDES_SHAPE_DTYPE = operator.attrgetter("strides", "shape", "dtype")
 
 
 def _same_static(a, b):
@@ -624,7 +632,7 @@ class BackSweepDriver:
                 keep.append(box)
                 seq_ptrs[k] = _ptr(box) + np.arange(m, dtype=np.uint64) * box.itemsize
             else:
-                if any(type(v) is not np.ndarray for v in vals):
+                if set(map(type, vals)) != {np.ndarray}:
                     return None
                 row = np.empty(m, np.uint64)
                 _data_pointers(vals, row)

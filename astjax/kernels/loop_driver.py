@@ -606,14 +606,18 @@ class SweepDriver(LoopDriver):
         """Carry ``j`` entering each of ``n`` compiled steps: the step before made it
         (a row of a pushed result), or passed it along from another carry."""
         new_carry = self.prog.new_carry
-        out = []
-        for r in range(n):
-            k, s = j, r
-            while s > 0 and new_carry[k][0] == "carry":
-                k, s = new_carry[k][1], s - 1
-            out.append(carries[k] if s == 0 else
-                       rows[self.prog.saved.index(new_carry[k])][s - 1])
-        return out
+        # the carries step r reads, walking back: k_0 = j, k_1 = the carry k_0 was
+        # passed from, ... up to the first made by a kernel (a saved row) or a cycle
+        hops, k = [j], j
+        while len(hops) < n and new_carry[k][0] == "carry":
+            k = new_carry[k][1]
+            hops.append(k)
+        if new_carry[hops[-1]][0] == "carry" or len(hops) == n:
+            return [carries[hops[r]] for r in range(min(n, len(hops)))]
+        # steps 0..h read carries; step r > h reads row r - h - 1 of what k_h saves
+        h = len(hops) - 1
+        made = rows[self.prog.saved.index(new_carry[hops[h]])]
+        return [carries[k] for k in hops] + made[:n - h - 1]
 
     def _push_steps(self, env, tape, first, stop, rows, carries):
         """What the loop pushes onto the tape at steps [first, stop): as the step
