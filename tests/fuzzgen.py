@@ -431,6 +431,25 @@ CONSTRUCTS = [
         "{v} = lax.switch(np.where(np.sum({a}) > {c}, 1, 0), "
         "[lambda u: u * 2.0, lambda u: np.cos(u)], {a})",
     ]),
+    # a step that reads its carry, then assigns the name again (an RNN): the fast
+    # backward trip's facts read snapshots (transforms/fast_trips.py)
+    ("lax_scan_rnn", [
+        "def {v}_step(c, t):",
+        "    c = np.tanh(c * np.cos({a_row}) + t)",
+        "    return c, c * c",
+        "{v} = lax.scan({v}_step, {a_row} * 0.5, {a2})[1]",
+    ]),
+    # a temporary broadcast by a product, then assigned a value of the product's
+    # shape: its fact must read it before the product, and fail
+    ("lax_scan_rebroadcast", [
+        "def {v}_step(c, t):",
+        "    u = c * t",
+        "    w = u * np.ones((2, 1))",
+        "    u = w * 0.5 + 1.0",
+        "    c = np.sin(u[1]) * 0.5 + c",
+        "    return c, w",
+        "{v} = lax.scan({v}_step, {a_row}, {a2})[0]",
+    ]),
     ("lax_scan_tuple", [
         "{v} = lax.scan(lambda c, t: ((c[0] + t, c[1] * 0.9), c[0] * t), "
         "({a_row}, {a_row}), {a2})[0][1]",
@@ -590,7 +609,7 @@ class Generator:
 
 # ------------------------------------------------------------------------- checking
 
-CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad")
+CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad", "jit_grad")
 
 
 @dataclass(frozen=True)
@@ -671,6 +690,10 @@ def run_check(check, mod, x, y, rng_seed=0):
         g = astjax.grad(loss, argnums=(0, 1))(x, y)
         e = _fd_stable(lambda h: (fd_grad(loss, (x, y), 0, h), fd_grad(loss, (x, y), 1, h)))
         assert_tree_close(g, e, 1e-6, 1e-6, "grad")
+    elif check == "jit_grad":      # compiled kernels, sweeps and backward drivers
+        g = astjax.jit(astjax.grad(loss, argnums=(0, 1)))(x, y)
+        e = _fd_stable(lambda h: (fd_grad(loss, (x, y), 0, h), fd_grad(loss, (x, y), 1, h)))
+        assert_tree_close(g, e, 1e-6, 1e-6, "jit of grad")
     elif check == "jvp":
         out, t = astjax.jvp(prog, (x, y), (tx, ty))
         e = _fd_stable(lambda h: fd_directional(prog, (x, y), (tx, ty), h))
