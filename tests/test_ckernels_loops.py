@@ -424,3 +424,44 @@ def test_plans_pass_argument_sequences_to_c_on_cpython():
         assert np.array_equal(scaled(a, 2.5 + k), a * (2.5 + k))   # a list (boxed)
         assert np.array_equal(arrays(b, a[::-1]), b * a[::-1])     # another layout
     assert len(arrays.plans) == 2 and len(scaled.plans) == 1
+
+
+_SIN_SOURCE = '''
+import numpy as np
+from astjax import lax
+
+
+def sin_fori(x):
+    return lax.fori_loop(0, 40, lambda i, v: np.sin(v) * 0.5 + v * 0.25, x)
+
+
+def sin_while(x):
+    def body(c):
+        v, i = c
+        return np.sin(v) * 0.5 + v * 0.25, i + 1
+    return lax.while_loop(lambda c: c[1] < 40, body, (x, 0))[0]
+'''
+_SIN = load_source_module(_SIN_SOURCE, _DIR, "astjax_ckl_sin")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [7, 64, 128, 129, 3000])
+def test_a_function_numpy_runs_faster_compiles_in_a_small_loop(n, dtype):
+    """``sin`` stays with NumPy's loops (``backend.NUMPY_FASTER``), except in a loop
+    the driver compiles while the state is small (``LOOP_NUMPY_ABOVE``): a step
+    through NumPy costs more host time than the kernel's slower sin.  Past it, and in
+    a loop that stays Python (``while_loop``), the group runs as NumPy, bit for bit."""
+    from astjax.kernels import backend, loops
+    x = np.linspace(-3.0, 3.0, n).astype(dtype)
+    want = astjax.jit(_SIN.sin_fori, backend="numpy")(x)
+    before = loops.STATS["loops"]
+    got = astjax.jit(_SIN.sin_fori, backend="c")(x)
+    compiled = loops.STATS["loops"] > before
+    assert compiled == (n <= backend.LOOP_NUMPY_ABOVE), (n, compiled)
+    assert got.dtype == dtype
+    if compiled:        # (our sin: within 2 ulp a step, 40 steps of a contraction)
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, atol=0)
+    else:
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(astjax.jit(_SIN.sin_while, backend="c")(x),
+                                  astjax.jit(_SIN.sin_while, backend="numpy")(x))

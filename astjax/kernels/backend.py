@@ -66,6 +66,15 @@ def _numpy_has_avx512() -> bool:
 NUMPY_FASTER = NUMPY_FASTER_AVX512 if _numpy_has_avx512() else NUMPY_FASTER_AVX2
 
 
+# A loop body's group calling a function NumPy runs faster (``NUMPY_FASTER``) is still
+# a kernel up to this many elements, NumPy's loops past it: through NumPy a step costs
+# the host ~4 us more than in a compiled loop.  ``fori_loop`` of ``sin(v) * 0.5 + v *
+# 0.25``, 5000 steps, a step against the NumPy backend: float64 0.55/3.70 us at 16
+# elements, 2.02/4.15 at 64, 3.98/5.86 at 128, 8.07/6.23 at 256 (our branch-free sin
+# reduces exactly: 31 ns an element against NumPy's 9.5); float32 breaks even near 600.
+LOOP_NUMPY_ABOVE = 128
+
+
 def numpy_faster(members) -> bool:
     """Does a kernel plan's member list call a function in ``NUMPY_FASTER``?"""
     return any(isinstance(m, tuple) and m[1] in NUMPY_FASTER for m in members)
@@ -94,18 +103,24 @@ def load(fn, doc, label):
     from astjax import runtime_fusion
     from astjax.generation import Generated, load_functions
     run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
+    in_loops = {s.args[0].name for s, looped in _walk_loops(fn.body)
+                if looped and isinstance(s, External) and s.func == Var(run_ref) and
+                s.args and isinstance(s.args[0], Var)}
     calls = {}
     for helper in fn.helpers:
         plan = getattr(helper, "kernel_plan", None)
         if plan is None:
             continue
         inputs, members, outputs = plan
-        if numpy_faster(members):
+        slower = numpy_faster(members)
+        if slower and helper.name not in in_loops:
             continue
         cost = 1
         name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
         kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, cost)
         calls[helper.name] = KernelCall(kernel)
+        if slower:      # a loop body's: small, the kernel (the loop can compile)
+            calls[helper.name].numpy_above = LOOP_NUMPY_ABOVE
     shown, kernel_refs = [], {}
     blas = calls_blas(fn.body)
     for s, looped in _walk_loops(fn.body):
@@ -131,6 +146,10 @@ def load(fn, doc, label):
                 kc.use_pool(1, CALL_POOL_MAX_BYTES)
     # loops whose body is only kernel calls: one C call runs their steps
     drivers = loops.rewrite(fn, kernel_refs, fn.env.value_ref)
+    driven = _driven_kernels(drivers)
+    for kc in calls.values():
+        if kc.numpy_above is not None and id(kc) not in driven:
+            kc.numpy_above = 0       # its loop stays Python: NumPy's loops, as before
     gen = load_functions([(fn, doc)], fn.env, label, ["main"])
     for block_name, kc in calls.items():
         kc.block = gen.namespace[block_name]
@@ -157,6 +176,23 @@ BLAS = frozenset({
 # one; the previous session, quiet: C kernels 3.36 ms, NumPy backend 3.28).  A
 # 1000x1000 tanh still runs on every core.
 BLAS_THREADS_FACTOR = 64
+
+
+def _driven_kernels(drivers) -> set:
+    """``id``s of the kernel calls the compiled loops make."""
+    out = set()
+
+    def walk(ops):
+        for op in ops:
+            if op[0] == "kernel":
+                out.add(id(op[2]))
+            elif op[0] == "if":
+                walk(op[2])
+                walk(op[3])
+    for d in drivers:
+        prog = getattr(d, "prog", None)
+        walk(prog.ops if prog is not None else d.ops)
+    return out
 
 
 def calls_blas(stmts) -> bool:

@@ -228,6 +228,9 @@ class KernelCall:
         # results depending on some inputs only: their shape may be smaller than the loop
         self.partial = [] if self.indexed else [
             d for d in ir.output_deps(kernel) if d != everything]
+        # past this many elements NumPy's loops run the group (it calls a function
+        # they run faster: ``backend.LOOP_NUMPY_ABOVE``); None: the kernel always
+        self.numpy_above: int | None = None
 
     def __repr__(self):
         return f"<astjax C kernel {self.kernel.name}>"
@@ -295,6 +298,8 @@ class KernelCall:
             return None
 
     def __call__(self, *args):
+        if self.numpy_above == 0:
+            return self.block(*args)
         plans = self.plans
         key = None
         if plans is not None:
@@ -339,6 +344,8 @@ class KernelCall:
             if np.broadcast_shapes(*(np.shape(args[i]) for i in deps)) != shape:
                 return self.block(*args)
         n = math.prod(shape)
+        if self.numpy_above is not None and n > self.numpy_above:
+            return self.block(*args)
         parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
         spec = self.spec(tuple(kinds), parallel)
         if spec is None:
@@ -510,6 +517,8 @@ class KernelCall:
                 return self.block(*args)  # NumPy raises OverflowError
         lay = layout.cached(self.layouts, (kinds, tuple(key)), typed, args)
         if lay is None:
+            return self.block(*args)
+        if self.numpy_above is not None and math.prod(lay.domain) > self.numpy_above:
             return self.block(*args)
         outs = [np.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
         n = math.prod(lay.domain)
