@@ -82,6 +82,12 @@ def numpy_of(ops, result):
                     env[op.target] = np.pad(x, widths, constant_values=op.value)
             elif isinstance(op, ir.Transpose):
                 env[op.target] = np.transpose(env[op.source], op.axes)
+            elif isinstance(op, ir.Place):        # ``op.source`` at ``items`` of a fill
+                like = env[op.like]
+                out = np.full(like.shape, op.value, like.dtype)
+                out[tuple(slice(*it[1:]) if it[0] == "slice" else it[1]
+                          for it in op.items)] = env[op.source]
+                env[op.target] = out
             else:
                 args = [env[a] if isinstance(a, str) else a for a in op.args]
                 env[op.target] = getattr(np, op.ufunc)(*args)

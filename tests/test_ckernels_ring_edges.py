@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 
 import numpy as np
 import pytest
@@ -23,65 +22,19 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from astjax.kernels import c as c_render, compile as cc, ir, layout
 from astjax.kernels.runtime import KernelCall
-from test_ckernels_interior import SCRATCHED, S, interior_body, sl, views
+# (``_own_cache``: the autouse fixture, a cache directory of this module's own)
+from test_ckernels_interior import (  # noqa: F401
+    SCRATCHED, S, _costly, _own_cache, interior_body, numpy_of, rand, sl, views)
 
 pytestmark = pytest.mark.skipif(not cc.available()[0],
                                 reason=f"no C compiler: {cc.available()[1]}")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _own_cache():
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="astjax_ring_edges_cache_")
-    yield
-    if old is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
-
-
-def rand(dtype, shape, seed):
-    r = np.random.default_rng(seed)
-    return (r.standard_normal(shape) * 3).astype(dtype)
-
-
-def numpy_of(ops, result):
-    """The NumPy function of an IR statement list (slices, pads, places, ufuncs)."""
-    def run(**env):
-        for op in ops:
-            if isinstance(op, ir.Slice):
-                items = tuple(slice(*it[1:]) if it[0] == "slice" else it[1]
-                              for it in op.items)
-                env[op.target] = env[op.source][items]
-            elif isinstance(op, ir.Pad):
-                x = env[op.source]
-                if op.mode == "edge":
-                    env[op.target] = np.pad(x, op.widths, mode="edge")
-                else:
-                    env[op.target] = np.pad(x, op.widths, constant_values=op.value)
-            elif isinstance(op, ir.Place):
-                like = env[op.like]
-                out = np.full(like.shape, op.value, like.dtype)
-                items = tuple(slice(*it[1:]) if it[0] == "slice" else it[1]
-                              for it in op.items)
-                out[items] = env[op.source]
-                env[op.target] = out
-            else:
-                args = [env[a] if isinstance(a, str) else a for a in op.args]
-                env[op.target] = getattr(np, op.ufunc)(*args)
-        return env[result]
-    return run
-
-
 def same(got, want):
+    """Bit for bit (the sign of zeros too)."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype and got.shape == want.shape
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (got, want)
-
-
-def _costly(src, t):
-    return [ir.Op(t + "_a", "divide", (src, 3)), ir.Op(t + "_b", "add", (src, 7)),
-            ir.Op(t, "divide", (t + "_a", t + "_b"))]
 
 
 def _diff(src, axis, width, lo, mode, t):

@@ -16,7 +16,7 @@ import pytest
 
 import astjax
 from astjax.errors import UnsupportedDerivativeError
-from conftest import load_source_module
+from conftest import load_source_module, numerical_grad
 
 SOURCE = '''
 import numpy as np
@@ -65,15 +65,6 @@ def always_complex(monkeypatch):
     return swap
 
 
-def _fd_grad(f, a, h=1e-6):
-    out = np.zeros_like(a)
-    for idx in np.ndindex(a.shape):
-        e = np.zeros_like(a)
-        e[idx] = h
-        out[idx] = (f(a + e) - f(a - e)) / (2 * h)
-    return out
-
-
 @pytest.mark.parametrize("name", ["eig_loss", "eigvals_loss"])
 def test_gradients_of_complex_results_with_real_eigenvalues(name, always_complex):
     f = getattr(M, name)
@@ -85,7 +76,7 @@ def test_gradients_of_complex_results_with_real_eigenvalues(name, always_complex
     for got in (g(A), jg(A)):
         assert got.dtype == np.float64
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(got, _fd_grad(f, A), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got, numerical_grad(f, (A,)), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["eig_values", "eigvals_values"])
