@@ -23,7 +23,7 @@ class Backend:
     name: str
     aliases: tuple          # other names jit(..., backend=...) accepts
     passes: Callable        # () -> the passes to run, in order (astjax.passes.DEFAULT)
-    load: Callable          # (fn, docstring, label) -> astjax.generation.Generated
+    load: Callable          # (fn, docstring, label, fastmath=False) -> Generated
     available: Callable     # () -> (bool, why not): jit may build code for it here
     runs_here: Callable | None = None   # () -> (bool, why not) where running needs more
 
@@ -82,7 +82,8 @@ def _numpy_passes():
     return passes.DEFAULT
 
 
-def _numpy_load(fn, doc, label):
+def _numpy_load(fn, doc, label, fastmath=False):
+    # (fastmath: NumPy's own loops run the code; nothing to relax)
     from astjax.generation import load_functions
     return load_functions([(fn, doc)], fn.env, label, ["main"])
 
@@ -95,9 +96,9 @@ def _c_passes():
     return backend.passes()
 
 
-def _c_load(fn, doc, label):
+def _c_load(fn, doc, label, fastmath=False):
     from astjax.kernels import backend
-    return backend.load(fn, doc, label)
+    return backend.load(fn, doc, label, fastmath=fastmath)
 
 
 def _c_available():
@@ -115,9 +116,9 @@ def _cuda_passes():
     return cuda_runtime.passes()
 
 
-def _cuda_load(fn, doc, label):
+def _cuda_load(fn, doc, label, fastmath=False):
     from astjax.kernels import cuda_runtime
-    return cuda_runtime.load(fn, doc, label)
+    return cuda_runtime.load(fn, doc, label, fastmath=fastmath)
 
 
 def _cuda_available():

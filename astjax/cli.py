@@ -35,7 +35,7 @@ TRANSFORMS = {
     "grad": ("argnums", "has_aux"),
     "value_and_grad": ("argnums", "has_aux"),
     "vmap": ("in_axes", "out_axes", "axis_size"),
-    "jit": ("static_argnums", "static_argnames", "donate_argnums", "backend"),
+    "jit": ("static_argnums", "static_argnames", "donate_argnums", "backend", "fastmath"),
     "jacfwd": ("argnums", "has_aux"),
     "jacrev": ("argnums", "has_aux"),
     "jacobian": ("argnums", "has_aux"),
@@ -733,7 +733,7 @@ transformation spec (--transform):
     "jvp(grad)"                              a Hessian-vector product
   keywords: grad, value_and_grad, jacfwd, jacrev, jacobian: argnums, has_aux;
   hessian: argnums; vmap: in_axes, out_axes, axis_size; vjp: has_aux;
-  jit: static_argnums, static_argnames, donate_argnums, backend.
+  jit: static_argnums, static_argnames, donate_argnums, backend, fastmath.
   astjax gen writes modules for grad, value_and_grad, vmap and jit.
 {jit}
 

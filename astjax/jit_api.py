@@ -165,7 +165,7 @@ def _kw_signature(kwargs):
 
 
 def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
-           backend=None, kw_dynamic=None):
+           backend=None, kw_dynamic=None, fastmath=False):
     fname = _fun_name(fun)
     # jit(vmap(f)) runs the batched code; transformations of it read vmap's loop form
     batched = getattr(fun, "_astjax_batched", None) if to_run else None
@@ -178,6 +178,8 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
     arg_dtypes.update({k: v.dtype for k, v in kw_dynamic.items() if type(v) is np.ndarray})
     backend = backend or backends.get(None)
     chosen = backend.passes() if to_run else passes.TRANSFORMABLE
+    if fastmath and to_run:     # divisions by a loop's invariant arrays: reciprocals
+        chosen = passes.with_fastmath(chosen)
     # donated array arguments: their memory may hold results (buffers, fusion)
     donated_names = {fn.params[j] for j in donated
                      if j < len(fn.params) and type(dynamic[j]) is np.ndarray}
@@ -185,14 +187,18 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
     # place works on a copy, except of an argument donated to it, which it may consume
     fn.body[:] = [s for s in fn.body
                   if not (getattr(s, "_private", False) and s.target in donated_names)]
-    fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes, donated=donated_names)
+    weak_args = {p: type(a) for p, a in list(zip(fn.params, dynamic)) + list(kw_dynamic.items())
+                 if type(a) in (bool, int, float)}
+    fn = passes.optimize(fn, chosen, arg_dtypes=arg_dtypes, donated=donated_names,
+                         weak_args=weak_args)
     fn.name = names.fresh(f"jit_{fname}")
     fn.arg_kinds = backends.arg_kinds(fn.params, dynamic)   # shown kernels' types
     fn.arg_kinds.update(backends.arg_kinds(list(kw_dynamic), list(kw_dynamic.values())))
     if not to_run:
         return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                               f"jit({fname})", ["main"])
-    return backend.load(fn, f"jit of {fname}: optimized by astjax.", f"jit({fname})")
+    return backend.load(fn, f"jit of {fname}: optimized by astjax.", f"jit({fname})",
+                        fastmath=fastmath)
 
 
 def _assembled(fun):
@@ -206,12 +212,22 @@ def _assembled(fun):
     return _wrap_plain(fun, jitted, fun._astjax, getattr(fun, "_astjax_jacobian", None))
 
 
-def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None):
-    """Compile ``fun`` into optimized NumPy code (decorator or function, like jax.jit)."""
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None,
+        fastmath=False):
+    """Compile ``fun`` into optimized NumPy code (decorator or function, like jax.jit).
+
+    ``fastmath=True`` (numba's option) builds the compiled kernels with value-changing
+    rewrites (fused multiply-add, division by a reciprocal:
+    ``astjax.kernels.compile.FASTMATH_FLAGS``; CUDA: ``cuda_nvrtc.FASTMATH_OPTIONS``):
+    faster where kernels divide, within a few ulp of NumPy instead of bit-identical.
+    """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames,
-                                 donate_argnums=donate_argnums, backend=backend)
+                                 donate_argnums=donate_argnums, backend=backend,
+                                 fastmath=fastmath)
+    if not isinstance(fastmath, bool):
+        raise ArgumentError(f"jit: fastmath must be True or False, got {fastmath!r}")
     from astjax.frontend.numpy_functions import as_python_function
     fun = as_python_function(fun)  # jit(np.tanh): a generated function calling it
     _check_callable(fun, "jit")
@@ -222,7 +238,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
     if has_varargs(fun):       # *args/**kwargs: one jit per call arity
         return per_arity(fun, functools.partial(
             jit, static_argnums=static_argnums, static_argnames=static_argnames,
-            donate_argnums=donate_argnums, backend=backend), "jit")
+            donate_argnums=donate_argnums, backend=backend, fastmath=fastmath), "jit")
     static_nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
     static_names = (static_argnames,) if isinstance(static_argnames, str) else tuple(
@@ -289,11 +305,12 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                     "convert lists to tuples") from None
         fn_args = function_arguments(dynamic)
         key = ("jit", tuple(sorted(static.items(), key=lambda kv: kv[0])), fn_args,
-               _signature(dynamic), _kw_signature(kwargs), donated, chosen_backend.name)
+               _signature(dynamic), _kw_signature(kwargs), donated, chosen_backend.name,
+               fastmath)
         kw_dynamic = dict(kwargs)
         gen = cached(fun, key, lambda: _build(fun, static, dict(fn_args), dynamic,
                                               donated=donated, backend=chosen_backend,
-                                              kw_dynamic=kw_dynamic))
+                                              kw_dynamic=kw_dynamic, fastmath=fastmath))
         return gen, dynamic
 
     def jitted(*args, **kwargs):
@@ -326,7 +343,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                 sig = None
         if sig is not None:
             key = (_FAST, len(args), static_values, static_kw, sig, donated,
-                   chosen_backend.name)
+                   chosen_backend.name, fastmath)
             gen = cached(fun, key, lambda: general(args, dict(kwargs))[0])
         else:
             call_kwargs = dict(kwargs)
@@ -344,7 +361,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         dynamic = [args[i] for i in dynamic_pos]
         kw_dynamic = {k: v for k, v in kwargs.items() if k not in static_names}
         gen = _build(fun, static, dict(function_arguments(dynamic)), dynamic,
-                     donated=donated, backend=chosen_backend, kw_dynamic=kw_dynamic)
+                     donated=donated, backend=chosen_backend, kw_dynamic=kw_dynamic,
+                     fastmath=fastmath)
         if gen.late:        # C rendered on the first run: run this code once, on copies
             _run_on_copies(gen, dynamic, kw_dynamic)
         return gen

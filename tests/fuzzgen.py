@@ -609,7 +609,7 @@ class Generator:
 
 # ------------------------------------------------------------------------- checking
 
-CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad", "jit_grad")
+CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad", "jit_grad", "jit_fastmath")
 
 
 @dataclass(frozen=True)
@@ -694,6 +694,13 @@ def run_check(check, mod, x, y, rng_seed=0):
         g = astjax.jit(astjax.grad(loss, argnums=(0, 1)))(x, y)
         e = _fd_stable(lambda h: (fd_grad(loss, (x, y), 0, h), fd_grad(loss, (x, y), 1, h)))
         assert_tree_close(g, e, 1e-6, 1e-6, "jit of grad")
+    elif check == "jit_fastmath":  # value-changing rewrites: close, dtypes unchanged
+        got, want = astjax.jit(prog, fastmath=True)(x, y), prog(x, y)
+        assert_tree_close(got, want, 1e-9, 1e-9, "jit fastmath")
+        for i, (a, e) in enumerate(zip(leaves(got), leaves(want))):
+            if np.asarray(a).dtype != np.asarray(e).dtype:
+                raise Mismatch(f"jit fastmath: leaf {i} is {np.asarray(a).dtype}, "
+                               f"oracle {np.asarray(e).dtype}")
     elif check == "jvp":
         out, t = astjax.jvp(prog, (x, y), (tx, ty))
         e = _fd_stable(lambda h: fd_directional(prog, (x, y), (tx, ty), h))

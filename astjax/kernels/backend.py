@@ -99,7 +99,8 @@ def passes():
     return tuple(_Fusion if p is fusion else p for p in DEFAULT)
 
 
-def load(fn, doc, label):
+def load(fn, doc, label, fastmath=False):
+    """``fastmath``: the kernels are built with ``cc.FASTMATH_FLAGS`` (jit's option)."""
     from astjax import runtime_fusion
     from astjax.generation import Generated, load_functions
     run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
@@ -118,6 +119,7 @@ def load(fn, doc, label):
         cost = 1
         name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
         kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, cost)
+        kernel.fastmath = fastmath
         calls[helper.name] = KernelCall(kernel)
         if slower:      # a loop body's: small, the kernel (the loop can compile)
             calls[helper.name].numpy_above = LOOP_NUMPY_ABOVE
@@ -252,7 +254,7 @@ def _display(fn, kcs):
             continue
         for name, (_, dt), nd in zip(kc.kernel.outputs, typed.outputs, ranks):
             known[name] = (dt, nd, None)
-        out.append((_cname(kc.kernel), note + text))
+        out.append((_cname(kc.kernel), note + kc._flagged(text)))
     return out
 
 

@@ -71,7 +71,7 @@ def render(typed: Typed, cname: str, openmp: bool, threads: bool = True) -> str:
             else:
                 exprs.append(cast(name, dt, lt))
                 scal.append(scalar[name])
-        expr = op_expr(op, exprs, scal, helpers)
+        expr = op_expr(op, exprs, scal, helpers, typed.kernel.fastmath)
         scalar[op.target] = all(scal)
         body.append(f"    const {ctype(op.loop[-1])} {op.target} = {expr};")
     for j, (name, _) in enumerate(typed.outputs):
@@ -431,7 +431,7 @@ class _Emitter:
                 exprs.append(cast(self.value(name, idx[len(idx) - r:]), dt, lt))
                 scal.append(name.startswith("in") and
                             self.typed.inputs[int(name[2:])].ndim == 0)
-            expr = op_expr(op, exprs, scal, self.helpers)
+            expr = op_expr(op, exprs, scal, self.helpers, self.typed.kernel.fastmath)
             T = ctype(op.loop[-1])
         elif isinstance(op, ir.TSlice):
             src = []

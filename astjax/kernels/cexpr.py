@@ -107,10 +107,13 @@ def _suffix(dt) -> str:
     return f"{dt.kind}{dt.itemsize * 8}"
 
 
-def op_expr(op, a, scalar_args, helpers) -> str:
+def op_expr(op, a, scalar_args, helpers, fastmath=False) -> str:
     """The C expression of one statement; ``a``: operand expressions already cast to
     the loop's input type; ``scalar_args``: which operands are the same for every
-    element (NumPy's loops special-case a scalar exponent)."""
+    element (NumPy's loops special-case a scalar exponent); ``fastmath``: the kernel's
+    ``jit(..., fastmath=True)`` (a division by such an operand is a product with its
+    reciprocal, which the compiler computes once: C compilers keep a lone division
+    even when allowed to rewrite it)."""
     uf, loop = op.ufunc, op.loop
     t = loop[0]
     k = t.kind
@@ -128,6 +131,8 @@ def op_expr(op, a, scalar_args, helpers) -> str:
     if uf == "divide":
         if k != "f":
             raise Unsupported("integer true division loop")
+        if fastmath and scalar_args[1] and not scalar_args[0]:
+            return f"({a[0]} * (({T})1 / {a[1]}))"
         return f"({a[0]} / {a[1]})"
     if uf in ("floor_divide", "remainder"):
         helpers.add(("divmod", t.str))

@@ -3,7 +3,9 @@
 The compiler is ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``;
 whether it has OpenMP is probed once.  Flags never allow value-changing rewrites
 (no ``-ffast-math``; ``-ffp-contract=off`` forbids fused multiply-add), so compiled
-``+ - * /`` round exactly as NumPy's do.
+``+ - * /`` round exactly as NumPy's do -- except in a kernel whose text begins with
+``FASTMATH_MARK`` (``jit(f, fastmath=True)``, the user's choice), built with
+``FASTMATH_FLAGS``.
 
 Libraries are cached under ``$XDG_CACHE_HOME/astjax/kernels`` (else
 ``~/.cache/astjax/kernels``), a directory this user owns and nobody else may write
@@ -32,6 +34,20 @@ from astjax.errors import AstjaxError
 
 FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
          "-fno-strict-aliasing")
+# jit(f, fastmath=True): the value-changing rewrites that keep every algorithm the
+# kernels inline correct.  a * b + c may fuse into one rounding, x / y become
+# x * (1 / y) (a loop-invariant divisor's reciprocal is hoisted, (a / b) / c becomes
+# a / (b * c)), the sign of a zero result may differ: values within a few ulp of
+# NumPy's, not bit-identical.  Not reassociation (-fassociative-math folds
+# ``(x + 2^52) - 2^52`` to ``x``: the range reductions in vmath.py would be wrong), not
+# -ffinite-math-only (np.isnan and NaN propagation keep their meaning), and never
+# -ffast-math itself (a shared library built with it may switch the whole process to
+# flushing subnormals to zero).
+FASTMATH_FLAGS = ("-ffp-contract=fast", "-freciprocal-math", "-fno-signed-zeros",
+                  "-fno-trapping-math")
+# the first line of a kernel's text built with FASTMATH_FLAGS (a comment: shown with it)
+FASTMATH_MARK = ("/* astjax kernel flags: jit(..., fastmath=True) -- " +
+                 " ".join(FASTMATH_FLAGS) + " (not bit-identical to NumPy) */\n")
 _lock = threading.RLock()
 
 
@@ -136,15 +152,23 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def flags(openmp: str) -> tuple:
+def flags(openmp: str, fastmath: bool = False) -> tuple:
     extra = ("-march=native",) if platform.machine() in ("x86_64", "AMD64") else ()
-    return FLAGS + extra + ((openmp,) if openmp else ())
+    base = FLAGS
+    if fastmath:
+        base = tuple(f for f in FLAGS if not f.startswith("-ffp-contract")) + FASTMATH_FLAGS
+    return base + extra + ((openmp,) if openmp else ())
+
+
+def text_flags(text: str, openmp: str) -> tuple:
+    """The flags ``text`` is built with: fast-math ones when it begins with the mark."""
+    return flags(openmp, text.startswith(FASTMATH_MARK))
 
 
 def key(text: str) -> str:
     cc, version, omp = compiler()
     h = hashlib.sha256()
-    for part in (text, cc, version, " ".join(flags(omp)), _cpu(), sys.platform):
+    for part in (text, cc, version, " ".join(text_flags(text, omp)), _cpu(), sys.platform):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -224,7 +248,7 @@ def _compile(text, d, lib, sha, origin):
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        r = subprocess.run([cc, *flags(omp), tmp_src, "-o", tmp_lib, "-lm"],
+        r = subprocess.run([cc, *text_flags(text, omp), tmp_src, "-o", tmp_lib, "-lm"],
                            capture_output=True, text=True, timeout=300)
         if r.returncode != 0 or not os.path.exists(tmp_lib):
             raise KernelCompileError(_explain(r.stderr, text, tmp_src, origin))

@@ -100,7 +100,7 @@ def _element(typed: Typed, cname: str):
             else:
                 exprs.append(cexpr.cast(name, dt, lt))
                 scal.append(scalar[name])
-        expr = cexpr.op_expr(op, exprs, scal, helpers)
+        expr = cexpr.op_expr(op, exprs, scal, helpers, typed.kernel.fastmath)
         scalar[op.target] = all(scal)
         body.append(f"    const {ctype(op.loop[-1])} {op.target} = {expr};")
     for j, (name, _) in enumerate(typed.outputs):

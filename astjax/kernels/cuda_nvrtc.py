@@ -17,6 +17,20 @@ import sys
 # options the runtime compiles with too: no fused multiply-add (NumPy rounds a * b + c
 # twice), IEEE division and square root (NVRTC's defaults, said explicitly)
 OPTIONS = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true", "-default-device")
+# jit(f, fastmath=True): fused multiply-add and the approximate division (within 2 ulp);
+# square roots stay IEEE and subnormals are kept (no --ftz, no --use_fast_math, whose
+# approximate sin/exp would lose far more than the last bits)
+FASTMATH_OPTIONS = ("--fmad=true", "--prec-div=false", "--prec-sqrt=true",
+                    "-default-device")
+# the first line of a kernel module's text compiled with FASTMATH_OPTIONS
+FASTMATH_MARK = ("/* astjax kernel flags: jit(..., fastmath=True) -- --fmad=true "
+                 "--prec-div=false (not bit-identical to NumPy) */\n")
+
+
+def options_for(text: str) -> tuple:
+    """The options ``text`` compiles with: the fast-math ones when it begins with the
+    mark."""
+    return FASTMATH_OPTIONS if text.startswith(FASTMATH_MARK) else OPTIONS
 
 
 class NvrtcUnavailable(Exception):
@@ -76,8 +90,10 @@ def _check(lib, status, what):
 
 
 def compile_ptx(text: str, name: str = "kernel.cu", arch: str = "compute_80",
-                options=OPTIONS) -> str:
-    """PTX of ``text``; NvrtcError with NVRTC's log when it does not compile."""
+                options=None) -> str:
+    """PTX of ``text`` (``options``: by default those the runtime uses for it,
+    ``options_for``); NvrtcError with NVRTC's log when it does not compile."""
+    options = options_for(text) if options is None else options
     lib = library()
     prog = ctypes.c_void_p()
     _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), name.encode(),

@@ -65,10 +65,10 @@ class CupyDevice:
         self._index: dict = {}
 
     def function(self, module, variant):
-        from astjax.kernels.cuda_nvrtc import OPTIONS
+        from astjax.kernels.cuda_nvrtc import options_for
         mod = self._modules.get(module.text)
         if mod is None:
-            options = tuple(o for o in OPTIONS if o != "-default-device")
+            options = tuple(o for o in options_for(module.text) if o != "-default-device")
             mod = self._modules[module.text] = self.xp.RawModule(code=module.text,
                                                                   options=options)
         return mod.get_function(module.kernels[variant].name)
@@ -364,14 +364,21 @@ class CudaKernelCall:
     def __repr__(self):
         return f"<astjax CUDA kernel {self.kernel.name}>"
 
+    def _flagged(self, module):
+        """``module`` as it is compiled: marked for the fast-math options when chosen."""
+        if not self.kernel.fastmath:
+            return module
+        from astjax.kernels.cuda_nvrtc import FASTMATH_MARK
+        return cuda_render.Module(FASTMATH_MARK + module.text, module.kernels)
+
     def spec(self, kinds, pointers):
         key = (kinds, pointers)
         got = self.specs.get(key, False)
         if got is False:
             try:
                 typed = ir.specialize(self.kernel, kinds)
-                module = cuda_render.render(typed, cuda_render.cuda_name(self.kernel),
-                                            pointer_scalars=pointers)
+                module = self._flagged(cuda_render.render(
+                    typed, cuda_render.cuda_name(self.kernel), pointer_scalars=pointers))
             except Unsupported:
                 got = None
             else:
@@ -527,8 +534,8 @@ class CudaKernelCall:
             spec = self.specs.get(skey, False)
             if spec is False:
                 try:
-                    module = cuda_render.render_indexed(
-                        typed, cuda_render.cuda_name(self.kernel), lay.baked, pointers)
+                    module = self._flagged(cuda_render.render_indexed(
+                        typed, cuda_render.cuda_name(self.kernel), lay.baked, pointers))
                 except Unsupported:
                     spec = None
                 else:
@@ -585,8 +592,9 @@ class CudaKernelCall:
 
 # ------------------------------------------------------------------- backend
 
-def load(fn, doc, label):
-    """Host code on the device's array module; each fused group a CUDA kernel."""
+def load(fn, doc, label, fastmath=False):
+    """Host code on the device's array module; each fused group a CUDA kernel
+    (``fastmath``: compiled with ``cuda_nvrtc.FASTMATH_OPTIONS``)."""
     from astjax import device, runtime_fusion
     from astjax.generation import base_namespace as _base_namespace
     from astjax import codegen
@@ -599,6 +607,7 @@ def load(fn, doc, label):
         inputs, members, outputs = plan
         name = helper.name[:-6] if helper.name.endswith("_group") else helper.name
         kernel = ir.from_group(f"{name}_kernel", inputs, members, outputs, 1)
+        kernel.fastmath = fastmath
         calls[helper.name] = CudaKernelCall(kernel)
     shown = []
     for s in core.walk(fn.body):
@@ -721,12 +730,14 @@ def _display(fn, kcs):
         try:
             if kc.indexed:
                 typed = ir.specialize_indexed(kc.kernel, tuple(kinds))
-                text = cuda_render.render_indexed(typed, cuda_render.cuda_name(kc.kernel)).text
+                text = kc._flagged(cuda_render.render_indexed(
+                    typed, cuda_render.cuda_name(kc.kernel))).text
                 ranks = [typed.values[v][1] for v, _ in typed.outputs]
             else:
                 typed = ir.specialize(kc.kernel, tuple(
                     (dt, nd == 0, weak) for dt, nd, weak in kinds))
-                text = cuda_render.render(typed, cuda_render.cuda_name(kc.kernel)).text
+                text = kc._flagged(cuda_render.render(
+                    typed, cuda_render.cuda_name(kc.kernel))).text
                 ranks = [max([k[1] for k in kinds], default=0)] * len(typed.outputs)
         except Unsupported as e:
             out.append(f"/* {kc.kernel.name}: runs on the device array module for these "
@@ -769,6 +780,9 @@ def kernels_appendix(kernels: str, out) -> str:
         path = os.path.splitext(out)[0] + ".cu"
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(kernels + "\n")
+    from astjax.kernels.cuda_nvrtc import FASTMATH_MARK
+    options = '"--fmad=false",' if FASTMATH_MARK not in kernels else \
+        '"--fmad=true", "--prec-div=false"'
     return ("\n\n# The fused groups above as the CUDA kernels jit(backend=\"cuda\") runs "
-            "(compile with\n# cupy.RawModule(code=CUDA_SOURCE, options=(\"--fmad=false\",)))."
+            f"(compile with\n# cupy.RawModule(code=CUDA_SOURCE, options=({options})))."
             "\nCUDA_SOURCE = r\"\"\"\n" + kernels + "\n\"\"\"\n")

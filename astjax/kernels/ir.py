@@ -77,6 +77,9 @@ class Kernel:
     outputs: list            # names of the results, in order
     cost: int = 1            # work per element (passes/fusion.py weights)
     typed: dict = field(default_factory=dict)   # specialization key -> Typed
+    # jit(..., fastmath=True): rendered and built with value-changing rewrites
+    # (cexpr.op_expr; compile.FASTMATH_FLAGS, cuda_nvrtc.FASTMATH_OPTIONS)
+    fastmath: bool = False
 
 
 

@@ -251,6 +251,10 @@ class KernelCall:
             self.pool_depth = max(self.pool_depth, depth)
             self.pool_max_bytes = max(self.pool_max_bytes, max_bytes)
 
+    def _flagged(self, text):
+        """``text`` as it is built: marked for the fast-math flags when chosen."""
+        return cc.FASTMATH_MARK + text if self.kernel.fastmath else text
+
     def _build(self, text, typed, lead, lead_args, argtypes):
         """(function, function taking array objects or None) of ``text``."""
         name = _cname(self.kernel)
@@ -278,7 +282,7 @@ class KernelCall:
             try:
                 typed = ir.specialize(self.kernel, kinds)
                 _, _, omp = cc.compiler()
-                text = c_text(typed, bool(omp), threads)
+                text = self._flagged(c_text(typed, bool(omp), threads))
                 func, objs = self._build(text, typed, _LEAD, _LEAD_ARGS, _ARGTYPES)
             except Unsupported:
                 got = None
@@ -478,8 +482,8 @@ class KernelCall:
         if got is False:
             try:
                 _, _, omp = cc.compiler()
-                text = c_render.render_indexed(typed, _cname(self.kernel), bool(omp), baked,
-                                               threads)
+                text = self._flagged(c_render.render_indexed(
+                    typed, _cname(self.kernel), bool(omp), baked, threads))
                 func, objs = self._build(text, typed, _LEAD_INDEXED, _LEAD_INDEXED_ARGS,
                                          _INDEXED_ARGTYPES)
             except Unsupported:

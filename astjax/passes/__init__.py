@@ -11,6 +11,9 @@ aliasing and liveness is in ``analysis``.
 * ``algebraic``   ``rt.acc(a, None)`` -> ``a``; ``x * x``, ``x ** 2`` -> ``np.square``
 * ``cse``         a pure primitive computed twice is computed once
 * ``licm``        loop-invariant statements hoisted out of ``for`` loops
+* ``reciprocal``  ``jit(f, fastmath=True)`` only (``with_fastmath``): a loop's division
+                  by an invariant float array becomes a product with its reciprocal
+                  (not the same values: within a few ulp)
 * ``dce``         dead pure statements removed
 * ``fusion``      elementwise chains grouped into block functions that large arrays
                   run in row blocks on all cores; runs once, after the fixpoint
@@ -26,7 +29,8 @@ import dataclasses
 import inspect
 
 from astjax import core
-from astjax.passes import algebraic, buffers, const_fold, copy_prop, cse, dce, fusion, licm
+from astjax.passes import (algebraic, buffers, const_fold, copy_prop, cse, dce, fusion,
+                           licm, reciprocal)
 
 DEFAULT = (const_fold, copy_prop, algebraic, cse, licm, dce, fusion, buffers)
 # for code that transformations read again (grad(jit(f))): without the passes that
@@ -34,7 +38,16 @@ DEFAULT = (const_fold, copy_prop, algebraic, cse, licm, dce, fusion, buffers)
 TRANSFORMABLE = tuple(p for p in DEFAULT if not getattr(p, "RUNTIME_ONLY", False))
 
 __all__ = ["optimize", "copy_function", "DEFAULT", "TRANSFORMABLE", "algebraic", "buffers",
-           "const_fold", "copy_prop", "cse", "dce", "fusion", "licm"]
+           "const_fold", "copy_prop", "cse", "dce", "fusion", "licm", "reciprocal",
+           "with_fastmath"]
+
+
+def with_fastmath(chosen) -> tuple:
+    """``chosen`` with the rewrites ``jit(f, fastmath=True)`` allows (before ``licm``,
+    which hoists what they leave loop-invariant)."""
+    chosen = tuple(chosen)
+    at = chosen.index(licm) if licm in chosen else len(chosen)
+    return chosen[:at] + (reciprocal,) + chosen[at:]
 
 
 def copy_stmt(s):
@@ -77,7 +90,8 @@ def _run(p, fn, options):
 
 
 def optimize(fn: core.Function, passes=DEFAULT, *, max_rounds: int = 8,
-             arg_dtypes: dict | None = None, donated=None) -> core.Function:
+             arg_dtypes: dict | None = None, donated=None,
+             weak_args: dict | None = None) -> core.Function:
     """``fn`` optimized by ``passes`` (modules or functions with ``run(fn) -> bool``).
 
     Passes marked ``FINAL`` (fusion, buffer reuse) run once at the end, in order; the
@@ -85,10 +99,13 @@ def optimize(fn: core.Function, passes=DEFAULT, *, max_rounds: int = 8,
     ``max_rounds`` is reached.  ``arg_dtypes`` (parameter -> dtype of an exact
     ``np.ndarray`` argument, what jit specializes on) enables the dtype-dependent
     rewrites and tells fusion which operands are surely NumPy values; ``donated``
-    (parameters, jit's ``donate_argnums``) may have their memory reused for results.
+    (parameters, jit's ``donate_argnums``) may have their memory reused for results;
+    ``weak_args`` (parameter -> ``int``, ``float`` or ``bool``: a Python number jit
+    specializes on the type of) lets dtype reasoning treat it as NumPy's weak scalar.
     """
     out = copy_function(fn)
-    options = {"arg_dtypes": arg_dtypes, "donated": frozenset(donated or ())}
+    options = {"arg_dtypes": arg_dtypes, "donated": frozenset(donated or ()),
+               "weak_args": weak_args}
     loop = [p for p in passes if not getattr(p, "FINAL", False)]
     final = [p for p in passes if getattr(p, "FINAL", False)]
     for _ in range(max_rounds):

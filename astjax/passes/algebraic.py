@@ -69,6 +69,8 @@ def result_dtype(s: Prim, dtype_of):
         return None
     if s.prim in ("getitem", "positive", "copy", "stop_gradient"):
         return dtype_of(s.args[0]) if s.prim != "getitem" or not s.kwargs else None
+    if s.prim == "pad":         # np.pad: its operand's dtype, whatever the mode
+        return dtype_of(s.args[0])
     if isinstance(entry.impl, np.ufunc):
         nin = entry.impl.nin
         ops = s.args[:nin]
