@@ -314,6 +314,36 @@ def test_fwi_gradient_equals_the_python_loop(monkeypatch):
     assert identical(got, slow)
 
 
+def test_the_sweeps_fetch_the_tape_rows_a_row_ahead(monkeypatch):
+    """The forward sweep's kernel writing the tape, and the backward one reading it,
+    are builds that prefetch those rows (``c._prefetch_rows``); the gradient is the
+    same bits as the builds without."""
+    import os
+    import re
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    import wave
+    from astjax.kernels import c as c_render
+    _, velocity, problem, observed = wave.setup(24, 20, 30, np.float32)
+    built = []
+    build = cc.build
+    monkeypatch.setattr(cc, "build", lambda text, symbol, origin=None: (
+        built.append(text), build(text, symbol, origin))[1])
+    got = astjax.jit(astjax.value_and_grad(wave.misfit), backend="c")(
+        velocity, observed=observed, **problem)
+    calls = [re.findall(r"astjax_prefetch_row\(\(const char \*\)\((\w+) .*, (\d)\);", t)
+             for t in built]
+    written = {q for found in calls for q, rw in found if rw == "1"}
+    read = {p for found in calls for p, rw in found if rw == "0"}
+    assert written and all(q.startswith("q") for q in written)      # the tape's row
+    assert read and all(p.startswith("p") for p in read)            # popped rows
+    monkeypatch.setattr(c_render, "_prefetch_rows", lambda code, *a: code)
+    astjax.clear_cache()
+    plain = astjax.jit(astjax.value_and_grad(wave.misfit), backend="c")(
+        velocity, observed=observed, **problem)
+    assert identical(got, plain)
+
+
 def test_results_of_one_call_survive_the_next(monkeypatch):
     """The sweeps reuse their buffers across calls only once nothing refers to them."""
     g = astjax.jit(astjax.value_and_grad(M.stencil), backend="c")

@@ -617,7 +617,11 @@ class BackSweepDriver:
                         return None
                     operands.append(("inv", len(inv) - 1))
             calls.append(operands)
-            entry = plan_entry(kc, plan, keep)
+            # arrays popped from the tape: cold rows, fetched a row ahead
+            taped = tuple(j for j, (s, value) in enumerate(zip(syms, vals))
+                          if _is_ptr(s) and s[0] == "seq" and seq_src[s[1]][0] == "pop"
+                          and type(value) is np.ndarray)
+            entry = plan_entry(kc, plan, keep, (taped, ()))
             for got, into in zip(entry, (fns, leads, threads, pools_of)):
                 into.append(got)
         for s in new_leaves:

@@ -53,17 +53,24 @@ def _spare_refs():
 _SPARE_REFS = _spare_refs()
 
 
-def plan_entry(kc, plan, keep):
+def plan_entry(kc, plan, keep, prefetch=((), ())):
     """A kernel plan as a compiled driver's tables take it: (its function's address,
     its leading arguments' address, its thread count, its results' (shape, dtype));
-    ``keep`` holds what the addresses point into."""
+    ``keep`` holds what the addresses point into.  ``prefetch``: (input indices,
+    result indices) whose rows stream from a sweep's tape: an indexed kernel's build
+    that fetches them a row ahead (``c._prefetch_rows``)."""
+    fn = plan[7]
     if kc.indexed:
         lead = plan[1][0]
+        if prefetch != ((), ()) and len(plan) > 8:
+            got = plan[8](prefetch)
+            if got is not None:
+                fn = got[0]
     else:
         array = np.array(plan[1], dtype=np.int64)
         keep.append(array)
         lead = _ptr(array)
-    return (ctypes.cast(plan[7], ctypes.c_void_p).value, lead,
+    return (ctypes.cast(fn, ctypes.c_void_p).value, lead,
             num_threads() if plan[4] else 1, plan[3])
 
 
@@ -345,7 +352,7 @@ class LoopDriver:
             values[at[0]] = view
         fns, leads, threads, inv, pools_of = [], [], [], [], []
         kernel_at = [at for op, at in zip(prog.ops, prog.at) if op[0] == "kernel"]
-        for op, at, args in zip(prog.kernel_ops, kernel_at, calls):
+        for k, (op, at, args) in enumerate(zip(prog.kernel_ops, kernel_at, calls)):
             kc: KernelCall = op[2]
             key = kc._key(args) if kc.plans is not None else None
             plan = kc.plans.get(key) if key is not None else None
@@ -372,7 +379,9 @@ class LoopDriver:
                     box = np.array(value, dtype=conv[j])
                     keep.append(box)
                     inv.append(_ptr(box))
-            entry = plan_entry(kc, plan, keep)
+            # a sweep's saved results go straight to their rows of the tape
+            taped = tuple(r for r in range(len(plan[3])) if ("out", k, r) in prog.saved)
+            entry = plan_entry(kc, plan, keep, ((), taped) if raw else ((), ()))
             for got, into in zip(entry, (fns, leads, threads, pools_of)):
                 into.append(got)
         # ys: the stacked outputs, with the rows of the steps already run

@@ -382,8 +382,9 @@ class KernelCall:
         its leading arguments, (argument index, dtype) of the non-arrays, (shape,
         dtype) of each result, parallel?, full reduction?, what the leading
         arguments point into, kept alive here, the function taking data pointers:
-        what a compiled loop driver calls, ``kernels/loops.py``)."""
-        func, lead, conv, results, parallel, full_reduce, _, _ = plan
+        what a compiled loop driver calls, ``kernels/loops.py``; an indexed kernel's
+        plan adds how to build that function prefetching streamed rows)."""
+        func, lead, conv, results, parallel, full_reduce = plan[:6]
         if conv:
             args = list(args)
             boxed = self.boxed
@@ -476,14 +477,15 @@ class KernelCall:
             self.typed_indexed[kinds] = got
         return got
 
-    def _compiled(self, kinds, typed, baked, threads=True):
-        key = (kinds, baked, threads)
+    def _compiled(self, kinds, typed, baked, threads=True, prefetch=((), ())):
+        key = (kinds, baked, threads) if prefetch == ((), ()) else \
+            (kinds, baked, threads, prefetch)
         got = self.specs.get(key, False)
         if got is False:
             try:
                 _, _, omp = cc.compiler()
                 text = self._flagged(c_render.render_indexed(
-                    typed, _cname(self.kernel), bool(omp), baked, threads))
+                    typed, _cname(self.kernel), bool(omp), baked, threads, prefetch))
                 func, objs = self._build(text, typed, _LEAD_INDEXED, _LEAD_INDEXED_ARGS,
                                          _INDEXED_ARGTYPES)
             except Unsupported:
@@ -547,9 +549,15 @@ class KernelCall:
         if plan_key is not None:        # (the plan keeps ``lay``, so its P, alive)
             conv = tuple((i, inp.dtype) for i, (a, inp) in enumerate(zip(args, typed.inputs))
                          if type(a) is not _ndarray)
+
+            def streamed(prefetch, kinds=kinds, typed=typed, baked=lay.baked,
+                         parallel=parallel):
+                """This plan's function with ``prefetch`` rows (``_compiled``)."""
+                return self._compiled(kinds, typed, baked, parallel, prefetch)
             self._keep_plan(plan_key, (got[2] if got else None, (params_ptr,), conv,
                                        tuple(zip(lay.out_shapes, typed.out_dtypes)),
-                                       parallel, full_reduce, lay, got[0] if got else None))
+                                       parallel, full_reduce, lay, got[0] if got else None,
+                                       streamed))
         if full_reduce:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)
