@@ -37,6 +37,8 @@ from astjax.passes import analysis as A
 
 _DTYPE_KINDS = "iufcb"
 _CREATORS = {"zeros": 1, "ones": 1, "empty": 1, "identity": 1, "eye": 3, "full": 2}
+# the ``*_like`` constructors: the position of their dtype argument
+_LIKE = {"np_zeros_like": 1, "np_ones_like": 1, "empty_like": 1, "full_like": 2}
 
 
 def _dtype(v):
@@ -71,6 +73,13 @@ def result_dtype(s: Prim, dtype_of):
         return dtype_of(s.args[0]) if s.prim != "getitem" or not s.kwargs else None
     if s.prim == "pad":         # np.pad: its operand's dtype, whatever the mode
         return dtype_of(s.args[0])
+    if s.prim in _LIKE and not s.kwargs and len(s.args) > _LIKE[s.prim]:
+        # np.zeros_like(a, dtype=None, ...): a's dtype, or the one given as a constant
+        given = s.args[_LIKE[s.prim]]
+        if not isinstance(given, Const):
+            return None
+        return dtype_of(s.args[0]) if given.value is None else \
+            (_dtype(given.value) if dtype_of(s.args[0]) is not None else None)
     if isinstance(entry.impl, np.ufunc):
         nin = entry.impl.nin
         ops = s.args[:nin]

@@ -44,6 +44,8 @@ def _meet(a, b):
         return tuple(_meet(x, y) for x, y in zip(a, b))
     if isinstance(a, np.dtype) and isinstance(b, np.dtype) and a == b:
         return a
+    if a in _WEAK and a is b:       # (a Python number's type)
+        return a
     return None
 
 
@@ -75,6 +77,13 @@ def _assigned(s, env):
                  core.atom_vars(list(s.kwargs.values()))]
         if any(r is _TOP for r in reads):
             return None
+        if s.prim == "tree_index" and len(s.args) == 2 and isinstance(s.args[0], Var):
+            # a scan's step of an array xs: a row of it, or a NumPy scalar of its dtype
+            xs = env.get(s.args[0].name)
+            return [(s.target, xs if isinstance(xs, np.dtype) else None)]
+        weak = _python_arithmetic(s, env)
+        if weak is not None:
+            return [(s.target, weak)]
         # a Python number's name reads as a constant of its type (NumPy's weak scalar)
         s = dataclasses.replace(s, args=[_WEAK[env[a.name]] if isinstance(a, Var) and
                                          env.get(a.name) in _WEAK else a for a in s.args])
@@ -86,6 +95,31 @@ def _assigned(s, env):
         v = _value(s.value, env)
         return None if v is _TOP else [(s.target, v)]
     return [(n, None) for n in core.writes(s)]
+
+
+_PY_ARITH = ("add", "subtract", "multiply", "divide", "true_divide", "negative", "power")
+
+
+def _python_arithmetic(s, env):
+    """``float`` or ``int`` when ``s`` is arithmetic on Python numbers only (``dt *
+    dt``: a Python number again, NumPy's weak scalar where it meets an array)."""
+    if s.prim not in _PY_ARITH or s.kwargs:
+        return None
+    ops = s.args[:1] if s.prim == "negative" else s.args[:2]
+    types = []
+    for a in ops:
+        if isinstance(a, Var) and env.get(a.name) in _WEAK:
+            types.append(env[a.name])
+        elif isinstance(a, Const) and type(a.value) in _WEAK:
+            types.append(type(a.value))
+        else:
+            return None
+    if any(a is not None and not (isinstance(a, Const) and a.value is None)
+           for a in s.args[len(ops):]):
+        return None                 # (an out= operand)
+    if float in types or s.prim in ("divide", "true_divide"):
+        return float
+    return None if s.prim == "power" else int
 
 
 def infer_dtypes(fn, arg_dtypes=None, weak_args=None) -> dict:
