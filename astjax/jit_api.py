@@ -15,6 +15,7 @@ when code is built; a call only re-reads the globals the code uses.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -197,8 +198,12 @@ def _build(fun, static, static_functions, dynamic=(), to_run=True, donated=(),
     if not to_run:
         return load_functions([(fn, f"jit of {fname}: optimized by astjax.")], fn.env,
                               f"jit({fname})", ["main"])
-    return backend.load(fn, f"jit of {fname}: optimized by astjax.", f"jit({fname})",
-                        fastmath=fastmath)
+    doc, label = f"jit of {fname}: optimized by astjax.", f"jit({fname})"
+    if not fastmath:       # (a backend plugged in without the option still loads)
+        return backend.load(fn, doc, label)
+    if "fastmath" not in inspect.signature(backend.load).parameters:
+        raise ArgumentError(f"jit: backend {backend.name!r} has no fastmath option")
+    return backend.load(fn, doc, label, fastmath=True)
 
 
 def _assembled(fun):

@@ -378,6 +378,9 @@ def test_a_backend_plugs_in_and_sees_the_fusion_plan(monkeypatch):
         astjax.jit(poly, backend="absent")
     with pytest.raises(astjax.AstjaxError, match="these are: .*numpy"):
         astjax.jit(poly, backend="tpu")
+    # a load without the fastmath option: jit(fastmath=True) says so
+    with pytest.raises(astjax.AstjaxError, match="'recording' has no fastmath option"):
+        astjax.jit(poly, backend="recording", fastmath=True)(x)
 
 
 def test_donate_argnums_out_of_range_or_static_is_refused():

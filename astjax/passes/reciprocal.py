@@ -97,7 +97,8 @@ def _assigned(s, env):
     return [(n, None) for n in core.writes(s)]
 
 
-_PY_ARITH = ("add", "subtract", "multiply", "divide", "true_divide", "negative", "power")
+# (not ``**``: ``(-8.0) ** (1 / 3)`` is a complex number in Python)
+_PY_ARITH = ("add", "subtract", "multiply", "divide", "true_divide", "negative")
 
 
 def _python_arithmetic(s, env):
@@ -117,9 +118,7 @@ def _python_arithmetic(s, env):
     if any(a is not None and not (isinstance(a, Const) and a.value is None)
            for a in s.args[len(ops):]):
         return None                 # (an out= operand)
-    if float in types or s.prim in ("divide", "true_divide"):
-        return float
-    return None if s.prim == "power" else int
+    return float if float in types or s.prim in ("divide", "true_divide") else int
 
 
 def infer_dtypes(fn, arg_dtypes=None, weak_args=None) -> dict:
