@@ -391,6 +391,8 @@ def test_random_chains_match_numpy(chain, seed, shapes, dtype, view):
 def test_no_compiler_makes_the_backend_unavailable_with_the_reason(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/cc")
     monkeypatch.delenv("ASTJAX_BACKEND", raising=False)     # (a run may force "c")
+    from astjax.kernels import cuda_runtime
+    monkeypatch.setattr(cuda_runtime, "gpu_visible", lambda: False)   # (the CPU default)
     cc.reset()
     try:
         ok, why = cc.available()

@@ -261,12 +261,12 @@ def test_astjax_show_takes_fastmath(capsys):
     import os
     from astjax import cli
     target = os.path.join(os.path.dirname(__file__), "programs", "fusable.py")
-    assert cli.main(["show", f"{target}:two_results", "-t", "jit(fastmath=True)",
+    assert cli.main(["show", f"{target}:two_results", "-t", "jit(backend='c', fastmath=True)",
                      "-a", "f32[30,30], f32[30]", "--color", "never", "--kernels"]) == 0
     shown = capsys.readouterr().out
     if cc.available()[0]:
         assert cc.FASTMATH_MARK.strip() in shown
-    assert cli.main(["show", f"{target}:two_results", "-t", "jit",
+    assert cli.main(["show", f"{target}:two_results", "-t", "jit(backend='c')",
                      "-a", "f32[30,30], f32[30]", "--color", "never", "--kernels"]) == 0
     assert cc.FASTMATH_MARK.strip() not in capsys.readouterr().out
 
