@@ -114,3 +114,31 @@ def test_complex_eigenvalues_are_still_refused(name, always_complex):
     always_complex()
     with pytest.raises(UnsupportedDerivativeError, match="complex eigenvalues"):
         g(ROTATION)
+
+
+@pytest.mark.parametrize("name", ["eig", "eigvals"])
+def test_rule_tables_with_complex_results(name, always_complex, monkeypatch):
+    """The registry's finite-difference checks (vjp, jvp, and their agreement) of the two
+    rules, with the primitives returning complex results as NumPy 2.5's do."""
+    import dataclasses
+
+    from test_rules_jvp import check_against_vjp, check_jvp
+    from test_rules_vjp import check_vjp
+
+    from astjax import primitives as P
+    always_complex()
+    swapped = {}
+    for n in ("eig", "eigvals"):      # (the jvp rule of eigvals calls eig)
+        swapped[getattr(np.linalg, n)] = dataclasses.replace(P.REGISTRY[n],
+                                                             impl=getattr(np.linalg, n))
+        monkeypatch.setitem(P.REGISTRY, n, swapped[getattr(np.linalg, n)])
+    lookup = P.lookup_callable
+    monkeypatch.setattr(P, "lookup_callable", lambda f: swapped.get(f) or lookup(f))
+    prim = P.REGISTRY[name]
+    args, kwargs = prim.sample(np.random.default_rng(0))
+    assert np.iscomplexobj(np.linalg.eigvals(args[0]))
+    for seed in (0, 1):
+        args, kwargs = prim.sample(np.random.default_rng(seed))
+        check_vjp(name, args, kwargs, seed)
+        check_jvp(name, args, kwargs, seed)
+        check_against_vjp(name, args, kwargs, seed)

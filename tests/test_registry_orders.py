@@ -136,7 +136,11 @@ def _program(name, prim, args, kwargs, tmp_path):
     terms = []
     for i, (expr, val) in enumerate(leaves):
         consts[f"W{i}"] = rng.standard_normal(np.shape(val))
-        terms.append(f"np.sum({expr} * W{i})")
+        if np.iscomplexobj(val):     # (NumPy 2.5's eig, eigvals): both parts, as reals
+            consts[f"WI{i}"] = rng.standard_normal(np.shape(val))
+            terms += [f"np.sum(np.real({expr}) * W{i})", f"np.sum(np.imag({expr}) * WI{i})"]
+        else:
+            terms.append(f"np.sum({expr} * W{i})")
     v = rng.standard_normal(np.shape(x0))
     consts["V"] = float(v) if isinstance(x0, float) else v
     source = (

@@ -37,7 +37,7 @@ import textwrap
 import numpy as np
 import pytest
 from test_rules_vjp import (BINARY, CANON, DIFF, EXTRA, IMPLICIT, RAISES, SYMMETRIC, TABLE,
-                            _FORBIDDEN,
+                            _FORBIDDEN, _wide,
                             _pool, _resolve, axpy, bind, call_impl, call_template,
                             check_cotangent, diff_quotient, direction, to_float32, tree_map,
                             vdot_tree)
@@ -239,8 +239,8 @@ def assert_close(jv, fd, where):
         for i, f in enumerate(fd):
             assert_close(jv[i] if jv is not None else None, f, f"{where}[{i}]")
         return
-    fd = np.asarray(fd, dtype=np.float64)
-    jv = np.zeros_like(fd) if jv is None else np.asarray(jv, dtype=np.float64)
+    fd = _wide(fd)
+    jv = np.zeros_like(fd) if jv is None else _wide(jv)
     assert jv.shape == fd.shape, f"{where}: tangent shape {jv.shape} != {fd.shape}"
     err = float(np.max(np.abs(jv - fd), initial=0.0))
     scale = builtins.max(float(np.max(np.abs(fd), initial=0.0)),

@@ -52,13 +52,20 @@ SYMMETRIC = set()  # cholesky, eigh, eigvalsh: the derivative of the triangle Nu
 
 
 def _is_float_leaf(x):
+    """A leaf with a derivative: real floats, and complex results (NumPy 2.5's eig and
+    eigvals return complex arrays for real matrices), compared as pairs of reals."""
     if isinstance(x, (bool, np.bool_)):
         return False
-    if isinstance(x, float):
+    if isinstance(x, (float, complex)):
         return True
     if isinstance(x, (np.ndarray, np.generic)):
-        return np.issubdtype(x.dtype, np.floating)
+        return np.issubdtype(x.dtype, np.inexact)
     return False
+
+
+def _wide(x):
+    """``x`` in float64, or complex128 when complex (finite differences, inner products)."""
+    return np.asarray(x, dtype=np.result_type(x, np.float64))
 
 
 def _rebuild(x, items):
@@ -83,6 +90,8 @@ def direction(x, rng, dtype=None):
         d = rng.standard_normal(np.shape(v))
         if isinstance(v, float) and not isinstance(v, np.generic):
             return float(d)
+        if np.iscomplexobj(v):
+            d = d + 1j * rng.standard_normal(np.shape(v))
         return d.astype(dtype or v.dtype)
     return tree_map(leaf, x)
 
@@ -98,13 +107,14 @@ def axpy(x, v, eps):
     if not _is_float_leaf(x):
         return x
     if isinstance(x, (np.ndarray, np.generic)):
-        x = np.asarray(x, dtype=np.float64)  # differences in float64 even for float32 data
+        x = _wide(x)  # differences in float64 even for float32 data
     out = x + eps * v
     return type(x)(out) if isinstance(x, float) and not isinstance(x, np.generic) else out
 
 
 def vdot_tree(a, b):
-    """Sum of elementwise products over matching float leaves (None counts as zero)."""
+    """Sum of elementwise products over matching float leaves (None counts as zero); a
+    complex leaf pairs as two reals: ``Re(conj(a) b)``."""
     if a is None or b is None:
         return 0.0
     if isinstance(b, (list, tuple)):
@@ -115,12 +125,11 @@ def vdot_tree(a, b):
         return builtins.sum(vdot_tree(a.get(k), b[k]) for k in b)
     if isinstance(a, (list, tuple)) and isinstance(b, np.ndarray):
         return vdot_tree(a, list(b))
-    return float(np.sum(np.asarray(a, dtype=np.float64) * np.asarray(b, dtype=np.float64)))
+    return float(np.real(np.sum(np.conj(_wide(a)) * _wide(b))))
 
 
 def diff_quotient(fp, fm, eps):
-    return tree_map(lambda a, b: (np.asarray(a, np.float64) - np.asarray(b, np.float64))
-                    / (2 * eps), fp, fm)
+    return tree_map(lambda a, b: (_wide(a) - _wide(b)) / (2 * eps), fp, fm)
 
 
 def to_float32(x):

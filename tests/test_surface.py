@@ -141,9 +141,10 @@ def qr_forms(x):
 
 
 def eig_real(x):
+    # np.real: NumPy 2.5 returns eig's and eigvals' results complex even when real
     w, v = np.linalg.eig(x @ x.T + 3 * np.eye(3))
-    return np.sum(w * np.arange(3.0)) + np.sum(np.abs(v[0])) + np.sum(np.linalg.eigvals(
-        x @ x.T + 3 * np.eye(3)) ** 2)
+    return np.sum(np.real(w) * np.arange(3.0)) + np.sum(np.abs(v[0])) + np.sum(np.real(
+        np.linalg.eigvals(x @ x.T + 3 * np.eye(3))) ** 2)
 
 
 def pinv_cross(x):
