@@ -609,7 +609,8 @@ class Generator:
 
 # ------------------------------------------------------------------------- checking
 
-CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad", "jit_grad", "jit_fastmath")
+CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad", "jit_grad", "jit_fastmath",
+          "jit_threads")
 
 
 @dataclass(frozen=True)
@@ -701,6 +702,18 @@ def run_check(check, mod, x, y, rng_seed=0):
             if np.asarray(a).dtype != np.asarray(e).dtype:
                 raise Mismatch(f"jit fastmath: leaf {i} is {np.asarray(a).dtype}, "
                                f"oracle {np.asarray(e).dtype}")
+    elif check == "jit_threads":   # every kernel on its OpenMP path, however small
+        from astjax.kernels import runtime
+        threshold = runtime.MIN_PARALLEL_WORK
+        runtime.MIN_PARALLEL_WORK = 1
+        try:
+            got = astjax.jit(prog)(x, y)
+            g = astjax.jit(astjax.grad(loss, argnums=(0, 1)))(x, y)
+        finally:
+            runtime.MIN_PARALLEL_WORK = threshold
+        assert_tree_close(got, prog(x, y), 1e-9, 1e-9, "jit on threads")
+        e = _fd_stable(lambda h: (fd_grad(loss, (x, y), 0, h), fd_grad(loss, (x, y), 1, h)))
+        assert_tree_close(g, e, 1e-6, 1e-6, "jit of grad on threads")
     elif check == "jvp":
         out, t = astjax.jvp(prog, (x, y), (tx, ty))
         e = _fd_stable(lambda h: fd_directional(prog, (x, y), (tx, ty), h))
