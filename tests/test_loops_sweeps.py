@@ -271,10 +271,11 @@ def test_the_source_shows_the_sweep_driver():
     text = astjax.make_source(astjax.jit(astjax.grad(M.stencil), backend="c"))(*args)
     assert "sweep_driver(sweep_driver_memo, i, n_steps, trips, tape, ys_steps" in text
     assert "int sweep_driver(int64_t start, int64_t stop, astjax_loop *L)" in text
-    assert "L->saved[0] + (i - start) * L->saved_bytes[0]" in text
+    assert "L->saved[0] + (i - L->saved_from) * L->saved_bytes[0]" in text
     # the backward sweep's C, rendered from the trip it traces: make_source runs the
     # code once (on copies) to show it
-    assert "int back_sweep_driver(int64_t trips, astjax_back *L)" in text
+    assert ("int back_sweep_driver(int64_t trips, int64_t first, int64_t last, "
+            "astjax_back *L)") in text
     assert "typedef struct {" in text.split("back_sweep_driver_c = ")[1]
     assert "no call has run one in C yet" not in text
 

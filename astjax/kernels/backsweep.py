@@ -30,6 +30,7 @@ from astjax import core
 from astjax import runtime as rt
 from astjax.core import Const, External, Index, Prim, Var
 from astjax.kernels import compile as cc
+from astjax.kernels.governor import Governor
 from astjax.kernels.loop_driver import _pointers, _ptr, plan_entry, spare_buffer
 from astjax.kernels.loops import (C_HEADER, MIN_STEPS, STATS, _cvar, emit_kernel_call,
                                   emit_step_end)
@@ -353,6 +354,7 @@ class BackSweepDriver:
         self.__name__ = "back_sweep_driver"
         self.funcs: dict = {}         # C text (per trip structure) -> its function
         self.text = ""
+        self.governor = Governor()    # its kernels' threads on a busy machine
 
     # its C exists once a call has traced a trip (make_source runs the code to show it)
     renders_on_run = True
@@ -576,7 +578,7 @@ class BackSweepDriver:
             memo.append("python")
 
     def _run_c(self, kernels, leaves, new_leaves, exit_vals, seq_src, cols, rows, m):
-        keep = []
+        keep, plan_ids = [], []           # (the plans: what sets a trip's cost)
         fns, leads, threads, inv, pools_of, calls = [], [], [], [], [], []
         seq_kind = {}                     # seq index -> dtype it is passed as (scalars)
         for op, syms, vals in kernels:
@@ -586,6 +588,7 @@ class BackSweepDriver:
             if plan is None or plan[7] is None or plan[5]:
                 return None
             keep.append(plan)
+            plan_ids.append(id(plan))
             conv = dict(plan[2])
             operands = []
             for j, (s, value) in enumerate(zip(syms, vals)):
@@ -645,7 +648,8 @@ class BackSweepDriver:
         func = self.funcs.get(text)
         if func is None:
             func = cc.build(C_HEADER + _BACK_HEADER + text, _cvar(self.__name__))
-            func.argtypes = (ctypes.c_int64, ctypes.POINTER(_Loop))
+            func.argtypes = (ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                             ctypes.POINTER(_Loop))
             func.restype = ctypes.c_int
             self.funcs[text] = func
             self.text = C_HEADER + _BACK_HEADER + text
@@ -666,7 +670,8 @@ class BackSweepDriver:
         loop = _Loop(inv=t_inv[1], seq=_ptr(seq_ptrs), carry=t_carry[1], pool=t_pool[1],
                      pool_size=pool_size, fn=t_fn[1], lead=t_lead[1],
                      nthreads=_ptr(nthreads))
-        if func(m, ctypes.byref(loop)):
+        if self.governor.run(lambda first, last, lp: func(m, first, last, lp), 0, m,
+                             ctypes.byref(loop), nthreads, (text, tuple(plan_ids))):
             raise RuntimeError(f"astjax: the compiled backward sweep {self.__name__} failed")
         finals = []
         known = {}                    # address -> arrays there (pool, carries)
@@ -697,11 +702,12 @@ class BackSweepDriver:
         where = f"{self.loc.filename.rsplit('/', 1)[-1]}:{self.loc.lineno}" \
             if self.loc else "a loop"
         out = [f"/* the backward sweep of {where}: its fast trips' kernel calls */",
-               f"int {name}(int64_t trips, astjax_back *L) {{"]
+               f"int {name}(int64_t trips, int64_t first, int64_t last, "
+               "astjax_back *L) {"]
         emit = out.append
         for j in range(ncarry):
             emit(f"    char *carry_{j} = L->carry[{j}];")
-        emit("    for (int64_t s = 0; s < trips; s++) {")
+        emit("    for (int64_t s = first; s < last; s++) {")
         emit(f"        char *const live[{max(ncarry, 1)}] = "
              f"{{{', '.join(f'carry_{j}' for j in range(ncarry)) or '0'}}};")
         names = {("carry", j): f"carry_{j}" for j in range(ncarry)}

@@ -21,6 +21,7 @@ import numpy as np
 from astjax import runtime as rt
 from astjax.core import SliceAtom, Var
 from astjax.kernels import compile as cc
+from astjax.kernels.governor import Governor
 from astjax.kernels.loops import (MAX_WARMUP, MIN_STEPS, STATS, Program, _cvar, _is_ptr,
                                   render_c)
 from astjax.kernels.runtime import DATA_OFFSET, KernelCall, numpy_raises
@@ -36,7 +37,8 @@ class _Loop(ctypes.Structure):
                 ("lead", ctypes.c_void_p), ("nthreads", ctypes.c_void_p),
                 ("ys", ctypes.c_void_p), ("ys_layout", ctypes.c_void_p),
                 ("ys_row0", ctypes.c_int64), ("ys_dir", ctypes.c_int64),
-                ("saved", ctypes.c_void_p), ("saved_bytes", ctypes.c_void_p)]
+                ("saved", ctypes.c_void_p), ("saved_bytes", ctypes.c_void_p),
+                ("saved_from", ctypes.c_int64)]
 
 
 _DECLINE = (False, None, None)
@@ -187,6 +189,7 @@ class LoopDriver:
         self.__name__ = "loop_driver"
         self.text = None
         self.func = None
+        self.governor = Governor()     # its kernels' threads on a busy machine
 
     def set_name(self, name):
         self.__name__ = name
@@ -351,6 +354,7 @@ class LoopDriver:
             offsets.append(_ptr(view) - _ptr(base))
             values[at[0]] = view
         fns, leads, threads, inv, pools_of = [], [], [], [], []
+        plan_ids = []                # the kernels' plans: what sets a step's cost
         kernel_at = [at for op, at in zip(prog.ops, prog.at) if op[0] == "kernel"]
         for k, (op, at, args) in enumerate(zip(prog.kernel_ops, kernel_at, calls)):
             kc: KernelCall = op[2]
@@ -359,6 +363,7 @@ class LoopDriver:
             if plan is None or plan[7] is None or plan[5]:
                 return None          # ran with NumPy, or a full reduction (a scalar)
             keep.append(plan)        # (its layout holds the P array the C call reads)
+            plan_ids.append(id(plan))
             conv = dict(plan[2])
             for j, (x, value) in enumerate(zip(at[0], args)):
                 ptr_operand = _is_ptr(x)
@@ -459,8 +464,9 @@ class LoopDriver:
                      ys=tables["ys"][1], ys_layout=tables["ys_layout"][1],
                      ys_row0=(n - 1 + start) if self.reverse else -start,
                      ys_dir=-1 if self.reverse else 1, saved=tables["saved"][1],
-                     saved_bytes=tables["saved_bytes"][1])
-        if self.func(i, stop, ctypes.byref(loop)):
+                     saved_bytes=tables["saved_bytes"][1], saved_from=i)
+        if self.governor.run(self.func, i, stop, ctypes.byref(loop), nthreads,
+                             tuple(plan_ids)):
             raise RuntimeError(f"astjax: the compiled loop {self.__name__} failed")
         STATS["loops"] += 1
         STATS["steps"] += stop - i

@@ -548,8 +548,9 @@ typedef struct {
     char **ys;                /* ys leaf k of step i: row ys_row0 + i * ys_dir of ys[k] */
     const int64_t **ys_layout;  /* per leaf: ndim, item bytes, row bytes, shape, strides */
     int64_t ys_row0, ys_dir;
-    char **saved;             /* a pushed result of step i: saved[k] + (i - start) * */
-    const int64_t *saved_bytes;   /* saved_bytes[k] (a row of a stacked buffer) */
+    char **saved;             /* a pushed result of step i: saved[k] + (i - saved_from) */
+    const int64_t *saved_bytes;   /* * saved_bytes[k] (a row of a stacked buffer) */
+    int64_t saved_from;       /* (the loop runs in several calls: governor.py) */
 } astjax_loop;
 
 /* a result buffer no live carry holds (a pool has one more buffer than carries) */
@@ -633,7 +634,7 @@ def render_c(prog: Program, cname: str) -> str:
                 names[o] = c
                 if o in prog.saved:         # (pushed: its own row, never reused)
                     sv = prog.saved.index(o)
-                    emit(f"        char *{c} = L->saved[{sv}] + ({i} - start) * "
+                    emit(f"        char *{c} = L->saved[{sv}] + ({i} - L->saved_from) * "
                          f"L->saved_bytes[{sv}];")
                     continue
                 pool = sum(len(x[2].kernel.outputs) for x in prog.kernel_ops[:k]) + r
