@@ -527,7 +527,7 @@ def test_one_thread_calls_run_a_build_without_parallel_loops(monkeypatch):
     kinds = (ir.input_kind(x), ir.input_kind(y))
     assert list(kc.specs) == [(kinds, "one thread")]
     texts = [kc.specs[(kinds, "one thread")].text]
-    assert len(kcs) == 2 and all(k.indexed for k in kcs)
+    assert len(kcs) == 3 and all(k.indexed for k in kcs)   # (the row sum: its own)
     for k in kcs:
         assert k.specs and all(key[-1] is False for key in k.specs)
         texts += [got[1] for got in k.specs.values()]

@@ -509,6 +509,10 @@ class _Emitter:
         return name
 
 
+# A reduction over every axis sums this many parts of its rows, each on one thread, then
+# the parts in order: its order (and bits) never depend on the number of threads.
+REDUCE_PARTS = 64
+
 def _reduce_parts(red):
     """C for a reduction: (accumulator type, initial value, combine(acc, v) statement,
     final value expression of acc and the element count)."""
@@ -657,23 +661,23 @@ def render_indexed(typed, cname: str, openmp: bool, baked=(), threads: bool = Tr
                 [f"q0[{flat(kept)}] = {final('acc', count)};"]
             code = loops(kept, inner, 1, par, "")
         else:
-            d0 = dims[0]
+            # a fixed number of parts, whatever the team: the same bits on any
+            # number of threads (a compiled loop's thread cap changes: governor.py)
+            d0, P = dims[0], REDUCE_PARTS
             inner_axes = list(range(1, rank))
             per = [f"{A} acc = {init};",
-                   f"for (int64_t i0 = {d0} * t / nt; i0 < {d0} * (t + 1) / nt; i0++) {{"]
+                   f"for (int64_t i0 = {d0} * t / {P}; i0 < {d0} * (t + 1) / {P}; i0++) {{"]
             per += ["    " + line for line in loops(inner_axes, body, 0, "", "")]
             per += ["}", "part[t] = acc;"]
-            omp = ("#pragma omp parallel for schedule(static, 1) num_threads(nt) "
-                   "if(nt > 1)") if openmp and threads else ""
-            code = ["    const int32_t nt = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : "
-                    "nthreads);",
-                    f"    {A} part[64];"]
+            omp = ("#pragma omp parallel for schedule(static) num_threads(nthreads) "
+                   "if(nthreads > 1)") if openmp and threads else ""
+            code = [f"    {A} part[{P}];"]
             if omp:
                 code.append("    " + omp)
-            code.append("    for (int32_t t = 0; t < nt; t++) {")
+            code.append(f"    for (int32_t t = 0; t < {P}; t++) {{")
             code += ["        " + line for line in per]
             code += ["    }", f"    {A} acc = {init};",
-                     "    for (int32_t t = 0; t < nt; t++) {",
+                     f"    for (int32_t t = 0; t < {P}; t++) {{",
                      "        " + combine("acc", "part[t]"), "    }",
                      f"    q0[0] = {final('acc', count)};"]
     code = _prefetch_rows(code, typed, em, dims, prefetch) if red is None else code

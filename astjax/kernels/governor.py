@@ -22,9 +22,9 @@ What was learned is kept per loop and shapes, so later calls start from it.  On 
 quiet machine this costs one probe per loop and shapes and one host call per chunk
 (~10 us per 2 ms of steps).
 
-Results never depend on the cap: a compiled loop's kernels compute each output
-element on one thread whatever the team size, and full reductions, whose order
-depends on the team, are never part of a compiled loop.
+Results never depend on the cap: a kernel computes each output element on one
+thread whatever the team size, and a reduction over every axis sums a fixed number of
+parts (``kernels/c.py``: ``REDUCE_PARTS``), whatever the team.
 """
 from __future__ import annotations
 

@@ -360,8 +360,10 @@ class LoopDriver:
             kc: KernelCall = op[2]
             key = kc._key(args) if kc.plans is not None else None
             plan = kc.plans.get(key) if key is not None else None
-            if plan is None or plan[7] is None or plan[5]:
-                return None          # ran with NumPy, or a full reduction (a scalar)
+            if plan is None or plan[7] is None:
+                return None          # ran with NumPy
+            # (a full reduction writes a 0-d pool buffer; the loop's value is its
+            # scalar, which a later kernel reads through the buffer's pointer)
             keep.append(plan)        # (its layout holds the P array the C call reads)
             plan_ids.append(id(plan))
             conv = dict(plan[2])

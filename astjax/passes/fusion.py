@@ -26,7 +26,9 @@ What the pass checks statically:
   lend its memory to a result written after its last read (``reuse=``).
 
 Groups of one cheap statement are left alone (the call would cost more than it can
-save); the buffer-reuse pass then runs on each block function as on the main code.
+save), except, for compiled kernels, a reduction in a loop body: as a kernel it lets
+the loop run as one compiled loop (``kernels/loops.py``).  The buffer-reuse pass then
+runs on each block function as on the main code.
 """
 from __future__ import annotations
 
@@ -438,6 +440,22 @@ class _Tentative:
         self.stmt = stmt
 
 
+def _feeding(members, outputs) -> set:
+    """Ids of the last of ``members`` (a reduction) and of the members only it reads,
+    through others only it reads, that are not ``outputs``: the chain that can end a
+    group of its own (``x * x`` of ``np.sum(x * x)`` beside ``x``)."""
+    chain = {id(members[-1])}
+    readers: dict = {}
+    for m in members:
+        for n in set(core.reads(m)):
+            readers.setdefault(n, set()).add(id(m))
+    for m in reversed(members[:-1]):
+        got = readers.get(m.target)
+        if m.target not in outputs and got and got <= chain:
+            chain.add(id(m))
+    return chain
+
+
 class _Fuser:
     def __init__(self, fn, arg_dtypes, donated=frozenset(), kernels=False):
         from astjax import runtime_fusion
@@ -445,6 +463,7 @@ class _Fuser:
         self.kernels = kernels
         self.member = self._kernel_member if kernels else _member
         self.exclude: set = set()        # statements a group must not hold (ids)
+        self.apart: set = set()          # ... until the group being gathered is made
         self.consts = constant_names(fn) if kernels else {}
         self.donated = frozenset(donated) & set(fn.params)
         self.readers = Counter(n for s in core.walk(fn.body) for n in set(core.reads(s)))
@@ -516,30 +535,38 @@ class _Fuser:
                 continue
             members, moved, last = self._gather(stmts, i)
             if self.kernels:
-                retry = self._refused(members, stmts[last])
-                if retry:
-                    self.exclude |= retry
+                views, reductions = self._refused(members, stmts[last])
+                if views or reductions:
+                    self.exclude |= views | reductions
+                    self.apart |= reductions
                     continue
             cost = sum(weight(m.prim) for m in members)
-            if len(members) == 1 and cost < _LONE_MIN_WEIGHT:
+            # (a lone reduction in a loop body is a kernel: the loop compiles whole)
+            if len(members) == 1 and cost < _LONE_MIN_WEIGHT and not (
+                    self.kernels and not top and members[0].prim in _REDUCTIONS):
                 out.append(s)
                 i += 1
                 continue
             out.extend(moved)
             out.extend(self._group(members, stmts[last], top))
             i = last + 1
+            self.exclude -= self.apart       # (a reduction refused beside other
+            self.apart.clear()               # results may end a group of its own)
         return out
 
-    def _refused(self, members, last_stmt) -> set:
-        """Members a kernel group cannot hold as gathered (ids): a view that is a
-        result (a kernel makes new arrays: the user's view would become a copy), a
-        reduction beside other results."""
+    def _refused(self, members, last_stmt):
+        """Members a kernel group cannot hold as gathered (ids): views that are
+        results (a kernel makes new arrays: the user's view would become a copy), and
+        reductions beside other results."""
         live = self.live_after.get(id(last_stmt), frozenset())
         outputs = {m.target for m in members if m.target in live}
-        refused = {id(m) for m in members if m.prim in _VIEWS and m.target in outputs}
+        views = {id(m) for m in members if m.prim in _VIEWS and m.target in outputs}
+        reductions = set()
         if len(outputs) > 1:
-            refused |= {id(m) for m in members if m.prim in _REDUCTIONS}
-        return refused
+            for k, m in enumerate(members):
+                if m.prim in _REDUCTIONS:
+                    reductions |= _feeding(members[:k + 1], outputs)
+        return views, reductions
 
     def _recompute_cost(self, t, costs) -> int:
         """Work per element ``t`` costs when it reads values of the group at other
