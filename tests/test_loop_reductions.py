@@ -113,3 +113,28 @@ def test_full_reductions_give_the_same_bits_on_any_number_of_threads(threads,
         assert type(a) is type(e)
         assert a == b == c
         np.testing.assert_allclose(a, e, rtol=1e-5)
+
+
+def energy_loss(u, xs):
+    c, ys = energy(u, xs)
+    return np.sum(ys) + np.sum(c)
+
+
+def test_gradient_steps_reduce_in_kernels():
+    """In ``grad``'s forward sweep the reduced array is a name the backward sweep also
+    pops (unknown to the flow-insensitive analysis): the group that made it just
+    before says it is an array, so the reduction is a kernel there too."""
+    rng = np.random.default_rng(7)
+    u, xs = rng.uniform(-1, 1, (300,)), rng.uniform(-0.3, 0.3, 40)
+    jg = astjax.jit(astjax.grad(energy_loss), backend="c")
+    text = astjax.make_source(jg)(u, xs)
+    main = text.split("\n\n\ndef ")[0]
+    assert "step_out_sum = step_out_sum_kernel(" in main
+    assert "= np.sum(step_out_mul)" not in main
+    g = jg(u, xs)
+    np.testing.assert_allclose(g, astjax.grad(energy_loss)(u, xs), rtol=1e-11, atol=1e-13)
+    for k in (0, 4, 150, 299):     # (a sum over 12000 values: steps of 1e-4)
+        e = np.zeros_like(u)
+        e[k] = 1e-4
+        fd = (energy_loss(u + e, xs) - energy_loss(u - e, xs)) / 2e-4
+        np.testing.assert_allclose(g[k], fd, rtol=1e-7)

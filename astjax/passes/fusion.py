@@ -440,6 +440,11 @@ class _Tentative:
         self.stmt = stmt
 
 
+def _writes_within(s) -> set:
+    """Every name ``s`` or a statement nested in it writes."""
+    return {n for t in core.walk([s]) for n in core.writes(t)}
+
+
 def _feeding(members, outputs) -> set:
     """Ids of the last of ``members`` (a reduction) and of the members only it reads,
     through others only it reads, that are not ``outputs``: the chain that can end a
@@ -464,6 +469,9 @@ class _Fuser:
         self.member = self._kernel_member if kernels else _member
         self.exclude: set = set()        # statements a group must not hold (ids)
         self.apart: set = set()          # ... until the group being gathered is made
+        # names the groups above in the block being fused made (arrays: a kernel's
+        # results, not a full reduction's scalar), not written since
+        self.made: set = set()
         self.consts = constant_names(fn) if kernels else {}
         self.donated = frozenset(donated) & set(fn.params)
         self.readers = Counter(n for s in core.walk(fn.body) for n in set(core.reads(s)))
@@ -505,8 +513,8 @@ class _Fuser:
             return True      # (a fast trip's facts made place_at's operands arrays)
         name = s.args[0].name
         # an unknown value may be a list or a tuple (``carry[1]``, ``ys[:-1]``): its
-        # indexing is Python's, never a kernel's
-        return name in written or self._numpy_like(name)
+        # indexing is Python's, never a kernel's; a group above made an array
+        return name in written or name in self.made or self._numpy_like(name)
 
     def _numpy_like(self, name, depth=0) -> bool:
         if name in self.numpy:
@@ -521,16 +529,14 @@ class _Fuser:
     def block(self, stmts, top=True):
         out = []
         i = 0
+        outer, self.made = self.made, set()
         while i < len(stmts):
             s = stmts[i]
             for b in core.child_blocks(s):
                 b[:] = self.block(b, top=False)
-            if not self.member(s):
+            if not self.member(s) or (self.kernels and not self._array_source(s, set())):
                 out.append(s)
-                i += 1
-                continue
-            if self.kernels and not self._array_source(s, set()):
-                out.append(s)
+                self.made -= _writes_within(s)
                 i += 1
                 continue
             members, moved, last = self._gather(stmts, i)
@@ -549,9 +555,15 @@ class _Fuser:
                 continue
             out.extend(moved)
             out.extend(self._group(members, stmts[last], top))
+            for m in moved:
+                self.made -= _writes_within(m)
+            live = self.live_after.get(id(stmts[last]), frozenset())
+            self.made |= {m.target for m in members
+                          if m.target in live and m.prim not in _REDUCTIONS}
             i = last + 1
             self.exclude -= self.apart       # (a reduction refused beside other
             self.apart.clear()               # results may end a group of its own)
+        self.made = outer
         return out
 
     def _refused(self, members, last_stmt):
