@@ -317,7 +317,8 @@ def meta(x):
 
     Rules that need just the shape of an operand (``unbroadcast(g, x)``) read this
     instead, so reverse mode does not keep every intermediate array alive: for an
-    array it is a zero-stride view of one element.
+    array it is a zero-stride view of one element, for a NumPy float scalar a zero of
+    its type (Python numbers stay themselves: an exponent, an axis).
     """
     t = type(x)
     if t is np.ndarray:            # (every step of a loop: the common cases first)
@@ -334,6 +335,8 @@ def meta(x):
         return _rebuild_tuple(x, [meta(v) for v in x])
     if isinstance(x, dict):
         return {k: meta(v) for k, v in x.items()}
+    if isinstance(x, np.inexact):  # (a NumPy float scalar: its type, not its value,
+        return x.dtype.type(0)     # so that every step of a loop pushes the same)
     return x
 
 

@@ -123,7 +123,9 @@ def energy_loss(u, xs):
 def test_gradient_steps_reduce_in_kernels():
     """In ``grad``'s forward sweep the reduced array is a name the backward sweep also
     pops (unknown to the flow-insensitive analysis): the group that made it just
-    before says it is an array, so the reduction is a kernel there too."""
+    before says it is an array, so the reduction is a kernel there too, and the sweep
+    compiles (what it pushes of the step's scalar, ``rt.meta``, is a zero of its
+    type, the same every step)."""
     rng = np.random.default_rng(7)
     u, xs = rng.uniform(-1, 1, (300,)), rng.uniform(-0.3, 0.3, 40)
     jg = astjax.jit(astjax.grad(energy_loss), backend="c")
@@ -131,7 +133,9 @@ def test_gradient_steps_reduce_in_kernels():
     main = text.split("\n\n\ndef ")[0]
     assert "step_out_sum = step_out_sum_kernel(" in main
     assert "= np.sum(step_out_mul)" not in main
+    before = loops.STATS["sweep_steps"]
     g = jg(u, xs)
+    assert loops.STATS["sweep_steps"] - before >= 35, "the forward sweep was compiled"
     np.testing.assert_allclose(g, astjax.grad(energy_loss)(u, xs), rtol=1e-11, atol=1e-13)
     for k in (0, 4, 150, 299):     # (a sum over 12000 values: steps of 1e-4)
         e = np.zeros_like(u)

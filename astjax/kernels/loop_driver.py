@@ -512,9 +512,12 @@ def _same_shape(value, s):
 
 
 def _shape_only(v):
-    """``rt.meta`` kept only shapes: zero-stride views, containers of them, None."""
+    """``rt.meta`` kept only shapes: zero-stride views, NumPy float zeros (a float
+    scalar's), containers of them, None."""
     if v is None or (type(v) is _ndarray and not any(v.strides)):
         return True
+    if isinstance(v, np.inexact):
+        return v == 0
     if type(v) in (tuple, list):
         return all(_shape_only(x) for x in v)
     return False
