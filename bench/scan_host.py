@@ -5,8 +5,10 @@ A ``lax.scan`` whose step fused into kernels runs in one compiled C loop under `
 their steps are kernel calls and tape plumbing (``kernels/sweeps.py``); what is left
 per step is the tape's bookkeeping in Python.  With a small state that host code is
 all the time; this prints it per step, beside ``jax.jit`` when JAX imports (the
-README's Known limits quote these figures), and an RNN's ``jit(grad)`` beside
-hand-written NumPy backprop measured in the same run.
+README's Known limits quote these figures), an RNN's ``jit(grad)`` beside
+hand-written NumPy backprop measured in the same run, and a scan that reduces its
+state to a scalar each step (an energy) with its loops compiled and, in the same run,
+left to Python (the drivers' ``MIN_STEPS`` out of reach).
 
 Run: python bench/scan_host.py [--steps 2000]
 """
@@ -96,6 +98,39 @@ def rnn_figures(n):
     return t_grad, t_hand, t_jax
 
 
+def energy(u, xs):
+    """A state and its energy per step: a reduction beside the array it reduces."""
+    def step(c, x):
+        nxt = 1.0 / (1.0 + np.exp(-(c * 0.9 + x)))
+        return nxt, np.sum(nxt * nxt)
+    return lax.scan(step, u, xs)
+
+
+def energy_loss(u, xs):
+    c, ys = energy(u, xs)
+    return np.sum(ys) + np.sum(c)
+
+
+def energy_figures(n):
+    """Per step: {what: (compiled loops, Python loops)} for jit forward and jit(grad)."""
+    from astjax.kernels import backsweep, loop_driver
+    u = np.linspace(-1, 1, 1000)
+    xs = np.linspace(0.0, 0.1, n)
+    out = {}
+    for what, fn in (("forward", energy), ("grad", astjax.grad(energy_loss))):
+        compiled = astjax.jit(fn)
+        t_c = best_seconds(lambda: compiled(u, xs), repeats=7) / n
+        steps = loop_driver.MIN_STEPS
+        loop_driver.MIN_STEPS = backsweep.MIN_STEPS = 1 << 40
+        try:
+            python = astjax.jit(fn)
+            t_p = best_seconds(lambda: python(u, xs), repeats=7) / n
+        finally:
+            loop_driver.MIN_STEPS = backsweep.MIN_STEPS = steps
+        out[what] = (t_c, t_p)
+    return out
+
+
 def best_seconds(fn, repeats=15):
     fn()
     best = float("inf")
@@ -149,6 +184,10 @@ def main(argv=None):
             line += (f"; jax.jit forward {got[0] / n * 1e6:.3f} us, "
                      f"jax.jit(grad) {got[1] / n * 1e6:.3f} us")
         print(line)
+    for what, (t_c, t_p) in energy_figures(n).items():
+        print(f"energy per step (1000 float64, np.sum(nxt * nxt)), jit {what}: compiled "
+              f"loops {t_c * 1e6:.2f} us a step, Python loops {t_p * 1e6:.2f} us "
+              f"({t_p / t_c:.1f}x)")
     t_grad, t_hand, t_jax = rnn_figures(n)
     line = (f"RNN h = tanh(h * w + x), 64 float64 units, {n} steps, jit(grad) per step: "
             f"{t_grad * 1e6:.2f} us; hand-written NumPy backprop {t_hand * 1e6:.2f} us "

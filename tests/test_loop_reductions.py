@@ -11,7 +11,7 @@ import pytest
 
 import astjax
 from astjax import lax
-from astjax.kernels import loops, runtime
+from astjax.kernels import backsweep, loop_driver, loops, runtime
 from conftest import numerical_grad
 
 pytestmark = pytest.mark.skipif(not astjax.backends().get("c", (False,))[0],
@@ -49,7 +49,8 @@ def loss(u, xs):
 
 def _python_loop(monkeypatch):
     """The same generated code and kernels, the loops left to Python."""
-    monkeypatch.setattr(loops, "MIN_STEPS", 1 << 40)
+    for module in (loop_driver, backsweep):
+        monkeypatch.setattr(module, "MIN_STEPS", 1 << 40)
 
 
 CASES = [(energy, (1000,)), (normalized, (600,)), (row_sums, (30, 40)),
@@ -68,7 +69,9 @@ def test_reducing_steps_run_as_one_compiled_loop(fn, shape, dtype, monkeypatch):
     assert loops.STATS["steps"] - before >= 45, "the steps ran in the compiled loop"
     with monkeypatch.context() as m:
         _python_loop(m)
+        before = loops.STATS["steps"]
         stepped = astjax.jit(fn, backend="c")(u, xs)
+        assert loops.STATS["steps"] == before, "the loop ran in Python"
     eager = fn(u, xs)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for a, b, e in zip(got, stepped, eager):
