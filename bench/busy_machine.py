@@ -18,7 +18,6 @@ Run: python bench/busy_machine.py [--rounds 5]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -29,10 +28,12 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
 import astjax  # noqa: E402
 from astjax.kernels import governor  # noqa: E402
 from astjax.runtime_fusion import num_threads  # noqa: E402
+from common import load_example  # noqa: E402
 
 SPIN = "while True: pass"
 OPENMP = (
@@ -44,14 +45,6 @@ OPENMP = (
     "x = np.ones((1000, 1000), np.float32)\n"
     "while True:\n"
     "    f(x)\n")
-
-
-def _example(name):
-    path = os.path.join(HERE, "..", "examples", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"astjax_example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _variants(fn):
@@ -105,7 +98,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
     os.environ.pop("ASTJAX_NUM_THREADS", None)
-    wave = _example("wave")
+    wave = load_example("wave")
     _, velocity, problem, observed = wave.setup(300, 300, 1000, np.float32)
     forward = astjax.jit(wave.simulate, backend="c")
     gradient = astjax.jit(astjax.value_and_grad(wave.misfit), backend="c")

@@ -3,7 +3,9 @@ comparisons, printed tables."""
 from __future__ import annotations
 
 import gc
+import importlib.util
 import math
+import os
 import time
 from typing import NamedTuple
 
@@ -120,3 +122,13 @@ def first_call(code, runs=3):
         results.append((float(out[0]), float(out[1])))
     results = sorted(results[1:])
     return results[len(results) // 2]
+
+
+def load_example(name):
+    """examples/<name>.py by path (``wave`` is also a standard-library module)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                        f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"astjax_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -25,23 +25,14 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ckernels  # noqa: E402
+from common import load_example  # noqa: E402
 from mlp_grad import BATCH, SIZES, hand_backprop  # noqa: E402
 
 import astjax  # noqa: E402
 from astjax.demo import init_params, loss as mlp_loss  # noqa: E402
 
 
-def _load_example(name):
-    """examples/<name>.py by path (``wave`` is also a standard-library module)."""
-    import importlib.util
-    path = os.path.join(HERE, "..", "examples", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"astjax_example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-wave_example = _load_example("wave")
+wave_example = load_example("wave")
 
 
 def interleaved(fns, rounds=5, min_round=0.05):

@@ -6,6 +6,9 @@ loop's thread cap as it runs).
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -14,19 +17,16 @@ from astjax import lax
 from astjax.kernels import backsweep, loop_driver, loops, runtime
 from conftest import numerical_grad
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from scan_host import energy, energy_loss  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not astjax.backends().get("c", (False,))[0],
                                 reason="no C compiler here (tests/test_ckernels.py "
                                        "fails in CI without one)")
 
 
-# (functions NumPy never runs faster than a kernel: kernels/backend.py NUMPY_FASTER)
-def energy(u, xs):
-    def step(c, x):
-        nxt = 1.0 / (1.0 + np.exp(-(c * 0.9 + x)))
-        return nxt, np.sum(nxt * nxt)
-    return lax.scan(step, u, xs)
-
-
+# (functions NumPy never runs faster than a kernel: kernels/backend.py NUMPY_FASTER;
+# ``energy`` is bench/scan_host.py's)
 def normalized(u, xs):
     def step(c, x):
         s = np.sum(c * c)                    # a scalar a later kernel reads
@@ -116,11 +116,6 @@ def test_full_reductions_give_the_same_bits_on_any_number_of_threads(threads,
         assert type(a) is type(e)
         assert a == b == c
         np.testing.assert_allclose(a, e, rtol=1e-5)
-
-
-def energy_loss(u, xs):
-    c, ys = energy(u, xs)
-    return np.sum(ys) + np.sum(c)
 
 
 def test_gradient_steps_reduce_in_kernels():
