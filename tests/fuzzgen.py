@@ -702,15 +702,18 @@ def run_check(check, mod, x, y, rng_seed=0):
             if np.asarray(a).dtype != np.asarray(e).dtype:
                 raise Mismatch(f"jit fastmath: leaf {i} is {np.asarray(a).dtype}, "
                                f"oracle {np.asarray(e).dtype}")
-    elif check == "jit_threads":   # every kernel on its OpenMP path, however small
-        from astjax.kernels import runtime
-        threshold = runtime.MIN_PARALLEL_WORK
-        runtime.MIN_PARALLEL_WORK = 1
+    elif check == "jit_threads":   # every kernel on its OpenMP path, however small,
+        from astjax.kernels import governor, runtime     # compiled loops in 1-step calls
+        saved = (runtime.MIN_PARALLEL_WORK, governor.MIN_STEPS, governor.FIRST_CHUNK,
+                 governor.CHUNK_SECONDS)
+        runtime.MIN_PARALLEL_WORK, governor.MIN_STEPS = 1, 1
+        governor.FIRST_CHUNK, governor.CHUNK_SECONDS = 1, 0.0
         try:
             got = astjax.jit(prog)(x, y)
             g = astjax.jit(astjax.grad(loss, argnums=(0, 1)))(x, y)
         finally:
-            runtime.MIN_PARALLEL_WORK = threshold
+            (runtime.MIN_PARALLEL_WORK, governor.MIN_STEPS, governor.FIRST_CHUNK,
+             governor.CHUNK_SECONDS) = saved
         assert_tree_close(got, prog(x, y), 1e-9, 1e-9, "jit on threads")
         e = _fd_stable(lambda h: (fd_grad(loss, (x, y), 0, h), fd_grad(loss, (x, y), 1, h)))
         assert_tree_close(g, e, 1e-6, 1e-6, "jit of grad on threads")

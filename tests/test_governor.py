@@ -13,7 +13,7 @@ import pytest
 import astjax
 from astjax import lax
 from astjax.kernels import governor as gov
-from astjax.kernels import loops, runtime
+from astjax.kernels import compile as cc, loops, runtime
 
 
 class Machine:
@@ -175,8 +175,8 @@ def _loss(u, xs):
 def test_compiled_loops_give_the_same_bits_at_every_cap(what, monkeypatch, tmp_path):
     """A busy machine on the simulated clock forces the caps down mid-loop: the
     results are those of the quiet run, bit for bit."""
-    if not astjax.backends().get("c", (False,))[0]:
-        pytest.skip("no C compiler here")  # (CI has one: tests/test_ckernels.py fails)
+    if not cc.available()[0]:   # (CI has one: tests/test_ci_compiler.py)
+        pytest.skip(f"no C compiler: {cc.available()[1]}")
     monkeypatch.setenv("ASTJAX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(runtime, "MIN_PARALLEL_WORK", 1)     # every kernel threaded
     monkeypatch.setenv("ASTJAX_NUM_THREADS", "2")
@@ -214,3 +214,47 @@ def test_compiled_loops_give_the_same_bits_at_every_cap(what, monkeypatch, tmp_p
     else:
         for a, b in zip(busy_run, fn(u, xs)):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+# -------------------------------------------- every compiled loop of the sweep corpus
+
+
+@pytest.mark.parametrize("how", ["forward", "value_and_grad", "vjp"])
+@pytest.mark.parametrize("name", ["stencil", "one_carry", "nested", "several_saved",
+                                  "no_ys", "reversed_scan", "fori", "rnn", "leaves_xs",
+                                  "changes_dtype", "two_scans"])
+def test_every_compiled_loop_gives_the_same_bits_in_one_step_calls(name, how,
+                                                                   monkeypatch):
+    """The class of the tape-row bug (rows counted from each C call's first step):
+    every loop of tests/test_loops_sweeps.py's corpus -- forward loops, forward and
+    backward sweeps -- run in calls of one step each, against one call."""
+    if not cc.available()[0]:   # (CI has one: tests/test_ci_compiler.py)
+        pytest.skip(f"no C compiler: {cc.available()[1]}")
+    import test_loops_sweeps as corpus
+    from test_passes import identical
+    monkeypatch.setattr(runtime, "MIN_PARALLEL_WORK", 1)   # threaded: governed
+    monkeypatch.setenv("ASTJAX_NUM_THREADS", "2")
+    f = corpus.CASES[name][0]
+    t = {"forward": f, "value_and_grad": astjax.value_and_grad(f),
+         "vjp": corpus.VJPS[name]}[how]
+    args = corpus._args(np.float64)
+    with monkeypatch.context() as m:
+        m.setattr(gov, "MIN_STEPS", 1 << 60)
+        want = astjax.jit(t, backend="c")(*args)
+    calls = []
+    real_run = gov.Governor.run
+
+    def counted(self, func, start, stop, loop, nthreads, key):
+        def one(i, j, lp):
+            calls.append(j - i)
+            return func(i, j, lp)
+        return real_run(self, one, start, stop, loop, nthreads, key)
+    monkeypatch.setattr(gov.Governor, "run", counted)
+    monkeypatch.setattr(gov, "MIN_STEPS", 1)
+    monkeypatch.setattr(gov, "FIRST_CHUNK", 1)
+    monkeypatch.setattr(gov, "CHUNK_SECONDS", 0.0)        # every chunk: one step
+    got = astjax.jit(t, backend="c")(*args)
+    assert identical(got, want), (got, want)
+    if how != "forward" and (corpus.CASES[name][1] or name in corpus.BACKWARD):
+        assert len(calls) > 3 and set(calls) == {1}, "the sweeps ran in one-step calls"
+    assert set(calls) <= {1}

@@ -14,15 +14,14 @@ import pytest
 
 import astjax
 from astjax import lax
-from astjax.kernels import backsweep, loop_driver, loops, runtime
+from astjax.kernels import backsweep, compile as cc, loop_driver, loops, runtime
 from conftest import numerical_grad
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from scan_host import energy, energy_loss  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not astjax.backends().get("c", (False,))[0],
-                                reason="no C compiler here (tests/test_ckernels.py "
-                                       "fails in CI without one)")
+pytestmark = pytest.mark.skipif(not cc.available()[0],   # (CI: test_ci_compiler.py)
+                                reason=f"no C compiler: {cc.available()[1]}")
 
 
 # (functions NumPy never runs faster than a kernel: kernels/backend.py NUMPY_FASTER;

@@ -513,6 +513,7 @@ class _Emitter:
 # the parts in order: its order (and bits) never depend on the number of threads.
 REDUCE_PARTS = 64
 
+
 def _reduce_parts(red):
     """C for a reduction: (accumulator type, initial value, combine(acc, v) statement,
     final value expression of acc and the element count)."""

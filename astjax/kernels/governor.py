@@ -80,6 +80,8 @@ class Governor:
             return func(start, stop, loop)
         got = self.learned.get(key)
         if got is None or got.cap > full:
+            if len(self.learned) >= 64:     # (keys hold plan ids: plans come and go)
+                self.learned.clear()
             got = self.learned[key] = _Learned(full)
         cap = got.cap
         probe = None             # (the cap to go back to, its time per step, way, times)
