@@ -65,6 +65,22 @@ def swapped(u, v, xs):
     return lax.scan(step, (u, v), xs)
 
 
+def ys_dropped(a, u, xs):
+    def step(c, x):
+        c = a * c / (1.0 + c * c) + x     # (the carry's name assigned again)
+        return c, None
+    c, _ = lax.scan(step, u, xs)      # (the ys are dead: no stacking after the loop)
+    return c * 2.0
+
+
+def ys_dropped_carry_out(a, u, xs):
+    def step(c, x):
+        n = c * a + x * 0.5
+        return n, n[0]
+    c, _ = lax.scan(step, u, xs)
+    return c
+
+
 def reversed_scan(u, xs):
     def step(c, x):
         n = c * 0.75 + x
@@ -184,6 +200,23 @@ def test_carries_swap_and_ys_none():
     xs = _rng(2).standard_normal((7, 2, 8))
     got = _check(M.swapped, u, v, xs)
     assert got[1] is None
+
+
+@pytest.mark.parametrize("a", [0.75, np.float64(0.75), np.array(0.75)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_scan_whose_ys_are_dropped(a, dtype):
+    # (``return c, None`` / ``c, _ = lax.scan``: the list of ys is dead after the loop,
+    # so no stacking follows it; the loop ran in Python before)
+    u = _rng().standard_normal(40).astype(dtype)
+    xs = (0.3 * _rng(1).standard_normal((30, 40))).astype(dtype)
+    for f in (M.ys_dropped, M.ys_dropped_carry_out):
+        before = loops.STATS["steps"]
+        _check(f, a, u, xs)
+        # (a float64 ``a`` makes a float32 carry float64 after the first step: one
+        # more step before two alike)
+        assert loops.STATS["steps"] - before >= 28
+    text = _driver_source(M.ys_dropped, a, u, xs)
+    assert "loop_driver(carry, ys_steps, 0, n_steps" in text
 
 
 def test_a_reverse_scan():

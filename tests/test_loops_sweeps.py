@@ -119,6 +119,30 @@ def rnn(u, xs, target):
     return np.sum(ys[:, 0, :] * target) + np.sum(h)
 
 
+def energy(u, xs, target):
+    def step(c, x):
+        n = c * c * 0.25 + x * c
+        return n, np.sum(n * n)            # (a scalar cotangent per backward trip)
+    c, ys = lax.scan(step, u, xs)
+    return np.sum(ys * target[:, 0]) + np.sum(c)
+
+
+def mean_ys(u, xs, target):
+    def step(c, x):
+        n = c * 0.5 - c * c * x
+        return n, np.mean(n)               # (its cotangent: the scalar over the size)
+    c, ys = lax.scan(step, u, xs)
+    return np.sum(ys * ys) + np.sum(c * target[0, 0])
+
+
+def rebound_sum(u, xs, target):
+    def step(h, x):
+        h = h * h * 0.25 + x * h           # (the carry's name assigned again)
+        return h, np.sum(h * u)
+    h, ys = lax.scan(step, u, xs)
+    return np.sum(ys * target[:, 1]) + np.sum(h)
+
+
 def changes_dtype(u, xs, target):
     def step(c, x):
         n = c * 0.5 + c * c * x
@@ -136,19 +160,20 @@ def vjp_{name}(u, xs, target):
     return value, pull(np.ones_like(value))
 ''' for name in ("stencil", "one_carry", "nested", "several_saved", "no_ys",
                   "reversed_scan", "fori", "leaves_xs", "changes_dtype", "two_scans",
-                  "rnn"))
+                  "rnn", "energy", "mean_ys", "rebound_sum"))
 SOURCE = "import astjax\n" + SOURCE
 
 M = load_source_module(SOURCE, _DIR)
 VJPS = {name[4:]: getattr(M, name) for name in dir(M) if name.startswith("vjp_")}
 
 # backward sweeps that run compiled (the others' fast trips still do array work
-# outside kernels -- ``rt.place_at``, ``ra.unbroadcast``, sums of arrays -- and run
-# as Python until their backward kernels take it); a carry read before its name is
+# outside kernels -- ``rt.place_at``, ``ra.unbroadcast``, sums of arrays (in
+# rebound_sum, the cotangent of the renamed carry) -- and run as Python until their
+# backward kernels take it); a carry read before its name is
 # assigned again (``n = c * c``) takes the fast rules through a snapshot
 # (``fast_trips.FastTrip.fact_name``)
 BACKWARD = {"stencil", "no_ys", "two_scans", "one_carry", "fori", "leaves_xs",
-            "reversed_scan", "changes_dtype", "rnn"}
+            "reversed_scan", "changes_dtype", "rnn", "energy", "mean_ys"}
 
 # name -> (function, whether its forward sweep runs compiled)
 CASES = {
@@ -161,6 +186,9 @@ CASES = {
     "reversed_scan": (M.reversed_scan, False),
     "fori": (M.fori, True),
     "rnn": (M.rnn, True),
+    "energy": (M.energy, True),
+    "mean_ys": (M.mean_ys, True),
+    "rebound_sum": (M.rebound_sum, True),
     "leaves_xs": (M.leaves_xs, False),      # pytree xs: the Python loop
     "changes_dtype": (M.changes_dtype, None),
     # (its first scan's kernel runs with NumPy at this size: that forward sweep stays

@@ -265,12 +265,15 @@ def available():
 def shown_kinds(kernel, known, top):
     """The (dtype, ndim, weak) kinds a kernel is shown specialized for, from what jit
     knows of its inputs (``known``); unknown ones are shown as float64 arrays of rank
-    ``top``, with a comment saying so (shared by the C and CUDA displays)."""
+    ``top`` (a broadcast scalar as a scalar), with a comment saying so (shared by the
+    C and CUDA displays)."""
     kinds, guessed = [], False
+    scalars = {op.source for op in kernel.ops if isinstance(op, ir.Broadcast)}
     for name in kernel.inputs:
         dt, nd, weak = known.get(name, (None, None, None))
         if dt is None or nd is None:
-            dt, nd, weak, guessed = (dt or np.dtype(np.float64)), top, None, True
+            dt, nd, weak, guessed = (dt or np.dtype(np.float64)), \
+                0 if name in scalars else top, None, True
         kinds.append((np.dtype(dt), nd, weak))
     note = ("/* shown for float64 operands: the kernel is specialized to the "
             "operands' dtypes when it runs */\n" if guessed else "")

@@ -27,7 +27,7 @@ import operator
 import numpy as np
 
 from astjax import core
-from astjax import runtime as rt
+from astjax import runtime as rt, runtime_array as ra
 from astjax.core import Const, External, Index, Prim, Var
 from astjax.kernels import compile as cc
 from astjax.kernels.governor import Governor
@@ -41,7 +41,8 @@ _HELPERS = {"acc": rt.acc, "acc_at": rt.acc_at, "cot_at": rt.cot_at,
             "cot_or_zero": rt.cot_or_zero, "last_cotangent": rt.last_cotangent,
             "drop_last_cotangent": rt.drop_last_cotangent,
             "acc_inplace": rt.acc_inplace, "acc_copy": rt.acc_copy,
-            "acc_reuse": rt.acc_reuse, "acc_at_inplace": rt.acc_at_inplace}
+            "acc_reuse": rt.acc_reuse, "acc_at_inplace": rt.acc_at_inplace,
+            "seq_cotangents": rt.seq_cotangents, "reduced_size": ra.reduced_size}
 
 
 def match(body, tape: str, dys: str, written: set, kernel_refs: dict):
@@ -211,6 +212,20 @@ def _helper_sym(name, syms, vals):
         if syms[0] is None:
             raise _Untraceable
         return syms[0]
+    if name == "seq_cotangents":          # (a tuple's cotangent taken apart: a list)
+        g, n = syms[0], vals[1]
+        if type(n) is not int:
+            raise _Untraceable
+        if g is None:
+            return ("tuple", [None] * n)
+        if isinstance(g, tuple) and g[0] == "tuple" and len(g[1]) == n:
+            return g
+        raise _Untraceable
+    if name == "reduced_size":            # (of an array whose layout every trip has)
+        if _is_ptr(syms[0]) and type(vals[0]) is np.ndarray and \
+                (len(vals) < 2 or vals[1] is None):
+            return ("static", None)
+        raise _Untraceable
     raise _Untraceable
 
 
@@ -472,7 +487,8 @@ class BackSweepDriver:
                     s = "dys"
                 elif name == "last_cotangent":
                     v = rt.last_cotangent(vals[0])
-                    if tr.traced and type(v) is np.ndarray and tr.last_row is None:
+                    if tr.traced and tr.last_row is None and (
+                            type(v) is np.ndarray or isinstance(v, np.floating)):
                         tr.last_row = v
                         tr.seq_src.append(("dys", 0))
                         s = ("seq", len(tr.seq_src) - 1)

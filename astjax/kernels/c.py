@@ -501,6 +501,8 @@ class _Emitter:
             T = ctype(op.dtype)
         elif isinstance(op, ir.TPlace):
             expr, T = self._place(op, idx), ctype(op.dtype)
+        elif isinstance(op, ir.TBroadcast):       # (a 0-d input: the same at every index)
+            expr, T = cast(self.value(op.source, ()), op.src, op.dtype), ctype(op.dtype)
         else:                                    # TCast
             expr = cast(self.value(op.source, idx), op.src, op.dtype)
             T = ctype(op.dtype)

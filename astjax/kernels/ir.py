@@ -25,6 +25,10 @@ Statements (``Kernel.ops``), each making the value ``target``:
   cotangent of ``like[items]``), ``value`` elsewhere; items are ``("index", i)`` (a
   row at a run-time index: ``i`` may be negative) and unit-step slices, as in
   ``Slice``.  Read at index ``i`` it tests whether ``i`` is inside the block.
+* ``Broadcast(target, source, like)``: the 0-d input ``source`` at every index of an
+  array shaped like the input ``like``, in ``like``'s floating dtype (``ra.unreduce``
+  of a reduction over every axis: a loss's cotangent, read by the kernel that uses it
+  instead of an array filled first).
 * ``Cast(target, source, dtype)``: ``astype`` (never float to integer: C leaves
   out-of-range conversions undefined, NumPy does not).
 * ``Reduce(target, source, op, axis, keepdims)``: ``np.sum``/``mean``/``max``/``min``
@@ -120,6 +124,14 @@ class Place:
 
 
 @dataclass(frozen=True)
+class Broadcast:
+    target: str
+    source: str              # a 0-d input
+    like: str                # the input whose shape and floating dtype the result has
+    loc: object = None
+
+
+@dataclass(frozen=True)
 class Cast:
     target: str
     source: str
@@ -137,7 +149,7 @@ class Reduce:
     loc: object = None
 
 
-INDEXED = (Slice, Transpose, Pad, Place, Cast, Reduce)
+INDEXED = (Slice, Transpose, Pad, Place, Broadcast, Cast, Reduce)
 REDUCTIONS = frozenset({"sum", "mean", "max", "min"})
 
 
@@ -360,6 +372,16 @@ class TPlace:
 
 
 @dataclass(frozen=True)
+class TBroadcast:
+    target: str
+    source: str              # a 0-d input, read once
+    like: str                # the input whose shape the result has
+    src: np.dtype
+    dtype: np.dtype
+    loc: object = None
+
+
+@dataclass(frozen=True)
 class TCast:
     target: str
     source: str
@@ -386,7 +408,8 @@ class TypedIndexed:
     kernel: Kernel
     inputs: list             # IInput
     values: dict             # value name -> (dtype, rank)
-    ops: list                # TypedOp, TSlice, TTranspose, TPad, TPlace, TCast (in order)
+    ops: list                # TypedOp, TSlice, TTranspose, TPad, TPlace, TBroadcast,
+                             # TCast (in order)
     outputs: list            # (value name, dtype)
     reduce: TReduce | None   # the kernel's single result when it reduces
     params: list             # run-time integers, in the order of the array P
@@ -524,6 +547,16 @@ def specialize_indexed(kernel: Kernel, kinds) -> TypedIndexed:
             values[target] = (dt, like_rank)
             ops.append(TPlace(target, src, like, tuple(out_maps), op.value, dt, op.loc))
             current[op.target] = (target, dt, dt)
+        elif isinstance(op, Broadcast):
+            src, dt, rank = source(op.source)
+            like, like_dt, like_rank = source(op.like)
+            if not (like.startswith("in") and src.startswith("in")) or rank != 0:
+                raise Unsupported("a broadcast of or like a computed value, or of an array")
+            if like_dt.kind != "f" or like_dt.char not in SUPPORTED or dt.kind not in "fiub":
+                raise Unsupported(f"broadcasting {dt} like a {like_dt} array")
+            values[target] = (like_dt, like_rank)
+            ops.append(TBroadcast(target, src, like, dt, like_dt, op.loc))
+            current[op.target] = (target, like_dt, like_dt)
         elif isinstance(op, Cast):
             src, dt, rank = source(op.source)
             to = np.dtype(op.dtype)

@@ -116,6 +116,8 @@ def layout(typed: ir.TypedIndexed, args) -> Layout:
             shapes[t] = tuple(src[a] for a in op.axes)
         elif isinstance(op, ir.TPlace):
             shapes[t] = _place(typed, args, op, shapes, P)
+        elif isinstance(op, ir.TBroadcast):
+            shapes[t] = shapes[op.like]
         elif isinstance(op, ir.TPad):
             src = shapes[op.source]
             if 0 in src:

@@ -471,13 +471,15 @@ def _rewrite_loop(block, k, kernel_refs, name_of, readers, drivers):
     if prog is None:
         return False
     stack = block[k + 1] if k + 1 < len(block) else None
-    if prog.ys_list is not None:
-        if not (isinstance(stack, Prim) and stack.prim == "tree_stack" and
-                stack.args[0] == Var(prog.ys_list) and isinstance(stack.args[1], Const)):
-            return False
-    else:
-        stack = None
     inside = {id(s) for s in core.walk(loop.body)} | {id(loop)}
+    if prog.ys_list is not None and not (
+            isinstance(stack, Prim) and stack.prim == "tree_stack" and
+            stack.args[0] == Var(prog.ys_list) and isinstance(stack.args[1], Const)):
+        if not readers.get(prog.ys_list, set()) <= inside:
+            return False
+        stack = None     # (``return h, None`` with the ys unused: the list is dead)
+    elif prog.ys_list is None:
+        stack = None
     # the body's own values are read nowhere else (ys only by the stacking after it)
     for n in core.all_writes(loop.body) | {loop.target}:
         if n in prog.carried:

@@ -87,6 +87,8 @@ def _operands(s) -> list:
     if s.prim == "place_at":           # the block, the array shaped like the result,
         return [s.args[0], s.args[1]] + [   # then names its index reads
             Var(n) for n in core.atom_vars([s.args[2]])]
+    if s.prim == "unreduce":           # the scalar, the array shaped like the result
+        return list(s.args[:2])
     if s.prim in _INDEXED_PRIMS:       # the array, then names a basic index reads
         extra = [a for a in s.args[1].atoms() if isinstance(a, Var)] \
             if s.prim == "getitem" else []
@@ -118,10 +120,11 @@ def _kernel_member(s) -> bool:
 
 
 # what a compiled kernel also fuses, beyond elementwise (kernels/ir.py): basic
-# indexing, transposes, np.pad, astype, and reductions that end a group
+# indexing, transposes, np.pad, astype, reductions that end a group, and the
+# cotangents of reductions (a placed block; a full reduction's scalar spread)
 _VIEWS = frozenset({"getitem", "transpose"})          # their results share memory
 _INDEXED_PRIMS = frozenset({"getitem", "transpose", "pad", "astype", "sum", "mean",
-                            "max", "min", "place_at"})
+                            "max", "min", "place_at", "unreduce"})
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min"})
 # Work, in operation weights, a group may redo per element to read a value it made
 # at shifted indices (``p[1:] - p[:-1]`` of a computed ``p``): beyond it, the value
@@ -232,6 +235,14 @@ def indexed_node(s, env=None, consts=None):
                 type(args[3].value) is not float:
             return None
         return ir.Place(s.target, src, tuple(items), args[1].name, args[3].value, loc)
+    if s.prim == "unreduce":
+        # (the cotangent of a reduction over every axis: its 0-d ``t`` at every index
+        # of an array shaped like ``x``; the other forms reshape)
+        if not (2 <= len(args) <= 4 and isinstance(args[1], Var) and
+                all(isinstance(a, Const) for a in args[2:]) and
+                [a.value for a in args[2:]] == [None, False][:len(args) - 2]):
+            return None
+        return ir.Broadcast(s.target, src, args[1].name, loc)
     if s.prim == "transpose":
         args = [args[0]] + [_constant(a, consts) for a in args[1:]]
         if len(args) != 2 or not isinstance(args[1], Const):
@@ -509,8 +520,9 @@ class _Fuser:
     def _array_source(self, s, written) -> bool:
         """An indexed member reads a NumPy array: made in the group, or surely NumPy
         (a tuple's ``carry[0]`` must not make the kernel fall back on every call)."""
-        if s.prim not in _INDEXED_PRIMS or s.prim == "place_at":
-            return True      # (a fast trip's facts made place_at's operands arrays)
+        if s.prim not in _INDEXED_PRIMS or s.prim in ("place_at", "unreduce"):
+            return True      # (a fast trip's facts made place_at's operands arrays;
+            # unreduce reads a scalar: the kernel's types check it is one)
         name = s.args[0].name
         # an unknown value may be a list or a tuple (``carry[1]``, ``ys[:-1]``): its
         # indexing is Python's, never a kernel's; a group above made an array

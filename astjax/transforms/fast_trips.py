@@ -455,6 +455,18 @@ def _assign_directly(stmts, acc, contribs):
     return []
 
 
+def _full_reduction(s) -> bool:
+    """``np.sum(x)`` / ``np.mean(x)`` of a name over every axis, no dtype, out or
+    keepdims (arguments left at their defaults)."""
+    if not (s.prim in ("sum", "mean") and not s.kwargs and s.args and
+            isinstance(s.args[0], Var) and len(s.args) <= 5):
+        return False
+    # (axis, dtype, out: None; keepdims: False -- ``is``: 0 == False)
+    want = (None, None, None, False)
+    return all(isinstance(a, Const) and a.value is w and type(a.value) is type(w)
+               for a, w in zip(s.args[1:], want))
+
+
 def _placeable(index):
     """A basic index ``rt.place_at`` and the kernels' ``Place`` take: integers (a row
     at a run-time index) and unit-step slices."""
@@ -526,6 +538,18 @@ def adjoint(rev, s, wanted, g, ans):
             ctx.add_fact(("same", (ctx.fact_name(rev, op.name, s), s.target), None))
             acc = rev.accumulate(rev.d(op.name), c, loc, fast_add=op.name)
             out.extend(_assign_directly(out, acc, contribs))
+        return out
+    if _full_reduction(s) and [i for i, _ in wanted] == [0] and \
+            ctx.array_valued(s.args[0].name):
+        # (its cotangent is shaped like the array it reduces, whatever the shapes:
+        # a plain add, which fuses with the kernels after it; no fact to check)
+        from astjax import primitives as P
+        x = s.args[0].name
+        stmts, contribs = rev.inline_template(rule_template("vjp", s.prim),
+                                              P.REGISTRY[s.prim], s, g, [0], ans)
+        out = list(stmts)
+        acc = rev.accumulate(rev.d(x), contribs[0], loc, fast_add=x)
+        out.extend(_assign_directly(out, acc, contribs))
         return out
     if s.prim == "pad" and not s.kwargs and [i for i, _ in wanted] == [0]:
         widths = _pairs(constant_value(s.args[1], ctx.consts))
