@@ -15,6 +15,8 @@ from astjax import lax
 from astjax.kernels import governor as gov
 from astjax.kernels import compile as cc, loops, runtime
 
+import test_loops_sweeps as _sweep_corpus      # (its programs: every one is swept)
+
 
 class Machine:
     """A clock, and a loop body whose steps cost ``cost(cap, step)`` seconds."""
@@ -220,9 +222,7 @@ def test_compiled_loops_give_the_same_bits_at_every_cap(what, monkeypatch, tmp_p
 
 
 @pytest.mark.parametrize("how", ["forward", "value_and_grad", "vjp"])
-@pytest.mark.parametrize("name", ["stencil", "one_carry", "nested", "several_saved",
-                                  "no_ys", "reversed_scan", "fori", "rnn", "leaves_xs",
-                                  "changes_dtype", "two_scans"])
+@pytest.mark.parametrize("name", sorted(_sweep_corpus.CASES))
 def test_every_compiled_loop_gives_the_same_bits_in_one_step_calls(name, how,
                                                                    monkeypatch):
     """The class of the tape-row bug (rows counted from each C call's first step):
