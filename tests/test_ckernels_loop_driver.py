@@ -217,6 +217,9 @@ def test_a_scan_whose_ys_are_dropped(a, dtype):
         assert loops.STATS["steps"] - before >= 28
     text = _driver_source(M.ys_dropped, a, u, xs)
     assert "loop_driver(carry, ys_steps, 0, n_steps" in text
+    # (dropped ys that are not None: the C loop copies no row of them)
+    text = _driver_source(M.ys_dropped_carry_out, a, u, xs)
+    assert "int loop_driver(" in text and "astjax_put(L->ys" not in text
 
 
 def test_a_reverse_scan():

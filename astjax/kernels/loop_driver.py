@@ -415,7 +415,8 @@ class LoopDriver:
                     if leaf.shape != arr.shape[1:] or leaf.dtype != arr.dtype:
                         return None
                     arr[n - 1 - p if self.reverse else p] = leaf
-        elif prog.ys_list is not None and ys_vals and any(y is not None for y in ys_vals):
+        elif prog.ys_list is not None and not prog.ys_dead and ys_vals and \
+                any(y is not None for y in ys_vals):
             return None
         if self.func is None:
             func = cc.build(self.text, _cvar(self.__name__))

@@ -72,6 +72,7 @@ class Program:
     invariants: list               # names read from outside the loop
     ys_list: str | None            # the list the body appends ys to
     loc: object = None
+    ys_dead: bool = False          # nothing reads the list after the loop: no ys kept
     structure: dict = field(default_factory=dict)   # name -> "ptr" | "inv" | tuple
     symbols: dict = field(default_factory=dict)     # name -> symbolic value (resolve)
     at: list = field(default_factory=list)          # per op: its operands' symbols
@@ -477,7 +478,9 @@ def _rewrite_loop(block, k, kernel_refs, name_of, readers, drivers):
             stack.args[0] == Var(prog.ys_list) and isinstance(stack.args[1], Const)):
         if not readers.get(prog.ys_list, set()) <= inside:
             return False
-        stack = None     # (``return h, None`` with the ys unused: the list is dead)
+        # (``c, _ = lax.scan(...)``: the list is dead, its ys are neither copied
+        # into stacked rows nor checked)
+        stack, prog.ys_dead, prog.y_leaves = None, True, []
     elif prog.ys_list is None:
         stack = None
     # the body's own values are read nowhere else (ys only by the stacking after it)
