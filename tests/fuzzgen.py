@@ -450,6 +450,21 @@ CONSTRUCTS = [
         "    return c, w",
         "{v} = lax.scan({v}_step, {a_row}, {a2})[0]",
     ]),
+    # a scalar per step (an energy): its cotangent is spread inside the backward
+    # trip's kernel (kernels/ir.py Broadcast), the trip's ys cotangent a NumPy scalar
+    ("lax_scan_energy", [
+        "def {v}_step(c, t):",
+        "    n = np.sin(c * 0.9 + t) * 0.5",
+        "    return n, np.sum(n * n) + np.mean(n * t)",
+        "{v} = lax.scan({v}_step, {a_row}, {a2})[1]",
+    ]),
+    # ys dropped (``return c, None``): the list is dead after the loop
+    ("lax_scan_no_ys", [
+        "def {v}_step(c, t):",
+        "    c = c * 0.5 + np.cos(t) * c",
+        "    return c, None",
+        "{v}, _ = lax.scan({v}_step, {a_row}, {a2})",
+    ]),
     ("lax_scan_tuple", [
         "{v} = lax.scan(lambda c, t: ((c[0] + t, c[1] * 0.9), c[0] * t), "
         "({a_row}, {a_row}), {a2})[0][1]",
@@ -703,17 +718,19 @@ def run_check(check, mod, x, y, rng_seed=0):
                 raise Mismatch(f"jit fastmath: leaf {i} is {np.asarray(a).dtype}, "
                                f"oracle {np.asarray(e).dtype}")
     elif check == "jit_threads":   # every kernel on its OpenMP path, however small,
-        from astjax.kernels import governor, runtime     # compiled loops in 1-step calls
+        # compiled loops however few their steps, in 1-step calls
+        from astjax.kernels import backsweep, governor, loop_driver, runtime
         saved = (runtime.MIN_PARALLEL_WORK, governor.MIN_STEPS, governor.FIRST_CHUNK,
-                 governor.CHUNK_SECONDS)
+                 governor.CHUNK_SECONDS, loop_driver.MIN_STEPS, backsweep.MIN_STEPS)
         runtime.MIN_PARALLEL_WORK, governor.MIN_STEPS = 1, 1
         governor.FIRST_CHUNK, governor.CHUNK_SECONDS = 1, 0.0
+        loop_driver.MIN_STEPS = backsweep.MIN_STEPS = 1
         try:
             got = astjax.jit(prog)(x, y)
             g = astjax.jit(astjax.grad(loss, argnums=(0, 1)))(x, y)
         finally:
             (runtime.MIN_PARALLEL_WORK, governor.MIN_STEPS, governor.FIRST_CHUNK,
-             governor.CHUNK_SECONDS) = saved
+             governor.CHUNK_SECONDS, loop_driver.MIN_STEPS, backsweep.MIN_STEPS) = saved
         assert_tree_close(got, prog(x, y), 1e-9, 1e-9, "jit on threads")
         e = _fd_stable(lambda h: (fd_grad(loss, (x, y), 0, h), fd_grad(loss, (x, y), 1, h)))
         assert_tree_close(g, e, 1e-6, 1e-6, "jit of grad on threads")

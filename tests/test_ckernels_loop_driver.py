@@ -81,6 +81,29 @@ def ys_dropped_carry_out(a, u, xs):
     return c
 
 
+def index_in_kernel(y, n):
+    v = np.full((2, 3), 0.5)
+    for j in range(n):
+        v = np.sin(v) * 0.5 + y * j          # (the step index, a kernel operand)
+    return v
+
+
+def index_copied(y, n):
+    v = y * 1.0
+    for j in range(n):
+        k = j
+        v = v * 0.75 + y / (k + 1.0)
+    return v
+
+
+def index_nested(y):
+    v = y * 1.0
+    for i in range(3):
+        for j in range(6):
+            v = v * 0.5 + y * j - i
+    return v
+
+
 def reversed_scan(u, xs):
     def step(c, x):
         n = c * 0.75 + x
@@ -220,6 +243,31 @@ def test_a_scan_whose_ys_are_dropped(a, dtype):
     # (dropped ys that are not None: the C loop copies no row of them)
     text = _driver_source(M.ys_dropped_carry_out, a, u, xs)
     assert "int loop_driver(" in text and "astjax_put(L->ys" not in text
+
+
+@pytest.mark.parametrize("n", [2, 5, 6, 12])
+def test_the_step_index_as_a_kernel_operand_is_each_steps_own(n, monkeypatch):
+    """The class of a silent wrong result: a loop whose kernels read the step index
+    (``y * j``) ran in C with the first interpreted step's index in every step (the
+    index had no symbol, so it read as a constant).  Each step must use its own: the
+    C driver declines such a loop (``loops.resolve``); jit equals the NumPy backend,
+    and at every step count the drivers would take (``MIN_STEPS`` 1)."""
+    from astjax.kernels import loop_driver
+    y = _rng().standard_normal(3)
+    for lowest in (loop_driver.MIN_STEPS, 1):
+        monkeypatch.setattr(loop_driver, "MIN_STEPS", lowest)
+        for f in (M.index_in_kernel, M.index_copied):
+            got = astjax.jit(f, backend="c")(y, n)
+            assert identical(got, astjax.jit(f, backend="numpy")(y, n))
+            np.testing.assert_allclose(got, f(y, n), rtol=1e-13, atol=1e-13)
+        got = astjax.jit(M.index_nested, backend="c")(y)
+        assert identical(got, astjax.jit(M.index_nested, backend="numpy")(y))
+        g = astjax.grad(lambda y: np.sum(M.index_in_kernel(y, n) ** 2))
+        assert identical(astjax.jit(g, backend="c")(y), astjax.jit(g, backend="numpy")(y))
+        eps, d = 1e-6, _rng(2).standard_normal(3)
+        fd = (np.sum(M.index_in_kernel(y + eps * d, n) ** 2) -
+              np.sum(M.index_in_kernel(y - eps * d, n) ** 2)) / (2 * eps)
+        assert np.isclose(np.sum(astjax.jit(g, backend="c")(y) * d), fd, rtol=1e-6)
 
 
 def test_a_reverse_scan():

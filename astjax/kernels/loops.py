@@ -272,6 +272,10 @@ def resolve(prog) -> bool:
     for _ in range(6):
         ops = list(original)
         sym = {n: "inv" for n in prog.invariants}
+        # the step index: the C loop has no value for it (only ``xs`` at the step
+        # reads it); a kernel operand, a copy or a push of it leaves the loop to Python
+        # (unknown, it had read as a constant: every step took the first step's index)
+        sym[prog.loop_var] = "index"
         leaves = []
         for n in prog.carried:
             if shapes[n] == "static":
@@ -290,7 +294,9 @@ def resolve(prog) -> bool:
             kind, t = op[0], op[1]
             at.append(None)
             if kind == "kernel":
-                operands = [None if isinstance(a, Const) else sym.get(a.name) for a in op[3]]
+                # (None: a constant; a name without a symbol is never taken for one)
+                operands = [None if isinstance(a, Const) else sym.get(a.name, "unknown")
+                            for a in op[3]]
                 if not all(x is None or x in ("inv", "static") or _is_ptr(x)
                            for x in operands):
                     return False
