@@ -270,6 +270,35 @@ def test_the_step_index_as_a_kernel_operand_is_each_steps_own(n, monkeypatch):
         assert np.isclose(np.sum(astjax.jit(g, backend="c")(y) * d), fd, rtol=1e-6)
 
 
+def _index_9(y):
+    return M.index_in_kernel(y, 9)
+
+
+def _index_loss(y):
+    return np.sum(_index_9(y) ** 2)
+
+
+def _index_jvp(y, t):
+    return astjax.jvp(_index_9, (y,), (t,))[1]
+
+
+def test_the_step_index_in_every_composition_order_under_jit():
+    """The same class through vmap, jvp, hessian and vmap of grad, each under jit (C
+    backend), against the same transformation run eagerly.  (Their generated loops
+    did not reach the C driver before the fix either; this holds them to the eager
+    values once they do.)"""
+    y, ys = _rng().standard_normal(3), _rng(1).standard_normal((4, 3))
+    t = _rng(2).standard_normal(3)
+    jit = lambda f: astjax.jit(f, backend="c")          # noqa: E731
+    pairs = [(jit(astjax.vmap(_index_9))(ys), astjax.vmap(_index_9)(ys)),
+             (jit(_index_jvp)(y, t), _index_jvp(y, t)),
+             (jit(astjax.hessian(_index_loss))(y), astjax.hessian(_index_loss)(y)),
+             (jit(astjax.vmap(astjax.grad(_index_loss)))(ys),
+              astjax.vmap(astjax.grad(_index_loss))(ys))]
+    for got, want in pairs:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_a_reverse_scan():
     u = _rng().standard_normal(6)
     xs = _rng(1).standard_normal((10, 6))
