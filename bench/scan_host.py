@@ -6,9 +6,10 @@ their steps are kernel calls and tape plumbing (``kernels/sweeps.py``); what is 
 per step is the tape's bookkeeping in Python.  With a small state that host code is
 all the time; this prints it per step, beside ``jax.jit`` when JAX imports (the
 README's Known limits quote these figures), an RNN's ``jit(grad)`` beside
-hand-written NumPy backprop measured in the same run, and a scan that reduces its
-state to a scalar each step (an energy) with its loops compiled and, in the same run,
-left to Python (the drivers' ``MIN_STEPS`` out of reach).
+hand-written NumPy backprop measured in the same run, and two loops each with its
+loops compiled and, in the same run, left to Python (the drivers' ``MIN_STEPS`` out of
+reach): a scan that reduces its state to a scalar each step (an energy), and a
+``fori_loop`` forced by its step index.
 
 Run: python bench/scan_host.py [--steps 2000]
 """
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 import astjax  # noqa: E402
 from astjax import lax  # noqa: E402
+from astjax.tree_util import tree_leaves  # noqa: E402
 
 
 def shifted_scan(u, xs):
@@ -111,24 +113,51 @@ def energy_loss(u, xs):
     return np.sum(ys) + np.sum(c)
 
 
-def energy_figures(n):
-    """Per step: {what: (compiled loops, Python loops)} for jit forward and jit(grad)."""
+def forced(u, y, n):
+    """A state driven by a forcing of the step index (``fori_loop``'s ``j``): the
+    kernels read the index per step, and reverse mode keeps ``np.cos(j * 0.01)``."""
+    def body(j, v):
+        return v * 0.95 + y * np.cos(j * 0.01)
+    return lax.fori_loop(0, n, body, u)
+
+
+def forced_loss(u, y, n):
+    return np.sum(forced(u, y, n) ** 2)
+
+
+def compiled_and_python(pairs, args, n):
+    """Per step: {what: (compiled loops, Python loops)} of each (what, function) under
+    jit, the Python loops by the drivers' ``MIN_STEPS`` out of reach (same run)."""
     from astjax.kernels import backsweep, loop_driver
-    u = np.linspace(-1, 1, 1000)
-    xs = np.linspace(0.0, 0.1, n)
     out = {}
-    for what, fn in (("forward", energy), ("grad", astjax.grad(energy_loss))):
+    for what, fn in pairs:
         compiled = astjax.jit(fn)
-        t_c = best_seconds(lambda: compiled(u, xs), repeats=7) / n
+        t_c = best_seconds(lambda: compiled(*args), repeats=7) / n
         steps = loop_driver.MIN_STEPS
         loop_driver.MIN_STEPS = backsweep.MIN_STEPS = 1 << 40
         try:
             python = astjax.jit(fn)
-            t_p = best_seconds(lambda: python(u, xs), repeats=7) / n
+            t_p = best_seconds(lambda: python(*args), repeats=7) / n
+            want = python(*args)
         finally:
             loop_driver.MIN_STEPS = backsweep.MIN_STEPS = steps
+        for a, b in zip(tree_leaves(compiled(*args)), tree_leaves(want)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)   # (the same values)
         out[what] = (t_c, t_p)
     return out
+
+
+def energy_figures(n):
+    """Per step: {what: (compiled loops, Python loops)} for jit forward and jit(grad)."""
+    return compiled_and_python((("forward", energy), ("grad", astjax.grad(energy_loss))),
+                               (np.linspace(-1, 1, 1000), np.linspace(0.0, 0.1, n)), n)
+
+
+def forced_figures(n):
+    """The same for ``forced`` over 1000 float64."""
+    return compiled_and_python((("forward", forced), ("grad", astjax.grad(forced_loss))),
+                               (np.linspace(-1, 1, 1000), np.linspace(0.5, 1.5, 1000), n),
+                               n)
 
 
 def best_seconds(fn, repeats=15):
@@ -188,6 +217,10 @@ def main(argv=None):
         print(f"energy per step (1000 float64, np.sum(nxt * nxt)), jit {what}: compiled "
               f"loops {t_c * 1e6:.2f} us a step, Python loops {t_p * 1e6:.2f} us "
               f"({t_p / t_c:.1f}x)")
+    for what, (t_c, t_p) in forced_figures(n).items():
+        print(f"forcing by the step index (1000 float64, y * np.cos(j * 0.01)), jit "
+              f"{what}: compiled loops {t_c * 1e6:.2f} us a step, Python loops "
+              f"{t_p * 1e6:.2f} us ({t_p / t_c:.1f}x)")
     t_grad, t_hand, t_jax = rnn_figures(n)
     line = (f"RNN h = tanh(h * w + x), 64 float64 units, {n} steps, jit(grad) per step: "
             f"{t_grad * 1e6:.2f} us; hand-written NumPy backprop {t_hand * 1e6:.2f} us "

@@ -465,6 +465,22 @@ CONSTRUCTS = [
         "    return c, None",
         "{v}, _ = lax.scan({v}_step, {a_row}, {a2})",
     ]),
+    # the step index read by the step's kernels (passed per step to the compiled
+    # loops), and numbers of it reverse mode keeps: ``i + 0.5`` (a Python float) and
+    # ``np.cos(i * 0.3)`` (a NumPy float64), results of numbers only of the kernels
+    ("lax_fori_index", [
+        "{v} = lax.fori_loop(0, 6, lambda i, c: np.sin(c) * 0.5 + {b} * (i + 0.5), {a})",
+    ]),
+    ("for_index_cos", ["{v} = {a} * 1.0", "for i in range(6):",
+                       "    {v} = {v} * 0.9 + {b} * np.cos(i * 0.3)"]),
+    # a number of the step's xs first, the carry's product after it: one kernel
+    ("lax_scan_scalar_xs", [
+        "def {v}_step(c, t):",
+        "    s = t * 0.5",
+        "    c = c * 0.9 + np.sin(s) * c",
+        "    return c, np.sum(c)",
+        "{v} = lax.scan({v}_step, {a_row}, {a2}[:, 0])[0]",
+    ]),
     ("lax_scan_tuple", [
         "{v} = lax.scan(lambda c, t: ((c[0] + t, c[1] * 0.9), c[0] * t), "
         "({a_row}, {a_row}), {a2})[0][1]",

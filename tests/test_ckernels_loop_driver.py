@@ -104,6 +104,47 @@ def index_nested(y):
     return v
 
 
+def index_times_dt(y, dt, n):
+    v = y * 0.0
+    for j in range(n):
+        v = v * 0.9 + y * np.cos(j * dt)     # (Python's int * float, in the kernel)
+    return v
+
+
+def index_fori(y, n):
+    def body(j, v):
+        return np.sin(v) * 0.5 + y * (j + 0.5)
+    return lax.fori_loop(0, n, body, y * 1.0)
+
+
+def index_fori_plain(y, n):
+    def body(j, v):
+        return np.sin(v) * 0.5 + y * j
+    return lax.fori_loop(0, n, body, y * 1.0)
+
+
+def index_from(a, lo, n):
+    v = a * 0
+    for j in range(lo, lo + n):
+        v = v + a * j                         # (an int32 ``a``: NumPy checks j fits)
+    return v
+
+
+def index_as_row(table, n):
+    v = table[0] * 0.0
+    for j in range(n):
+        v = v * 0.5 + table[j]                # (the index as the kernel's row)
+    return v
+
+
+def index_scan_step(y, dt, xs):
+    def step(c, x):
+        t = x * dt
+        c = c * 0.9 + (t * t) * y             # (``c * 0.9`` waits for the ``+``)
+        return c, np.sum(c)
+    return lax.scan(step, y * 1.0, xs)
+
+
 def reversed_scan(u, xs):
     def step(c, x):
         n = c * 0.75 + x
@@ -250,8 +291,9 @@ def test_the_step_index_as_a_kernel_operand_is_each_steps_own(n, monkeypatch):
     """The class of a silent wrong result: a loop whose kernels read the step index
     (``y * j``) ran in C with the first interpreted step's index in every step (the
     index had no symbol, so it read as a constant).  Each step must use its own: the
-    C driver declines such a loop (``loops.resolve``); jit equals the NumPy backend,
-    and at every step count the drivers would take (``MIN_STEPS`` 1)."""
+    C driver passes its counter per step (``loops.resolve``, ``render_c``); jit
+    equals the NumPy backend, and at every step count the drivers would take
+    (``MIN_STEPS`` 1)."""
     from astjax.kernels import loop_driver
     y = _rng().standard_normal(3)
     for lowest in (loop_driver.MIN_STEPS, 1):
@@ -268,6 +310,93 @@ def test_the_step_index_as_a_kernel_operand_is_each_steps_own(n, monkeypatch):
         fd = (np.sum(M.index_in_kernel(y + eps * d, n) ** 2) -
               np.sum(M.index_in_kernel(y - eps * d, n) ** 2)) / (2 * eps)
         assert np.isclose(np.sum(astjax.jit(g, backend="c")(y) * d), fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_loops_reading_the_step_index_run_in_c(dtype):
+    """The index goes to the kernels as an int64 per step: forward loops, a
+    fori_loop, Python's ``j * dt`` inside the kernel, and a scan whose step fuses
+    around a scalar of the step (a member that waits for the one reading it)."""
+    y = _rng().standard_normal(7).astype(dtype)
+    n = 40
+    for f, args in ((M.index_in_kernel, (y[:3].astype(np.float64), n)),
+                    (M.index_copied, (y, n)), (M.index_times_dt, (y, 0.05, n)),
+                    (M.index_fori, (y, n)),
+                    (M.index_scan_step, (y, 0.1, np.linspace(-1.0, 1.0, n)))):
+        before = loops.STATS["steps"]
+        got = _check(f, *args)
+        assert loops.STATS["steps"] - before >= n - 3, f.__name__
+        want = f(*args)
+        for a, b in zip(np.atleast_1d(got) if f is not M.index_scan_step else got,
+                        np.atleast_1d(want) if f is not M.index_scan_step else want):
+            np.testing.assert_allclose(a, b, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                       atol=1e-5 if dtype == np.float32 else 1e-12)
+    text = _driver_source(M.index_times_dt, y, 0.05, n)
+    assert "int64_t astjax_index = j;" in text and "&astjax_index /* j */" in text
+
+
+def test_an_index_that_stops_fitting_the_dtype_runs_python_and_raises():
+    """``int32_array * j`` raises OverflowError in NumPy once j leaves int32: the C
+    loop must not run those steps (each value's check, ``takes_any_int``)."""
+    a = np.arange(5, dtype=np.int32)
+    lo = 2 ** 31 - 8
+    want = M.index_from(a, lo, 6)                 # (every j fits)
+    got = _check(M.index_from, a, lo, 6)
+    assert identical(got, want)
+    with pytest.raises(OverflowError):
+        M.index_from(a, lo, 12)
+    before = loops.STATS["loops"]
+    with pytest.raises(OverflowError):
+        astjax.jit(M.index_from, backend="c")(a, lo, 12)
+    assert loops.STATS["loops"] == before
+
+
+def test_the_step_index_as_a_kernels_row_stays_with_python():
+    """``table[j]`` in a kernel: the index shapes the kernel's plan (a slice bound),
+    so the C loop cannot pass it per step; the values are the loop's."""
+    table = _rng().standard_normal((12, 5))
+    got = _check(M.index_as_row, table, 12, compiled=False)
+    np.testing.assert_allclose(got, M.index_as_row(table, 12), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("f, dtype", [
+    ("index_in_kernel", np.float64), ("index_fori_plain", np.float32),
+    ("index_fori_plain", np.float64), ("index_fori", np.float32),
+    ("index_fori", np.float64), ("index_times_dt", np.float64)])
+def test_gradients_through_the_step_index_sweep_in_c(f, dtype):
+    """Reverse mode of a loop reading its index: the forward sweep pushes the index
+    (``SweepDriver``) and what the step makes of it (``j + 0.5``, a Python float;
+    ``np.cos(j * dt)``, a NumPy float64: results of numbers only, out of the step's
+    kernel); the backward sweep reads the index restored per trip
+    (``BackSweepDriver``: the index carried from the trip before) and those numbers
+    popped.  Both run in C; the gradient equals the NumPy backend's (types, dtypes
+    and bits: a float32 ``y`` keeps float32 cotangents; cos within an ulp) and
+    central differences.  (A float32 ``index_in_kernel`` or ``index_times_dt`` is
+    float64 after a step: NumPy's promotion, not a fast trip.)"""
+    fn = getattr(M, f)
+    n = 30
+    extra = (0.07, n) if f == "index_times_dt" else (n,)
+    y = _rng().standard_normal((2, 3) if f == "index_in_kernel" else 6).astype(dtype)
+
+    def loss(y):
+        return np.sum(fn(y, *extra) ** 2)
+    g = astjax.grad(loss)
+    before = dict(loops.STATS)
+    got = astjax.jit(g, backend="c")(y)
+    assert loops.STATS["sweep_steps"] - before["sweep_steps"] >= n - 3
+    assert loops.STATS["back_steps"] - before["back_steps"] >= n - 4
+    want = astjax.jit(g, backend="numpy")(y)
+    if f == "index_times_dt":
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    else:
+        assert identical(got, want)
+    assert got.dtype == dtype
+    if dtype == np.float64:
+        eps = 1e-6
+        for d in _rng(5).standard_normal((3,) + y.shape):
+            fd = (loss(y + eps * d) - loss(y - eps * d)) / (2 * eps)
+            assert np.isclose(np.sum(got * d), fd, rtol=1e-6, atol=1e-9), (f, fd)
 
 
 def _index_9(y):

@@ -22,6 +22,7 @@ import astjax
 from astjax.kernels import compile as cc, ir
 from astjax.kernels.runtime import DATA_OFFSET, KernelCall
 from conftest import load_source_module
+from test_passes import identical
 
 pytestmark = pytest.mark.skipif(not cc.available()[0],
                                 reason=f"no C compiler: {cc.available()[1]}")
@@ -382,6 +383,12 @@ def doubled_then_added(x, y, s):
 def halved_then_added(y, s, t):
     u = s / t
     return u + y
+
+
+def int_times_float(y, j, s):
+    t = j * s                  # (Python's: j rounded to a float, then the product)
+    u = s - j
+    return t * y + u
 '''
 W = load_source_module(WEAK, _DIR)
 
@@ -401,6 +408,89 @@ def test_python_arithmetic_in_a_group_stays_weakly_typed(dtype):
     equal(jf(y, 3.0, 2.0), W.halved_then_added(y, 3.0, 2.0))
     with pytest.raises(ZeroDivisionError):
         jf(y, 3.0, 0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_python_int_and_float_arithmetic_in_a_kernel(dtype):
+    """``j * s`` of a Python int and a Python float (a loop index times a step): the
+    kernel rounds the int to a double as Python does (to nearest, ties to even: 2^53
+    + 1 becomes 2^53) and the result stays a weak Python float (float32 stays
+    float32).  The same kernel through the CUDA renderer: NVRTC and the CPU shim."""
+    y = _r(5, 3, dtype=dtype)
+    jf = astjax.jit(W.int_times_float, backend="c")
+    for j, sv in ((7, 0.25), (-3, 1e-3), (2 ** 53 + 1, 0.5), (2 ** 62 + 1, -1.5), (0, -0.0)):
+        got, want = jf(y, j, sv), W.int_times_float(y, j, sv)
+        assert got.dtype == want.dtype
+        assert identical(got, want), (j, sv)
+    source = astjax.make_source(jf)(y, 7, 0.25)
+    assert "int_times_float" in source and "(double)" in source.split("_kernel_c = ")[1]
+    from astjax.kernels import cuda_emulate
+    if not cuda_emulate.available()[0]:
+        return
+    from astjax.kernels import cuda_runtime as cr
+    from test_cuda import DEVICE
+    kernel = ir.Kernel("int_float", ["y", "j", "s"],
+                       [ir.Op("t", "multiply", ("j", "s"), "*"),
+                        ir.Op("u", "subtract", ("s", "j"), "-"),
+                        ir.Op("p", "multiply", ("t", "y")),
+                        ir.Op("r", "add", ("p", "u"))], ["r"])
+    with cr.use_device(DEVICE):
+        kc = cr.CudaKernelCall(kernel, W.int_times_float, DEVICE)
+        for j, sv in ((7, 0.25), (2 ** 53 + 1, 0.5)):
+            got = kc(y, j, sv)
+            got = got.get() if hasattr(got, "get") else got
+            assert identical(np.asarray(got), W.int_times_float(y, j, sv))
+        assert any(v is not None for v in kc.specs.values())
+
+
+def _numbers_and_array(x, j, s, h):
+    t = j * s                     # a Python float (weak)
+    c = np.cos(t)                 # a NumPy float64
+    g = h * 2.0                   # the dtype of the NumPy scalar ``h``
+    return x * c + g, c, t, g
+
+
+def test_results_of_numbers_only_come_out_of_the_kernel_as_the_block_gives_them():
+    """A group whose results include values of numbers only (``np.cos(j * dt)`` of a
+    loop step, which reverse mode keeps): the kernel computes them once, before its
+    loops (``c.render``), and gives them as the block does: a Python float from
+    Python's arithmetic, a NumPy scalar of NumPy's dtype from a ufunc.  It used to
+    hand the whole call to NumPy.  The same through a kept plan; an empty loop still
+    runs the block."""
+    kernel = ir.Kernel("numbers", ["x", "j", "s", "h"],
+                       [ir.Op("t", "multiply", ("j", "s"), "*"),
+                        ir.Op("c", "cos", ("t",)),
+                        ir.Op("g", "multiply", ("h", 2.0), "*"),
+                        ir.Op("p", "multiply", ("x", "c")),
+                        ir.Op("r", "add", ("p", "g"))], ["r", "c", "t", "g"])
+    ran = []
+
+    def block(*args):
+        ran.append(args)
+        return _numbers_and_array(*args)
+    kc = KernelCall(kernel, block)
+    kc.use_pool()
+    for dtype in (np.float32, np.float64):
+        x = _r(6, 5, dtype=dtype)
+        for h in (np.float32(1.25), np.float64(-0.5), 0.75):
+            for j, sv in ((3, 0.1), (-7, 2.5), (2 ** 53 + 1, 1e-9)):
+                for _ in range(2):           # (the second call: the kept plan)
+                    got, want = kc(x, j, sv, h), _numbers_and_array(x, j, sv, h)
+                    assert type(got[2]) is float and type(got[1]) is np.float64
+                    r, c, t, g = got
+                    assert identical((c, t, g), want[1:]), (got[1:], want[1:])
+                    np.testing.assert_allclose(r, want[0], rtol=4e-7, atol=1e-6)
+                    assert r.dtype == want[0].dtype
+    assert not ran and any(v is not None for v in kc.specs.values())
+    # (an operand of one element with a shape: its result is an array, the numbers'
+    # are numbers; an empty loop: the block)
+    one = (np.full((1,), 0.5), 3, 0.1, np.full((1, 1), 2.0))
+    got = kc(*one)
+    assert identical(got[1:], _numbers_and_array(*one)[1:]) and got[0].shape == (1, 1)
+    assert not ran
+    assert identical(kc(np.zeros((0, 5)), 3, 0.1, 0.5),
+                     _numbers_and_array(np.zeros((0, 5)), 3, 0.1, 0.5))
+    assert len(ran) == 1
 
 
 def test_plans_pass_argument_sequences_to_c_on_cpython():
@@ -435,6 +525,10 @@ def sin_fori(x):
     return lax.fori_loop(0, 40, lambda i, v: np.sin(v) * 0.5 + v * 0.25, x)
 
 
+def sin_of_step(x):
+    return lax.fori_loop(0, 40, lambda i, v: v * 0.5 + np.sin(i * 0.1) * x, x)
+
+
 def sin_while(x):
     def body(c):
         v, i = c
@@ -465,3 +559,11 @@ def test_a_function_numpy_runs_faster_compiles_in_a_small_loop(n, dtype):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(astjax.jit(_SIN.sin_while, backend="c")(x),
                                   astjax.jit(_SIN.sin_while, backend="numpy")(x))
+    # ``sin`` of numbers only (the step's ``np.sin(i * 0.1)``): one call a step
+    # whatever the state's size, so the kernel, and the compiled loop, at every size
+    before = loops.STATS["loops"]
+    got = astjax.jit(_SIN.sin_of_step, backend="c")(x)
+    assert loops.STATS["loops"] > before, n
+    want = _SIN.sin_of_step(x)         # (float64: NumPy's sin of a Python float)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)

@@ -503,3 +503,41 @@ def test_an_operand_made_by_an_unlisted_call_leaves_its_loop_the_old_facts(monke
     args = (RNG.random((4, 3)), RNG.standard_normal(4))
     _check(f, args, monkeypatch)
     assert "_read = " not in _raw_source(f, args)
+
+
+def _invariant_added(x, y):
+    h = x * 1.0
+    for _ in range(4):
+        h = np.tanh(h * y) + x          # (x's cotangent starts None in the backward)
+    return h
+
+
+def _index_read(x, y):
+    return lax.fori_loop(0, 4, lambda i, h: np.tanh(h * y + 0.1 * i) + x, x * 1.0)
+
+
+@pytest.mark.parametrize("f", [_invariant_added, _index_read])
+@pytest.mark.parametrize("n, lanes", [(3, 2), (2, 2), (3, 3), (1, 4)])
+def test_vmap_of_a_vjp_through_fast_trips_matches_a_loop(f, n, lanes):
+    """Under vmap of a vjp only the cotangents carry the batch: a fast trip's
+    accumulator made from None (``rt.cot_or_zero`` of the unbatched primal) must
+    carry it too.  It did not, and the next add raised (3 elements, 2 lanes) or
+    broadcast an unbatched -0.0 against the lanes.  A loop that reads its index
+    (``fori_loop``'s ``i``) takes fast trips too (``FastTrip.int_target``)."""
+    x, y = np.linspace(0.1, 0.5, n), np.linspace(0.3, 0.9, n)
+    out, pull = astjax.vjp(f, x, y)
+    cts = np.stack([np.cos(out) * (k + 1.0) for k in range(lanes)])
+    got = astjax.vmap(pull)(cts)
+    for k in range(lanes):
+        want = pull(cts[k])
+        for j in range(2):
+            np.testing.assert_allclose(got[j][k], want[j], rtol=1e-14, atol=1e-15)
+    eps = 1e-6
+    for j, arg in enumerate((x, y)):            # (and the vjp itself: differences)
+        for i in range(n):
+            e = np.zeros(n)
+            e[i] = eps
+            args_p, args_m = [x, y], [x, y]
+            args_p[j], args_m[j] = arg + e, arg - e
+            fd = np.sum(cts[0] * (f(*args_p) - f(*args_m))) / (2 * eps)
+            assert np.isclose(got[j][0][i], fd, rtol=1e-6, atol=1e-9)

@@ -182,8 +182,9 @@ CASES = {
     "nested": (M.nested, True),
     "several_saved": (M.several_saved, True),
     "no_ys": (M.no_ys, True),
-    # (its step index ``n - 1 - i`` fuses into a kernel: the Python loop)
-    "reversed_scan": (M.reversed_scan, False),
+    # (its step index ``n - 1 - i`` is Python's arithmetic, ``fusion.python_ints``;
+    # it fused into a kernel of numbers once, which kept the Python loop)
+    "reversed_scan": (M.reversed_scan, True),
     "fori": (M.fori, True),
     "rnn": (M.rnn, True),
     "energy": (M.energy, True),

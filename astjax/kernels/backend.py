@@ -123,6 +123,7 @@ def load(fn, doc, label, fastmath=False):
         calls[helper.name] = KernelCall(kernel)
         if slower:      # a loop body's: small, the kernel (the loop can compile)
             calls[helper.name].numpy_above = LOOP_NUMPY_ABOVE
+            calls[helper.name].numpy_faster = NUMPY_FASTER
     shown, kernel_refs = [], {}
     blas = calls_blas(fn.body)
     for s, looped in _walk_loops(fn.body):

@@ -141,6 +141,27 @@ def match(body, tape: str, dys: str, written: set, kernel_refs: dict):
     return ops, carried, invariants
 
 
+def _op_reads(op) -> set:
+    """The names ``op`` reads (a branch: its flag and both arms)."""
+    kind = op[0]
+    if kind == "if":
+        return {op[1]} | {n for o in op[2] + op[3] for n in _op_reads(o)}
+    if kind in ("kernel", "helper"):
+        return {a.name for a in op[3] if isinstance(a, Var)}
+    if kind in ("item", "not_none"):
+        return {op[2]}
+    if kind == "copy":
+        return {op[2].name} if isinstance(op[2], Var) else set()
+    return set()
+
+
+def _only_restored(ops, name) -> bool:
+    """``name`` is popped at the top level of the trip and read nowhere after (the
+    loop index restored for the trip after this one)."""
+    at = [k for k, op in enumerate(ops) if op[0] == "pop" and op[1] == name]
+    return len(at) == 1 and not any(name in _op_reads(op) for op in ops[at[0]:])
+
+
 def _calls_a_kernel(ops) -> bool:
     """A kernel call among ``ops``, in a branch or not."""
     return any(o[0] == "kernel" or o[0] == "if" and (_calls_a_kernel(o[2]) or
@@ -160,10 +181,14 @@ class _Untraceable(Exception):
     """The trip did something the C loop cannot repeat."""
 
 
-def _sym_of_entering(v, leaves):
-    """The symbol of a carried value entering the trip (its array leaves numbered)."""
+def _sym_of_entering(v, leaves, name=None):
+    """The symbol of a carried value entering the trip (its array leaves numbered);
+    a Python int carried as ``name`` itself: the loop index, which each trip reads
+    and then restores from the tape for the trip after it (``("int", name)``)."""
     if v is None:
         return None
+    if type(v) is int and name is not None:
+        return ("int", name)
     if type(v) is np.ndarray:
         leaves.append(v)
         return ("carry", len(leaves) - 1)
@@ -407,7 +432,7 @@ class BackSweepDriver:
             env[self.dys] = dys
         tr = _Trace(env)
         try:
-            tr.entering = {n: _sym_of_entering(env[n], tr.leaves) for n in self.carried
+            tr.entering = {n: _sym_of_entering(env[n], tr.leaves, n) for n in self.carried
                            if n != self.dys}
         except _Untraceable:
             tr.traced = False
@@ -442,7 +467,7 @@ class BackSweepDriver:
             if kind == "pop":
                 v = rt.pop(tape)
                 tr.popped.append(v)
-                if type(v) is np.ndarray or isinstance(v, np.generic):
+                if type(v) is np.ndarray or isinstance(v, np.generic) or type(v) is float:
                     tr.seq_src.append(("pop", len(tr.popped) - 1))
                     s = ("seq", len(tr.seq_src) - 1)
                 else:
@@ -520,6 +545,19 @@ class BackSweepDriver:
                          kernels, tape, remaining, last_row):
         """Runs the fast trips that follow in C; their number, or None."""
         carried = [n for n in self.carried if n != self.dys]
+        # the loop index: read as it entered, restored by a pop of an int (its pop k)
+        ints = {}
+        for n in carried:
+            x = sym.get(n)
+            if entering[n] == ("int", n):
+                # (its pop differs per trip: nothing but the next trip may read it)
+                if not (isinstance(x, tuple) and x[0] == "static" and x[1] is not None
+                        and type(popped[x[1]]) is int and
+                        _only_restored(self.ops, n)):
+                    self._warm(memo)
+                    return None
+                ints[n] = x[1]
+        carried = [n for n in carried if n not in ints]
         # the trip left its carries as it found them
         exit_syms = {n: sym.get(n) for n in carried}
         for n in carried:
@@ -545,8 +583,8 @@ class BackSweepDriver:
         dys = env.get(self.dys) if self.dys is not None else None
         ntrip = 1 + len(popped)
         top, m = len(tape), 0
-        lay = [_layout(v) if type(v) is np.ndarray or isinstance(v, np.generic) else None
-               for v in popped]
+        lay = [_layout(v) if type(v) is np.ndarray or isinstance(v, np.generic) or
+               type(v) is float else None for v in popped]
         want_row = last_row is not None
         row_layout = _layout(last_row) if want_row else None
         # (columns: the value a pop gives in each trip that follows, nearest first)
@@ -562,6 +600,8 @@ class BackSweepDriver:
             col = seg[ntrip - 2 - k::ntrip][::-1][:m]
             if lay[k] is not None:
                 m = upto(_layouts_match(col, lay[k]), m)
+            elif k in ints.values():
+                m = upto([type(v) is int for v in col], m)
             else:
                 m = upto([_same_static(v, v0) for v in col], m)
             cols.append(col)
@@ -572,7 +612,10 @@ class BackSweepDriver:
         if m < MIN_STEPS:
             memo.append("python")
             return None
-        got = self._run_c(kernels, leaves, new_leaves, exit_vals, seq_src, cols, rows, m)
+        # the index each trip reads: the traced trip's pop, then each trip's
+        index_vals = {("int", n): [popped[k]] + cols[k][:m - 1] for n, k in ints.items()}
+        got = self._run_c(kernels, leaves, new_leaves, exit_vals, seq_src, cols, rows, m,
+                          index_vals)
         if got is None:
             memo.append("python")
             return None
@@ -583,6 +626,8 @@ class BackSweepDriver:
         it = iter(finals)
         for n in carried:
             env[n] = _rebuild(exit_syms[n], it)
+        for n, k in ints.items():
+            env[n] = cols[k][m - 1]
         memo.append(m)
         STATS["back_sweeps"] += 1
         STATS["back_steps"] += m
@@ -593,10 +638,13 @@ class BackSweepDriver:
         if sum(1 for x in memo if x == "warm-up") >= 4:
             memo.append("python")
 
-    def _run_c(self, kernels, leaves, new_leaves, exit_vals, seq_src, cols, rows, m):
+    def _run_c(self, kernels, leaves, new_leaves, exit_vals, seq_src, cols, rows, m,
+               index_vals=None):
+        """``index_vals``: the loop index's value in each trip, by its symbol."""
         keep, plan_ids = [], []           # (the plans: what sets a trip's cost)
         fns, leads, threads, inv, pools_of, calls = [], [], [], [], [], []
         seq_kind = {}                     # seq index -> dtype it is passed as (scalars)
+        seq_src = list(seq_src)           # (and the index's: ("index", its symbol))
         for op, syms, vals in kernels:
             kc = op[2]
             key = kc._key(vals) if kc.plans is not None else None
@@ -608,6 +656,17 @@ class BackSweepDriver:
             conv = dict(plan[2])
             operands = []
             for j, (s, value) in enumerate(zip(syms, vals)):
+                if index_vals and s in index_vals:    # a per-trip int64, by pointer
+                    ivals = index_vals[s]
+                    if conv.get(j) != np.int64 or \
+                            not kc.takes_any_int(vals, j, min(ivals), max(ivals)):
+                        return None
+                    if ("index", s) not in seq_src:
+                        seq_src.append(("index", s))
+                    k = seq_src.index(("index", s))
+                    seq_kind[k] = conv[j]
+                    operands.append(("seq", k))
+                    continue
                 if _is_ptr(s):
                     if type(value) is np.ndarray:
                         if j in conv:
@@ -615,6 +674,9 @@ class BackSweepDriver:
                     elif isinstance(value, np.generic) and j in conv and \
                             value.dtype == conv[j] and value.dtype.kind in "fc" and \
                             s[0] == "seq":          # (an integer's plan is its value's)
+                        seq_kind[s[1]] = conv[j]
+                    elif type(value) is float and conv.get(j) == np.float64 and \
+                            s[0] == "seq":          # (a Python float's, any float's)
                         seq_kind[s[1]] = conv[j]
                     else:
                         return None
@@ -649,7 +711,8 @@ class BackSweepDriver:
         # the per-trip operands of the m trips that follow
         seq_ptrs = np.zeros((max(len(seq_src), 1), m), dtype=np.uint64)
         for k, (kind, idx) in enumerate(seq_src):
-            vals = cols[idx][:m] if kind == "pop" else rows[:m]
+            vals = cols[idx][:m] if kind == "pop" else \
+                index_vals[idx] if kind == "index" else rows[:m]
             if k in seq_kind:
                 box = np.array(vals, dtype=seq_kind[k])
                 keep.append(box)
@@ -699,6 +762,8 @@ class BackSweepDriver:
             if got is None and any(s[0] == "seq" for s in new_leaves):
                 # (a trip's own operand passed along: found by its address in the table)
                 for k, (kind, idx) in enumerate(seq_src):
+                    if kind == "index":
+                        continue
                     at = np.flatnonzero(seq_ptrs[k] == p)
                     vals = cols[idx][:m] if kind == "pop" else rows[:m]
                     got = next((vals[t] for t in at if type(vals[t]) is np.ndarray and

@@ -57,6 +57,7 @@ def render(typed: Typed, cname: str, openmp: bool, threads: bool = True) -> str:
     params = [f"{ctype(inp.dtype)} in{j}" for j, inp in enumerate(typed.inputs)]
     params += [f"{ctype(dt)} *restrict out{j}" for j, (_, dt) in enumerate(typed.outputs)]
     body = []
+    lines = {}                         # value -> its statement (the scalar function's)
     last_comment = None
     for op in typed.ops:
         c = _comment(op.loc)
@@ -73,12 +74,25 @@ def render(typed: Typed, cname: str, openmp: bool, threads: bool = True) -> str:
                 scal.append(scalar[name])
         expr = op_expr(op, exprs, scal, helpers, typed.kernel.fastmath)
         scalar[op.target] = all(scal)
-        body.append(f"    const {ctype(op.loop[-1])} {op.target} = {expr};")
+        lines[op.target] = f"    const {ctype(op.loop[-1])} {op.target} = {expr};"
+        body.append(lines[op.target])
+    # a result of scalar operands only (``np.cos(j * dt)`` of a step): written once,
+    # before the loops, by its own function (``KernelCall`` gives it as a NumPy scalar)
+    once = [j for j, (name, _) in enumerate(typed.outputs) if scalar[name]]
     for j, (name, _) in enumerate(typed.outputs):
-        body.append(f"    *out{j} = {name};")
+        if j not in once:
+            body.append(f"    *out{j} = {name};")
     elem = (f"static inline void ASTJAX_ALWAYS_INLINE {cname}_element("
             f"{', '.join(params)}) {{\n" +
             "\n".join(body) + "\n}\n")
+    if once:
+        scalar_params = [f"{ctype(inp.dtype)} in{j}" for j, inp in enumerate(typed.inputs)
+                         if inp.scalar]
+        scalar_params += [f"{ctype(typed.outputs[j][1])} *restrict out{j}" for j in once]
+        elem += (f"static void {cname}_scalars({', '.join(scalar_params)}) {{\n" +
+                 "\n".join(line for v, line in lines.items() if scalar[v]) + "\n" +
+                 "\n".join(f"    *out{j} = {typed.outputs[j][0]};" for j in once) +
+                 "\n}\n")
 
     # the exported loops
     decl_in = []
@@ -95,8 +109,13 @@ def render(typed: Typed, cname: str, openmp: bool, threads: bool = True) -> str:
     def call(index_of):
         args = [f"s{j}" if inp.scalar else f"p{j}[{index_of(j)}]"
                 for j, inp in enumerate(typed.inputs)]
-        args += [f"&q{j}[{index_of(None)}]" for j in range(nout)]
+        args += [f"q{j}" if j in once else f"&q{j}[{index_of(None)}]" for j in range(nout)]
         return f"{cname}_element({', '.join(args)});"
+
+    if once:
+        decl_in.append(f"    {cname}_scalars(" + ", ".join(
+            [f"s{j}" for j, inp in enumerate(typed.inputs) if inp.scalar] +
+            [f"q{j}" for j in once]) + ");")
 
     par = "#pragma omp parallel for simd schedule(static) num_threads(nthreads)"
     par_rows = "#pragma omp parallel for schedule(static) num_threads(nthreads)"
@@ -784,6 +803,8 @@ def _offsets(em, reads):
     None."""
     offs = set()
     for idx in reads:
+        if len(idx) != 2:             # (a value of another rank: ``dt * dt``, rank 0)
+            return None
         f0, f1 = em.form(idx[0]), em.form(idx[1])
         if f0[:2] != (0, "1") or f1[:2] != (1, "1") or not (
                 _int_literal(f0[2]) and _int_literal(f1[2])):

@@ -186,6 +186,8 @@ class Typed:
     ops: list                # TypedOp
     outputs: list            # (value name, dtype)
     int_checks: list         # (input index, dtype): Python ints that must fit that dtype
+    out_weak: tuple = ()     # per result: float for a Python float (Python's arithmetic
+                             # of numbers), else None (a NumPy value)
 
     @property
     def out_dtypes(self):
@@ -244,7 +246,10 @@ def specialize(kernel: Kernel, kinds) -> Typed:
             raise Unsupported("an indexed statement: use specialize_indexed")
         ops.append(_typed_op(op, f"v{j}", current, int_checks))
     outputs = [(current[n][0], current[n][1]) for n in kernel.outputs]
-    return Typed(kernel, inputs, ops, outputs, sorted(int_checks, key=lambda c: c[0]))
+    weak = tuple(current[n][2] if isinstance(current[n][2], type) else None
+                 for n in kernel.outputs)
+    return Typed(kernel, inputs, ops, outputs, sorted(int_checks, key=lambda c: c[0]),
+                 weak)
 
 
 
@@ -267,11 +272,13 @@ def _typed_op(op, target, current, int_checks):
             descs.append(_weak(a))
             args.append(("const", a))
     if op.operator and all(isinstance(d, type) for d in descs):
-        # Python's own arithmetic (``s + s`` of two Python floats): a Python float,
-        # weak for what follows; integers (unbounded), division (ZeroDivisionError)
-        # and the rest stay with the block, which runs them as Python does
+        # Python's own arithmetic (``s + s`` of two Python floats, ``j * dt`` of an
+        # int and a float, the int rounded to a float first as C's cast does): a
+        # Python float, weak for what follows; integers alone (unbounded), division
+        # (ZeroDivisionError) and the rest stay with the block, which runs them as
+        # Python does
         if op.ufunc in ("add", "subtract", "multiply", "negative") and \
-                all(d is float for d in descs):
+                float in descs and all(d in (int, float) for d in descs):
             f64 = np.dtype(np.float64)
             current[op.target] = (target, f64, float)
             return TypedOp(target, op.ufunc, tuple(args), (f64,) * (len(args) + 1),

@@ -355,6 +355,7 @@ class LoopDriver:
             values[at[0]] = view
         fns, leads, threads, inv, pools_of = [], [], [], [], []
         plan_ids = []                # the kernels' plans: what sets a step's cost
+        python_floats = set()        # results the loop has as Python floats
         kernel_at = [at for op, at in zip(prog.ops, prog.at) if op[0] == "kernel"]
         for k, (op, at, args) in enumerate(zip(prog.kernel_ops, kernel_at, calls)):
             kc: KernelCall = op[2]
@@ -366,9 +367,16 @@ class LoopDriver:
             # scalar, which a later kernel reads through the buffer's pointer)
             keep.append(plan)        # (its layout holds the P array the C call reads)
             plan_ids.append(id(plan))
+            if type(plan[5]) is tuple:     # (results of numbers only: ``_as_numbers``)
+                python_floats.update(("out", k, r) for r, w in plan[5] if w is float)
             conv = dict(plan[2])
             for j, (x, value) in enumerate(zip(at[0], args)):
                 ptr_operand = _is_ptr(x)
+                if x == "index":     # (the C loop passes its counter: ``render_c``)
+                    if conv.get(j) != np.int64 or \
+                            not kc.takes_any_int(args, j, min(i, stop - 1), stop - 1):
+                        return None
+                    continue
                 if type(value) is _ndarray:
                     if j in conv:
                         return None
@@ -377,9 +385,13 @@ class LoopDriver:
                         keep.append(value)
                 elif j not in conv:
                     return None
-                elif ptr_operand:    # an xs step or a view that NumPy gives as a scalar
-                    # (a float's plan holds for any value; an integer's is its value's)
-                    if not isinstance(value, np.generic) or value.dtype != conv[j] or \
+                elif ptr_operand:    # an xs step or a view that NumPy gives as a scalar,
+                    # or a kernel's number (a float's plan holds for any value; an
+                    # integer's is its value's)
+                    if type(value) is float and x in python_floats:
+                        if conv[j] != np.float64:
+                            return None
+                    elif not isinstance(value, np.generic) or value.dtype != conv[j] or \
                             value.dtype.kind not in "fc":
                         return None
                 else:
@@ -476,7 +488,9 @@ class LoopDriver:
         # the carries after the last step, as arrays
         by_ptr = {_ptr(b): b for b in pool}     # (duplicates: the same array)
         by_ptr.update({_ptr(c): c for c in carries})
-        rows = [list(a) for a in saved]          # (the steps' pushed results, as views)
+        # (the steps' pushed results, as views; numbers as NumPy's or Python's)
+        floats = {prog.saved.index(o) for o in python_floats if o in prog.saved}
+        rows = [a.tolist() if j in floats else list(a) for j, a in enumerate(saved)]
         out_ptrs = tables["carry"][0]
         final = [by_ptr.get(int(p)) for p in out_ptrs[:len(carries)]]
         for j, p in enumerate(out_ptrs[:len(carries)]):
@@ -656,6 +670,8 @@ class SweepDriver(LoopDriver):
                 plan.append((1, rows[prog.saved.index(at)]))
             elif _is_ptr(at) and at[0] == "carry":
                 plan.append((3, self._carry_values(at[1], carries, rows, stop - first)))
+            elif at == "index":
+                plan.append((3, range(first, stop)))
             elif _is_ptr(at):                       # xs at the step
                 xop = xs_ops[at]
                 last = None if xop[4] is None else env[xop[4]]

@@ -180,7 +180,8 @@ def match_body(body, loop_var, written, kernel_refs, *, tape=None, hoisted=None,
                 use(a[0])
                 ops.append(("xs", s.target, a[0].name, a[1].name, reverse.get(a[1].name)))
             elif s.prim == "subtract" and len(a) in (2, 3) and isinstance(a[0], Var) and \
-                    a[0].name not in written and a[1] == Var(loop_var) and \
+                    (a[0].name not in written or a[0].name in hoist_names) and \
+                    a[1] == Var(loop_var) and \
                     a[2:] in ([], [Const(None)]) and not s.kwargs:
                 use(a[0])
                 reverse[s.target] = a[0].name
@@ -272,9 +273,10 @@ def resolve(prog) -> bool:
     for _ in range(6):
         ops = list(original)
         sym = {n: "inv" for n in prog.invariants}
-        # the step index: the C loop has no value for it (only ``xs`` at the step
-        # reads it); a kernel operand, a copy or a push of it leaves the loop to Python
-        # (unknown, it had read as a constant: every step took the first step's index)
+        # the step index: a kernel operand reads it per step (the C loop passes its
+        # own counter by pointer), a sweep pushes it, a copy is it; a view or a tuple
+        # of it leaves the loop to Python.  (It once had no symbol, and a kernel operand
+        # without one read as a constant: every step took the first step's index.)
         sym[prog.loop_var] = "index"
         leaves = []
         for n in prog.carried:
@@ -297,7 +299,7 @@ def resolve(prog) -> bool:
                 # (None: a constant; a name without a symbol is never taken for one)
                 operands = [None if isinstance(a, Const) else sym.get(a.name, "unknown")
                             for a in op[3]]
-                if not all(x is None or x in ("inv", "static") or _is_ptr(x)
+                if not all(x is None or x in ("inv", "static", "index") or _is_ptr(x)
                            for x in operands):
                     return False
                 k = _position(prog.kernel_ops, op)
@@ -312,7 +314,7 @@ def resolve(prog) -> bool:
                 counts[kind] += 1
                 at[-1] = (sym[t], base)
             elif kind == "reverse":
-                sym[t] = "index"
+                sym[t] = "reversed index"      # (only ``xs`` at the step reads it)
             elif kind == "item":
                 src = sym.get(op[2])
                 if not isinstance(src, list) or not 0 <= op[3] < len(src):
@@ -323,8 +325,8 @@ def resolve(prog) -> bool:
                     return False
                 sym[t] = [sym[x] for x in op[2]]
             elif kind in ("copy", "compact"):
-                if kind == "copy" and sym.get(op[2]) == "static":
-                    sym[t] = "static"
+                if kind == "copy" and sym.get(op[2]) in ("static", "index"):
+                    sym[t] = sym[op[2]]
                     continue
                 if not _is_tree(sym.get(op[2])):
                     return False
@@ -362,7 +364,7 @@ def resolve(prog) -> bool:
                     a = _carry_origin(prog.new_carry, a[1])
                     if a is None:
                         return False
-                if not (a is None or a in ("inv", "static") or
+                if not (a is None or a in ("inv", "static", "index") or
                         (_is_ptr(a) and a[0] in ("out", "xs"))):
                     return False
                 if _is_ptr(a) and a[0] == "out" and a not in prog.saved:
@@ -617,6 +619,10 @@ def render_c(prog: Program, cname: str) -> str:
     emit(f"    for (int64_t {i} = start; {i} < stop; {i}++) {{")
     emit(f"        char *const live[{max(ncarry, 1)}] = "
          f"{{{', '.join(f'carry_{j}' for j in range(ncarry)) or '0'}}};")
+    if any(at and "index" in at[0] for op, at in zip(prog.ops, prog.at)
+           if op[0] == "kernel"):
+        # (a kernel reads the index as a Python int: an int64 through a pointer)
+        emit(f"        int64_t astjax_index = {i};")
     inv = 0
     used = set()
 
@@ -656,6 +662,8 @@ def render_c(prog: Program, cname: str) -> str:
                 if _is_ptr(x):
                     alias = f" /* {a.name} */" if names[x] != _cvar(a.name) else ""
                     operands.append(names[x] + alias)
+                elif x == "index":
+                    operands.append(f"&astjax_index /* {a.name} */")
                 else:
                     what = a.name if isinstance(a, Var) else repr(a.value)
                     operands.append(f"L->inv[{inv}] /* {what} */")

@@ -208,6 +208,29 @@ def _cname(kernel):
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
 
 
+def slow_on_arrays(typed, slow) -> bool:
+    """Does a statement of ``typed`` call a function of ``slow`` on an array?  (On
+    numbers only, ``np.cos(j * dt)`` of a step, it runs once whatever the size.)"""
+    if isinstance(typed, ir.TypedIndexed):
+        return any(isinstance(op, ir.TypedOp) and op.ufunc in slow and any(
+            a[0] != "const" and typed.values[a[0]][1] > 0 for a in op.args)
+            for op in typed.ops)
+    arrays = {f"in{j}" for j, inp in enumerate(typed.inputs) if not inp.scalar}
+    for op in typed.ops:
+        if any(a[0] in arrays for a in op.args):
+            if op.ufunc in slow:
+                return True
+            arrays.add(op.target)
+    return False
+
+
+def _as_numbers(outs, numbers):
+    """Results of numbers only (``numbers``: (result index, float or None)) as the
+    block gives them: a Python float from Python's arithmetic, else a NumPy scalar."""
+    for r, weak in numbers:
+        outs[r] = float(outs[r]) if weak is float else outs[r][()]
+
+
 class KernelCall:
     """The compiled form of one fused group (``block``: its NumPy fallback)."""
 
@@ -227,10 +250,13 @@ class KernelCall:
         everything = tuple(range(len(kernel.inputs)))
         # results depending on some inputs only: their shape may be smaller than the loop
         self.partial = [] if self.indexed else [
-            d for d in ir.output_deps(kernel) if d != everything]
+            (r, d) for r, d in enumerate(ir.output_deps(kernel)) if d != everything]
         # past this many elements NumPy's loops run the group (it calls a function
-        # they run faster: ``backend.LOOP_NUMPY_ABOVE``); None: the kernel always
+        # they run faster, one of ``numpy_faster``, on an array:
+        # ``backend.LOOP_NUMPY_ABOVE``); None: the kernel always
         self.numpy_above: int | None = None
+        self.numpy_faster: frozenset = frozenset()
+        self.slow: dict = {}             # kinds -> slow_on_arrays of their typing
 
     def __repr__(self):
         return f"<astjax C kernel {self.kernel.name}>"
@@ -301,6 +327,35 @@ class KernelCall:
         except TypeError:
             return None
 
+    def takes_any_int(self, args, j, lo, hi) -> bool:
+        """Whether the plan made for ``args`` serves every Python int in [lo, hi] as
+        input ``j`` (a compiled loop's step index, passed per step): the value is not
+        a slice bound or index (those shape the plan: ``layout.py``) and each value
+        fits the dtype NumPy casts it to (``int_checks``; else NumPy raises)."""
+        if type(args[j]) is not int:
+            return False
+        try:
+            if self.indexed:
+                typed = self._typed(tuple(
+                    (a.dtype, a.ndim, None) if type(a) is _ndarray else ir.indexed_kind(a)
+                    for a in args))
+                if typed is None or any(("arg", j) in it[1:]
+                                        for items in typed.slices.values()
+                                        for it in items):
+                    return False
+                checks = typed.int_checks
+            else:
+                checks = ir.specialize(self.kernel, tuple(
+                    (a.dtype, a.size == 1, None) if type(a) is _ndarray
+                    else ir.input_kind(a) for a in args)).int_checks
+        except Unsupported:
+            return False
+        for i, dt in checks:
+            info = np.iinfo(dt)
+            if i == j and not info.min <= lo <= hi <= info.max:
+                return False
+        return True
+
     def __call__(self, *args):
         if self.numpy_above == 0:
             return self.block(*args)
@@ -344,20 +399,30 @@ class KernelCall:
                 return self.block(*args)     # NumPy raises its error from the user's line
         if not shape:
             return self.block(*args)     # NumPy gives scalars here, not 0-d arrays
-        for deps in self.partial:        # a result smaller than the loop: NumPy runs it
+        once = []
+        for r, deps in self.partial:     # a result smaller than the loop: NumPy runs it,
             if np.broadcast_shapes(*(np.shape(args[i]) for i in deps)) != shape:
-                return self.block(*args)
+                if any(np.shape(args[i]) for i in deps):
+                    return self.block(*args)
+                once.append(r)           # or of numbers only: the kernel, once (c.render)
         n = math.prod(shape)
-        if self.numpy_above is not None and n > self.numpy_above:
+        if once and not n:
             return self.block(*args)
         parallel = n * self.kernel.cost >= MIN_PARALLEL_WORK
         spec = self.spec(tuple(kinds), parallel)
-        if spec is None:
+        if spec is None or self._numpy_runs_faster(tuple(kinds), spec.typed, n):
             return self.block(*args)
         for i, info in spec.checks:
             if not info.min <= args[i] <= info.max:
                 return self.block(*args)  # NumPy raises OverflowError
-        outs = [np.empty(shape, dt) for dt in spec.out_dtypes]
+        numbers = False
+        if once:
+            numbers = tuple((r, spec.typed.out_weak[r]) for r in once)
+            if any(spec.typed.outputs[r][0].startswith("in") or w not in (None, float)
+                   for r, w in numbers):
+                return self.block(*args)  # (a number passed through: the block's type)
+        shapes = [() if r in once else shape for r in range(len(spec.out_dtypes))]
+        outs = [np.empty(sh, dt) for sh, dt in zip(shapes, spec.out_dtypes)]
         lead = keep = None
         if n:
             try:
@@ -368,9 +433,20 @@ class KernelCall:
             conv = tuple((i, kd[0]) for i, (a, kd) in enumerate(zip(args, kinds))
                          if type(a) is not _ndarray)
             self._keep_plan(key, (spec.objs if n else None, lead, conv,
-                                  tuple((shape, dt) for dt in spec.out_dtypes),
-                                  parallel, False, keep, spec.func if n else None))
+                                  tuple(zip(shapes, spec.out_dtypes)),
+                                  parallel, numbers, keep, spec.func if n else None))
+        if numbers:
+            _as_numbers(outs, numbers)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _numpy_runs_faster(self, kinds, typed, n) -> bool:
+        """``numpy_above``: does NumPy run this call faster?"""
+        if self.numpy_above is None or n <= self.numpy_above:
+            return False
+        got = self.slow.get(kinds)
+        if got is None:
+            got = self.slow[kinds] = slow_on_arrays(typed, self.numpy_faster)
+        return got
 
     def _keep_plan(self, key, plan):
         if len(self.plans) > 256:
@@ -380,10 +456,11 @@ class KernelCall:
     def _run_plan(self, plan, args):
         """A call like an earlier one: ``plan`` is (function taking array objects,
         its leading arguments, (argument index, dtype) of the non-arrays, (shape,
-        dtype) of each result, parallel?, full reduction?, what the leading
-        arguments point into, kept alive here, the function taking data pointers:
-        what a compiled loop driver calls, ``kernels/loops.py``; an indexed kernel's
-        plan adds how to build that function prefetching streamed rows)."""
+        dtype) of each result, parallel?, full reduction? (or which results are
+        numbers: ``_as_numbers``), what the leading arguments point into, kept alive
+        here, the function taking data pointers: what a compiled loop driver calls,
+        ``kernels/loops.py``; an indexed kernel's plan adds how to build that function
+        prefetching streamed rows)."""
         func, lead, conv, results, parallel, full_reduce = plan[:6]
         if conv:
             args = list(args)
@@ -408,7 +485,9 @@ class KernelCall:
             func(*lead, num_threads() if parallel else 1, id(args), type(args) is list,
                  id(outs))
         if full_reduce:
-            return outs[0][()]          # NumPy gives a scalar for a full reduction
+            if full_reduce is True:
+                return outs[0][()]      # NumPy gives a scalar for a full reduction
+            _as_numbers(outs, full_reduce)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _buffer(self, pool, shape, dtype):
@@ -524,7 +603,7 @@ class KernelCall:
         lay = layout.cached(self.layouts, (kinds, tuple(key)), typed, args)
         if lay is None:
             return self.block(*args)
-        if self.numpy_above is not None and math.prod(lay.domain) > self.numpy_above:
+        if self._numpy_runs_faster(kinds, typed, math.prod(lay.domain)):
             return self.block(*args)
         outs = [np.empty(sh, dt) for sh, dt in zip(lay.out_shapes, typed.out_dtypes)]
         n = math.prod(lay.domain)

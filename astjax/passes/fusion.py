@@ -445,10 +445,12 @@ class _NumpyValues:
 
 class _Tentative:
     """A member statement met between two members of a group, unconnected to it yet."""
-    __slots__ = ("stmt",)
+    __slots__ = ("stmt", "at", "late")
 
-    def __init__(self, stmt):
+    def __init__(self, stmt, at):
         self.stmt = stmt
+        self.at = at              # its index in the block
+        self.late = False         # a member not reading it joined the group after it
 
 
 def _writes_within(s) -> set:
@@ -472,6 +474,44 @@ def _feeding(members, outputs) -> set:
     return chain
 
 
+_INT_ARITHMETIC = frozenset({"add", "subtract", "multiply"})
+
+
+def python_ints(fn) -> set:
+    """Names that surely hold a Python int: ``for i in range(...)`` targets,
+    ``rt.scan_length``'s result, copies and ``+ - *`` of them and integer constants
+    (a greatest fixpoint over every writer).  ``n_steps - 1 - i`` of a reversed scan
+    is Python's arithmetic: no kernel computes it (a kernel of numbers falls back to
+    NumPy on every call, and a loop whose step calls it cannot compile)."""
+    writers: dict = {}
+    for s in core.walk(fn.body):
+        for n in core.writes(s):
+            writers.setdefault(n, []).append(s)
+    ints = set(writers) - set(fn.params)
+
+    def int_atom(a):
+        return (isinstance(a, Const) and type(a.value) is int) or \
+            (isinstance(a, Var) and a.name in ints)
+
+    def makes_int(s, name):
+        if isinstance(s, core.For):
+            return s.target == name and isinstance(s.iter, Prim) and s.iter.prim == "range"
+        if isinstance(s, core.Copy):
+            return int_atom(s.value)
+        return isinstance(s, Prim) and not s.kwargs and s.target == name and (
+            s.prim == "scan_length" or s.prim in _INT_ARITHMETIC and
+            len(s.args) in (2, 3) and s.args[2:] in ([], [Const(None)]) and
+            all(int_atom(a) for a in s.args[:2]))
+    changed = True
+    while changed:
+        changed = False
+        for n in list(ints):
+            if not all(makes_int(s, n) for s in writers[n]):
+                ints.discard(n)
+                changed = True
+    return ints
+
+
 class _Fuser:
     def __init__(self, fn, arg_dtypes, donated=frozenset(), kernels=False):
         from astjax import runtime_fusion
@@ -488,6 +528,7 @@ class _Fuser:
         self.readers = Counter(n for s in core.walk(fn.body) for n in set(core.reads(s)))
         self.live_after = A.liveness(fn)
         self.numpy = _NumpyValues(fn, arg_dtypes)
+        self.ints = python_ints(fn) if kernels else set()
         self.run_ref = fn.env.value_ref(runtime_fusion.run_fused, "run_fused")
         self.store_ref = None
         self.blocks: list = []
@@ -552,6 +593,10 @@ class _Fuser:
                 i += 1
                 continue
             members, moved, last = self._gather(stmts, i)
+            if self.kernels and all(m.target in self.ints for m in members):
+                out.append(s)            # (Python's integer arithmetic: ``python_ints``)
+                i += 1
+                continue
             if self.kernels:
                 views, reductions = self._refused(members, stmts[last])
                 if views or reductions:
@@ -603,7 +648,7 @@ class _Fuser:
         """Members from ``stmts[start]`` on, the statements moved above them, and the
         index of the last member."""
         first = stmts[start]
-        members, moved, pending = [first], [], []
+        members, moved, pending, late = [first], [], [], []
         written, read = set(core.writes(first)), set(core.reads(first))
         last = start
         j = start + 1
@@ -628,11 +673,17 @@ class _Fuser:
                     for p in pending:
                         if isinstance(p, _Tentative) and p.stmt.target in wanted:
                             members.append(p.stmt)
+                            if p.late:
+                                late.append(p.stmt)
                     pending = [p for p in pending if not isinstance(p, _Tentative) or
                                p.stmt.target not in wanted]
                 members.append(t)
-                moved.extend(p.stmt if isinstance(p, _Tentative) else p for p in pending)
-                pending = []
+                # (an unconnected member waits for a later one that reads it: ``c * 0.9``
+                # in ``t = x * dt; c = c * 0.9 + np.sin(t) * y`` joins at the ``+``)
+                moved.extend(p for p in pending if not isinstance(p, _Tentative))
+                pending = [p for p in pending if isinstance(p, _Tentative)]
+                for p in pending:
+                    p.late = True
                 written |= set(core.writes(t))
                 read |= set(core.reads(t))
                 last = j
@@ -643,7 +694,7 @@ class _Fuser:
                 # it, else it moves above the group like any movable statement (so
                 # both orders are safe: it counts as written and read from here on)
                 costs[t.target] = self._recompute_cost(t, costs)
-                pending.append(_Tentative(t))
+                pending.append(_Tentative(t, j))
                 written |= set(core.writes(t))
                 read |= set(core.reads(t))
             elif not self.member(t) and _movable(t, written, read):
@@ -651,6 +702,17 @@ class _Fuser:
             else:
                 break
             j += 1
+        # unconnected members no later member read: above the group (those after its
+        # last member stay where they are); so are those that joined late but are
+        # read after the group too (``dt * dt`` a sweep pushes: a result of the group
+        # would make the scalar an array)
+        moved.extend(p.stmt for p in pending if isinstance(p, _Tentative) and p.at < last)
+        if late:
+            live = self.live_after.get(id(stmts[last]), frozenset())
+            for m in late:
+                if m.target in live:
+                    members = [x for x in members if x is not m]
+                    moved.append(m)
         return members, moved, last
 
     def _group(self, members, last_stmt, top):

@@ -312,6 +312,13 @@ class Batching:
         prim = P.REGISTRY[s.prim]
         if s.prim in custom.CUSTOM_PRIMS:
             return custom.batched(self, s)
+        if s.prim == "cot_or_zero" and s.target in self.batched:
+            # a fast backward trip's accumulator: the zeros that stand for None carry
+            # the batch too (``x``, the primal, is often unbatched under vmap of a
+            # vjp: they were unbatched, and the next add misaligned or broadcast them)
+            pre = []
+            args = [self.batch_operand(a, pre, loc) for a in s.args]
+            return pre + [Prim(s.target, s.prim, args, s.kwargs, loc=loc)]
         if s.prim == "not_none":
             return [s]
         if s.prim in ("push", "pop", "new_tape", "make_tuple", "make_list", "make_dict",

@@ -63,6 +63,10 @@ class FastTrip:
         self.facts: list = []
         self.resets: list = []        # cotangents of the trip's temporaries, set None last
         self.position = {id(st): k for k, st in enumerate(loop.body)}
+        # ``for i in range(...)``: the index is a Python int on every trip, so what a
+        # fact's shapes and dtypes read of it is the same on every trip (its value,
+        # an index or a pad width, still is not: ``_value_known``)
+        self.int_target = isinstance(loop.iter, Prim) and loop.iter.prim == "range"
         # the trip whose incoming cotangents ``rt.cots_complete`` found complete:
         # cotangent -> "array" (not None), or a tuple of those and "none" (entries of a
         # tuple cotangent); lists whose last entry is not None
@@ -150,6 +154,8 @@ class FastTrip:
                         carried.add(name)                 # the trip's incoming value
                     continue
                 if n == self.loop.target:
+                    if self.int_target:
+                        continue
                     return None
                 todo.extend(self.writes.get(n, ())[-1:])  # what the trip ends with
         while todo:
@@ -163,6 +169,8 @@ class FastTrip:
             shape_deps, value_deps = deps
             for r in shape_deps:
                 if r == self.loop.target:
+                    if self.int_target:
+                        continue          # (a Python int on every trip)
                     return None
                 before = [j for j in self.writes.get(r, ()) if j < k]
                 if before:
