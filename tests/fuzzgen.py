@@ -641,7 +641,7 @@ class Generator:
 # ------------------------------------------------------------------------- checking
 
 CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad", "jit_grad", "jit_fastmath",
-          "jit_threads")
+          "jit_threads", "vmap_vjp")
 
 
 @dataclass(frozen=True)
@@ -770,6 +770,16 @@ def run_check(check, mod, x, y, rng_seed=0):
         e = _fd_stable(lambda h: fd_directional(lambda a, b: grads(a, b, h), (x, y), (tx, ty),
                                                 h * 3))
         assert_tree_close(g, e, 1e-5, 1e-5, "jvp of grad")
+    elif check == "vmap_vjp":      # the cotangents batched, the primals not (the
+        # accumulators a fast backward trip starts from None must carry the batch)
+        out, pull = astjax.vjp(prog, x, y)
+        if any(np.asarray(o).dtype.kind != "f" for o in leaves(out)):
+            raise Inconclusive("a result that is not floating")
+        cts = [tmap(lambda o, k=k: np.cos(o * (k + 1.0)).astype(np.asarray(o).dtype), out)
+               for k in range(3)]
+        e = _finite(_oracle(lambda: tree_stack([pull(c) for c in cts])))
+        got = astjax.vmap(pull)(tmap(lambda *cs: np.stack(cs), *cts))
+        assert_tree_close(got, e, 1e-9, 1e-9, "vmap of vjp")
     elif check == "vmap_grad":
         xb, yb = _batched_args(x, y, (0, 0))
         e = _finite(_fd_stable(lambda h: np.stack([fd_grad(loss, (a, b), 0, h)

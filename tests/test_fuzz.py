@@ -1,8 +1,9 @@
 """Differential fuzzing with a fixed small budget (bench/fuzz.py runs long campaigns).
 
 Random programs from astjax's primitive registry and the constructs it accepts
-(``tests/fuzzgen.py``) are checked for jit, grad, jvp, vmap, jvp-of-grad and
-vmap-of-grad against eager NumPy, Python loops and float64 finite differences.
+(``tests/fuzzgen.py``) are checked for jit, grad, jvp, vmap, jvp-of-grad,
+vmap-of-grad and vmap-of-vjp against eager NumPy, Python loops and float64 finite
+differences.
 The CI budget skips the constructs whose bugs are known and open
 (``fuzzgen.KNOWN_OPEN``) so that any failure here is a new class; each class the
 fuzzer found has a shrunk reproducer below, as a strict xfail until it is fixed.
