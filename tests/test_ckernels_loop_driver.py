@@ -130,6 +130,13 @@ def index_from(a, lo, n):
     return v
 
 
+def index_reversed_rows(y, n):
+    v = y * 1.0
+    for j in range(n):
+        v = v[::-1] * 0.5 + y * j             # (an indexed kernel reading the index)
+    return v
+
+
 def index_as_row(table, n):
     v = table[0] * 0.0
     for j in range(n):
@@ -349,6 +356,33 @@ def test_an_index_that_stops_fitting_the_dtype_runs_python_and_raises():
     with pytest.raises(OverflowError):
         astjax.jit(M.index_from, backend="c")(a, lo, 12)
     assert loops.STATS["loops"] == before
+
+
+def test_a_python_loop_passing_the_index_reuses_one_plan(monkeypatch):
+    """A loop the C driver does not take (here: told to take none) calls its
+    kernels from Python with a new int each step: the call plan made for the first
+    value serves every value (``KernelCall.int_plans``: ~45 us per step when each
+    value made its own), with each value's range check still made (int32 ``a * j``
+    past int32 raises as NumPy does) and the values each step's own."""
+    from astjax.kernels import loop_driver, runtime
+    monkeypatch.setattr(loop_driver, "MIN_STEPS", 10 ** 9)
+    kept = []
+    keep = runtime.KernelCall._keep_plan
+    monkeypatch.setattr(runtime.KernelCall, "_keep_plan",
+                        lambda self, *a: (kept.append(self.__name__), keep(self, *a)))
+    y = _rng().standard_normal((4, 3))
+    n = 30
+    for f in (M.index_in_kernel, M.index_reversed_rows):
+        args = (y[0] if f is M.index_in_kernel else y, n)
+        del kept[:]
+        got = _check(f, *args, compiled=False)
+        assert identical(got, f(*args))
+        assert 0 < len(kept) <= 4, (f.__name__, kept)     # not one per step
+    a = np.arange(5, dtype=np.int32)
+    lo = 2 ** 31 - 40
+    assert identical(_check(M.index_from, a, lo, 40, compiled=False), M.index_from(a, lo, 40))
+    with pytest.raises(OverflowError):
+        astjax.jit(M.index_from, backend="c")(a, lo, 41)
 
 
 def test_the_step_index_as_a_kernels_row_stays_with_python():

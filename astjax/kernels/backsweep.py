@@ -647,8 +647,7 @@ class BackSweepDriver:
         seq_src = list(seq_src)           # (and the index's: ("index", its symbol))
         for op, syms, vals in kernels:
             kc = op[2]
-            key = kc._key(vals) if kc.plans is not None else None
-            plan = kc.plans.get(key) if key is not None else None
+            plan = kc.plan_of(vals)
             if plan is None or plan[7] is None or plan[5]:
                 return None
             keep.append(plan)

@@ -359,8 +359,7 @@ class LoopDriver:
         kernel_at = [at for op, at in zip(prog.ops, prog.at) if op[0] == "kernel"]
         for k, (op, at, args) in enumerate(zip(prog.kernel_ops, kernel_at, calls)):
             kc: KernelCall = op[2]
-            key = kc._key(args) if kc.plans is not None else None
-            plan = kc.plans.get(key) if key is not None else None
+            plan = kc.plan_of(args)
             if plan is None or plan[7] is None:
                 return None          # ran with NumPy
             # (a full reduction writes a 0-d pool buffer; the loop's value is its

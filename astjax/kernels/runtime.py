@@ -174,6 +174,11 @@ def _scalar_key(a):
     return (t, a)
 
 
+def _any_int_key(args, key):
+    """``key`` with the value of each Python int left out (``KernelCall.int_plans``)."""
+    return tuple([int if type(a) is int else k for a, k in zip(args, key)])
+
+
 class _Spec:
     __slots__ = ("func", "typed", "out_dtypes", "text", "checks", "shapes", "ptrs", "objs")
 
@@ -244,6 +249,10 @@ class KernelCall:
         self.layouts: dict = {}          # (kinds, shapes, strides, ints) -> Layout
         # argument key (dtypes, shapes, strides, ints) -> plan (see _run_plan)
         self.plans: dict | None = {} if DATA_OFFSET is not None else None
+        # the same key with each Python int that only enters the arithmetic as
+        # ``int`` (a step index: ``x * i``) -> (plan, that int's range checks): one
+        # plan for every value (``_keep_plan``)
+        self.int_plans: dict = {}
         self.pools: list | None = None   # per result: buffers reused (``use_pool``)
         # (argument index, dtype) -> (the last non-array argument there, its 0-d array)
         self.boxed: dict = {}
@@ -327,13 +336,23 @@ class KernelCall:
         except TypeError:
             return None
 
-    def takes_any_int(self, args, j, lo, hi) -> bool:
-        """Whether the plan made for ``args`` serves every Python int in [lo, hi] as
-        input ``j`` (a compiled loop's step index, passed per step): the value is not
-        a slice bound or index (those shape the plan: ``layout.py``) and each value
-        fits the dtype NumPy casts it to (``int_checks``; else NumPy raises)."""
-        if type(args[j]) is not int:
-            return False
+    def plan_of(self, args):
+        """The plan a call with ``args`` runs (made by an earlier call), or None."""
+        if self.plans is None:
+            return None
+        key = self._key(args)
+        if key is None:
+            return None
+        plan = self.plans.get(key)
+        if plan is None and self.int_plans:
+            plan = self._int_plan(args, key)
+        return plan
+
+    def _int_checks(self, args, j):
+        """The range checks of Python int input ``j`` when its value does not shape
+        the plan made for ``args`` (it is not a slice bound or index: those shape it,
+        ``layout.py``): (input, dtype) pairs from ``int_checks``, the dtypes NumPy
+        casts it to (a value outside raises in NumPy); None when it shapes it."""
         try:
             if self.indexed:
                 typed = self._typed(tuple(
@@ -342,19 +361,24 @@ class KernelCall:
                 if typed is None or any(("arg", j) in it[1:]
                                         for items in typed.slices.values()
                                         for it in items):
-                    return False
+                    return None
                 checks = typed.int_checks
             else:
                 checks = ir.specialize(self.kernel, tuple(
                     (a.dtype, a.size == 1, None) if type(a) is _ndarray
                     else ir.input_kind(a) for a in args)).int_checks
         except Unsupported:
+            return None
+        return [(i, np.iinfo(dt)) for i, dt in checks if i == j]
+
+    def takes_any_int(self, args, j, lo, hi) -> bool:
+        """Whether the plan made for ``args`` serves every Python int in [lo, hi] as
+        input ``j`` (a compiled loop's step index, passed per step)."""
+        if type(args[j]) is not int:
             return False
-        for i, dt in checks:
-            info = np.iinfo(dt)
-            if i == j and not info.min <= lo <= hi <= info.max:
-                return False
-        return True
+        checks = self._int_checks(args, j)
+        return checks is not None and all(info.min <= lo <= hi <= info.max
+                                          for _, info in checks)
 
     def __call__(self, *args):
         if self.numpy_above == 0:
@@ -370,6 +394,8 @@ class KernelCall:
                 pass
             else:
                 plan = plans.get(key)
+                if plan is None and self.int_plans:
+                    plan = self._int_plan(args, key)
                 if plan is not None and not numpy_raises():
                     return self._run_plan(plan, args)
         if self.indexed:
@@ -434,7 +460,7 @@ class KernelCall:
                          if type(a) is not _ndarray)
             self._keep_plan(key, (spec.objs if n else None, lead, conv,
                                   tuple(zip(shapes, spec.out_dtypes)),
-                                  parallel, numbers, keep, spec.func if n else None))
+                                  parallel, numbers, keep, spec.func if n else None), args)
         if numbers:
             _as_numbers(outs, numbers)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -448,10 +474,35 @@ class KernelCall:
             got = self.slow[kinds] = slow_on_arrays(typed, self.numpy_faster)
         return got
 
-    def _keep_plan(self, key, plan):
+    def _keep_plan(self, key, plan, args):
         if len(self.plans) > 256:
             self.plans.clear()
         self.plans[key] = plan
+        ints = [j for j, a in enumerate(args) if type(a) is int]
+        if not ints:
+            return
+        checks = []
+        for j in ints:
+            got = self._int_checks(args, j)
+            if got is None:
+                return           # a slice bound: each value its own plan
+            checks += got
+        if len(self.int_plans) > 64:
+            self.int_plans.clear()
+        self.int_plans[_any_int_key(args, key)] = (plan, checks)
+
+    def _int_plan(self, args, key):
+        """The plan of a call that differs from an earlier one in the value of Python
+        ints that only enter the arithmetic (``_keep_plan``); None if there is none,
+        or a value does not fit its dtype (NumPy raises: the block runs)."""
+        got = self.int_plans.get(_any_int_key(args, key))
+        if got is None:
+            return None
+        plan, checks = got
+        for i, info in checks:
+            if not info.min <= args[i] <= info.max:
+                return None
+        return plan
 
     def _run_plan(self, plan, args):
         """A call like an earlier one: ``plan`` is (function taking array objects,
@@ -636,7 +687,7 @@ class KernelCall:
             self._keep_plan(plan_key, (got[2] if got else None, (params_ptr,), conv,
                                        tuple(zip(lay.out_shapes, typed.out_dtypes)),
                                        parallel, full_reduce, lay, got[0] if got else None,
-                                       streamed))
+                                       streamed), args)
         if full_reduce:
             return outs[0][()]          # NumPy gives a scalar for a full reduction
         return outs[0] if len(outs) == 1 else tuple(outs)
