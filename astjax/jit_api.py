@@ -224,7 +224,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
     ``fastmath=True`` (numba's option) builds the compiled kernels with value-changing
     rewrites (fused multiply-add, division by a reciprocal:
     ``astjax.kernels.compile.FASTMATH_FLAGS``; CUDA: ``cuda_nvrtc.FASTMATH_OPTIONS``):
-    faster where kernels divide, within a few ulp of NumPy instead of bit-identical.
+    faster where kernels divide, within a few ulp of NumPy instead of bit-identical;
+    on the CPU the kernels also flush subnormal floats to zero while they run, as
+    ``jax.jit`` does (``astjax.kernels.flush``).
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,

@@ -42,7 +42,7 @@ FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contrac
 # ``(x + 2^52) - 2^52`` to ``x``: the range reductions in vmath.py would be wrong), not
 # -ffinite-math-only (np.isnan and NaN propagation keep their meaning), and never
 # -ffast-math itself (a shared library built with it may switch the whole process to
-# flushing subnormals to zero).
+# flushing subnormals to zero; the kernels flush only while they run: flush.py).
 FASTMATH_FLAGS = ("-ffp-contract=fast", "-freciprocal-math", "-fno-signed-zeros",
                   "-fno-trapping-math")
 # the first line of a kernel's text built with FASTMATH_FLAGS (a comment: shown with it)

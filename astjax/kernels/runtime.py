@@ -43,7 +43,7 @@ import weakref
 
 import numpy as np
 
-from astjax.kernels import c as c_render, compile as cc, ir, layout
+from astjax.kernels import flush, c as c_render, compile as cc, ir, layout
 from astjax.kernels.ir import Unsupported
 from astjax.runtime_fusion import num_threads
 
@@ -287,8 +287,11 @@ class KernelCall:
             self.pool_max_bytes = max(self.pool_max_bytes, max_bytes)
 
     def _flagged(self, text):
-        """``text`` as it is built: marked for the fast-math flags when chosen."""
-        return cc.FASTMATH_MARK + text if self.kernel.fastmath else text
+        """``text`` as it is built: marked for the fast-math flags when chosen, and then
+        flushing subnormals to zero while it runs (``flush.py``)."""
+        if not self.kernel.fastmath:
+            return text
+        return cc.FASTMATH_MARK + flush.with_flushing(text)
 
     def _build(self, text, typed, lead, lead_args, argtypes):
         """(function, function taking array objects or None) of ``text``."""
