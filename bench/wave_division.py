@@ -29,6 +29,12 @@ thread, CPU time of the calling thread, interleaved rounds, best round):
                  front decays through that range every step
   no divisions   every ``/`` made ``*`` (wrong values: the bound any division trick
                  could reach)
+  flushing       the kernel as rendered, run with subnormals flushed to zero (MXCSR's
+                 FTZ and DAZ bits, as ``jax.jit`` runs on a CPU and as
+                 ``jit(f, fastmath=True)`` kernels do: ``kernels/flush.py``); values
+                 differ where NumPy's are subnormal.  On an x86 core each instruction
+                 meeting a subnormal takes a microcode assist: this is what they cost
+                 the exact kernel
 
 Each variant's result is compared bit for bit with the rendered kernel's.  The
 product paths are correct only for a divisor whose reciprocal passes a check (an
@@ -54,7 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 import astjax  # noqa: E402
-from astjax.kernels import compile as cc, layout  # noqa: E402
+from astjax.kernels import compile as cc, flush, layout  # noqa: E402
 
 
 def _example():
@@ -218,7 +224,8 @@ def main(argv=None):
     variants = {"division": text, "exact": exact_variant(text, symbol),
                 "exact, fills": exact_variant(text, symbol, fills_only=True),
                 "unguarded": unguarded_variant(text, symbol),
-                "no divisions": ANY_DIV.sub(lambda m: f"({m.group(1)} * ", text)}
+                "no divisions": ANY_DIV.sub(lambda m: f"({m.group(1)} * ", text),
+                "flushing": flush.with_flushing(text)}
     d = tempfile.mkdtemp(prefix="astjax-wave-division-")
     built = {k: build(t, symbol, d, f"v{i}") for i, (k, t) in enumerate(variants.items())}
     run = built["division"][0].astjax_bench_run
