@@ -98,6 +98,34 @@ BY_ATTRIBUTE: dict[str, Primitive] = {}
 # gast operator class name ("Add", "MatMult", "USub", "Lt") -> primitive.
 BY_OPERATOR: dict[str, Primitive] = {}
 
+# Python's own function for each printed operator: what an operator on Python numbers
+# in the user's source means (``2 ** 63`` is an exact int, ``1 / 0`` raises), where
+# the primitive's NumPy implementation would wrap in int64 or give inf.  Whatever
+# evaluates an operator on constants at transformation time uses these.
+PYTHON_BINARY = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+}
+PYTHON_UNARY = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
+
+
+def small_operands(op, x, y) -> bool:
+    """Whether ``x op y`` is cheap to evaluate at transformation time (not
+    ``2 ** 10**9``)."""
+    for v in (x, y):
+        if type(v) is int and abs(v) > 2 ** 64:
+            return False
+    if op == "**" and type(y) is int and abs(y) > 64:
+        return False
+    if op == "<<" and type(y) is int and y > 64:
+        return False
+    if op == "*" and (isinstance(x, (str, tuple)) or isinstance(y, (str, tuple))):
+        return False
+    return True
+
 
 def register(prim: Primitive, callables: tuple = (), operators: tuple = ()) -> Primitive:
     """Add a primitive; ``callables`` are user-visible objects that mean this primitive."""

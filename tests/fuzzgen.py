@@ -473,6 +473,10 @@ CONSTRUCTS = [
     ]),
     ("for_index_cos", ["{v} = {a} * 1.0", "for i in range(6):",
                        "    {v} = {v} * 0.9 + {b} * np.cos(i * 0.3)"]),
+    # a step index that leaves int64 within the loop (the C loop's counter is an
+    # int64: such a loop stays Python; it had run no step, silently)
+    ("for_index_int64_edge", ["{v} = {a} * 1.0", "for i in range(2 ** 63 - 3, 2 ** 63 + 3):",
+                              "    {v} = {v} * 0.5 + np.tanh({b} * i * 1e-19)"]),
     # a number of the step's xs first, the carry's product after it: one kernel
     ("lax_scan_scalar_xs", [
         "def {v}_step(c, t):",

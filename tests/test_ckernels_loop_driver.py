@@ -137,6 +137,17 @@ def index_reversed_rows(y, n):
     return v
 
 
+def index_counting(x, lo, n):
+    v = x * 0.0
+    for j in range(lo, lo + n):
+        v = v + np.minimum(x * j, 1.0)        # (counts the steps that ran)
+    return v
+
+
+def index_scaled(x, k):
+    return np.sin(x) * k + x
+
+
 def index_as_row(table, n):
     v = table[0] * 0.0
     for j in range(n):
@@ -383,6 +394,46 @@ def test_a_python_loop_passing_the_index_reuses_one_plan(monkeypatch):
     assert identical(_check(M.index_from, a, lo, 40, compiled=False), M.index_from(a, lo, 40))
     with pytest.raises(OverflowError):
         astjax.jit(M.index_from, backend="c")(a, lo, 41)
+
+
+@pytest.mark.parametrize("lo", [2 ** 63 - 30, 2 ** 63 - 41, 2 ** 63 - 40, 2 ** 64 - 5,
+                                -2 ** 63 - 3, -2 ** 63])
+def test_a_loop_whose_index_passes_int64_runs_every_step(lo):
+    """The class of a silent wrong result: a loop over ``range(lo, lo + n)`` whose
+    bounds leave int64 ran in C with its int64 counter wrapped, so the C loop ran no
+    step (``counting`` gave 1 where NumPy gives 40).  Bounds past int64 keep the loop
+    in Python (``loop_driver._int``, ``takes_any_int``); values, gradients and the
+    steps compiled where every index fits."""
+    x = np.ones(3)
+    n = 40
+    before = loops.STATS["steps"]
+    got = astjax.jit(M.index_counting, backend="c")(x, lo, n)
+    assert identical(got, M.index_counting(x, lo, n))
+    fits = -2 ** 63 <= lo and lo + n <= 2 ** 63 - 1
+    assert (loops.STATS["steps"] - before > 0) == fits
+    loss = lambda x: np.sum(M.index_counting(x, lo, n) * 0.5)      # noqa: E731
+    g = astjax.jit(astjax.grad(loss), backend="c")(x * 1e-30)
+    np.testing.assert_array_equal(g, astjax.grad(loss)(x * 1e-30))
+
+
+def test_a_python_int_past_int64_goes_to_numpy():
+    """A Python int goes to a kernel as an int64; NumPy takes a larger one with a
+    float array (``x * 2**70``: a float64 product) and raises for an int64 array.
+    The kernel leaves such a value to NumPy, through a new call and through a plan
+    made for a smaller int (``int_plans``): it raised OverflowError for the float
+    array before."""
+    x = _rng().standard_normal(50)
+    f = astjax.jit(M.index_scaled, backend="c")
+    for k in (3, 2 ** 70, 5, -2 ** 70, 2 ** 63, 2 ** 63 - 1, -2 ** 63, -2 ** 63 - 1):
+        assert identical(f(x, k), M.index_scaled(x, k)), k
+    ai = np.arange(5)
+    with pytest.raises(OverflowError):
+        M.index_from(ai, 2 ** 70, 6)
+    with pytest.raises(OverflowError):
+        astjax.jit(M.index_from, backend="c")(ai, 2 ** 70, 6)
+    y = _rng().standard_normal(3)
+    assert identical(_check(M.index_from, y, 2 ** 70, 6, compiled=False),
+                     M.index_from(y, 2 ** 70, 6))
 
 
 def test_the_step_index_as_a_kernels_row_stays_with_python():

@@ -2024,15 +2024,18 @@ _CANONICAL_MODULES = {"numpy": "np", "astjax.runtime_array": "ra", "astjax.runti
 
 
 def _fold(prim, left, right):
-    """Evaluate an operator on two Python number constants (``y - 1`` with y = 2)."""
-    if isinstance(left, Const) and isinstance(right, Const) and all(
-            type(c.value) in (int, float) for c in (left, right)):
+    """Evaluate an operator on two Python number constants (``y - 1`` with y = 2)
+    with Python's own operator: ``2 ** 63 + 3`` is an exact int (the primitive's
+    NumPy implementation wrapped it in int64, and a ``range`` over it lost every
+    step), ``1 / 0`` is left to raise at run time."""
+    fn = P.PYTHON_BINARY.get(prim.operator)
+    if fn is not None and isinstance(left, Const) and isinstance(right, Const) and all(
+            type(c.value) in (int, float) for c in (left, right)) and \
+            P.small_operands(prim.operator, left.value, right.value):
         try:
-            value = prim.impl(left.value, right.value)
+            value = fn(left.value, right.value)
         except Exception:
             return None
-        if isinstance(value, np.generic):
-            value = value.item()
         if type(value) in (int, float, bool):
             return Const(value)
     return None

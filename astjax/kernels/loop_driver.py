@@ -509,9 +509,15 @@ class LoopDriver:
 
 
 def _int(v):
-    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+    """A loop bound as the C loop takes it (an int64), or None: not an integer, or
+    one past int64 (the counter would wrap, and the loop run no step)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and \
+            _INT64.min <= v <= _INT64.max:
         return int(v)
     return None
+
+
+_INT64 = np.iinfo(np.int64)
 
 
 def _sig(a):

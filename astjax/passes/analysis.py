@@ -23,11 +23,9 @@ and whose arrays are updated in place, so the reasoning lives here once:
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-from astjax import core
+from astjax import core, primitives as P
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
                          SetItem, SliceAtom, Var, While)
 
@@ -524,14 +522,8 @@ def prim_key(s: Prim):
 
 
 # Python spelling of operator primitives, for evaluating them on constants.
-BINARY_OPERATORS = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    "==": operator.eq, "!=": operator.ne, "&": operator.and_, "|": operator.or_,
-    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
-}
-UNARY_OPERATORS = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
+BINARY_OPERATORS = P.PYTHON_BINARY
+UNARY_OPERATORS = P.PYTHON_UNARY
 
 
 # ---------------------------------------------------------------------- forward facts

@@ -20,26 +20,13 @@ import warnings
 
 from astjax import core
 from astjax.core import Const, Copy, For, If, Prim, Var
+from astjax import primitives as P
 from astjax.passes import analysis as A
 
 # kinds whose primitives may be evaluated on constants at optimization time
 _FOLDABLE_KINDS = frozenset({"elementwise", "compare", "static", "structural", "reduction"})
 _NEVER = frozenset({"meta", "make_list", "make_dict", "to_list", "keys_list", "append",
                     "range", "format_string"})
-
-
-def _small_operands(op, x, y):
-    """Refuse folds that could take long or build big values (``2 ** 10**9``)."""
-    for v in (x, y):
-        if type(v) is int and abs(v) > 2 ** 64:
-            return False
-    if op == "**" and type(y) is int and abs(y) > 64:
-        return False
-    if op == "<<" and type(y) is int and y > 64:
-        return False
-    if op == "*" and (isinstance(x, (str, tuple)) or isinstance(y, (str, tuple))):
-        return False
-    return True
 
 
 def evaluate(s: Prim):
@@ -73,7 +60,7 @@ def evaluate(s: Prim):
                 if entry.unary:
                     result = A.UNARY_OPERATORS[entry.operator](values[0])
                 else:
-                    if not _small_operands(entry.operator, values[0], values[1]):
+                    if not P.small_operands(entry.operator, values[0], values[1]):
                         return False, None
                     result = A.BINARY_OPERATORS[entry.operator](values[0], values[1])
             else:
