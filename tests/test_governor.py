@@ -203,6 +203,9 @@ def test_compiled_loops_give_the_same_bits_at_every_cap(what, monkeypatch, tmp_p
     monkeypatch.setattr(gov.Governor, "run", slow_full_team)
     counter = "back_steps" if what == "grad" else "steps"
     before = loops.STATS[counter]
+    # new code, so new governors: the quiet run's, timed by the real clock, learned
+    # cap 1 when another process kept the second core busy, and kept it
+    astjax.clear_cache()
     busy_run = astjax.jit(fn, backend="c")(u, xs)
     assert 1 in seen and 2 in seen, "the loop ran at both caps"
     assert loops.STATS[counter] > before, "the steps ran in a compiled loop"
