@@ -226,21 +226,27 @@ def input_kind(value):
     if t is bool:
         return np.dtype(bool), True, None
     if t is int:
-        _fits_int64(value)
+        _require_int64(value)
         return np.dtype(np.int64), True, int
     if t is float:
         return np.dtype(np.float64), True, float
     raise Unsupported(f"a {t.__name__} argument")
 
 
-def _fits_int64(value):
-    """A Python int goes to a kernel as an int64: one past that range is NumPy's to
-    take (``float_array * 2**70`` is a float64 product; an int64 array's raises)."""
-    if not _INT64_MIN <= value <= _INT64_MAX:
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def fits_int64(*values) -> bool:
+    """Whether Python ints go to a kernel as int64s (the C type of every Python int
+    operand and loop counter): one past that range is NumPy's to take
+    (``float_array * 2**70`` is a float64 product; an int64 array's raises), and a
+    loop bound past it would wrap the counter."""
+    return all(INT64_MIN <= v <= INT64_MAX for v in values)
+
+
+def _require_int64(value):
+    if not fits_int64(value):
         raise Unsupported("a Python int outside int64")
-
-
-_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
 
 
 def specialize(kernel: Kernel, kinds) -> Typed:
@@ -450,7 +456,7 @@ def indexed_kind(value):
     if t is bool:
         return np.dtype(bool), 0, None
     if t is int:
-        _fits_int64(value)
+        _require_int64(value)
         return np.dtype(np.int64), 0, int
     if t is float:
         return np.dtype(np.float64), 0, float

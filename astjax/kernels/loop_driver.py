@@ -20,7 +20,7 @@ import numpy as np
 
 from astjax import runtime as rt
 from astjax.core import SliceAtom, Var
-from astjax.kernels import compile as cc
+from astjax.kernels import compile as cc, ir
 from astjax.kernels.governor import Governor
 from astjax.kernels.loops import (MAX_WARMUP, MIN_STEPS, STATS, Program, _cvar, _is_ptr,
                                   render_c)
@@ -512,12 +512,9 @@ def _int(v):
     """A loop bound as the C loop takes it (an int64), or None: not an integer, or
     one past int64 (the counter would wrap, and the loop run no step)."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and \
-            _INT64.min <= v <= _INT64.max:
+            ir.fits_int64(v):
         return int(v)
     return None
-
-
-_INT64 = np.iinfo(np.int64)
 
 
 def _sig(a):

@@ -174,9 +174,6 @@ def _scalar_key(a):
     return (t, a)
 
 
-_INT64 = np.iinfo(np.int64)
-
-
 def _any_int_key(args, key):
     """``key`` with the value of each Python int left out (``KernelCall.int_plans``)."""
     return tuple([int if type(a) is int else k for a, k in zip(args, key)])
@@ -380,7 +377,7 @@ class KernelCall:
     def takes_any_int(self, args, j, lo, hi) -> bool:
         """Whether the plan made for ``args`` serves every Python int in [lo, hi] as
         input ``j`` (a compiled loop's step index, passed per step)."""
-        if type(args[j]) is not int or not _INT64.min <= lo <= hi <= _INT64.max:
+        if type(args[j]) is not int or not (lo <= hi and ir.fits_int64(lo, hi)):
             return False              # (the C counter is an int64)
         checks = self._int_checks(args, j)
         return checks is not None and all(info.min <= lo <= hi <= info.max
@@ -509,7 +506,7 @@ class KernelCall:
             if not info.min <= args[i] <= info.max:
                 return None
         for a in args:
-            if type(a) is int and not _INT64.min <= a <= _INT64.max:
+            if type(a) is int and not ir.fits_int64(a):
                 return None           # (passed as an int64: ``ir.input_kind``)
         return plan
 
