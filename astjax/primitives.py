@@ -592,7 +592,9 @@ register(Primitive("getitem", operator.getitem, "ra.getitem", ("x", "index"), di
                    sample=lambda r: ((_u(r, (5, 4)), (slice(1, 4), [0, 2, 2])), {})))
 register(Primitive("setitem", ra.setitem, "ra.setitem", ("x", "index", "v"), diff=("x", "v"),
                    kind="index",
-                   sample=lambda r: ((_u(r, (5, 4)), (slice(1, 3), 2), _u(r, (1,))), {})))
+                   # (a repeated position: only its last write stays, test_repeated_writes)
+                   sample=lambda r: ((_u(r, (5, 4)), (slice(1, 3), [2, 0, 2]), _u(r, (3,))),
+                                     {})))
 register(Primitive("item", ra.item, "ra.item", ("a", "*args"), diff=("a",), kind="index",
                    method="item", sample=lambda r: ((_u(r), 5), {})))
 
@@ -998,7 +1000,8 @@ _helper("getitem_jvp", ("t", "x", "index"), diff=("t",),
         sample=lambda r: ((_u(r, (5, 4)), _u(r, (5, 4)), (slice(1, 4), [0, 2, 2])), {}),
         meta=("x",))
 _helper("setitem_jvp", ("t", "index", "tv", "x"), diff=("t", "tv"),
-        sample=lambda r: ((_u(r, (5, 4)), (slice(1, 3), 2), _u(r, (1,)), _u(r, (5, 4))), {}),
+        sample=lambda r: ((_u(r, (5, 4)), (slice(1, 3), [2, 0, 2]), _u(r, (3,)), _u(r, (5, 4))),
+                          {}),
         meta=("x",))
 _helper("sum_tangents", ("ts",), diff=("ts",),
         sample=lambda r: (([_u(r, (3,)), None, _u(r, (2, 3))],), {}))

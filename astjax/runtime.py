@@ -479,6 +479,63 @@ def cot_at(g, index):
     return g[index]
 
 
+def last_writes(shape, index):
+    """Which entries of ``x[index] = v`` (``x`` of ``shape``) stay written: an index
+    with repeated positions (``y[[0, 0, 1]] = v``) writes one position several times,
+    and only the last write is in the result; a boolean array of the selection's
+    shape, or None when every entry stays.  NumPy's own assignment decides, so the
+    derivative follows the write the forward computation kept."""
+    items = index if type(index) is tuple else (index,)
+    if all(type(i) in _BASIC_ITEMS or isinstance(i, np.integer) or
+           (type(i) is np.ndarray and i.dtype == bool) for i in items):
+        return None                   # (basic indices and masks name each entry once)
+    if type(index) is not tuple and shape:
+        rows = np.asarray(index)
+        if rows.dtype.kind in "iu":   # rows of the first axis (the common case): a
+            # row's entries are kept or overwritten together
+            flat = rows.ravel() % shape[0] if shape[0] else rows.ravel()
+            if np.unique(flat).size == flat.size:
+                return None
+            kept = last_writes(shape[:1], (rows,))
+            return kept.reshape(kept.shape + (1,) * (len(shape) - 1))
+    probe = np.full(shape, -1, dtype=np.intp)
+    chosen = probe[index]
+    order = np.arange(chosen.size, dtype=np.intp).reshape(chosen.shape)
+    probe[index] = order
+    kept = probe[index] == order
+    return None if kept.all() else kept
+
+
+_BASIC_ITEMS = frozenset({int, bool, slice, type(None), type(Ellipsis)})
+
+
+def cot_written(g, index):
+    """The cotangent of the value ``x[index] = v`` wrote, from ``g``, the cotangent
+    of ``x`` after it: ``g[index]``, zero at each write a later one to the same
+    position overwrote (``last_writes``); None stays None."""
+    if g is None:
+        return None
+    if isinstance(g, dict):
+        return g.get(index)
+    part = g[index]
+    if type(g) is np.ndarray:
+        kept = last_writes(g.shape, index)
+        if kept is not None:
+            part = np.where(kept, part, np.zeros((), part.dtype))
+    return part
+
+
+def cot_written_vjp(ct, g, index):
+    """Cotangent of ``g`` for ``cot_written(g, index)`` (linear in ``g``): ``ct``
+    placed at the positions whose writes stay."""
+    if ct is None or g is None or not isinstance(g, np.ndarray):
+        return cot_at_vjp(ct, g, index)
+    kept = last_writes(np.shape(g), index)
+    if kept is not None:
+        ct = np.where(kept, ct, np.zeros((), np.result_type(ct)))
+    return cot_at_vjp(ct, g, index)
+
+
 def acc_at(d, x, index, g):
     """``d + getitem_vjp(g, x, index)`` without building a zero array first.
 

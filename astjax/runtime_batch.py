@@ -1345,6 +1345,22 @@ def cot_at_per_example(g, index):
     return gather(g, index)
 
 
+def cot_written_per_example(g, index):
+    """``rt.cot_written`` at a per-example index: each example's overwritten writes
+    zero, as ``setitem_per_example`` assigned them."""
+    from astjax import runtime as rt
+    u = uniform_index(index)
+    if u is not None:
+        return rt.cot_written(g, index_full(u) if isinstance(g, np.ndarray) else u)
+    if g is None:
+        return None
+    part = gather(g, index)
+    probe = np.full(g.shape, -1, dtype=np.intp)
+    order = np.arange(part.size, dtype=np.intp).reshape(part.shape)
+    kept = gather(setitem_per_example(probe, index, order), index) == order
+    return np.where(kept, part, np.zeros((), part.dtype))
+
+
 def getitem_jvp_per_example(t, x, index):
     from astjax import runtime_array as ra
     u = uniform_index(index)
@@ -1414,6 +1430,17 @@ def cot_at_vjp(ct, g, index):
     out = np.zeros(g.shape[:-1] + (size_,), dtype=np.result_type(g, ct))
     np.add.at(out, index_full(index), ct)
     return out
+
+
+def cot_written_vjp(ct, g, index):
+    from astjax import runtime as rt
+    if ct is None or isinstance(g, (dict, list, tuple)):
+        return rt.cot_written_vjp(ct, g, index)
+    g = _as_batched(g)
+    kept = rt.last_writes(g.shape[:-1] + (_sizes(ct, g),), index_full(index))
+    if kept is not None:
+        ct = np.where(kept, ct, np.zeros((), np.result_type(ct)))
+    return cot_at_vjp(ct, g, index)
 
 
 # ---------------------------------------------- batched versions of gradient helpers

@@ -475,6 +475,10 @@ def cot_at_per_example_index(g, index):
     return rb.cot_at_per_example(g, index)
 
 
+def cot_written_per_example_index(g, index):
+    return rb.cot_written_per_example(g, index)
+
+
 def setitem_per_example_index(x, index, v):
     return rb.setitem_per_example(x, index, v)
 
@@ -621,12 +625,20 @@ def cot_at(g, index):
     return rt.cot_at(g, rb.index(index))
 
 
+def cot_written(g, index):
+    return rt.cot_written(g, rb.index(index))
+
+
 def cot_zero_at(g, index):
     return rt.cot_zero_at(g, rb.index(index))
 
 
 def cot_at_vjp(ct, g, index):
     return rb.cot_at_vjp(ct, g, index)
+
+
+def cot_written_vjp(ct, g, index):
+    return rb.cot_written_vjp(ct, g, index)
 
 
 def save_at(x, index):

@@ -71,6 +71,10 @@ def cot_at(ans, g, index, dg=None):
     return rt.instantiate(rt.cot_at(dg, index), ans)
 
 
+def cot_written(ans, g, index, dg=None):
+    return rt.instantiate(rt.cot_written(dg, index), ans)
+
+
 def cot_zero_at(ans, g, index, dg=None):
     return rt.cot_zero_at(dg, index)
 
@@ -174,6 +178,10 @@ def tree_moveaxis(ans, x, source, destination, dx=None):
 
 def cot_at_vjp(ans, ct, g, index, dct=None):
     return rt.cot_at_vjp(dct, g, index)
+
+
+def cot_written_vjp(ans, ct, g, index, dct=None):
+    return rt.cot_written_vjp(dct, g, index)
 
 
 def dict_from_values(ans, values, keys, dvalues=None):

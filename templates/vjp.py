@@ -17,7 +17,7 @@ Numeric constants are Python floats so float32 stays float32.
 """
 import numpy as np
 
-from astjax import runtime_array as ra
+from astjax import runtime as rt, runtime_array as ra
 
 # ------------------------------------------------------------------ arithmetic
 
@@ -685,7 +685,7 @@ def getitem(g, ans, x, index):
 
 
 def setitem(g, ans, x, index, v):
-    return ra.setitem_zero(g, index), ra.unbroadcast(ra.getitem(g, index), v)
+    return ra.setitem_zero(g, index), ra.unbroadcast(rt.cot_written(g, index), v)
 
 
 def item(g, ans, a, *args):
@@ -935,7 +935,7 @@ def getitem_jvp(g, ans, t, x, index):
 
 
 def setitem_jvp(g, ans, t, index, tv, x):
-    return ra.setitem_zero(g, index), ra.unbroadcast(ra.getitem(g, index), tv)
+    return ra.setitem_zero(g, index), ra.unbroadcast(rt.cot_written(g, index), tv)
 
 
 def sum_tangents(g, ans, ts):

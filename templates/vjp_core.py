@@ -78,6 +78,10 @@ def cot_at(ct, ans, g, index):
     return rt.cot_at_vjp(ct, g, index)
 
 
+def cot_written(ct, ans, g, index):
+    return rt.cot_written_vjp(ct, g, index)
+
+
 def cot_zero_at(ct, ans, g, index):
     return rt.cot_zero_at(ct, index)
 
@@ -139,7 +143,7 @@ def compact(g, ans, y):
 
 
 def tangent_set(g, ans, t, index, v_dot, like):
-    return rt.cot_zero_at(g, index), ra.unbroadcast(rt.cot_at(g, index), v_dot)
+    return rt.cot_zero_at(g, index), ra.unbroadcast(rt.cot_written(g, index), v_dot)
 
 
 def pack_tuple(g, ans, items):
@@ -181,6 +185,10 @@ def tree_moveaxis(g, ans, x, source, destination):
 
 def cot_at_vjp(h, ans, ct, g, index):
     return rt.cot_at(h, index)
+
+
+def cot_written_vjp(h, ans, ct, g, index):
+    return rt.cot_written(h, index)
 
 
 def dict_from_values(h, ans, values, keys):

@@ -370,6 +370,10 @@ CONSTRUCTS = [
     ("iadd_slice", ["{v} = {a} * 1.0", "{v}[1:] += {u}[1:]"]),
     ("imul_slice", ["{v} = {a} * 1.0", "{v}[1:] *= {u}[1:]"]),
     ("imul_index", ["{v} = {a} * 1.0", "{v}[0] *= {b_scalar}"]),
+    # writes through an index that repeats a position: the last write stays, the
+    # derivative of the others is zero (rt.cot_written); -1 is 0 on a length-1 axis
+    ("setitem_repeated", ["{v} = {a} * 1.0", "{v}[[0, -1, 0]] = {u}[[-1, 0, 0]] * 2.0"]),
+    ("iadd_repeated", ["{v} = {a} * 1.0", "{v}[[0, 0, -1]] += np.sin({u}[[-1, 0, 0]])"]),
     ("isub", ["{v} = {a} * 1.0", "{v} -= {u}"]),
     ("tuple", ["t = ({a}, {b})", "{v} = t[0] * t[1] + t[0]"]),
     ("swap", ["p, q = {a}, {b}", "p, q = q, p * 2.0", "{v} = p + q"]),

@@ -95,6 +95,10 @@ EXTRA = {
     "place_at": (lambda r: ((_u(r, (4,)), _u(r, (5, 4)), -2, -0.0), {}), ("g", "x")),
     "cot_zero_at": (lambda r: ((_u(r, (5, 4)), (Ellipsis, 1)), {}), ("g",)),
     "cot_at_vjp": (lambda r: ((_u(r, (4,)), _u(r, (5, 4)), 2), {}), ("ct", "g")),
+    # an index repeating rows and positions: each lane keeps the last writes
+    "cot_written": (lambda r: ((_u(r, (5, 4)), ([1, 3, 1], [0, 2, 0])), {}), ("g",)),
+    "cot_written_vjp": (lambda r: ((_u(r, (3, 4)), _u(r, (5, 4)), [2, 0, 2]), {}),
+                        ("ct", "g")),
     "save_at": (lambda r: ((_u(r, (5, 4)), (Ellipsis, 1)), {}), ("x",)),
     "check_scalar_output": (lambda r: ((_u(r, ()), "f"), {}), ("value",)),
     "meta": (lambda r: ((_u(r),), {}), ("x",)),

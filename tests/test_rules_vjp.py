@@ -24,7 +24,7 @@ import pytest
 from astjax import primitives as P
 from astjax import random as jr
 from astjax.sharding import collectives as sh
-from astjax import runtime_array as ra
+from astjax import runtime as rt, runtime_array as ra
 from astjax.templates import vjp as V
 
 EPS = 1e-6
@@ -34,6 +34,8 @@ RTOL = 1e-5
 # the collectives (astjax/sharding)
 MODULES = {"np": np, "ra": ra, "jr": jr, "sh": sh}
 TABLE = {name: p for name, p in P.REGISTRY.items() if p.code.split(".")[0] in MODULES}
+# what templates may call besides: the transformation's own helpers (``rt.cot_written``)
+CALLED_MODULES = dict(MODULES, rt=rt)
 DIFF = sorted(n for n, p in TABLE.items() if p.differentiable)
 NONDIFF = sorted(n for n, p in TABLE.items() if not p.differentiable)
 TEMPLATES = {n: f for n, f in vars(V).items()
@@ -354,9 +356,9 @@ def _resolve(node):
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if not isinstance(node, ast.Name) or node.id not in MODULES:
+    if not isinstance(node, ast.Name) or node.id not in CALLED_MODULES:
         return None
-    obj = MODULES[node.id]
+    obj = CALLED_MODULES[node.id]
     for part in reversed(parts):
         obj = getattr(obj, part)
     return obj
@@ -386,7 +388,7 @@ def test_template_is_straight_line_over_primitives(name):
             if isinstance(node, ast.UnaryOp):
                 assert type(node.op).__name__ in P.BY_OPERATOR, name
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                assert node.id in local | set(MODULES) | {"None"}, f"{name}: reads {node.id}"
+                assert node.id in local | set(CALLED_MODULES) | {"None"}, f"{name}: reads {node.id}"
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 local |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}

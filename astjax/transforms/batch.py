@@ -65,7 +65,8 @@ _PURE_CONTAINERS = {"make_tuple", "make_list", "make_dict", "append", "to_list",
 _BATCHED_INDEX_OK = {"take_along_axis", "take_along_axis_vjp", "clamp_index"}
 # primitives whose per-example (batched) index goes to the rule
 # ``<primitive>_per_example_index`` in templates/batch.py
-_PER_EXAMPLE_INDEX = {"getitem", "getitem_vjp", "getitem_jvp", "acc_at", "cot_at", "setitem",
+_PER_EXAMPLE_INDEX = {"getitem", "getitem_vjp", "getitem_jvp", "acc_at", "cot_at", "cot_written",
+                      "setitem",
                       "setitem_zero", "cot_zero_at", "save_at", "restore_at", "setitem_jvp",
                       "tangent_set"}
 

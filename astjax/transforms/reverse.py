@@ -510,7 +510,8 @@ class ReverseAD:
             out = []
             if self.is_active(s.value):
                 part = self.names.fresh(f"{d_t}_part")
-                out.append(Prim(part, "cot_at", [Var(d_t), s.index], loc=loc))
+                # (the cotangent of the entries this write kept: ``rt.cot_written``)
+                out.append(Prim(part, "cot_written", [Var(d_t), s.index], loc=loc))
                 contrib = self.names.fresh(f"d_{s.value.name}_part")
                 shape_of = self.meta_operands([Prim(contrib, "unbroadcast", [Var(part), s.value],
                                                     loc=loc)])
