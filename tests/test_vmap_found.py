@@ -504,3 +504,40 @@ def test_unbatched_steps_inside_batched_control_flow(f, out_axes):
     want = [numerical_grad(loss, (x, y), argnums=(0, 1)) for y in yb]
     np.testing.assert_allclose(g[0], np.stack([w[0] for w in want]), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(g[1], np.stack([w[1] for w in want]), rtol=1e-6, atol=1e-8)
+
+
+def positions_summed(x):
+    return np.sum(np.where(x > 0.0)[0]) * 1.0
+
+
+def positions_gathered(x):
+    idx = np.where(x > 0.0)[0]
+    return np.sum(x[idx] ** 2)
+
+
+def positions_2d(x):
+    r, c = np.where(x.reshape(-1, 1) * np.ones(3) > 0.0)
+    return np.sum(r * 10 + c) * 1.0
+
+
+POSITIONS = [positions_summed, positions_gathered, positions_2d]
+
+
+@pytest.mark.parametrize("f", POSITIONS, ids=_ids(POSITIONS))
+def test_where_of_a_condition_alone_is_refused_at_the_users_line(f):
+    """``np.where(c)`` gives the positions where ``c`` holds, as many as there are
+    per example: refused like ``np.nonzero`` (it used to reach NumPy's broadcast
+    error, or ``len()`` of a 0-d array)."""
+    with pytest.raises(TransformError) as info:
+        astjax.vmap(f)(XB)
+    err = info.value
+    assert err.location is not None and err.location.function == f.__name__
+    assert "np.where(condition)" in str(err) and "^" in str(err) and "hint:" in str(err)
+
+
+def test_where_of_an_unbatched_condition_alone_runs():
+    def f(x, c):
+        return np.sum(x[np.where(c > 0.0)[0]] ** 2)
+    c = np.array([1.0, -1.0, 2.0])
+    out = astjax.vmap(f, in_axes=(0, None))(XB, c)
+    np.testing.assert_allclose(out, [f(x, c) for x in XB], rtol=1e-12)

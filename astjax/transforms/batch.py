@@ -71,6 +71,15 @@ _PER_EXAMPLE_INDEX = {"getitem", "getitem_vjp", "getitem_jvp", "acc_at", "cot_at
                       "tangent_set"}
 
 
+def _where_has_values(args, kwargs) -> bool:
+    """Whether an ``np.where`` call selects values (``np.where(c, x, y)``) rather than
+    giving the positions where ``c`` holds (``np.where(c)``, ``np.nonzero``'s)."""
+    given = [a for a in args[1:] if not (isinstance(a, Const) and a.value is None)]
+    given += [v for k, v in kwargs.items() if k in ("x", "y") and
+              not (isinstance(v, Const) and v.value is None)]
+    return bool(given)
+
+
 def _lifted_params(prim):
     """Parameters holding array data, which an unbatched operand must be lifted for."""
     return {p for p in prim.params if p.lstrip("*") not in _NOT_DATA} | set(prim.diff)
@@ -368,6 +377,11 @@ class Batching:
             # the runtime's container and cotangent helpers work on batch-last arrays
             return [s]
         if src is None:
+            if s.prim == "where" and not _where_has_values(args, s.kwargs):
+                self.error(s, "vmap cannot batch np.where(condition): its output's size "
+                           "differs per example (the positions where it holds)",
+                           "select with np.where(condition, x, y), or reduce with a mask: "
+                           "np.sum(np.where(condition, x, 0.0))")
             if prim.kind in ("elementwise", "compare") or s.prim == "getitem":
                 return pre + [Prim(s.target, s.prim, args, s.kwargs, loc=loc)]
             self.error(s, f"vmap has no batching rule for {prim.code}()",
