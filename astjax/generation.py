@@ -8,6 +8,7 @@ public API (which imports them).
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import sys
 import threading
@@ -44,7 +45,16 @@ class Generated:
 
     def refresh(self):
         """Re-read globals the code refers to (so rebinding a global is seen)."""
-        self.namespace.update(self.env.current())
+        live = self.env.live()
+        if not live:
+            return                    # (constants only: every call of small code)
+        namespace = self.namespace
+        for name, entry in live:
+            if entry[0] == "cell":
+                namespace[name] = entry[1].cell_contents
+            else:
+                gdict, key = entry[1], entry[2]
+                namespace[name] = gdict[key] if key in gdict else getattr(builtins, key)
 
     def source_after_run(self) -> str:
         """``source`` with each late text as its code rendered it (make_source runs the
@@ -73,8 +83,10 @@ def cache_for(fun) -> dict:
 
 
 def clear_cache():
-    """Forget all generated code (tests use this)."""
-    _CACHE.clear()
+    """Forget all generated code (tests use this).  Each function's dict is emptied
+    in place: a transformed function holds its own (``jit``'s fast path)."""
+    for per_function in list(_CACHE.values()) + list(_CACHE_BY_ID.values()):
+        per_function.clear()
     _CACHE_BY_ID.clear()
 
 

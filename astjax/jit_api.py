@@ -22,7 +22,7 @@ import numpy as np
 from astjax import backends, passes, transform_table
 from astjax.binding import fun_name as _fun_name
 from astjax.binding import function_arguments, has_varargs, per_arity
-from astjax.generation import ASSEMBLED, cached, load_functions, normalized
+from astjax.generation import ASSEMBLED, cache_for, cached, load_functions, normalized
 from astjax.generation import check_callable as _check_callable
 from astjax.generation import wrap as _wrap
 from astjax.errors import ArgumentError
@@ -253,6 +253,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
     donate_nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(
         donate_argnums)
 
+    fun_cache = cache_for(fun)  # (emptied in place by clear_cache)
     names = []  # positional parameter names: a source lookup, so done once
     splits = {}  # number of positional arguments -> (static positions, dynamic positions)
 
@@ -351,7 +352,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         if sig is not None:
             key = (_FAST, len(args), static_values, static_kw, sig, donated,
                    chosen_backend.name, fastmath)
-            gen = cached(fun, key, lambda: general(args, dict(kwargs))[0])
+            gen = fun_cache.get(key)
+            if gen is None:
+                gen = cached(fun, key, lambda: general(args, dict(kwargs))[0])
         else:
             call_kwargs = dict(kwargs)
             gen, dynamic = general(args, call_kwargs)

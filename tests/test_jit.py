@@ -215,6 +215,18 @@ def test_a_registered_leaf_type_is_flattened_as_registered(builds):
     assert len(builds) == 3
 
 
+def test_clear_cache_empties_the_code_a_jitted_function_holds(builds):
+    """jit's fast path reads the function's own dict of code: clear_cache empties it
+    in place, so the next call builds again."""
+    f = astjax.jit(scaled, static_argnums=(1,))
+    f(X, 2.0)
+    f(X, 2.0)
+    assert len(builds) == 1
+    astjax.clear_cache()
+    np.testing.assert_allclose(f(X, 2.0), X * 2.0)
+    assert len(builds) == 2
+
+
 def test_rebinding_a_global_is_seen(monkeypatch):
     x = np.array([1.0, -2.0, 0.5])
     f = astjax.jit(idioms.uses_globals)

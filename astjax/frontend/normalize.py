@@ -88,6 +88,8 @@ class Env:
         self.names = names
         self.entries: dict[str, tuple] = {}
         self._keys: dict[tuple, str] = {}
+        self._live: list = []
+        self._live_count = 0
 
     def _add(self, key, hint, entry):
         name = self._keys.get(key)
@@ -105,6 +107,14 @@ class Env:
 
     def value_ref(self, obj, hint):
         return self._add(("v", id(obj)), hint, ("value", obj))
+
+    def live(self) -> list:
+        """(name, entry) of the globals and cells: what ``current()`` re-reads (the
+        constants never change); kept until an entry is added."""
+        if self._live_count != len(self.entries):
+            self._live = [(n, e) for n, e in self.entries.items() if e[0] != "value"]
+            self._live_count = len(self.entries)
+        return self._live
 
     def current(self) -> dict:
         out = {}
