@@ -751,14 +751,16 @@ for _name, _params, _defaults in (
          {"M": None, "k": 0, "dtype": float, "order": "C"}),
         ("identity", ("n", "dtype"), {"dtype": None}),
         ("tri", ("N", "M", "k", "dtype"), {"M": None, "k": 0, "dtype": float}),
-        ("indices", ("dimensions", "dtype", "sparse"), {"dtype": int, "sparse": False}),
-        ("meshgrid", ("*xi", "copy", "sparse", "indexing"),
-         {"copy": True, "sparse": False, "indexing": "xy"})):
+        ("indices", ("dimensions", "dtype", "sparse"), {"dtype": int, "sparse": False})):
     _np_name = _name[3:] if _name.startswith("np_") else _name
     register(Primitive(_name, getattr(np, _np_name), f"np.{_np_name}", _params, _defaults,
                        kind="creation", reason=_ND + "builds a constant array",
-                       refuse={"arange": ("start", "step"),
-                               "meshgrid": ("*xi",)}.get(_name, ())))
+                       refuse={"arange": ("start", "step")}.get(_name, ())))
+# Differentiable in every coordinate vector: output k is input k along one axis.
+register(Primitive("meshgrid", np.meshgrid, "np.meshgrid", ("*xi", "copy", "sparse", "indexing"),
+                   {"copy": True, "sparse": False, "indexing": "xy"}, diff=("*xi",),
+                   kind="shape",
+                   sample=lambda r: ((_u(r, (3,)), _u(r, (2,)), _u(r, (4,))), {})))
 # Differentiable in their endpoints (and the base): sample k of linspace is
 # start * (1 - w_k) + stop * w_k, with w_k = k / (num - 1) (k / num without endpoint).
 register(Primitive("linspace", np.linspace, "np.linspace",
@@ -911,6 +913,13 @@ _helper("unpack_variadic", ("t", "xs"), diff=("t",),
         sample=lambda r: (((_u(r, (1, 3)), _u(r, (2, 2))), (_u(r, (3,)), _u(r, (2, 2)))), {}))
 _helper("pack_variadic", ("ts", "t"), diff=("ts",),
         sample=lambda r: (([_u(r, (3,)), None], (_u(r, (1, 3)), _u(r, (2, 2)))), {}))
+_helper("meshgrid_cots", ("t", "xi", "sparse", "indexing"), {"sparse": False, "indexing": "xy"},
+        diff=("t",), sample=lambda r: (((_u(r, (3, 2)), None), (_u(r, (2,)), _u(r, (3,)))),
+                                       {}))
+_helper("meshgrid_of", ("ts", "xi", "sparse", "indexing"), {"sparse": False, "indexing": "xy"},
+        diff=("ts",), sample=lambda r: (([None, _u(r, (3,)), _u(r, (2,))],
+                                         (_u(r, (4,)), _u(r, (3,)), _u(r, (2,))), True, "ij"),
+                                        {}))
 _helper("asarray_vjp", ("t", "a"), diff=("t",),
         sample=lambda r: ((_u(r, (1, 2, 3)), [_u(r, (3,)), [1.0, 2.0, 3.0]]), {}))
 _helper("pack_cots", ("ts", "x"), diff=("ts",),

@@ -749,6 +749,42 @@ def pack_variadic(ts, t):
     return pack_cots(ts[0], t)
 
 
+def _meshgrid_axis(k, n, indexing):
+    """The axis of ``np.meshgrid``'s outputs along which input ``k`` of ``n`` varies
+    ("xy" indexing swaps the first two)."""
+    if indexing == "xy" and n >= 2 and k < 2:
+        return 1 - k
+    return k
+
+
+def meshgrid_cots(t, xi, sparse=False, indexing="xy"):
+    """Cotangents of ``np.meshgrid``'s inputs ``xi`` from those of its outputs ``t``
+    (None: zero): output k's summed over every axis but the one input k varies along,
+    shaped and typed like input k (which meshgrid flattens)."""
+    xi = list(xi)
+    gs = [None] * len(xi) if t is None else list(t)
+    out = []
+    for k, (gk, x) in enumerate(zip(gs, xi)):
+        if gk is None:
+            out.append(None)
+            continue
+        axis = _meshgrid_axis(k, len(xi), indexing)
+        others = tuple(a for a in range(np.ndim(gk)) if a != axis)
+        out.append(asarray_vjp(np.sum(gk, axis=others), x))
+    return out
+
+
+def meshgrid_of(ts, xi, sparse=False, indexing="xy"):
+    """``np.meshgrid`` of per-input values ``ts`` (None: zeros like that input) on the
+    grid of ``xi``: the tangent of meshgrid's outputs, and ``meshgrid_cots``'s
+    transpose."""
+    xi = list(xi)
+    ts = [None] * len(xi) if ts is None else list(ts)
+    values = [np.zeros(np.shape(x), dtype=_float_dtype(x, np.float64)) if t is None else t
+              for t, x in zip(ts, xi)]
+    return tuple(np.meshgrid(*values, sparse=sparse, indexing=indexing))
+
+
 # ---------------------------------------------------------------------------
 # Containers, conversions, indexing
 # ---------------------------------------------------------------------------

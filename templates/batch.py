@@ -791,6 +791,14 @@ def concat_cots(ts, arrays, axis=0, how="concatenate"):
     return rb.concat_cots(ts, arrays, axis, how)
 
 
+def meshgrid_cots(t, xi, sparse=False, indexing="xy"):
+    return rb.per_lane(ra.meshgrid_cots, (0, 1), t, xi, sparse, indexing)
+
+
+def meshgrid_of(ts, xi, sparse=False, indexing="xy"):
+    return rb.per_lane(ra.meshgrid_of, (0, 1), ts, xi, sparse, indexing)
+
+
 def unpack_variadic(t, xs):
     return rb.unpack_variadic(t, xs)
 

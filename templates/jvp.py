@@ -538,6 +538,18 @@ def atleast_3d(ans, *arys, darys=None):
     return ra.pack_variadic(darys, ans)
 
 
+def meshgrid(ans, *xi, copy=True, sparse=False, indexing="xy", dxi=None):
+    return ra.meshgrid_of(dxi, xi, sparse, indexing)
+
+
+def meshgrid_cots(ans, t, xi, sparse=False, indexing="xy", dt=None):
+    return ra.meshgrid_cots(dt, xi, sparse, indexing)
+
+
+def meshgrid_of(ans, ts, xi, sparse=False, indexing="xy", dts=None):
+    return ra.meshgrid_of(dts, xi, sparse, indexing)
+
+
 def concatenate(ans, arrays, axis=0, out=None, dtype=None, casting="same_kind", darrays=None):
     return ra.concat_cots(darrays, arrays, axis, "concatenate")
 

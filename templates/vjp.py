@@ -570,6 +570,18 @@ def atleast_3d(g, ans, *arys):
     return ra.unpack_variadic(g, arys)
 
 
+def meshgrid(g, ans, *xi, copy=True, sparse=False, indexing="xy"):
+    return ra.meshgrid_cots(g, xi, sparse, indexing)
+
+
+def meshgrid_cots(g, ans, t, xi, sparse=False, indexing="xy"):
+    return ra.meshgrid_of(g, xi, sparse, indexing)
+
+
+def meshgrid_of(g, ans, ts, xi, sparse=False, indexing="xy"):
+    return ra.meshgrid_cots(g, xi, sparse, indexing)
+
+
 def concatenate(g, ans, arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     return ra.concat_vjp(g, arrays, axis, "concatenate")
 

@@ -1,5 +1,5 @@
 """Primitives whose output carries an operand's value without a derivative rule
-(``Primitive.refuse``: arange's start, meshgrid's arrays) refuse a differentiated
+(``Primitive.refuse``: arange's start and step) refuse a differentiated
 operand there in every mode — they were silent zeros as "creation" primitives."""
 import numpy as np
 import pytest
@@ -22,11 +22,6 @@ def arange_step(x):
     return np.sum(np.arange(0.0, 2.0, x[0]))
 
 
-def meshgrid_xi(x):
-    a, b = np.meshgrid(x, x * 2.0)
-    return np.sum(a * b)
-
-
 def arange_length(x):
     n = x.shape[0]
     return np.sum(np.arange(n) * x)
@@ -42,8 +37,7 @@ def pmap_static(x):         # a pmap's static argument: its plan (shard_map_call
     return np.sum(SCALED(np.ones(1), x[0]))
 '''
 
-REFUSED = {"arange": ["arange_start", "arange_step"], "meshgrid": ["meshgrid_xi"],
-           "shard_map_call": ["pmap_static"]}
+REFUSED = {"arange": ["arange_start", "arange_step"], "shard_map_call": ["pmap_static"]}
 X = np.array([0.5, 1.3])
 TRANSFORMS = {
     "grad": lambda f: astjax.grad(f)(X),
