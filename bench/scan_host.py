@@ -9,7 +9,9 @@ README's Known limits quote these figures), an RNN's ``jit(grad)`` beside
 hand-written NumPy backprop measured in the same run, and two loops each with its
 loops compiled and, in the same run, left to Python (the drivers' ``MIN_STEPS`` out of
 reach): a scan that reduces its state to a scalar each step (an energy), and a
-``fori_loop`` forced by its step index.
+``fori_loop`` forced by its step index; and a Python loop (a matrix product in its
+body) passing its index to a kernel, with one call plan for every index value and,
+in the same run, a plan per value.
 
 Run: python bench/scan_host.py [--steps 2000]
 """
@@ -125,6 +127,40 @@ def forced_loss(u, y, n):
     return np.sum(forced(u, y, n) ** 2)
 
 
+def indexed_matmul(v, m, y, n):
+    """A loop that stays Python (a matrix product in its body) whose kernel reads the
+    step index ``j`` as a Python int: a new value every call."""
+    for j in range(n):
+        v = (v @ m) * 0.5 + y * (j * 0.001) + v * v * 0.01
+    return v
+
+
+def index_operand_figures(n, size=64):
+    """Per step: (jit, jit with one call plan per index value, plain NumPy) for
+    ``indexed_matmul`` over ``size`` float64 (``KernelCall.int_plans`` off: its range
+    checks say the int shapes every plan, as a slice bound does)."""
+    from astjax.kernels import runtime
+    v = np.linspace(-1, 1, size)
+    m = np.eye(size) * 0.5
+    y = np.linspace(0, 1, size)
+    want = indexed_matmul(v, m, y, n)
+    fn = astjax.jit(indexed_matmul)
+    np.testing.assert_allclose(fn(v, m, y, n), want, rtol=1e-12)
+    t_jit = best_seconds(lambda: fn(v, m, y, n), repeats=7) / n
+    checks = runtime.KernelCall._int_checks
+    runtime.KernelCall._int_checks = lambda self, args, j: None
+    try:
+        astjax.clear_cache()
+        per_value = astjax.jit(indexed_matmul)
+        np.testing.assert_allclose(per_value(v, m, y, n), want, rtol=1e-12)
+        t_per_value = best_seconds(lambda: per_value(v, m, y, n), repeats=3) / n
+    finally:
+        runtime.KernelCall._int_checks = checks
+        astjax.clear_cache()
+    t_numpy = best_seconds(lambda: indexed_matmul(v, m, y, n), repeats=7) / n
+    return t_jit, t_per_value, t_numpy
+
+
 def compiled_and_python(pairs, args, n):
     """Per step: {what: (compiled loops, Python loops)} of each (what, function) under
     jit, the Python loops by the drivers' ``MIN_STEPS`` out of reach (same run)."""
@@ -221,6 +257,11 @@ def main(argv=None):
         print(f"forcing by the step index (1000 float64, y * np.cos(j * 0.01)), jit "
               f"{what}: compiled loops {t_c * 1e6:.2f} us a step, Python loops "
               f"{t_p * 1e6:.2f} us ({t_p / t_c:.1f}x)")
+    t_jit, t_per_value, t_numpy = index_operand_figures(n)
+    print(f"Python loop (a matrix product in its body) passing the step index to a "
+          f"kernel, 64 float64: jit {t_jit * 1e6:.2f} us a step (one call plan for every "
+          f"index value), {t_per_value * 1e6:.2f} us with a plan per value; plain NumPy "
+          f"{t_numpy * 1e6:.2f} us")
     t_grad, t_hand, t_jax = rnn_figures(n)
     line = (f"RNN h = tanh(h * w + x), 64 float64 units, {n} steps, jit(grad) per step: "
             f"{t_grad * 1e6:.2f} us; hand-written NumPy backprop {t_hand * 1e6:.2f} us "
