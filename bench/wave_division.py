@@ -27,6 +27,11 @@ thread, CPU time of the calling thread, interleaved rounds, best round):
                  for 838,861 float32 ``a`` below 2^-90 (all with subnormal quotients;
                  e.g. ``a = 0x1.ep-146``: 0x1p-149 against 0x1p-148), and the wave's
                  front decays through that range every step
+  double         each float32 ``a / b`` as ``(float)((double)a / (double)b)``: exact
+                 (a double quotient rounded to float32 is the float32 quotient, the
+                 double rounding innocuous for division), and every float32 subnormal
+                 is a normal double -- but the conversions meet the subnormals instead
+                 of the divider (same time as rendered, on Intel model 207)
   no divisions   every ``/`` made ``*`` (wrong values: the bound any division trick
                  could reach)
   flushing       the kernel as rendered, run with subnormals flushed to zero (MXCSR's
@@ -97,6 +102,8 @@ def capture(w, velocity, problem):
 VALUE = r"(?:v|in)\d+_\d+"          # a kernel value (index arithmetic is left alone)
 SCALAR_DIV = re.compile(r"\((" + VALUE + r") / (\(float\)\()?(s\d+)\)?\)")
 ANY_DIV = re.compile(r"\((" + VALUE + r") / ")
+# a division of a kernel value by a value or a run-time scalar (its cast included)
+DIVISION = re.compile(r"\((" + VALUE + r") / ((?:\(float\)\()?(?:" + VALUE + r"|s\d+)\)?)\)")
 SCALAR_DECL = re.compile(r"    const (?:double|float) s\d+ = \*\(const \w+ \*\)ptrs\[\d+\];\n")
 
 EXACT = r"""
@@ -224,6 +231,8 @@ def main(argv=None):
     variants = {"division": text, "exact": exact_variant(text, symbol),
                 "exact, fills": exact_variant(text, symbol, fills_only=True),
                 "unguarded": unguarded_variant(text, symbol),
+                "double": DIVISION.sub(lambda m: f"((float)((double)({m.group(1)}) / "
+                                                 f"(double)({m.group(2)})))", text),
                 "no divisions": ANY_DIV.sub(lambda m: f"({m.group(1)} * ", text),
                 "flushing": flush.with_flushing(text)}
     d = tempfile.mkdtemp(prefix="astjax-wave-division-")
