@@ -595,6 +595,12 @@ register(Primitive("setitem", ra.setitem, "ra.setitem", ("x", "index", "v"), dif
                    # (a repeated position: only its last write stays, test_repeated_writes)
                    sample=lambda r: ((_u(r, (5, 4)), (slice(1, 3), [2, 0, 2]), _u(r, (3,))),
                                      {})))
+# np.add.at (and np.subtract.at, adding -v): the frontend writes
+# x[...] = scatter_add(x, indices, v)
+register(Primitive("scatter_add", ra.scatter_add, "ra.scatter_add", ("x", "indices", "v"),
+                   diff=("x", "v"), kind="index",
+                   sample=lambda r: ((_u(r, (5, 4)), ([0, 3, 0, 0], slice(1, 3)),
+                                      _u(r, (4, 2))), {})))
 register(Primitive("item", ra.item, "ra.item", ("a", "*args"), diff=("a",), kind="index",
                    method="item", sample=lambda r: ((_u(r), 5), {})))
 
@@ -913,6 +919,9 @@ _helper("unpack_variadic", ("t", "xs"), diff=("t",),
         sample=lambda r: (((_u(r, (1, 3)), _u(r, (2, 2))), (_u(r, (3,)), _u(r, (2, 2)))), {}))
 _helper("pack_variadic", ("ts", "t"), diff=("ts",),
         sample=lambda r: (([_u(r, (3,)), None], (_u(r, (1, 3)), _u(r, (2, 2)))), {}))
+_helper("scatter_tangent", ("t", "indices", "tv", "like"), diff=("t", "tv"),
+        sample=lambda r: ((_u(r, (5, 4)), ([1, 1, 4], 2), _u(r, (3,)), _u(r, (5, 4))), {}),
+        meta=("like",))
 _helper("meshgrid_cots", ("t", "xi", "sparse", "indexing"), {"sparse": False, "indexing": "xy"},
         diff=("t",), sample=lambda r: (((_u(r, (3, 2)), None), (_u(r, (2,)), _u(r, (3,)))),
                                        {}))

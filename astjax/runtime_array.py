@@ -998,6 +998,25 @@ def setitem_zero(t, index):
     return out
 
 
+def scatter_add(x, indices, v):
+    """``np.add.at(x, indices, v)`` as a new array: ``v`` added at ``indices`` of a
+    copy of ``x``, a position named several times receiving every addition (the
+    frontend writes the result back, ``x[...] = scatter_add(x, i, v)``, and
+    ``np.subtract.at`` as the addition of ``-v``)."""
+    out = np.array(x, copy=True)      # (x's dtype, as the in-place call keeps it)
+    np.add.at(out, indices, v)
+    return out
+
+
+def scatter_tangent(t, indices, tv, like):
+    """Tangent of ``scatter_add``: ``scatter_add(t, indices, tv)`` with None for a
+    zero tangent (zeros shaped like ``like``, the result)."""
+    out = _zeros(like) if t is None else np.array(t, copy=True)
+    if tv is not None:
+        np.add.at(out, indices, tv)
+    return out
+
+
 def cot_or_zeros(t, like):
     """``t``, or zeros shaped like ``like`` when ``t`` is None (one output of a tuple)."""
     if t is None:

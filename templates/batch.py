@@ -791,6 +791,14 @@ def concat_cots(ts, arrays, axis=0, how="concatenate"):
     return rb.concat_cots(ts, arrays, axis, how)
 
 
+def scatter_add(x, indices, v):
+    return rb.per_lane(ra.scatter_add, (0, 2), x, indices, v)
+
+
+def scatter_tangent(t, indices, tv, like):
+    return rb.per_lane(ra.scatter_tangent, (0, 2, 3), t, indices, tv, like)
+
+
 def meshgrid_cots(t, xi, sparse=False, indexing="xy"):
     return rb.per_lane(ra.meshgrid_cots, (0, 1), t, xi, sparse, indexing)
 

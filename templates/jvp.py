@@ -538,6 +538,14 @@ def atleast_3d(ans, *arys, darys=None):
     return ra.pack_variadic(darys, ans)
 
 
+def scatter_add(ans, x, indices, v, dx=None, dv=None):
+    return ra.scatter_tangent(dx, indices, dv, ans)
+
+
+def scatter_tangent(ans, t, indices, tv, like, dt=None, dtv=None):
+    return ra.scatter_tangent(dt, indices, dtv, like)
+
+
 def meshgrid(ans, *xi, copy=True, sparse=False, indexing="xy", dxi=None):
     return ra.meshgrid_of(dxi, xi, sparse, indexing)
 

@@ -570,6 +570,15 @@ def atleast_3d(g, ans, *arys):
     return ra.unpack_variadic(g, arys)
 
 
+def scatter_add(g, ans, x, indices, v):
+    # every addition at a position (repeated ones too) receives its cotangent
+    return g, ra.unbroadcast(ra.getitem(g, indices), v)
+
+
+def scatter_tangent(g, ans, t, indices, tv, like):
+    return g, ra.unbroadcast(ra.getitem(g, indices), tv)
+
+
 def meshgrid(g, ans, *xi, copy=True, sparse=False, indexing="xy"):
     return ra.meshgrid_cots(g, xi, sparse, indexing)
 

@@ -374,6 +374,9 @@ CONSTRUCTS = [
     # derivative of the others is zero (rt.cot_written); -1 is 0 on a length-1 axis
     ("setitem_repeated", ["{v} = {a} * 1.0", "{v}[[0, -1, 0]] = {u}[[-1, 0, 0]] * 2.0"]),
     ("iadd_repeated", ["{v} = {a} * 1.0", "{v}[[0, 0, -1]] += np.sin({u}[[-1, 0, 0]])"]),
+    # np.add.at adds at every position named, repeated ones included (scatter_add)
+    ("add_at", ["{v} = {a} * 1.0", "np.add.at({v}, [0, -1, 0], {u}[[-1, 0, 0]] * 2.0)"]),
+    ("subtract_at", ["{v} = {a} * 1.0", "np.subtract.at({v}, [-1, -1], np.cos({u}[[0, -1]]))"]),
     ("isub", ["{v} = {a} * 1.0", "{v} -= {u}"]),
     ("tuple", ["t = ({a}, {b})", "{v} = t[0] * t[1] + t[0]"]),
     ("swap", ["p, q = {a}, {b}", "p, q = q, p * 2.0", "{v} = p + q"]),

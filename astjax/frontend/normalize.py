@@ -76,6 +76,10 @@ _OP_NAMES = {
 
 # --------------------------------------------------------------------------- environment
 
+# ``ufunc.at`` methods the frontend writes as functional updates (``_ufunc_at``)
+_UFUNC_AT = {id(np.add): "add", id(np.subtract): "subtract"}
+
+
 class Env:
     """Values generated code reads from outside the function (globals, cells, constants).
 
@@ -1647,6 +1651,10 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
 
     def expr_Call(self, node, hint, target, discard=False):
         func = node.func
+        if isinstance(func, gast.Attribute) and func.attr == "at":   # np.add.at(x, i, v)
+            scatter = _UFUNC_AT.get(id(self.static_value(func.value)))
+            if scatter is not None:
+                return self._ufunc_at(node, scatter, target)
         # method call on a value: x.sum(), lst.append(v)
         if isinstance(func, gast.Attribute) and self.static_value(func) is None and not \
                 isinstance(self.static_value(func.value), (types.ModuleType, type)):
@@ -1706,6 +1714,10 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         special = SPECIAL_CALLS.get(id(obj))
         if special is not None:
             return special(self, node, hint, target)
+        scatter = _UFUNC_AT.get(id(getattr(obj, "__self__", None))) \
+            if getattr(obj, "__name__", None) == "at" else None
+        if scatter is not None:            # (f = np.add.at; f(x, i, v))
+            return self._ufunc_at(node, scatter, target)
         custom = getattr(type(obj), "_astjax_custom_call", None)   # custom_jvp/vjp, remat
         if custom is not None:
             return custom(obj, self, *self.call_args(node, hint), node, hint, target)
@@ -1767,6 +1779,36 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         out = self._out(target, hint, _short(label))
         self.emit(External(out, callee, args, kwargs))
         return Var(out)
+
+    def _ufunc_at(self, node, prim, target):
+        """``np.add.at(x, indices, v)`` updates ``x`` in place, adding at every position
+        ``indices`` names, repeated ones included: the core form writes the sum back,
+        ``x[...] = scatter_add(x, indices, v)``, an in-place update every
+        transformation honours (aliases of ``x`` see it, as in NumPy);
+        ``np.subtract.at`` adds ``-v``."""
+        what = f"np.{prim}.at"
+        if len(node.args) != 3 or node.keywords or any(
+                isinstance(a, gast.Starred) for a in node.args):
+            self.error(node, f"{what}(x, indices, v) takes three positional arguments here",
+                       "pass the array, the indices and the values")
+        first = node.args[0]
+        whole = gast.Subscript(value=first, slice=gast.Constant(value=Ellipsis, kind=None),
+                               ctx=gast.Store())
+        gast.copy_location(whole, first)
+        base = self.subscript_base(whole)
+        indices = self.plain(self.expr(node.args[1], f"{base}_indices"), node)
+        values = self.plain(self.expr(node.args[2], f"{base}_values"), node)
+        if prim == "subtract":             # (x - v is x + (-v), bit for bit)
+            negated = self.fresh(f"{base}_negated")
+            self.emit(Prim(negated, "negative", [values]))
+            values = Var(negated)
+        new = self.fresh(f"{base}_scattered")
+        self.emit(Prim(new, "scatter_add", [Var(base), indices, values]))
+        self.emit(SetItem(base, self.index(whole.slice, base), Var(new)))
+        if target is not None:
+            self.emit(Copy(target, Const(None)))
+            return Var(target)
+        return Const(None)
 
     def _refuse_effect(self, node, callee, label, method=None):
         """A call made for its effect on an array (its result unused) is refused.
