@@ -723,6 +723,10 @@ register(Primitive("cov", np.cov, "np.cov",
                    {"y": None, "rowvar": True, "bias": False, "ddof": None, "fweights": None,
                     "aweights": None, "dtype": None}, diff=("m",), kind="reduction",
                    sample=lambda r: ((_u(r, (3, 5)),), {})))
+# np.corrcoef: differentiated in x (y refused, as for np.cov: ra.cov_scale)
+register(Primitive("corrcoef", np.corrcoef, "np.corrcoef", ("x", "y", "rowvar", "dtype"),
+                   {"y": None, "rowvar": True, "dtype": None}, diff=("x",), kind="reduction",
+                   sample=lambda r: ((_u(r, (3, 5)),), {})))
 # np.interp: in x (piecewise linear; at a knot the interval to its right, as JAX), fp,
 # left and right; xp and period refused.
 register(Primitive("interp", np.interp, "np.interp", ("x", "xp", "fp", "left", "right", "period"),

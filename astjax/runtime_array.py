@@ -2459,8 +2459,9 @@ def cov_rows_t(t, m, rowvar=True):
 def cov_scale(x, y=None, bias=False, ddof=None, fweights=None, aweights=None):
     """1 / (N - ddof) of np.cov; its derivative is implemented without y and weights."""
     if y is not None or fweights is not None or aweights is not None:
-        raise UnsupportedDerivativeError("the derivative of np.cov with y, fweights or "
-                                         "aweights (stack the variables into m)")
+        raise UnsupportedDerivativeError("the derivative of np.cov or np.corrcoef with y, "
+                                         "fweights or aweights (stack the variables into "
+                                         "the first argument)")
     n = np.shape(x)[-1]
     d = (0 if bias else 1) if ddof is None else ddof
     return 1.0 / (n - d)

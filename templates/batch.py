@@ -1250,6 +1250,10 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     return rb.per_lane(np.cov, (0, 1, 5, 6), m, y, rowvar, bias, ddof, fweights, aweights)
 
 
+def corrcoef(x, y=None, rowvar=True, dtype=None):
+    return rb.per_lane(np.corrcoef, (0, 1), x, y, rowvar)
+
+
 def cov_rows(m, rowvar=True):
     return rb.per_lane(ra.cov_rows, (0,), m, rowvar)
 

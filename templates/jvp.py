@@ -1336,6 +1336,22 @@ def cov(ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweig
     return ra.tangent_like(np.reshape(dc * s, np.shape(ans)), ans)   # (NumPy: float64)
 
 
+def corrcoef(ans, x, y=None, rowvar=True, dtype=None, dx=None):
+    # dR = dC / (d d^T) - R (u_i + u_j), u = diag(dC) / (2 d^2)
+    xr = ra.cov_rows(x, rowvar)
+    xc = xr - np.mean(xr, axis=1, keepdims=True)
+    s = ra.cov_scale(xr, y)
+    c = np.matmul(xc, np.swapaxes(xc, -1, -2)) * s
+    d = np.sqrt(np.diagonal(c))
+    dd = np.outer(d, d)
+    dxr = ra.cov_rows(dx, rowvar)
+    dxc = dxr - np.mean(dxr, axis=1, keepdims=True)
+    dc = (np.matmul(dxc, np.swapaxes(xc, -1, -2)) + np.matmul(xc, np.swapaxes(dxc, -1, -2))) * s
+    u = np.diagonal(dc) / (2.0 * d * d)
+    dr = dc / dd - (c / dd) * (np.expand_dims(u, -1) + np.expand_dims(u, 0))
+    return ra.tangent_like(np.reshape(dr, np.shape(ans)), ans)
+
+
 def cov_rows(ans, m, rowvar=True, dm=None):
     return ra.cov_rows(dm, rowvar)
 

@@ -1416,6 +1416,21 @@ def cov(g, ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aw
     return ra.cov_rows_t(np.matmul(g2 + np.swapaxes(g2, -1, -2), xc) * s, m, rowvar)
 
 
+def corrcoef(g, ans, x, y=None, rowvar=True, dtype=None):
+    # R = C / (d d^T), d = sqrt(diag C): gC = g / (d d^T) - diag((rowsum + colsum of
+    # g * R) / (2 d^2)), then np.cov's rule (ra.cov_scale refuses y)
+    xr = ra.cov_rows(x, rowvar)
+    xc = xr - np.mean(xr, axis=1, keepdims=True)
+    s = ra.cov_scale(xr, y)
+    c = np.matmul(xc, np.swapaxes(xc, -1, -2)) * s
+    d = np.sqrt(np.diagonal(c))
+    dd = np.outer(d, d)
+    g2 = np.reshape(g, ra.reduced_shape_of(xc))
+    gr = g2 * (c / dd)
+    gc = g2 / dd - np.diag((np.sum(gr, axis=1) + np.sum(gr, axis=0)) / (2.0 * d * d))
+    return ra.cov_rows_t(np.matmul(gc + np.swapaxes(gc, -1, -2), xc) * s, x, rowvar)
+
+
 def cov_rows(g, ans, m, rowvar=True):
     return ra.cov_rows_t(g, m, rowvar)
 
