@@ -478,6 +478,11 @@ register(Primitive("eig", np.linalg.eig, "np.linalg.eig", ("a",), diff=("a",), k
                    sample=lambda r: ((_real_eig(r),), {})))
 register(Primitive("eigvals", np.linalg.eigvals, "np.linalg.eigvals", ("a",), diff=("a",),
                    kind="linalg", sample=lambda r: ((_real_eig(r),), {})))
+# np.linalg.lstsq: its solution is pinv(a) @ b (rcond the same cut-off), its residuals
+# sum((b - a x)^2) where they exist, its singular values those of a; rank constant
+register(Primitive("lstsq", np.linalg.lstsq, "np.linalg.lstsq", ("a", "b", "rcond"),
+                   {"rcond": None}, diff=("a", "b"), kind="linalg",
+                   sample=lambda r: ((_u(r, (5, 3)), _u(r, (5, 2))), {})))
 register(Primitive("pinv", np.linalg.pinv, "np.linalg.pinv", ("a", "rcond", "hermitian", "rtol"),
                    {"rcond": None, "hermitian": False, "rtol": None}, diff=("a",),
                    kind="linalg", sample=lambda r: ((_u(r, (3, 4)),), {})))
@@ -926,6 +931,10 @@ _helper("pack_variadic", ("ts", "t"), diff=("ts",),
 _helper("scatter_tangent", ("t", "indices", "tv", "like"), diff=("t", "tv"),
         sample=lambda r: ((_u(r, (5, 4)), ([1, 1, 4], 2), _u(r, (3,)), _u(r, (5, 4))), {}),
         meta=("like",))
+_helper("lstsq_weight", ("t", "res", "b"), diff=("t",), meta=("res", "b"),
+        sample=lambda r: ((_u(r, (2,)), _u(r, (2,)), _u(r, (5, 2))), {}))
+_helper("lstsq_weight_t", ("w", "res", "b"), diff=("w",), meta=("res", "b"),
+        sample=lambda r: ((_u(r, (2,)), _u(r, (2,)), _u(r, (5, 2))), {}))
 _helper("meshgrid_cots", ("t", "xi", "sparse", "indexing"), {"sparse": False, "indexing": "xy"},
         diff=("t",), sample=lambda r: (((_u(r, (3, 2)), None), (_u(r, (2,)), _u(r, (3,)))),
                                        {}))

@@ -393,6 +393,24 @@ def col_shape(x, b):
     return s + (1,) if np.ndim(b) == 1 else s
 
 
+def lstsq_weight(t, res, b):
+    """The cotangent ``t`` of np.linalg.lstsq's residuals (one per column of ``b``, or
+    none: an empty array when ``a`` is not of full column rank or has no more rows
+    than columns) as weights of the columns: shape ``b.shape[1:]``, zeros when there
+    are no residuals or ``t`` is None (zero)."""
+    shape = tuple(np.shape(b))[1:]
+    if t is None or np.size(res) == 0:
+        return np.zeros(shape, dtype=_float_dtype(b, np.float64))
+    return np.reshape(t, shape)
+
+
+def lstsq_weight_t(w, res, b):
+    """The transpose of ``lstsq_weight``: weights back to the residuals' shape."""
+    if w is None or np.size(res) == 0:
+        return np.zeros(np.shape(res), dtype=_float_dtype(res, np.float64))
+    return np.reshape(w, np.shape(res))
+
+
 def chol_lower(x, upper=False):
     """The lower-triangular factor from np.linalg.cholesky's result (``upper``: swap)."""
     return np.swapaxes(x, -1, -2) if upper else x

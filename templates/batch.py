@@ -1250,6 +1250,18 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     return rb.per_lane(np.cov, (0, 1, 5, 6), m, y, rowvar, bias, ddof, fweights, aweights)
 
 
+def lstsq(a, b, rcond=None):
+    return rb.per_lane(np.linalg.lstsq, (0, 1), a, b, rcond)
+
+
+def lstsq_weight(t, res, b):
+    return rb.per_lane(ra.lstsq_weight, (0, 1, 2), t, res, b)
+
+
+def lstsq_weight_t(w, res, b):
+    return rb.per_lane(ra.lstsq_weight_t, (0, 1, 2), w, res, b)
+
+
 def corrcoef(x, y=None, rowvar=True, dtype=None):
     return rb.per_lane(np.corrcoef, (0, 1), x, y, rowvar)
 

@@ -1039,6 +1039,40 @@ def eigvals(ans, a, da=None):
     return ra.tangent_like(np.diagonal(np.linalg.solve(v, np.matmul(da, v)), 0, -2, -1), ans)
 
 
+def lstsq(ans, a, b, rcond=None, da=None, db=None):
+    # x = P b: dx = dP b + P db (dP: pinv's rule); the residuals 2 r^T (db - da x) per
+    # column where they exist; the singular values diag(U^T da V); the rank none
+    p = np.linalg.pinv(a, rcond)
+    pt = np.swapaxes(p, -1, -2)
+    dat = np.swapaxes(da, -1, -2)
+    u1 = np.matmul(dat, np.matmul(pt, p))
+    u2 = np.matmul(np.matmul(p, pt), dat)
+    dp = (-np.matmul(p, np.matmul(da, p)) + u1 - np.matmul(p, np.matmul(a, u1))
+          + u2 - np.matmul(np.matmul(u2, a), p))
+    x = ra.getitem(ans, 0)
+    bc = np.reshape(b, ra.col_shape(b, b))
+    xc = np.reshape(x, ra.col_shape(x, b))
+    dbc = np.reshape(db, ra.col_shape(b, b))
+    dx = np.matmul(dp, bc) + np.matmul(p, dbc)
+    r = bc - np.matmul(a, xc)
+    dres_w = np.sum(2.0 * r * (dbc - np.matmul(da, xc)), axis=0)
+    res = ra.getitem(ans, 1)
+    dres = ra.lstsq_weight_t(np.reshape(dres_w, np.shape(ra.lstsq_weight(None, res, b))),
+                             res, b)
+    usv = np.linalg.svd(a, full_matrices=False)
+    ds = np.sum(ra.getitem(usv, 0) * np.matmul(da, np.swapaxes(ra.getitem(usv, 2), -1, -2)),
+                axis=0)
+    return ra.tangent_like((np.reshape(dx, np.shape(x)), dres, 0.0, ds), ans)
+
+
+def lstsq_weight(ans, t, res, b, dt=None):
+    return ra.lstsq_weight(dt, res, b)
+
+
+def lstsq_weight_t(ans, w, res, b, dw=None):
+    return ra.lstsq_weight_t(dw, res, b)
+
+
 def pinv(ans, a, rcond=None, hermitian=False, rtol=None, da=None):
     # dP = -P dA P + (I - P A) dA^T P^T P + P P^T dA^T (I - A P) (constant rank)
     pt = np.swapaxes(ans, -1, -2)

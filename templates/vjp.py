@@ -1076,6 +1076,40 @@ def eigvals(g, ans, a):
     return np.linalg.solve(vt, np.expand_dims(np.real(g), -1) * vt)
 
 
+def lstsq(g, ans, a, b, rcond=None):
+    # x = P b with P = pinv(a): gP = gx b^T (then pinv's rule), gb = P^T gx; the
+    # residuals sum((b - a x)^2, axis=0) give 2 r w to b and -2 r w x^T to a (where
+    # they exist, a^T r = 0); the singular values u diag(gs) v^T to a
+    x = ra.getitem(ans, 0)
+    gx = np.reshape(ra.cot_or_zeros(ra.getitem(g, 0), x), ra.col_shape(x, b))
+    w = ra.lstsq_weight(ra.getitem(g, 1), ra.getitem(ans, 1), b)
+    gs = ra.cot_or_zeros(ra.getitem(g, 3), ra.getitem(ans, 3))
+    p = np.linalg.pinv(a, rcond)
+    bc = np.reshape(b, ra.col_shape(b, b))
+    xc = np.reshape(x, ra.col_shape(x, b))
+    gp = np.matmul(gx, np.swapaxes(bc, -1, -2))
+    pt = np.swapaxes(p, -1, -2)
+    gt = np.swapaxes(gp, -1, -2)
+    t1 = -np.matmul(pt, np.matmul(gp, pt))
+    t2 = np.matmul(np.matmul(pt, p), gt)
+    t2 = t2 - np.matmul(np.matmul(t2, p), a)
+    t3 = np.matmul(gt, np.matmul(p, pt))
+    t3 = t3 - np.matmul(a, np.matmul(p, t3))
+    rw = (bc - np.matmul(a, xc)) * w * 2.0
+    usv = np.linalg.svd(a, full_matrices=False)
+    gsv = np.matmul(ra.getitem(usv, 0) * gs, ra.getitem(usv, 2))
+    ga = t1 + t2 + t3 - np.matmul(rw, np.swapaxes(xc, -1, -2)) + gsv
+    return ga, np.reshape(np.matmul(pt, gx) + rw, np.shape(b))
+
+
+def lstsq_weight(g, ans, t, res, b):
+    return ra.lstsq_weight_t(g, res, b)
+
+
+def lstsq_weight_t(g, ans, w, res, b):
+    return ra.lstsq_weight(g, res, b)
+
+
 def pinv(g, ans, a, rcond=None, hermitian=False, rtol=None):
     # transpose of dP = -P dA P + (I - P A) dA^T P^T P + P P^T dA^T (I - A P) (constant rank)
     pt = np.swapaxes(ans, -1, -2)
