@@ -151,6 +151,32 @@ def check_grad(f, args, argnums=0, eps=1e-6, rtol=1e-5, atol=1e-7):
     return g
 
 
+def fd_vector_grad(f, x, h=1e-6):
+    """Central differences of scalar ``f`` at the 1-D float64 ``x``."""
+    return np.array([(f(x + e) - f(x - e)) / (2 * h) for e in np.eye(x.size) * h])
+
+
+def check_derivatives(f, x, batch=(), rtol=1e-6, atol=1e-8, hessian=True):
+    """Every way to take the derivative of scalar ``f`` at the vector ``x`` against
+    central finite differences: grad, jit(grad), jvp along each axis, vmap(grad) over
+    the rows of ``batch`` (and vmap of ``f`` against a loop), hessian (differences of
+    differences, looser)."""
+    want = fd_vector_grad(f, x)
+    np.testing.assert_allclose(astjax.grad(f)(x), want, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(astjax.jit(astjax.grad(f))(x), want, rtol=rtol, atol=atol)
+    np.testing.assert_allclose([astjax.jvp(f, (x,), (e,))[1] for e in np.eye(x.size)], want,
+                               rtol=rtol, atol=atol)
+    if len(batch):
+        xs = np.asarray(batch)
+        np.testing.assert_allclose(astjax.vmap(f)(xs), [f(b) for b in xs], rtol=1e-10)
+        np.testing.assert_allclose(astjax.vmap(astjax.grad(f))(xs),
+                                   [fd_vector_grad(f, b) for b in xs], rtol=rtol, atol=atol)
+    if hessian:
+        want2 = np.array([(fd_vector_grad(f, x + e) - fd_vector_grad(f, x - e)) / 2e-4
+                          for e in np.eye(x.size) * 1e-4])
+        np.testing.assert_allclose(astjax.hessian(f)(x), want2, rtol=1e-4, atol=1e-4)
+
+
 def load_source_module(source: str, directory: Path, name: str | None = None):
     """Write ``source`` to ``directory/name.py`` and import it as a fresh module."""
     name = name or f"astjax_generated_{next(_counter)}"

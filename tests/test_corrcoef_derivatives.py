@@ -7,6 +7,7 @@ import pytest
 
 import astjax
 from astjax.errors import AstjaxError
+from conftest import check_derivatives
 
 X = np.array([0.3, -0.7, 1.1, 0.5, -0.2, 0.9, 0.35, -0.45, 0.1])
 
@@ -37,24 +38,9 @@ def with_y(x):
 PROGRAMS = [rows, columns, two_variables, one_variable]
 
 
-def fd_grad(f, x, h=1e-6):
-    return np.array([(f(x + e) - f(x - e)) / (2 * h) for e in np.eye(x.size) * h])
-
-
 @pytest.mark.parametrize("f", PROGRAMS, ids=lambda f: f.__name__)
 def test_corrcoef_derivatives(f):
-    want = fd_grad(f, X)
-    np.testing.assert_allclose(astjax.grad(f)(X), want, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(astjax.jit(astjax.grad(f))(X), want, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose([astjax.jvp(f, (X,), (e,))[1] for e in np.eye(X.size)], want,
-                               rtol=1e-6, atol=1e-8)
-    xs = np.stack([X, X[::-1] * 0.7])
-    np.testing.assert_allclose(astjax.vmap(f)(xs), [f(x) for x in xs], rtol=1e-12)
-    np.testing.assert_allclose(astjax.vmap(astjax.grad(f))(xs), [fd_grad(f, x) for x in xs],
-                               rtol=1e-6, atol=1e-8)
-    hess = np.array([(fd_grad(f, X + e) - fd_grad(f, X - e)) / 2e-4
-                     for e in np.eye(X.size) * 1e-4])
-    np.testing.assert_allclose(astjax.hessian(f)(X), hess, rtol=1e-4, atol=1e-4)
+    check_derivatives(f, X, batch=[X, X[::-1] * 0.7])
 
 
 def test_y_is_refused():

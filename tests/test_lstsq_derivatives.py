@@ -5,7 +5,7 @@ against central finite differences."""
 import numpy as np
 import pytest
 
-import astjax
+from conftest import check_derivatives
 
 X = np.array([0.3, -0.7, 1.1, 0.5, -0.2, 0.9, 0.35, -0.45, 0.1, 0.8, -0.6, 0.25])
 A0 = np.array([[1.0, 0.2, 0.0], [0.1, 1.5, 0.3], [0.0, 0.4, 2.0], [0.5, 0.0, 0.1]])
@@ -40,25 +40,7 @@ def rank_deficient(x):
 PROGRAMS = [fit_vector, fit_columns, residual_only, underdetermined, rank_deficient]
 
 
-def fd_grad(f, x, h=1e-6):
-    return np.array([(f(x + e) - f(x - e)) / (2 * h) for e in np.eye(x.size) * h])
-
-
 @pytest.mark.parametrize("f", PROGRAMS, ids=lambda f: f.__name__)
 def test_lstsq_derivatives(f):
-    want = fd_grad(f, X)
-    np.testing.assert_allclose(astjax.grad(f)(X), want, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(astjax.jit(astjax.grad(f))(X), want, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose([astjax.jvp(f, (X,), (e,))[1] for e in np.eye(X.size)], want,
-                               rtol=1e-5, atol=1e-7)
-    xs = np.stack([X, X * 0.9 + 0.05])
-    np.testing.assert_allclose(astjax.vmap(f)(xs), [f(x) for x in xs], rtol=1e-10)
-    np.testing.assert_allclose(astjax.vmap(astjax.grad(f))(xs), [fd_grad(f, x) for x in xs],
-                               rtol=1e-5, atol=1e-7)
-
-
-@pytest.mark.parametrize("f", [fit_vector, residual_only], ids=lambda f: f.__name__)
-def test_lstsq_second_derivatives(f):
-    hess = np.array([(fd_grad(f, X + e) - fd_grad(f, X - e)) / 2e-4
-                     for e in np.eye(X.size) * 1e-4])
-    np.testing.assert_allclose(astjax.hessian(f)(X), hess, rtol=1e-4, atol=1e-4)
+    check_derivatives(f, X, batch=[X, X * 0.9 + 0.05], rtol=1e-5, atol=1e-7,
+                      hessian=f in (fit_vector, residual_only))

@@ -12,6 +12,7 @@ import pytest
 
 import astjax
 from astjax import runtime as rt
+from conftest import fd_vector_grad as fd_grad
 
 X = np.array([0.3, -0.7, 1.1, 0.5, -0.2, 0.9])
 
@@ -73,15 +74,6 @@ def dup_in_loop(x):
 
 PROGRAMS = [dup_iadd, dup_set_list, dup_negative, dup_scalar_value, dup_rows, dup_pairs,
             dup_mixed_slice, dup_imul, dup_in_loop]
-
-
-def fd_grad(f, x, h=1e-6):
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        e = np.zeros_like(x)
-        e[i] = h
-        g[i] = (f(x + e) - f(x - e)) / (2 * h)
-    return g
 
 
 def fd_hessian(f, x, h=1e-4):

@@ -12,6 +12,7 @@ import pytest
 
 import astjax
 from astjax.errors import AstjaxError
+from conftest import check_derivatives, fd_vector_grad
 
 X = np.array([0.3, -0.7, 1.1, 0.5, -0.2, 0.9])
 
@@ -71,10 +72,6 @@ PROGRAMS = [segment_sum, rows_repeated, subtract_repeated, index_pairs, one_valu
 ids = [f.__name__ for f in PROGRAMS]
 
 
-def fd_grad(f, x, h=1e-6):
-    return np.array([(f(x + e) - f(x - e)) / (2 * h) for e in np.eye(x.size) * h])
-
-
 @pytest.mark.parametrize("f", PROGRAMS, ids=ids)
 @pytest.mark.parametrize("backend", ["numpy", "c"])
 def test_values_under_jit(f, backend):
@@ -83,23 +80,9 @@ def test_values_under_jit(f, backend):
 
 @pytest.mark.parametrize("f", PROGRAMS, ids=ids)
 def test_derivatives(f):
-    want = fd_grad(f, X)
-    np.testing.assert_allclose(astjax.grad(f)(X), want, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(astjax.jit(astjax.grad(f))(X), want, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(astjax.vjp(f, X)[1](1.0)[0], want, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose([astjax.jvp(f, (X,), (e,))[1] for e in np.eye(X.size)], want,
-                               rtol=1e-6, atol=1e-8)
-    hess = np.array([(fd_grad(f, X + e) - fd_grad(f, X - e)) / 2e-4
-                     for e in np.eye(X.size) * 1e-4])
-    np.testing.assert_allclose(astjax.hessian(f)(X), hess, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("f", PROGRAMS, ids=ids)
-def test_vmap(f):
-    xs = np.stack([X, X * 0.5 - 0.1, X[::-1]])
-    np.testing.assert_allclose(astjax.vmap(f)(xs), [f(x) for x in xs], rtol=1e-13)
-    np.testing.assert_allclose(astjax.vmap(astjax.grad(f))(xs), [fd_grad(f, x) for x in xs],
-                               rtol=1e-6, atol=1e-8)
+    check_derivatives(f, X, batch=[X, X * 0.5 - 0.1, X[::-1]])
+    np.testing.assert_allclose(astjax.vjp(f, X)[1](1.0)[0], fd_vector_grad(f, X), rtol=1e-6,
+                               atol=1e-8)
 
 
 def update_a_view(x):
