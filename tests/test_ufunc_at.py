@@ -108,3 +108,18 @@ def test_other_ufunc_at_methods_stay_refused():
     user's line, never a derivative of the old values."""
     with pytest.raises(AstjaxError, match="called for its effect"):
         astjax.grad(multiply_at)(X)
+
+
+def add_at_indices(x, idx):
+    y = x * 1.0
+    np.add.at(y, idx, 1.5 * x[0])
+    return np.sum(y * y)
+
+
+def test_vmap_with_indices_per_example_is_refused_and_shared_indices_run():
+    xs = np.stack([X, X * 2.0])
+    with pytest.raises(AstjaxError, match=r"np\.add\.at\(x, indices, v\) with a per-example"):
+        astjax.vmap(add_at_indices)(xs, np.array([[0, 0], [1, 2]]))
+    got = astjax.vmap(astjax.grad(add_at_indices), in_axes=(0, None))(xs, np.array([0, 0]))
+    np.testing.assert_allclose(got, [fd_vector_grad(lambda v: add_at_indices(v, [0, 0]), x)
+                                     for x in xs], rtol=1e-6, atol=1e-8)

@@ -355,6 +355,8 @@ class Batching:
                 what = "x[index]" if s.prim == "getitem" else \
                     "an in-place update x[index] = v" if s.prim in (
                         "setitem", "save_at", "restore_at", "cot_zero_at") else \
+                    "np.add.at(x, indices, v)" if s.prim in ("scatter_add",
+                                                            "scatter_tangent") else \
                     f"{prim.code}()"
                 self.error(s, f"vmap: {what} with a per-example index is not supported",
                            "index with an unbatched index, or use np.take_along_axis / "
