@@ -207,9 +207,27 @@ def where(condition, x=None, y=None):
     return np.where(condition, x, y)
 
 
+def user_line():
+    """The user's line behind the generated line that called the runtime (None outside
+    generated code, or in a standalone module): where a run-time refusal points."""
+    import sys
+    codegen = sys.modules.get("astjax.codegen")
+    frame = sys._getframe(1)
+    while frame is not None and codegen is not None:
+        where = codegen.origin(frame.f_code.co_filename, frame.f_lineno)
+        if where is not None:
+            return where
+        frame = frame.f_back
+    return None
+
+
+def _refuse_derivative(message, hint=None):
+    raise UnsupportedDerivativeError(message, user_line(), hint)
+
+
 def unsupported(what):
     """Raise for a derivative astjax does not implement (used by rule templates)."""
-    raise UnsupportedDerivativeError(f"astjax does not implement {what}")
+    _refuse_derivative(f"astjax does not implement {what}")
 
 
 def clip(a, a_min=None, a_max=None, out=None, min=None, max=None):
@@ -2309,7 +2327,7 @@ def refuse_value(what, x):
     """The cotangent of an argument astjax does not differentiate (np.quantile's q):
     reverse mode only computes it when the argument is differentiated: raises then."""
     if _is_float(x):
-        raise UnsupportedDerivativeError(what)
+        _refuse_derivative(what)
     return None
 
 
@@ -2477,12 +2495,12 @@ def cov_rows_t(t, m, rowvar=True):
 def cov_scale(x, y=None, bias=False, ddof=None, fweights=None, aweights=None):
     """1 / (N - ddof) of np.cov; its derivative is implemented without y and weights."""
     if y is not None or fweights is not None or aweights is not None:
-        raise UnsupportedDerivativeError("the derivative of np.cov or np.corrcoef with y, "
-                                         "fweights or aweights (stack the variables into "
-                                         "the first argument)")
+        _refuse_derivative("the derivative of np.cov or np.corrcoef with y, fweights or "
+                           "aweights", "stack the variables into the first argument")
     n = np.shape(x)[-1]
     d = (0 if bias else 1) if ddof is None else ddof
-    return 1.0 / (n - d)
+    with np.errstate(divide="ignore"):   # (no degree of freedom: inf, as NumPy's cov)
+        return float(np.divide(1.0, max(n - d, 0)))
 
 
 def reduced_shape_of(xc):

@@ -217,11 +217,9 @@ def refuse_here(message, hint=None):
     behind the generated line that called the runtime (when astjax is loaded; a
     standalone module gets the message alone)."""
     import sys
-    codegen, errors = sys.modules.get("astjax.codegen"), sys.modules.get("astjax.errors")
-    frame, where = sys._getframe(1), None
-    while frame is not None and where is None and codegen is not None:
-        where = codegen.origin(frame.f_code.co_filename, frame.f_lineno)
-        frame = frame.f_back
+    from astjax import runtime_array as ra
+    errors = sys.modules.get("astjax.errors")
+    where = ra.user_line()
     if where is not None and errors is not None:
         raise errors.TransformError(message, where, hint)
     raise ArgumentError(message + (f"\nhint: {hint}" if hint else ""))

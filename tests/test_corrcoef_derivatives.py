@@ -43,6 +43,23 @@ def test_corrcoef_derivatives(f):
     check_derivatives(f, X, batch=[X, X[::-1] * 0.7])
 
 
-def test_y_is_refused():
-    with pytest.raises(AstjaxError, match="np.corrcoef with y"):
+def test_y_is_refused_at_the_users_line():
+    with pytest.raises(AstjaxError, match="np.corrcoef with y") as info:
         astjax.grad(with_y)(X)
+    err = info.value
+    assert err.location is not None and err.location.function == "with_y"
+    assert "^" in str(err) and "hint:" in str(err)
+
+
+def one_observation(x):
+    return np.sum(np.cov(x[:3].reshape(3, 1)))
+
+
+def test_no_degree_of_freedom_gives_numpys_non_finite_values_not_an_exception():
+    """np.cov of one observation is NaN (NumPy warns); its derivative is not finite
+    either, where it raised ZeroDivisionError."""
+    with np.errstate(all="ignore"):
+        value = one_observation(X)
+        g = astjax.grad(one_observation)(X)
+    assert not np.isfinite(value)
+    assert not np.all(np.isfinite(g[:3]))
