@@ -518,17 +518,33 @@ def cot_written(g, index):
     if isinstance(g, dict):
         return g.get(index)
     part = g[index]
-    if type(g) is np.ndarray:
+    if isinstance(g, np.ndarray):
         kept = last_writes(g.shape, index)
         if kept is not None:
             part = np.where(kept, part, np.zeros((), part.dtype))
+    elif hasattr(g, "shape") and hasattr(g, "dtype"):
+        _refuse_repeated_device_writes(g.shape, index)
     return part
+
+
+def _refuse_repeated_device_writes(shape, index):
+    """A device array (CuPy's) written through an index that repeats a position: which
+    write stays is unspecified there, so no derivative can follow it -- refused."""
+    items = index if type(index) is tuple else (index,)
+    host = tuple(i.get() if hasattr(i, "get") and hasattr(i, "shape") else i for i in items)
+    if last_writes(tuple(shape), host if type(index) is tuple else host[0]) is not None:
+        from astjax.runtime_array import _refuse_derivative
+        _refuse_derivative("a write through an index that repeats a position, on a device "
+                           "array: which write stays is unspecified there",
+                           "write each position once (np.unique), or run on NumPy arrays")
 
 
 def cot_written_vjp(ct, g, index):
     """Cotangent of ``g`` for ``cot_written(g, index)`` (linear in ``g``): ``ct``
     placed at the positions whose writes stay."""
     if ct is None or g is None or not isinstance(g, np.ndarray):
+        if hasattr(g, "shape") and hasattr(g, "dtype"):
+            _refuse_repeated_device_writes(g.shape, index)
         return cot_at_vjp(ct, g, index)
     kept = last_writes(np.shape(g), index)
     if kept is not None:

@@ -165,3 +165,34 @@ def test_last_writes_match_numpy(shape, index):
                                    [0, 2, 3], (None, slice(None, None, -1))])
 def test_last_writes_none_without_repeats(index):
     assert rt.last_writes((4,), index) is None
+
+
+class _DeviceArray:
+    """Stands for a CuPy array: not a NumPy array, indexable, index arrays with get()."""
+
+    def __init__(self, data):
+        self.data = np.asarray(data)
+        self.shape, self.dtype = self.data.shape, self.data.dtype
+
+    def __getitem__(self, index):
+        return self.data[index.get() if isinstance(index, _DeviceIndex) else index]
+
+
+class _DeviceIndex:
+    def __init__(self, data):
+        self.data, self.shape = np.asarray(data), np.shape(data)
+
+    def get(self):
+        return self.data
+
+
+def test_device_arrays_refuse_repeated_positions_and_allow_distinct_ones():
+    """On a device array which repeated write stays is unspecified: refused, never a
+    cotangent for every write; distinct positions and basic indices go through."""
+    g = _DeviceArray(np.arange(6.0))
+    with pytest.raises(astjax.AstjaxError, match="repeats a position"):
+        rt.cot_written(g, _DeviceIndex([0, 0, 1]))
+    with pytest.raises(astjax.AstjaxError, match="repeats a position"):
+        rt.cot_written_vjp(np.ones(2), g, [3, -3])
+    np.testing.assert_array_equal(rt.cot_written(g, _DeviceIndex([2, 0])), [2.0, 0.0])
+    np.testing.assert_array_equal(rt.cot_written(g, slice(1, 3)), [1.0, 2.0])
