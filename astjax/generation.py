@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from astjax import codegen
+from astjax import codegen, read_guards
 from astjax import runtime as rt
 from astjax import runtime_array as ra
 from astjax.binding import fun_name
@@ -25,6 +25,7 @@ from astjax.core import Copy, Return, Var
 from astjax.errors import ArgumentError, DifferentiationError, Location, SourceError
 from astjax.frontend.names import NameGen
 from astjax.frontend.normalize import Normalizer
+from astjax.frontend.scopes import ORIGINS
 from astjax.transforms.aliasing import private_arguments
 
 
@@ -42,6 +43,9 @@ class Generated:
     # (placeholder text in ``source``, object whose ``text`` holds the C rendered on
     # the first run): a backward sweep's driver renders the trip it traces
     late: list = field(default_factory=list)
+    # what the code assumed of values read while it was generated (cached() sets it;
+    # jit's fast path checks it on every call): astjax/read_guards.py
+    guard: object = None
 
     def refresh(self):
         """Re-read globals the code refers to (so rebinding a global is seen)."""
@@ -90,16 +94,37 @@ def clear_cache():
     _CACHE_BY_ID.clear()
 
 
+_GUARD = object()   # (_GUARD, key): where the guard of the entry under key is kept
+
+
+def guard_holds(cache: dict, key) -> bool:
+    """Whether what the code under ``key`` read while it was generated still holds
+    (astjax/read_guards.py); a miss or a broken guard asks ``cached`` to regenerate."""
+    guard = cache.get((_GUARD, key))
+    return guard is None or guard.holds()
+
+
 def cached(fun, key, build):
-    """The generated code of ``fun`` under ``key``, built once (thread-safe)."""
+    """The generated code of ``fun`` under ``key``, built once (thread-safe), and built
+    again when a value it folded from outside the function has been rebound."""
     cache = cache_for(fun)
+    guard_key = (_GUARD, key)
     entry = cache.get(key)
-    if entry is None:
+    if entry is None or not guard_holds(cache, key):
         with _LOCK:
             entry = cache.get(key)
-            if entry is None:
-                entry = build()
+            if entry is None or not guard_holds(cache, key):
+                with read_guards.collecting() as reads:
+                    entry = build()
+                guard = reads.guard()
                 cache[key] = entry
+                if isinstance(entry, Generated):
+                    entry.guard = guard
+                if guard is None:
+                    cache.pop(guard_key, None)
+                else:
+                    cache[guard_key] = guard
+    read_guards.reused(cache.get(guard_key))   # an enclosing generation relies on it too
     return entry
 
 
@@ -148,6 +173,8 @@ def load_functions(functions, env, label, keys) -> Generated:
     source = "\n\n".join(texts)
     namespace = base_namespace()
     namespace.update(env.current())
+    namespace[ORIGINS] = {name: entry for name, entry in env.entries.items()
+                          if entry[0] in ("global", "cell")}
     codegen.load_source(source, namespace, label, origins)
     loaded = {key: namespace[fn.name] for key, (fn, _) in zip(keys, functions)}
     # the same text runs on CuPy (or another array module) when the arguments do

@@ -353,7 +353,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
             key = (_FAST, len(args), static_values, static_kw, sig, donated,
                    chosen_backend.name, fastmath)
             gen = fun_cache.get(key)
-            if gen is None:
+            if gen is None or gen.guard is not None and not gen.guard.holds():
                 gen = cached(fun, key, lambda: general(args, dict(kwargs))[0])
         else:
             call_kwargs = dict(kwargs)

@@ -27,7 +27,7 @@ import types
 
 import gast
 
-from astjax import primitives as P
+from astjax import primitives as P, read_guards
 from astjax.core import Const, Copy, Index, Prim, Var
 from astjax.errors import TransformError, UnsupportedSyntaxError
 from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
@@ -98,6 +98,7 @@ class Inliner:
                 return out
         value = self.static_value(node)
         if isinstance(value, (tuple, list)) and len(value) <= 256:
+            read_guards.capture(value)   # its items are bound now
             return [self.arg_operand_of(v, hint) for v in value]
         return None
 
@@ -122,6 +123,7 @@ class Inliner:
                 return out
         value = self.static_value(node)
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            read_guards.capture(value)   # its items are bound now
             return {k: self.arg_operand_of(v, k) for k, v in value.items()}
         self.error(node, "**kwargs in a call needs a dict whose keys are known when the "
                          "code is generated",

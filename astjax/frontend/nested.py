@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import types
 
 import gast
 
@@ -48,7 +49,7 @@ from astjax.binding import signature_of
 from astjax.core import Const, Copy, Index, Prim, Var
 from astjax.errors import TransformError
 from astjax.frontend.numpy_functions import as_python_function
-from astjax.frontend.scopes import Scope, _assigned_names
+from astjax.frontend.scopes import ORIGINS, Scope, _assigned_names, origin
 from astjax.frontend.static_values import (_STATIC_FUNCS, Applied, Bound, LocalFunc,
                                            ObjFunc, StaticSeq)
 
@@ -371,8 +372,16 @@ class NestedTransforms:
                     kind, *rest = self.lookup(name, fnode)
                 except TransformError:
                     continue   # (a name local to a nested lambda)
-                if kind == "object":
+                if kind == "object" and rest[1] is not None and rest[1][0] == "global" \
+                        and not callable(rest[0]) and not isinstance(rest[0], types.ModuleType):
+                    # a global the code re-reads on each call: captured as a run-time
+                    # value, so the lifted function, when it runs as it is (a
+                    # checkpoint's forward), never keeps an old one
+                    caps = _merge_captured(caps, [(name, self.load_name(name, fnode))], local)
+                elif kind == "object":
                     namespace[name] = rest[0]
+                    if origin(rest[1]):
+                        namespace.setdefault(ORIGINS, {})[name] = rest[1]
                 elif kind == "local":
                     op = rest[0]
                     if isinstance(op, Const):

@@ -41,7 +41,7 @@ import gast
 
 import numpy as np
 
-from astjax import codegen, core
+from astjax import codegen, core, read_guards
 from astjax import primitives as P
 from astjax import transform_table
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
@@ -51,8 +51,9 @@ from astjax.frontend.names import NameGen
 from astjax.frontend.inline import Inliner
 from astjax.frontend.nested import NestedTransforms
 from astjax.frontend.passes import refusal
-from astjax.frontend.scopes import (LoopCtx, Scope, _assigned_names, _is_library,  # noqa: F401
-                                    _ordered_names, _params_of, _rebound_names, _short)
+from astjax.frontend.scopes import (ORIGINS, LoopCtx, Scope, _assigned_names,  # noqa: F401
+                                    _is_library, _ordered_names, _params_of, _rebound_names,
+                                    _short)
 from astjax.frontend.source import get_function_source, unwrap_callable
 from astjax.frontend.static_values import (_STATIC_FUNCS, Bound, FuncArg,  # noqa: F401
                                            FuncChoice, LocalFunc, ObjFunc, StaticSeq, Applied,
@@ -1070,14 +1071,42 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             if scope.parent is None:
                 fsrc = scope.fsrc
                 if name in fsrc.closure:
-                    return ("object", fsrc.closure[name], ("cell", fsrc, name))
+                    value = fsrc.closure[name]
+                    read_guards.note_cell(fsrc.cells.get(name), value)
+                    return ("object", value, ("cell", fsrc.cells.get(name), name))
+                origins = fsrc.globals.get(ORIGINS)
+                if origins is not None and name in origins:
+                    return self._from_origin(origins[name], node)
                 if name in fsrc.globals:
-                    return ("object", fsrc.globals[name], ("global", fsrc.globals, name))
+                    value = fsrc.globals[name]
+                    if origins is None:   # (astjax's own namespaces hold constants)
+                        read_guards.note_global(fsrc.globals, name, value)
+                    return ("object", value, ("global", fsrc.globals, name))
                 if hasattr(builtins, name):
                     return ("object", getattr(builtins, name), ("builtin", name))
                 break
             scope = scope.parent
         self.error(node, f"name {name!r} is not defined", cls=TransformError)
+
+    def _from_origin(self, ref, node):
+        """A name of code astjax generated or lifted, looked up where its value came
+        from: the user's global or cell, read now (so a rebinding is seen)."""
+        if ref[0] == "cell":
+            try:
+                value = ref[1].cell_contents
+            except ValueError:
+                self.error(node, f"free variable {ref[2]!r} is not bound any more",
+                           cls=TransformError)
+            read_guards.note_cell(ref[1], value)
+            return ("object", value, ref)
+        gdict, key = ref[1], ref[2]
+        if key in gdict:
+            value = gdict[key]
+            read_guards.note_global(gdict, key, value)
+            return ("object", value, ref)
+        if hasattr(builtins, key):
+            return ("object", getattr(builtins, key), ("builtin", key))
+        self.error(node, f"name {key!r} is not defined any more", cls=TransformError)
 
     def load_name(self, name, node):
         kind, *rest = self.lookup(name, node)

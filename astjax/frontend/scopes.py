@@ -93,3 +93,15 @@ def _is_library(fn) -> bool:
 
 _ASTJAX_LIBRARY = {"astjax.runtime", "astjax.runtime_array", "astjax.runtime_batch",
                    "astjax.tree_util", "astjax.api", "astjax.forward_api", "astjax.batch_api"}
+
+
+# In a namespace astjax builds (generated modules, lifted functions): name -> where its
+# value came from, ("global", dict, key) or ("cell", cell, name).  Transforming that
+# code again reads the origin, not the namespace's copy (``Normalizer._from_origin``).
+ORIGINS = "__astjax_origins__"
+
+
+def origin(ref):
+    """The origin to record for a lookup's ``ref``, or None (constants, builtins)."""
+    return ref if ref is not None and ref[0] in ("global", "cell") and ref[1] is not None \
+        else None

@@ -83,6 +83,7 @@ class FunctionSource:
     code: types.CodeType  # fn.__code__, the cache key of every later stage
     defaults: dict  # parameter -> default value (positional and keyword-only)
     source_lines: list  # every line of the file, for error messages
+    cells: dict = dataclasses.field(default_factory=dict)  # free variable -> its cell
 
     def copy_node(self):
         """A private deep copy of ``node`` that a pass may mutate."""
@@ -308,6 +309,7 @@ def plain_function_source(fn) -> FunctionSource:
     hit = _PLAIN.get(id(fn.__code__))
     if hit is not None and hit.code is fn.__code__:
         return dataclasses.replace(hit, globals=fn.__globals__, closure=_cells(fn),
+                                   cells=_cell_objects(fn),
                                    defaults=_defaults(fn))
     lines, first = inspect.getsourcelines(fn)
     with _PARSING:
@@ -320,7 +322,8 @@ def plain_function_source(fn) -> FunctionSource:
     node.decorator_list = []
     code = fn.__code__
     result = FunctionSource(node, code.co_filename, fn.__name__, fn.__qualname__,
-                            fn.__globals__, _cells(fn), code, _defaults(fn), list(lines))
+                            fn.__globals__, _cells(fn), code, _defaults(fn), list(lines),
+                            _cell_objects(fn))
     _PLAIN[id(code)] = result   # the entry holds the code object: its id stays unique
     return result
 
@@ -332,6 +335,12 @@ def _defaults(fn) -> dict:
                         fn.__defaults__ or ()))
     defaults.update(fn.__kwdefaults__ or {})
     return defaults
+
+
+def _cell_objects(fn) -> dict:
+    """Free variable -> its cell: what code folding a closure value must watch
+    (astjax/read_guards.py)."""
+    return dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
 
 
 def _cells(fn) -> dict:
@@ -371,6 +380,7 @@ def _make(fn, entry: _Entry) -> FunctionSource:
         code=code,
         defaults=defaults,
         source_lines=entry.lines,
+        cells=_cell_objects(fn),
     )
 
 

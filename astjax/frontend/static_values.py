@@ -38,7 +38,7 @@ import gast
 
 import numpy as np
 
-from astjax import primitives as P
+from astjax import primitives as P, read_guards
 from astjax import transform_table
 from astjax.core import Const, Copy, External, If, Prim, Raise, SliceAtom, Var
 from astjax.errors import TransformError
@@ -166,7 +166,9 @@ class StaticValues:
                 if not hasattr(base, node.attr):
                     self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute "
                                      f"{node.attr!r}", cls=TransformError)
-                return getattr(base, node.attr)
+                value = getattr(base, node.attr)
+                read_guards.note_attribute(base, node.attr, value)
+                return value
             return None
         if isinstance(node, gast.Call) and len(node.args) == 2 and not node.keywords and \
                 isinstance(node.args[1], gast.Constant) and isinstance(node.args[1].value, str) \
@@ -174,7 +176,9 @@ class StaticValues:
             # getattr(np, "sin"): a module path spelled as a call
             base = self.static_value(node.args[0])
             if isinstance(base, (types.ModuleType, type)) and hasattr(base, node.args[1].value):
-                return getattr(base, node.args[1].value)
+                value = getattr(base, node.args[1].value)
+                read_guards.note_attribute(base, node.args[1].value, value)
+                return value
         return None
 
     def static_as_value(self, el, hint):
@@ -230,6 +234,7 @@ class StaticValues:
         if self._is_function_object(obj) or isinstance(obj, types.ModuleType):
             return ObjFunc(obj, self.object_operand(obj, getattr(obj, "__name__", hint), ref))
         if self._holds_functions(obj):
+            read_guards.capture(obj)   # its items are bound now
             if isinstance(obj, dict):
                 return StaticSeq([self._from_object(v, hint) for v in obj.values()],
                                  keys=tuple(obj), operand=self.object_operand(obj, hint, ref))
