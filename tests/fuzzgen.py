@@ -247,7 +247,12 @@ class Program:
                 + self.source() + "\n\n"
                 "def loss(x, y):\n"
                 "    out = prog(x, y)\n"
-                "    return np.sum(np.sin(out * 0.7 + 0.2))\n")
+                "    return np.sum(np.sin(out * 0.7 + 0.2))\n\n\n"
+                "ACT = np.sin\n"
+                "SCALE = 0.7\n\n\n"
+                "def loss_rebound(x, y):\n"
+                "    out = prog(x, y)\n"
+                "    return np.sum(ACT(out * SCALE + 0.2))\n")
 
 
 def _domain(prim, rng):
@@ -652,7 +657,7 @@ class Generator:
 # ------------------------------------------------------------------------- checking
 
 CHECKS = ("jit", "grad", "jvp", "vmap", "hvp", "vmap_grad", "jit_grad", "jit_fastmath",
-          "jit_threads", "vmap_vjp")
+          "jit_threads", "vmap_vjp", "rebind")
 
 
 @dataclass(frozen=True)
@@ -791,6 +796,18 @@ def run_check(check, mod, x, y, rng_seed=0):
         e = _finite(_oracle(lambda: tree_stack([pull(c) for c in cts])))
         got = astjax.vmap(pull)(tmap(lambda *cs: np.stack(cs), *cts))
         assert_tree_close(got, e, 1e-9, 1e-9, "vmap of vjp")
+    elif check == "rebind":        # a global function and number rebound between calls:
+        # the code folded the function, re-reads the number (astjax/read_guards.py)
+        f = mod.loss_rebound
+        made = [astjax.grad(f, argnums=(0, 1)), astjax.jit(astjax.grad(f, argnums=(0, 1))),
+                astjax.jit(f)]
+        for rebound in (False, True):
+            if rebound:
+                mod.ACT, mod.SCALE = np.cos, 1.3
+            e = _fd_stable(lambda h: (fd_grad(f, (x, y), 0, h), fd_grad(f, (x, y), 1, h)))
+            assert_tree_close(made[0](x, y), e, 1e-6, 1e-6, f"grad (rebound={rebound})")
+            assert_tree_close(made[1](x, y), e, 1e-6, 1e-6, f"jit of grad (rebound={rebound})")
+            assert_tree_close(made[2](x, y), f(x, y), 1e-9, 1e-9, f"jit (rebound={rebound})")
     elif check == "vmap_grad":
         xb, yb = _batched_args(x, y, (0, 0))
         e = _finite(_fd_stable(lambda h: np.stack([fd_grad(loss, (a, b), 0, h)
