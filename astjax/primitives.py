@@ -883,6 +883,8 @@ def _helper(name, params, defaults=None, diff=(), kind="other", sample=None, rea
                        kind=kind, sample=sample, reason=reason, meta=meta))
 
 
+_helper("real_only", ("value", "x", "what"), diff=("value",),
+        sample=lambda r: ((_u(r), _u(r, (2, 2)), "np.linalg.cholesky"), {}), meta=("x",))
 _helper("unbroadcast", ("t", "x"), diff=("t",),
         sample=lambda r: ((_u(r, (2, 3, 4)), _u(r, (3, 1))), {}), meta=("x",))
 _helper("broadcast_like", ("t", "x"), diff=("t",),

@@ -45,8 +45,17 @@ def _fit_dtype(out, x):
     dtype = _float_dtype(x)
     if dtype is not None and getattr(out, "dtype", dtype) is not dtype and \
             getattr(out, "dtype", dtype) != dtype:
-        out = np.asarray(out).astype(dtype)
+        out = _as_dtype(out, dtype)
     return out
+
+
+def _as_dtype(out, dtype):
+    """``out`` cast to ``dtype``; a complex derivative for a real value is its real part
+    (JAX's convention: the transpose of putting a real into a complex)."""
+    out = np.asarray(out)
+    if out.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        out = out.real
+    return out.astype(dtype, copy=False)
 
 
 def _axes(axis, ndim):
@@ -223,6 +232,23 @@ def user_line():
 
 def _refuse_derivative(message, hint=None):
     raise UnsupportedDerivativeError(message, user_line(), hint)
+
+
+def real_only(value, x, what):
+    """``value`` (a derivative of ``what``), once ``x`` is known to be real: the rule of
+    ``what`` is written for real arrays, so a complex ``x`` is refused at the user's
+    line instead of differentiated wrongly (tests/test_complex_rules.py sweeps the
+    registry).  Rules wrap what they return in it, so the check is never pruned."""
+    if value is not None:
+        _refuse_complex(x, what)
+    return value
+
+
+def _refuse_complex(x, what):
+    if np.iscomplexobj(x):
+        _refuse_derivative(f"the derivative of {what} for complex input",
+                           "astjax differentiates it for real arrays; pass the real and "
+                           "imaginary parts as real arrays, or stop_gradient the value")
 
 
 def unsupported(what):
@@ -584,7 +610,7 @@ def pad_vjp(t, array, pad_width, mode="constant"):
             # in-place accumulations never write into a view), cast to fit array
             inner = t[tuple(slice(a, a + n) for n, (a, _) in zip(shape, pairs))]
             dtype = _float_dtype(array, inner.dtype)
-            return inner if inner.dtype == dtype else inner.astype(dtype)
+            return inner if inner.dtype == dtype else _as_dtype(inner, dtype)
     if mode == "constant":
         # the padding is constant: the cotangent is the interior of t (a view, copied)
         widths = pad_widths(pad_width, len(shape))
@@ -599,8 +625,11 @@ def pad_vjp(t, array, pad_width, mode="constant"):
         pidx = np.pad(idx, pad_width, mode=mode)
     keep = pidx >= 0
     t = np.broadcast_to(t, pidx.shape)
-    out = np.bincount(pidx[keep], weights=t[keep], minlength=size)
-    return np.reshape(out, shape).astype(_float_dtype(array, t.dtype), copy=False)
+    weights = t[keep]
+    out = np.bincount(pidx[keep], weights=weights.real, minlength=size)
+    if np.iscomplexobj(weights):      # (bincount adds real weights only)
+        out = out + 1j * np.bincount(pidx[keep], weights=weights.imag, minlength=size)
+    return _as_dtype(np.reshape(out, shape), _float_dtype(array, t.dtype))
 
 
 def take_vjp(t, a, indices, axis=None, mode="raise"):
@@ -840,7 +869,7 @@ def asarray_vjp(t, a):
     dtype = _float_dtype(a, np.float64 if isinstance(a, float) else None)
     out = np.reshape(t, np.shape(a))
     if dtype is not None and getattr(out, "dtype", None) != dtype:
-        out = np.asarray(out).astype(dtype)
+        out = _as_dtype(out, dtype)
     return out
 
 
@@ -871,7 +900,7 @@ def cast_like(t, x):
     dtype = _float_dtype(x, None)
     if dtype is None:
         return t if isinstance(x, float) else None
-    return np.asarray(t).astype(dtype, copy=False)
+    return _as_dtype(t, dtype)
 
 
 def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
@@ -1156,6 +1185,15 @@ def _norm_grad(x, ord, axis):
     """d norm / d x, shaped like ``x`` (the gradient of each norm w.r.t. its inputs)."""
     x = np.asarray(x)
     kind, axes = _norm_kind(x, ord, axis)
+    if np.iscomplexobj(x):
+        # the 2-norm and Frobenius norm of complex entries: d|x| = Re(conj(x) dx) / |x|,
+        # whose transpose (JAX's convention) is conj(x) / |x|
+        if not _two_norm(kind, ord):
+            _refuse_derivative(f"the derivative of np.linalg.norm with ord={ord!r} for "
+                               "complex input", "use the 2-norm or the Frobenius norm")
+        nrm = np.linalg.norm(x, ord, axis, keepdims=True) if kind != "all" else \
+            np.sqrt(np.sum(np.abs(x) ** 2, keepdims=True))
+        return np.conj(x) / nrm
     nrm = np.linalg.norm(x, ord, axis, keepdims=True) if kind != "all" else \
         np.sqrt(np.sum(x * x, keepdims=True))
     if _two_norm(kind, ord):
@@ -1212,6 +1250,7 @@ def norm_vjp_t(s, x, ord=None, axis=None, keepdims=False):
     """Second order: the vjp of ``norm_vjp`` w.r.t. its cotangent argument."""
     if s is None:
         return None
+    _refuse_complex(x, "np.linalg.norm to second order")
     _, axes = _norm_kind(x, ord, axis)
     return np.sum(s * _norm_grad(x, ord, axis), axis=axes, keepdims=keepdims)
 
@@ -1221,6 +1260,7 @@ def norm_vjp_x(s, t, x, ord=None, axis=None, keepdims=False):
     the norm).  Implemented for 2-norms/Frobenius and piecewise-linear vector norms."""
     if s is None or t is None:
         return None
+    _refuse_complex(x, "np.linalg.norm to second order")
     x = np.asarray(x)
     kind, axes = _norm_kind(x, ord, axis)
     if _two_norm(kind, ord):
@@ -1430,7 +1470,7 @@ def tangent_like(t, like):
         out = t
     else:
         out = np.empty(shape, dtype=dtype)
-        out[...] = t
+        out[...] = np.real(t) if dtype.kind != "c" and np.iscomplexobj(t) else t
     return out[()] if isinstance(like, np.generic) else out
 
 
@@ -1522,7 +1562,7 @@ def norm_jvp(t, x, ord=None, axis=None, keepdims=False):
         return None
     _, axes = _norm_kind(x, ord, axis)
     out = np.sum(np.asarray(t) * _norm_grad(x, ord, axis), axis=axes, keepdims=keepdims)
-    return _fit_dtype(out, x)
+    return _fit_dtype(np.real(out), np.real(x))   # a norm is real, as its tangent
 
 
 def norm_hvp(s, t, x, ord=None, axis=None, keepdims=False):

@@ -458,8 +458,17 @@ def _float_dtype(x, fallback=None):
 def _fit_dtype(out, x):
     dtype = _float_dtype(x)
     if dtype is not None and getattr(out, "dtype", dtype) != dtype:
-        out = np.asarray(out).astype(dtype)
+        out = _as_dtype(out, dtype)
     return out
+
+
+def _as_dtype(out, dtype):
+    """``out`` cast to ``dtype``, a complex one to a real dtype by its real part (the
+    transpose of putting a real into a complex)."""
+    out = np.asarray(out)
+    if out.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        out = out.real
+    return out.astype(dtype, copy=False)
 
 
 def _zeros(x, size):
@@ -1461,7 +1470,7 @@ def unbroadcast(t, x):
     out = np.reshape(out, target + (ts[-1],))
     dtype = getattr(x, "dtype", None)
     if dtype is not None and np.issubdtype(dtype, np.inexact) and out.dtype != dtype:
-        out = out.astype(dtype)
+        out = _as_dtype(out, dtype)
     return out
 
 
@@ -1805,7 +1814,7 @@ def asarray_vjp(t, a):
         target, dtype = shape(_as_batched(a)), _float_dtype(a)
     out = np.reshape(t, target + t.shape[-1:])
     if dtype is not None and out.dtype != dtype:
-        out = out.astype(dtype)
+        out = _as_dtype(out, dtype)
     return out
 
 
@@ -1862,7 +1871,7 @@ def _norm_axes(x, ord, axis):
     if axis is None and ord is None:
         axes = tuple(range(nd))
         nrm = np.sqrt(np.sum(np.real(x * np.conj(x)), axis=axes, keepdims=True))
-        return axes, x / nrm
+        return axes, np.conj(x) / nrm      # (complex x: the transpose of Re(conj(x) dx))
     if axis is None:
         axis = 0 if nd == 1 else (0, 1)
     axes = axis_all(axis, nd)
@@ -1881,12 +1890,15 @@ def norm_jvp(t, x, ord, axis, keepdims):
     if t is None:
         return None
     axes, grad = _norm_axes(x, ord, axis)
-    return _fit_dtype(np.sum(_as_batched(t) * grad, axis=axes, keepdims=keepdims), x)
+    out = np.sum(_as_batched(t) * grad, axis=axes, keepdims=keepdims)
+    return _fit_dtype(np.real(out), np.real(x))   # a norm is real, as its tangent
 
 
 def norm_vjp_t(s, x, ord, axis, keepdims):
     if s is None:
         return None
+    from astjax import runtime_array as ra
+    ra._refuse_complex(x, "np.linalg.norm to second order")
     axes, grad = _norm_axes(x, ord, axis)
     return np.sum(_as_batched(s) * grad, axis=axes, keepdims=keepdims)
 

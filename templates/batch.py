@@ -699,6 +699,10 @@ def unreduce(t, x, axis=None, keepdims=False):
     return rb.unreduce(t, x, axis, keepdims)
 
 
+def real_only(value, x, what):
+    return ra.real_only(value, x, what)
+
+
 def cast_like(t, x):
     return ra.cast_like(t, x)
 

@@ -222,8 +222,10 @@ def arctanh(ans, x, out=None, dx=None):
 
 
 def absolute(ans, x, out=None, dx=None):
-    # JAX: the derivative at 0 is +1
-    return np.where(x >= 0, dx, -dx)
+    # x / |x| (JAX: +1 at 0); complex x: Re(conj(x) dx) / |x|
+    at_zero = ans == 0
+    unit = np.where(at_zero, 1.0, np.conj(x) / np.where(at_zero, 1.0, ans))
+    return ra.tangent_like(np.real(unit * dx), ans)
 
 
 def fabs(ans, x, out=None, dx=None):
@@ -257,7 +259,11 @@ def sinc(ans, x, dx=None):
 
 
 def sign(ans, x, out=None, dx=None):
-    return None
+    # real x: 0.  complex x: (dx - sign(x)^2 conj(dx)) / 2|x|
+    r = np.abs(x)
+    at_zero = r == 0
+    turn = (dx - ans ** 2 * np.conj(dx)) / (2.0 * np.where(at_zero, 1.0, r))
+    return ra.tangent_like(np.where(at_zero, 0.0, turn), ans)
 
 
 def floor(ans, x, out=None, dx=None):
@@ -347,14 +353,15 @@ def nanmean(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
 
 
 def var(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
-    d = a - np.mean(a, axis=axis, keepdims=True)
-    return np.sum(d * da, axis=axis, keepdims=keepdims) * (
-        2.0 / (ra.reduced_size(a, axis) - ddof))
+    d = np.conj(a - np.mean(a, axis=axis, keepdims=True))   # (complex a: Re(conj(d) da))
+    return ra.tangent_like(np.real(np.sum(d * da, axis=axis, keepdims=keepdims)) * (
+        2.0 / (ra.reduced_size(a, axis) - ddof)), ans)
 
 
 def std(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
-    d = a - np.mean(a, axis=axis, keepdims=True)
-    return np.sum(d * da, axis=axis, keepdims=keepdims) / (ans * (ra.reduced_size(a, axis) - ddof))
+    d = np.conj(a - np.mean(a, axis=axis, keepdims=True))   # (complex a: Re(conj(d) da))
+    return ra.tangent_like(np.real(np.sum(d * da, axis=axis, keepdims=keepdims)) / (
+        ans * (ra.reduced_size(a, axis) - ddof)), ans)
 
 
 def cumsum(ans, a, axis=None, dtype=None, out=None, da=None):
@@ -445,7 +452,9 @@ def det(ans, a, da=None):
 def slogdet(ans, a, da=None):
     # the sign is piecewise constant
     dsign = np.zeros_like(ra.getitem(ans, 0))
-    return ra.tangent_like((dsign, np.trace(np.linalg.solve(a, da), axis1=-2, axis2=-1)), ans)
+    return ra.real_only(
+        ra.tangent_like((dsign, np.trace(np.linalg.solve(a, da), axis1=-2, axis2=-1)), ans),
+        a, "np.linalg.slogdet")
 
 
 def solve(ans, a, b, da=None, db=None):
@@ -463,7 +472,7 @@ def cholesky(ans, a, upper=False, da=None):
     s = np.tril(dl) + np.swapaxes(np.tril(dl, -1), -1, -2)
     m = np.linalg.solve(l, np.swapaxes(np.linalg.solve(l, s), -1, -2))
     p = np.tril(m) - 0.5 * m * ra.eye_last(m)
-    return ra.chol_lower(np.matmul(l, p), upper)
+    return ra.real_only(ra.chol_lower(np.matmul(l, p), upper), a, "np.linalg.cholesky")
 
 
 def eigh(ans, a, UPLO="L", da=None):
@@ -477,14 +486,16 @@ def eigh(ans, a, UPLO="L", da=None):
     dl = ra.uplo_t(da, UPLO)
     s = np.tril(dl) + np.swapaxes(np.tril(dl, -1), -1, -2)
     m = np.matmul(np.swapaxes(v, -1, -2), np.matmul(s, v))
-    return ra.tangent_like((np.diagonal(m, 0, -2, -1), np.matmul(v, f * m)), ans)
+    return ra.real_only(
+        ra.tangent_like((np.diagonal(m, 0, -2, -1), np.matmul(v, f * m)), ans),
+        a, "np.linalg.eigh")
 
 
 def eigvalsh(ans, a, UPLO="L", da=None):
     v = ra.getitem(np.linalg.eigh(a, UPLO), 1)
     dl = ra.uplo_t(da, UPLO)
     s = np.tril(dl) + np.swapaxes(np.tril(dl, -1), -1, -2)
-    return np.sum(v * np.matmul(s, v), axis=-2)
+    return ra.real_only(np.sum(v * np.matmul(s, v), axis=-2), a, "np.linalg.eigvalsh")
 
 
 # ------------------------------------------------------------------ shapes
@@ -831,6 +842,10 @@ def pack_cots(ans, ts, x, dts=None):
     return ra.pack_cots(dts, x)
 
 
+def real_only(ans, value, x, what, dvalue=None):
+    return ra.real_only(dvalue, x, what)
+
+
 def cast_like(ans, t, x, dt=None):
     return ra.cast_like(dt, x)
 
@@ -994,15 +1009,15 @@ def svd(ans, a, full_matrices=True, compute_uv=True, hermitian=False, da=None):
     duf = ra.getitem_vjp(du, uf, ra.svd_index(s, 0)) + ra.getitem_vjp(dq, uf, ra.svd_index(s, 1))
     dvhf = (ra.getitem_vjp(np.swapaxes(dv, -1, -2), vhf, ra.svd_index(s, 2))
             + ra.getitem_vjp(dp, vhf, ra.svd_index(s, 3)))
-    return ra.tangent_like(ra.svd_pack((duf, np.diagonal(dm, 0, -2, -1), dvhf), compute_uv),
-                           ans)
+    packed = ra.svd_pack((duf, np.diagonal(dm, 0, -2, -1), dvhf), compute_uv)
+    return ra.real_only(ra.tangent_like(packed, ans), a, "np.linalg.svd")
 
 
 def svdvals(ans, x, dx=None):
     usv = np.linalg.svd(x, False)
     u = ra.getitem(usv, 0)
     v = np.swapaxes(ra.getitem(usv, 2), -1, -2)
-    return np.sum(u * np.matmul(dx, v), axis=-2)
+    return ra.real_only(np.sum(u * np.matmul(dx, v), axis=-2), x, "np.linalg.svdvals")
 
 
 def qr(ans, a, mode="reduced", da=None):
@@ -1017,7 +1032,7 @@ def qr(ans, a, mode="reduced", da=None):
     do = low - np.swapaxes(low, -1, -2)
     dq = np.matmul(q, do - qtx) + x
     dr = np.matmul(qtx - do, r)
-    return ra.tangent_like(ra.qr_pack((dq, dr), a, mode), ans)
+    return ra.real_only(ra.tangent_like(ra.qr_pack((dq, dr), a, mode), ans), a, "np.linalg.qr")
 
 
 def eig(ans, a, da=None):
@@ -1062,7 +1077,8 @@ def lstsq(ans, a, b, rcond=None, da=None, db=None):
     usv = np.linalg.svd(a, full_matrices=False)
     ds = np.sum(ra.getitem(usv, 0) * np.matmul(da, np.swapaxes(ra.getitem(usv, 2), -1, -2)),
                 axis=0)
-    return ra.tangent_like((np.reshape(dx, np.shape(x)), dres, 0.0, ds), ans)
+    tangent = ra.tangent_like((np.reshape(dx, np.shape(x)), dres, 0.0, ds), ans)
+    return ra.real_only(ra.real_only(tangent, a, "np.linalg.lstsq"), b, "np.linalg.lstsq")
 
 
 def lstsq_weight(ans, t, res, b, dt=None):
@@ -1079,8 +1095,9 @@ def pinv(ans, a, rcond=None, hermitian=False, rtol=None, da=None):
     dat = np.swapaxes(da, -1, -2)
     x = np.matmul(dat, np.matmul(pt, ans))
     y = np.matmul(np.matmul(ans, pt), dat)
-    return (-np.matmul(ans, np.matmul(da, ans)) + x - np.matmul(ans, np.matmul(a, x))
-            + y - np.matmul(np.matmul(y, a), ans))
+    dp = (-np.matmul(ans, np.matmul(da, ans)) + x - np.matmul(ans, np.matmul(a, x))
+          + y - np.matmul(np.matmul(y, a), ans))
+    return ra.real_only(dp, a, "np.linalg.pinv")
 
 
 def cross(ans, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, da=None, db=None):
@@ -1136,7 +1153,10 @@ def ifftshift(ans, x, axes=None, dx=None):
 
 
 def angle(ans, z, deg=False, dz=None):
-    return ra.tangent_like(dz * np.where(z == 0, np.nan, 0.0), ans)
+    # Im(dz / z) (real z: 0; at 0 nan, as jnp.angle)
+    at_zero = z == 0
+    turn = np.where(at_zero, np.nan, np.imag(dz / np.where(at_zero, 1.0, z)))
+    return ra.tangent_like(turn * np.where(deg, 57.29577951308232, 1.0), ans)
 
 
 def real_if_close(ans, a, tol=100, da=None):
@@ -1145,9 +1165,10 @@ def real_if_close(ans, a, tol=100, da=None):
 
 def nan_to_num(ans, x, copy=True, nan=0.0, posinf=None, neginf=None, dx=None, dnan=None,
                dposinf=None, dneginf=None):
-    return (np.where(np.isfinite(x), dx, 0.0) + np.where(np.isnan(x), dnan, 0.0)
-            + np.where(np.logical_and(np.isinf(x), x > 0), dposinf, 0.0)
-            + np.where(np.logical_and(np.isinf(x), x < 0), dneginf, 0.0))
+    xr = ra.real_only(x, x, "np.nan_to_num")   # (complex x: refused, before comparing)
+    return (np.where(np.isfinite(xr), dx, 0.0) + np.where(np.isnan(xr), dnan, 0.0)
+            + np.where(np.logical_and(np.isinf(xr), xr > 0), dposinf, 0.0)
+            + np.where(np.logical_and(np.isinf(xr), xr < 0), dneginf, 0.0))
 
 
 def divmod(ans, x, y, dx=None, dy=None):
@@ -1257,15 +1278,17 @@ def group2(ans, a, b, da=None, db=None):
 
 
 def nanvar(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
-    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    d = np.conj(np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True)))
     n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=keepdims)
-    return ra.tangent_like(np.sum(d * da, axis=axis, keepdims=keepdims) * 2.0 / (n - ddof), ans)
+    return ra.tangent_like(np.real(np.sum(d * da, axis=axis, keepdims=keepdims)) * 2.0 / (
+        n - ddof), ans)
 
 
 def nanstd(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
-    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    d = np.conj(np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True)))
     n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=keepdims)
-    return ra.tangent_like(np.sum(d * da, axis=axis, keepdims=keepdims) / (ans * (n - ddof)), ans)
+    return ra.tangent_like(np.real(np.sum(d * da, axis=axis, keepdims=keepdims)) / (
+        ans * (n - ddof)), ans)
 
 
 def nanprod(ans, a, axis=None, dtype=None, out=None, keepdims=False, da=None):
@@ -1367,7 +1390,9 @@ def cov(ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweig
     dx = ra.cov_rows(dm, rowvar)
     dxc = dx - np.mean(dx, axis=1, keepdims=True)
     dc = np.matmul(dxc, np.swapaxes(xc, -1, -2)) + np.matmul(xc, np.swapaxes(dxc, -1, -2))
-    return ra.tangent_like(np.reshape(dc * s, np.shape(ans)), ans)   # (NumPy: float64)
+    return ra.real_only(
+        ra.tangent_like(np.reshape(dc * s, np.shape(ans)), ans),
+        m, "np.cov")   # (NumPy: float64)
 
 
 def corrcoef(ans, x, y=None, rowvar=True, dtype=None, dx=None):
@@ -1383,7 +1408,7 @@ def corrcoef(ans, x, y=None, rowvar=True, dtype=None, dx=None):
     dc = (np.matmul(dxc, np.swapaxes(xc, -1, -2)) + np.matmul(xc, np.swapaxes(dxc, -1, -2))) * s
     u = np.diagonal(dc) / (2.0 * d * d)
     dr = dc / dd - (c / dd) * (np.expand_dims(u, -1) + np.expand_dims(u, 0))
-    return ra.tangent_like(np.reshape(dr, np.shape(ans)), ans)
+    return ra.real_only(ra.tangent_like(np.reshape(dr, np.shape(ans)), ans), x, "np.corrcoef")
 
 
 def cov_rows(ans, m, rowvar=True, dm=None):

@@ -78,8 +78,9 @@ def matmul(g, ans, x, y, out=None):
 
 
 def vecdot(g, ans, x, y, out=None, axis=-1):
+    # sum(conj(x) y) along axis: conjugate-linear in x
     ge = np.expand_dims(g, axis)
-    return ra.unbroadcast(ge * y, x), ra.unbroadcast(ge * x, y)
+    return ra.unbroadcast(np.conj(ge * y), x), ra.unbroadcast(ge * np.conj(x), y)
 
 
 def maximum(g, ans, x, y, out=None):
@@ -229,8 +230,11 @@ def arctanh(g, ans, x, out=None):
 
 
 def absolute(g, ans, x, out=None):
-    # JAX: the derivative at 0 is +1
-    return np.where(x >= 0, g, -g)
+    # x / |x| (JAX: +1 at 0); for complex x the transpose of d|x| = Re(conj(x) dx) / |x|
+    # is conj(x) / |x|
+    at_zero = ans == 0
+    unit = np.where(at_zero, 1.0, np.conj(x) / np.where(at_zero, 1.0, ans))
+    return ra.cast_like(g * unit, x)
 
 
 def fabs(g, ans, x, out=None):
@@ -246,7 +250,7 @@ def rad2deg(g, ans, x, out=None):
 
 
 def conj(g, ans, x, out=None):
-    return g
+    return np.conj(g)   # the transpose of conjugation (JAX's convention)
 
 
 def real(g, ans, val):
@@ -254,7 +258,8 @@ def real(g, ans, val):
 
 
 def imag(g, ans, val):
-    return None
+    # Im(v) = Re(-1j v): transposed, -1j g (a real val: 0)
+    return ra.cast_like(g * -1j, val)
 
 
 def sinc(g, ans, x):
@@ -264,7 +269,12 @@ def sinc(g, ans, x):
 
 
 def sign(g, ans, x, out=None):
-    return None
+    # real x: 0.  complex x: sign(x) = x / |x|, d sign = (dx - sign(x)^2 conj(dx)) / 2|x|,
+    # transposed: (g - conj(g) conj(sign(x))^2) / 2|x| (exactly 0 for real x)
+    r = np.abs(x)
+    at_zero = r == 0
+    turn = (g - np.conj(g) * np.conj(ans) ** 2) / (2.0 * np.where(at_zero, 1.0, r))
+    return ra.cast_like(np.where(at_zero, 0.0, turn), x)
 
 
 def floor(g, ans, x, out=None):
@@ -351,12 +361,12 @@ def nanmean(g, ans, a, axis=None, dtype=None, out=None, keepdims=False):
 
 
 def var(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    d = a - np.mean(a, axis=axis, keepdims=True)
+    d = np.conj(a - np.mean(a, axis=axis, keepdims=True))   # (complex a: |d|^2)
     return ra.unreduce(g, a, axis, keepdims) * d * (2.0 / (ra.reduced_size(a, axis) - ddof))
 
 
 def std(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    d = a - np.mean(a, axis=axis, keepdims=True)
+    d = np.conj(a - np.mean(a, axis=axis, keepdims=True))   # (complex a: |d|^2)
     return ra.unreduce(g / ans, a, axis, keepdims) * d / (ra.reduced_size(a, axis) - ddof)
 
 
@@ -429,8 +439,9 @@ def tensordot(g, ans, a, b, axes=2):
 
 
 def vdot(g, ans, a, b):
-    return (ra.unbroadcast(np.reshape(g * np.ravel(b), np.shape(a)), a),
-            ra.unbroadcast(np.reshape(g * np.ravel(a), np.shape(b)), b))
+    # vdot(a, b) = sum(conj(a) b): conjugate-linear in a
+    return (ra.unbroadcast(np.reshape(np.conj(g * np.ravel(b)), np.shape(a)), a),
+            ra.unbroadcast(np.reshape(g * np.conj(np.ravel(a)), np.shape(b)), b))
 
 
 def outer(g, ans, a, b, out=None):
@@ -469,7 +480,9 @@ def det(g, ans, a):
 
 def slogdet(g, ans, a):
     glog = ra.cot_or_zeros(ra.getitem(g, 1), ra.getitem(ans, 1))
-    return np.expand_dims(glog, (-2, -1)) * np.swapaxes(np.linalg.inv(a), -1, -2)
+    return ra.real_only(
+        np.expand_dims(glog, (-2, -1)) * np.swapaxes(np.linalg.inv(a), -1, -2),
+        a, "np.linalg.slogdet")
 
 
 def solve(g, ans, a, b):
@@ -490,7 +503,9 @@ def cholesky(g, ans, a, upper=False):
     s = (s + np.swapaxes(s, -1, -2)) * 0.5
     # NumPy reads one triangle (the lower one; the upper with upper=True): it gets the
     # whole cotangent, the other none -- the derivative of what NumPy computes
-    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), upper)
+    return ra.real_only(
+        ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), upper),
+        a, "np.linalg.cholesky")
 
 
 def eigh(g, ans, a, UPLO="L"):
@@ -509,14 +524,18 @@ def eigh(g, ans, a, UPLO="L"):
     # (F is infinite for repeated eigenvalues: 0 where V gets no cotangent, not nan)
     mid = np.expand_dims(gw, -2) * e + np.where(vtgv == 0, 0.0, f * vtgv)
     s = np.matmul(v, np.matmul(mid, vt))
-    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO)
+    return ra.real_only(
+        ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO),
+        a, "np.linalg.eigh")
 
 
 def eigvalsh(g, ans, a, UPLO="L"):
     # as eigh: the triangle NumPy reads gets the whole cotangent
     v = ra.getitem(np.linalg.eigh(a, UPLO), 1)
     s = np.matmul(v * np.expand_dims(g, -2), np.swapaxes(v, -1, -2))
-    return ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO)
+    return ra.real_only(
+        ra.uplo_t(np.tril(s) + np.tril(np.swapaxes(s, -1, -2), -1), UPLO),
+        a, "np.linalg.eigvalsh")
 
 
 # ------------------------------------------------------------------ shapes
@@ -871,6 +890,10 @@ def pack_cots(g, ans, ts, x):
     return ra.asarray_vjp(g, ts)
 
 
+def real_only(g, ans, value, x, what):
+    return ra.real_only(g, x, what)
+
+
 def cast_like(g, ans, t, x):
     return ra.cast_like(g, t)
 
@@ -1031,12 +1054,14 @@ def svd(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
     ga_u = np.matmul((gu - np.matmul(u, utgu)) * np.expand_dims(sinv, -2), vh)
     ga_v = np.matmul(u, np.expand_dims(sinv, -1) * (gvh - np.matmul(np.swapaxes(vtgv, -1, -2),
                                                                     vh)))
-    return np.matmul(u, np.matmul(mid, vh)) + ga_u + ga_v
+    return ra.real_only(np.matmul(u, np.matmul(mid, vh)) + ga_u + ga_v, a, "np.linalg.svd")
 
 
 def svdvals(g, ans, x):
     usv = np.linalg.svd(x, False)
-    return np.matmul(ra.getitem(usv, 0) * np.expand_dims(g, -2), ra.getitem(usv, 2))
+    return ra.real_only(
+        np.matmul(ra.getitem(usv, 0) * np.expand_dims(g, -2), ra.getitem(usv, 2)),
+        x, "np.linalg.svdvals")
 
 
 def qr(g, ans, a, mode="reduced"):
@@ -1050,7 +1075,9 @@ def qr(g, ans, a, mode="reduced"):
     gr = ra.cot_or_zeros(ra.getitem(parts, 1), r)
     m = np.matmul(r, np.swapaxes(gr, -1, -2)) - np.matmul(np.swapaxes(gq, -1, -2), q)
     b = gq + np.matmul(q, np.tril(m) + np.swapaxes(np.tril(m, -1), -1, -2))
-    return np.swapaxes(np.linalg.solve(r, np.swapaxes(b, -1, -2)), -1, -2)
+    return ra.real_only(
+        np.swapaxes(np.linalg.solve(r, np.swapaxes(b, -1, -2)), -1, -2),
+        a, "np.linalg.qr")
 
 
 def eig(g, ans, a):
@@ -1099,7 +1126,9 @@ def lstsq(g, ans, a, b, rcond=None):
     usv = np.linalg.svd(a, full_matrices=False)
     gsv = np.matmul(ra.getitem(usv, 0) * gs, ra.getitem(usv, 2))
     ga = t1 + t2 + t3 - np.matmul(rw, np.swapaxes(xc, -1, -2)) + gsv
-    return ga, np.reshape(np.matmul(pt, gx) + rw, np.shape(b))
+    gb = np.reshape(np.matmul(pt, gx) + rw, np.shape(b))
+    return (ra.real_only(ra.real_only(ga, a, "np.linalg.lstsq"), b, "np.linalg.lstsq"),
+            ra.real_only(ra.real_only(gb, a, "np.linalg.lstsq"), b, "np.linalg.lstsq"))
 
 
 def lstsq_weight(g, ans, t, res, b):
@@ -1119,7 +1148,7 @@ def pinv(g, ans, a, rcond=None, hermitian=False, rtol=None):
     t2 = t2 - np.matmul(np.matmul(t2, ans), a)
     t3 = np.matmul(gt, np.matmul(ans, pt))
     t3 = t3 - np.matmul(a, np.matmul(ans, t3))
-    return t1 + t2 + t3
+    return ra.real_only(t1 + t2 + t3, a, "np.linalg.pinv")
 
 
 def cross(g, ans, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
@@ -1182,8 +1211,12 @@ def ifftshift(g, ans, x, axes=None):
 
 
 def angle(g, ans, z, deg=False):
-    # 0 or pi for real input: piecewise constant; at 0 (the jump) nan, as jnp.angle
-    return ra.cast_like(g * np.where(z == 0, np.nan, 0.0), z)
+    # d angle = Im(dz / z): transposed, -1j / z (real z: 0, the angle is 0 or pi;
+    # at 0 (the jump) nan, as jnp.angle)
+    at_zero = z == 0
+    per_radian = g * np.where(deg, 57.29577951308232, 1.0)
+    return ra.cast_like(np.where(at_zero, np.nan, per_radian * -1j / np.where(at_zero, 1.0, z)),
+                        z)
 
 
 def real_if_close(g, ans, a, tol=100):
@@ -1192,10 +1225,12 @@ def real_if_close(g, ans, a, tol=100):
 
 def nan_to_num(g, ans, x, copy=True, nan=0.0, posinf=None, neginf=None):
     # finite entries pass through; the others are replaced by nan, posinf or neginf
-    return (np.where(np.isfinite(x), g, 0.0),
-            ra.unbroadcast(np.where(np.isnan(x), g, 0.0), nan),
-            ra.unbroadcast(np.where(np.logical_and(np.isinf(x), x > 0), g, 0.0), posinf),
-            ra.unbroadcast(np.where(np.logical_and(np.isinf(x), x < 0), g, 0.0), neginf))
+    # (complex x: refused, before its comparisons)
+    xr = ra.real_only(x, x, "np.nan_to_num")
+    return (np.where(np.isfinite(xr), g, 0.0),
+            ra.unbroadcast(np.where(np.isnan(xr), g, 0.0), nan),
+            ra.unbroadcast(np.where(np.logical_and(np.isinf(xr), xr > 0), g, 0.0), posinf),
+            ra.unbroadcast(np.where(np.logical_and(np.isinf(xr), xr < 0), g, 0.0), neginf))
 
 
 def divmod(g, ans, x, y):
@@ -1281,9 +1316,10 @@ def convolve(g, ans, a, v, mode="full"):
 
 def correlate(g, ans, a, v, mode="valid"):
     # correlate(a, v) is convolve(a, flip(v)) in every mode
+    # (conjugating v: conjugate-linear in v)
     gf = ra.conv_full_cot(g, a, v, mode)
-    return (np.reshape(np.convolve(gf, v, "valid"), np.shape(a)),
-            np.reshape(np.flip(np.convolve(gf, np.flip(a), "valid")), np.shape(v)))
+    return (np.reshape(np.convolve(gf, np.conj(v), "valid"), np.shape(a)),
+            np.reshape(np.conj(np.flip(np.convolve(gf, np.flip(a), "valid"))), np.shape(v)))
 
 
 def polyval(g, ans, p, x):
@@ -1325,13 +1361,13 @@ def group2(g, ans, a, b):
 
 
 def nanvar(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    d = np.conj(np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True)))
     n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=True)
     return ra.cast_like(ra.unreduce(g, a, axis, keepdims) * d * 2.0 / (n - ddof), a)
 
 
 def nanstd(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    d = np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True))
+    d = np.conj(np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True)))
     n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=True)
     return ra.cast_like(ra.unreduce(g / ans, a, axis, keepdims) * d / (n - ddof), a)
 
@@ -1447,7 +1483,9 @@ def cov(g, ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aw
     xc = x - np.mean(x, axis=1, keepdims=True)
     s = ra.cov_scale(x, y, bias, ddof, fweights, aweights)
     g2 = np.reshape(g, ra.reduced_shape_of(xc))
-    return ra.cov_rows_t(np.matmul(g2 + np.swapaxes(g2, -1, -2), xc) * s, m, rowvar)
+    return ra.real_only(
+        ra.cov_rows_t(np.matmul(g2 + np.swapaxes(g2, -1, -2), xc) * s, m, rowvar),
+        m, "np.cov")
 
 
 def corrcoef(g, ans, x, y=None, rowvar=True, dtype=None):
@@ -1462,7 +1500,9 @@ def corrcoef(g, ans, x, y=None, rowvar=True, dtype=None):
     g2 = np.reshape(g, ra.reduced_shape_of(xc))
     gr = g2 * (c / dd)
     gc = g2 / dd - np.diag((np.sum(gr, axis=1) + np.sum(gr, axis=0)) / (2.0 * d * d))
-    return ra.cov_rows_t(np.matmul(gc + np.swapaxes(gc, -1, -2), xc) * s, x, rowvar)
+    return ra.real_only(
+        ra.cov_rows_t(np.matmul(gc + np.swapaxes(gc, -1, -2), xc) * s, x, rowvar),
+        x, "np.corrcoef")
 
 
 def cov_rows(g, ans, m, rowvar=True):

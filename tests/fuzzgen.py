@@ -383,6 +383,12 @@ CONSTRUCTS = [
     ("add_at", ["{v} = {a} * 1.0", "np.add.at({v}, [0, -1, 0], {u}[[-1, 0, 0]] * 2.0)"]),
     ("subtract_at", ["{v} = {a} * 1.0", "np.subtract.at({v}, [-1, -1], np.cos({u}[[0, -1]]))"]),
     ("isub", ["{v} = {a} * 1.0", "{v} -= {u}"]),
+    # complex intermediates of a real result (JAX's convention: tests/test_complex_rules)
+    ("complex_abs", ["z = {a} * (0.8 - 0.6j) + 1j * {b_like_a}", "{v} = np.abs(z) ** 2 + {a}"]),
+    ("complex_conj", ["z = {u} + 1j * {a}", "{v} = np.real(np.conj(z) * z * (0.5 + 1j))"]),
+    ("complex_imag", ["z = np.exp(1j * {a}) * ({u} + 0.5j)",
+                      "{v} = np.imag(z) + np.angle(z + 2.0)"]),
+    ("complex_sign", ["z = {a} + 1j * np.cos({u})", "{v} = np.real(np.sign(z) * (1.0 - 0.5j))"]),
     ("tuple", ["t = ({a}, {b})", "{v} = t[0] * t[1] + t[0]"]),
     ("swap", ["p, q = {a}, {b}", "p, q = q, p * 2.0", "{v} = p + q"]),
     ("dict", ["d = {{'p': {a}, 'q': {b}}}", "{v} = d['p'] - np.sin(d['q'])"]),
