@@ -18,7 +18,8 @@ from astjax.binding import (bind_arguments, call_bound, check_differentiable,
 from astjax.core import Const, Copy, Index, Prim, Return, Var
 from astjax.errors import ArgumentError, TransformError
 from astjax.generation import (cached, check_callable, clear_cache, load_functions,
-                               normalized, normalizer_factory, wrap)
+                               normalized, normalizer_factory, wrap, wrap_plain)
+from astjax.holomorphic import gradient as holomorphic_gradient
 from astjax.generation import Generated, generated  # noqa: F401  (api.generated(t, *args))
 from astjax.transforms.inplace import own_accumulations
 from astjax.transforms.reverse import ReverseAD
@@ -146,14 +147,19 @@ def get_reverse(fun, kind, argnums, has_aux, args=()):
     return cached(fun, key, lambda: _build_reverse(fun, kind, argnums, has_aux, dict(static)))
 
 
-def grad(fun, argnums=0, has_aux=False, allow_int=False):
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """Gradient of a scalar-valued ``fun`` with respect to argument(s) ``argnums``
-    (``allow_int``: integer and boolean inputs too, whose gradient is zero)."""
+    (``allow_int``: integer and boolean inputs too, whose gradient is zero;
+    ``holomorphic``: the complex derivative of a complex function of complex inputs,
+    astjax/holomorphic.py)."""
     fun = plain_callable(fun)
     check_callable(fun, "grad")
+    if holomorphic:
+        return wrap_plain(fun, holomorphic_gradient(fun, argnums, has_aux, False, vjp), "grad",
+                          None)
     if has_varargs(fun):       # *args/**kwargs: one grad per call arity
-        return per_arity(fun, lambda fixed: grad(fixed, argnums, has_aux, allow_int),
-                         "grad")
+        return per_arity(fun, lambda fixed: grad(fixed, argnums, has_aux,
+                                                 allow_int=allow_int), "grad")
 
     def grad_fun(*args, **kwargs):
         values = bind_arguments(fun, args, kwargs, "grad")
@@ -182,13 +188,17 @@ def _typed_gradient(typed, fun, values, argnums, has_aux, allow_int, what):
                           _vjp_code(fun, has_aux, values))
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """``(fun(*args), grad(fun)(*args))`` computed together."""
     fun = plain_callable(fun)
     check_callable(fun, "value_and_grad")
+    if holomorphic:
+        return wrap_plain(fun, holomorphic_gradient(fun, argnums, has_aux, True, vjp),
+                          "value_and_grad", None)
     if has_varargs(fun):       # *args/**kwargs: one value_and_grad per call arity
         return per_arity(fun, lambda fixed: value_and_grad(fixed, argnums, has_aux,
-                                                           allow_int), "value_and_grad")
+                                                           allow_int=allow_int),
+                         "value_and_grad")
 
     def value_and_grad_fun(*args, **kwargs):
         values = bind_arguments(fun, args, kwargs, "value_and_grad")

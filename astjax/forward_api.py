@@ -21,6 +21,7 @@ from astjax.generation import (cached, check_callable, load_functions, normalize
                                normalizer_factory, wrap_plain)
 from astjax.core import Prim, Return, Var
 from astjax.errors import ArgumentError
+from astjax.holomorphic import check_inputs, check_outputs
 from astjax.transforms.forward import ForwardAD
 from astjax.transforms.linearize import NotSplittable
 from astjax.tree_util import (tree_flatten, tree_leaves, tree_map, tree_structure,
@@ -286,9 +287,10 @@ def _jacobian_of_jacobian(inner, argnums, has_aux, outer_name):
     return jac2
 
 
-def jacfwd(fun, argnums=0, has_aux=False):
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """Jacobian by forward mode: the generated jvp vmapped over the input elements (a loop
-    of jvps where vmap has no rule)."""
+    of jvps where vmap has no rule).  Real inputs, unless ``holomorphic`` (complex
+    ones, the complex derivative): astjax/holomorphic.py."""
     fun = plain_callable(fun)
     check_callable(fun, "jacfwd")
     inner = getattr(fun, "_astjax_jacobian", None)
@@ -302,8 +304,9 @@ def jacfwd(fun, argnums=0, has_aux=False):
         fixed = fixed_arity_call(fun, args, kwargs)   # *args/**kwargs: this call's arity
         args = tuple(bind_arguments(fixed, args, kwargs, "jacfwd"))
         single, nums = normalize_argnums(argnums, len(args), fun_name(fun))
-        f = jvp_function(fixed, nums, args)
         dyn_tuple = tuple(args[i] for i in nums)
+        check_inputs("jacfwd", fun, tree_leaves(dyn_tuple), holomorphic)
+        f = jvp_function(fixed, nums, args)
         basis = list(_basis(dyn_tuple))
         out, columns = _columns_by_vmap(f, args, basis, len(dyn_tuple), has_aux)
         if columns is None:  # vmap has no rule for something here: one jvp per element
@@ -377,9 +380,11 @@ def _rows_by_vmap(fun, args, basis, nums, has_aux):
             for i, (o, j, _) in enumerate(basis)]
 
 
-def jacrev(fun, argnums=0, has_aux=False):
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False):
     """Jacobian by reverse mode: one forward sweep, then the backward sweep vmapped over
-    the output elements (a loop of backward sweeps where vmap has no rule)."""
+    the output elements (a loop of backward sweeps where vmap has no rule).  Real
+    outputs, unless ``holomorphic`` (complex inputs and outputs, the complex
+    derivative): astjax/holomorphic.py."""
     fun = plain_callable(fun)
     check_callable(fun, "jacrev")
     inner = getattr(fun, "_astjax_jacobian", None)
@@ -396,6 +401,9 @@ def jacrev(fun, argnums=0, has_aux=False):
         else:
             out, vjp_fn = api.vjp_bound(fixed, args, nums)
         dyn_tuple = tuple(args[i] for i in nums)
+        check_outputs("jacrev", fun, out, holomorphic)
+        if holomorphic:
+            check_inputs("jacrev", fun, tree_leaves(dyn_tuple), holomorphic)
         basis = list(_basis(out))
         # (a pullback typed for a check_vma=True shard_map runs as it is, row by row)
         rows = None if getattr(vjp_fn, "_astjax_typed", False) else \
@@ -427,10 +435,13 @@ def jacobian(fun, argnums=0, has_aux=False):
     return wrap_plain(fun, jac, "jacobian", (fun, argnums, has_aux))
 
 
-def hessian(fun, argnums=0):
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
     """Forward over reverse: jvps of the generated gradient code, one per input element."""
     fun = plain_callable(fun)
     check_callable(fun, "hessian")
+    if has_aux or holomorphic:       # JAX's jacfwd(jacrev(...))
+        return wrap_plain(fun, jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums,
+                                      has_aux, holomorphic), "hessian", None)
     out = wrap_plain(fun, jacfwd(api.grad(fun, argnums), argnums), "hessian", None)
     out._astjax_hessian = (fun, argnums)     # what make_source shows (source_view.py)
     return out

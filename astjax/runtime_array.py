@@ -899,7 +899,9 @@ def cast_like(t, x):
         return None
     dtype = _float_dtype(x, None)
     if dtype is None:
-        return t if isinstance(x, float) else None
+        if not isinstance(x, float):
+            return None
+        return np.real(t) if np.iscomplexobj(t) else t   # (a Python float)
     return _as_dtype(t, dtype)
 
 

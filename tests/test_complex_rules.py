@@ -256,3 +256,62 @@ def test_real_inputs_keep_their_rules_and_dtypes():
         warnings.simplefilter("error")    # no ComplexWarning on the way
         g = astjax.grad(lambda v: np.sum(np.real(v * (1 + 2j)) ** 2))(x.astype(np.float64))
     np.testing.assert_allclose(g, 2 * x)
+
+
+# ------------------------------------------------- complex inputs and holomorphic=True
+
+Z = np.array([0.4 + 0.3j, -0.9 + 1.1j, 1.3 - 0.2j])
+
+
+def real_loss_of_complex_input(z):
+    return np.sum(np.abs(z) ** 2 * np.real(z) + np.angle(z) * np.imag(z))
+
+
+def holomorphic_sum(z):
+    return np.sum(np.sin(z) * z)
+
+
+def holomorphic_map(z):
+    return np.exp(z) * z ** 2
+
+
+def test_grad_of_complex_input_is_dL_da_minus_i_dL_db():
+    f = real_loss_of_complex_input
+    h = 1e-6
+    want = np.array([(f(Z + h * e) - f(Z - h * e)) / (2 * h)
+                     - 1j * (f(Z + 1j * h * e) - f(Z - 1j * h * e)) / (2 * h)
+                     for e in np.eye(3)])
+    np.testing.assert_allclose(astjax.grad(f)(Z), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(astjax.jit(astjax.grad(f))(Z), want, rtol=1e-6, atol=1e-8)
+
+
+def test_holomorphic_derivatives_are_f_prime():
+    d = np.cos(Z) * Z + np.sin(Z)
+    np.testing.assert_allclose(astjax.grad(holomorphic_sum, holomorphic=True)(Z), d)
+    value, g = astjax.value_and_grad(holomorphic_sum, holomorphic=True)(Z)
+    np.testing.assert_allclose(value, holomorphic_sum(Z))
+    np.testing.assert_allclose(g, d)
+    dm = np.diag(np.exp(Z) * (Z ** 2 + 2 * Z))
+    np.testing.assert_allclose(astjax.jacfwd(holomorphic_map, holomorphic=True)(Z), dm)
+    np.testing.assert_allclose(astjax.jacrev(holomorphic_map, holomorphic=True)(Z), dm)
+    hess = astjax.hessian(lambda z: np.sum(z ** 3), holomorphic=True)(Z)
+    np.testing.assert_allclose(hess, np.diag(6 * Z))
+
+
+def test_ambiguous_complex_derivatives_are_refused_as_in_jax():
+    from astjax.errors import ArgumentError
+    with pytest.raises(ArgumentError, match="requires real-valued inputs"):
+        astjax.jacfwd(holomorphic_map)(Z)
+    with pytest.raises(ArgumentError, match="requires real-valued outputs"):
+        astjax.jacrev(holomorphic_map)(Z)
+    with pytest.raises(ArgumentError, match="requires real-valued outputs"):
+        astjax.jacrev(lambda x: x * (1 + 2j))(X)   # the imaginary part would be lost
+    with pytest.raises(ArgumentError, match="requires inputs with complex dtype"):
+        astjax.grad(holomorphic_sum, holomorphic=True)(X)
+    with pytest.raises(ArgumentError, match="requires outputs with complex dtype"):
+        astjax.grad(lambda z: np.sum(np.abs(z)), holomorphic=True)(Z)
+    with pytest.raises(TypeError, match="real floating-point output"):
+        astjax.grad(holomorphic_sum)(Z)
+    # real inputs with complex outputs: forward mode is unambiguous
+    np.testing.assert_allclose(astjax.jacfwd(lambda x: x * (1 + 2j))(X),
+                               np.eye(4) * (1 + 2j))
