@@ -55,6 +55,38 @@ def check_differentiable(value, argnum, fname):
                 "argument out of argnums.")
 
 
+def check_plain_arrays(values, what, fname):
+    """Refuse ndarray subclasses that change what operators mean (``np.matrix``: ``*``
+    is a matrix product; ``np.ma.MaskedArray``: reductions skip masked entries):
+    generated code and its derivatives follow ``np.ndarray``'s semantics, so they
+    would compute another function than the one NumPy runs.  ``np.memmap`` is plain."""
+    for i, v in enumerate(values):
+        bad = _subclass_leaf(v)
+        if bad is not None:
+            raise ArgumentError(
+                f"{what}: argument {i} of {fname} holds a {type(bad).__module__}."
+                f"{type(bad).__name__}, an ndarray subclass with its own meaning of "
+                "operators; astjax transforms NumPy arrays: pass np.asarray(x) (for "
+                "np.matrix, write its products with @)")
+
+
+def _subclass_leaf(v, depth=0):
+    t = type(v)
+    if t is np.ndarray or t in _PLAIN_LEAVES:
+        return None
+    if isinstance(v, np.ndarray):
+        return None if isinstance(v, np.memmap) else v
+    if depth < 8 and t in (list, tuple, dict):
+        for item in (v.values() if t is dict else v):
+            bad = _subclass_leaf(item, depth + 1)
+            if bad is not None:
+                return bad
+    return None
+
+
+_PLAIN_LEAVES = frozenset({float, int, bool, complex, str, type(None)})
+
+
 # ------------------------------------------------------------ argument binding
 #
 # Every transformation binds the arguments of a call like Python does (defaults,
@@ -115,6 +147,7 @@ def bind_arguments(fun, args, kwargs, what) -> list:
     ``fun(*args, **kwargs)`` (defaults filled in); a bad call is an ArgumentError
     worded like Python's TypeError, about the user's function."""
     sig = signature_of(fun)
+    check_plain_arrays(args, what, sig.fname)
     if not kwargs and sig.plain and len(args) == len(sig.names):
         return list(args)
     clash = set(kwargs) & set(sig.partial_kwargs)

@@ -21,7 +21,7 @@ import numpy as np
 
 from astjax import backends, passes, transform_table
 from astjax.binding import fun_name as _fun_name
-from astjax.binding import function_arguments, has_varargs, per_arity
+from astjax.binding import check_plain_arrays, function_arguments, has_varargs, per_arity
 from astjax.generation import ASSEMBLED, cache_for, cached, load_functions, normalized
 from astjax.generation import check_callable as _check_callable
 from astjax.generation import wrap as _wrap
@@ -298,6 +298,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
         params = param_names() if static_pos else ()
         static = {params[k]: args[k] for k in static_pos}
         dynamic = [args[i] for i in dynamic_pos]
+        check_plain_arrays(dynamic, "jit", _fun_name(fun))
         for name in static_names:
             if name in kwargs:
                 static[name] = kwargs.pop(name)

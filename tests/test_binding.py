@@ -290,3 +290,53 @@ def test_transformations_inside_transformed_code_fill_defaults(name):
     _, t = astjax.jvp(f, args, (np.ones_like(args[0]),) + tuple(0.0 * np.asarray(a)
                                                                for a in args[1:]))
     np.testing.assert_allclose(t, np.sum(want), rtol=1e-6)
+
+
+# ndarray subclasses that change what operators mean (np.matrix's * is a matrix
+# product, a masked array's sum skips masked entries) used to get derivatives of the
+# ndarray function instead: refused by every transformation; np.memmap is plain.
+
+def _cube_sum(x):
+    return np.sum(x * x * x) + np.sum(np.sin(x))
+
+
+def _pair_sum(p):
+    return np.sum(p[0] * p[1])
+
+
+_SUBCLASS_CALLS = {
+    "grad": lambda f, x: astjax.grad(f)(x),
+    "value_and_grad": lambda f, x: astjax.value_and_grad(f)(x),
+    "jit": lambda f, x: astjax.jit(f)(x),
+    "jit_numpy": lambda f, x: astjax.jit(f, backend="numpy")(x),
+    "vmap": lambda f, x: astjax.vmap(f)(x),
+    "jvp": lambda f, x: astjax.jvp(f, (x,), (x,)),
+    "vjp": lambda f, x: astjax.vjp(f, x),
+    "linearize": lambda f, x: astjax.linearize(f, x),
+    "jacfwd": lambda f, x: astjax.jacfwd(f)(x),
+    "jacrev": lambda f, x: astjax.jacrev(f)(x),
+    "hessian": lambda f, x: astjax.hessian(f)(x),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_SUBCLASS_CALLS))
+@pytest.mark.parametrize("kind", ["matrix", "masked", "matrix_in_tuple"])
+def test_array_subclasses_with_their_own_operators_are_refused(kind, how):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        m = np.matrix([[0.4, -0.9], [1.3, 0.7]])
+    f, x = _cube_sum, m
+    if kind == "masked":
+        x = np.ma.masked_array([[0.4, -0.9], [1.3, 0.7]], mask=[[0, 1], [0, 0]])
+    elif kind == "matrix_in_tuple":
+        f, x = _pair_sum, (np.ones((2, 2)), m)
+    with pytest.raises(ArgumentError, match="ndarray subclass"):
+        _SUBCLASS_CALLS[how](f, x)
+
+
+def test_a_memmap_is_a_plain_array(tmp_path):
+    x = np.memmap(tmp_path / "x.dat", dtype=np.float64, mode="w+", shape=(3,))
+    x[:] = [0.4, -0.9, 1.3]
+    np.testing.assert_allclose(astjax.grad(_cube_sum)(x), 3 * x ** 2 + np.cos(x))
+    np.testing.assert_allclose(astjax.jit(_cube_sum)(x), _cube_sum(np.asarray(x)))
