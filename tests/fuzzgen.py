@@ -383,6 +383,9 @@ CONSTRUCTS = [
     ("add_at", ["{v} = {a} * 1.0", "np.add.at({v}, [0, -1, 0], {u}[[-1, 0, 0]] * 2.0)"]),
     ("subtract_at", ["{v} = {a} * 1.0", "np.subtract.at({v}, [-1, -1], np.cos({u}[[0, -1]]))"]),
     ("isub", ["{v} = {a} * 1.0", "{v} -= {u}"]),
+    # a default is evaluated where the def or lambda is (then the name is rebound)
+    ("lambda_default", ["k = {a} * 1.0", "g = lambda y, k=k: y * k + {u}", "k = k + 1.5",
+                        "{v} = g({b_like_a}) * k"]),
     # complex intermediates of a real result (JAX's convention: tests/test_complex_rules)
     ("complex_abs", ["z = {a} * (0.8 - 0.6j) + 1j * {b_like_a}", "{v} = np.abs(z) ** 2 + {a}"]),
     ("complex_conj", ["z = {u} + 1j * {a}", "{v} = np.real(np.conj(z) * z * (0.5 + 1j))"]),

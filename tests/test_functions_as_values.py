@@ -507,3 +507,58 @@ def test_lifted_constants_respect_shadowing():
     for f in (jit(shadowed_constant), shadowed_constant):
         close(f(X), np.sum(X * 2.0 + 3) + np.sum(2 * X + 3 * X), 1e-12)
     close(grad(shadowed_constant)(X), np.full_like(X, 7.0), 1e-12)
+
+
+# Defaults of a nested def or lambda are evaluated where it is defined, once, as Python
+# does; they used to be evaluated at each call, so a variable rebound between the
+# definition and the call gave its new value (a silently wrong gradient).
+
+def _default_of_lambda(x):
+    a = 2.0
+    g = lambda y, a=a: y * a      # noqa: E731
+    a = 5.0
+    return np.sum(g(x) * a)
+
+
+def _default_of_def(x):
+    s = x * 1.0
+    def inner(y, t=s, *, k=s[0]):
+        return y * t + k
+    s = s + 10.0
+    return np.sum(inner(x) ** 2 + s)
+
+
+def _default_function(x):
+    act = np.tanh
+    def inner(y, f=act):
+        return f(y)
+    act = np.sin
+    return np.sum(inner(x) + act(x))
+
+
+def _default_in_a_loop(x):
+    total = 0.0
+    for i in range(3):
+        def term(y, k=i * 1.0):
+            return y * k
+        total = total + np.sum(term(x) ** 2)
+    return total
+
+
+def _default_in_nested_grad(x):
+    a = x[0] * 1.0
+    g = lambda y, a=a: np.sum(y ** 2 * a)      # noqa: E731
+    a = a + 3.0
+    return np.sum(astjax.grad(g)(x) * a)
+
+
+@pytest.mark.parametrize("f", [_default_of_lambda, _default_of_def, _default_function,
+                               _default_in_a_loop, _default_in_nested_grad],
+                         ids=lambda f: f.__name__)
+def test_defaults_bind_where_the_function_is_defined(f):
+    from conftest import fd_vector_grad
+    x = np.array([0.3, -0.5, 1.1])
+    np.testing.assert_allclose(astjax.jit(f)(x), f(x), rtol=1e-12)
+    np.testing.assert_allclose(astjax.grad(f)(x), fd_vector_grad(f, x), rtol=1e-6, atol=1e-8)
+    rows = np.stack([x, x * 0.5])
+    np.testing.assert_allclose(astjax.vmap(f)(rows), [f(r) for r in rows], rtol=1e-12)

@@ -347,9 +347,11 @@ class Inliner:
         if id(lf.node) in self.inline_stack:
             self.error(node, f"recursive call to {name} cannot be inlined",
                        "rewrite the recursion as a loop", cls=TransformError)
-        return self._inline(scope, lf.node, args, kwargs, node, hint, target, code=id(lf.node))
+        return self._inline(scope, lf.node, args, kwargs, node, hint, target, code=id(lf.node),
+                            defaults=lf.defaults)
 
-    def _inline(self, scope, fnode, args, kwargs, call_node, hint, target, code):
+    def _inline(self, scope, fnode, args, kwargs, call_node, hint, target, code,
+                defaults=None):
         a = fnode.args
         params = _params_of(a)
         positional = [x.id for x in a.posonlyargs + a.args]
@@ -373,7 +375,8 @@ class Inliner:
         if a.kwarg:
             scope.local_funcs[a.kwarg.id] = StaticSeq(
                 [_static_item(v) for v in extra_kw.values()], keys=tuple(extra_kw))
-        defaults = self._defaults_of(scope, fnode)
+        if defaults is None:
+            defaults = self._defaults_of(scope, fnode)
         caller_scope, caller_loops, caller_loc = self.scope, self.loops, self.loc
         scope.local_names = _assigned_names(fnode) | set(params)
         scope.node = fnode
@@ -450,6 +453,22 @@ class Inliner:
         scope.substituted.clear()
         scope.static_result = el
         return True
+
+    def definition_defaults(self, fnode):
+        """The defaults of a def or lambda evaluated now, where it is defined (Python
+        evaluates them once, there: ``lambda y, a=a: ...`` keeps the ``a`` of this
+        moment however ``a`` is rebound later); a variable is pinned to a fresh name."""
+        a = fnode.args
+        if not a.defaults and not any(d is not None for d in a.kw_defaults):
+            return None
+        out = {}
+        pos = a.posonlyargs + a.args
+        pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + [
+            (p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        for p, d in pairs:
+            op = self.arg_operand(d, p.id)
+            out[p.id] = op if isinstance(op, FuncArg) else self._pinned(op, p.id)
+        return out
 
     def _defaults_of(self, scope, fnode):
         out = {}

@@ -363,8 +363,8 @@ class NestedTransforms:
         saved = self.scope
         self.scope = el.scope
         try:
-            defaults = self._defaults_of(Scope(el.scope.fsrc, "lifted", parent=el.scope),
-                                         fnode)
+            defaults = el.defaults if el.defaults is not None else self._defaults_of(
+                Scope(el.scope.fsrc, "lifted", parent=el.scope), fnode)
             for name in _free_names(fnode):
                 if name in local:
                     continue

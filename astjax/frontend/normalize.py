@@ -474,7 +474,8 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         if st.decorator_list:
             self.error(st, "decorated nested functions are not supported",
                        "define the decorated function at module level")
-        self.scope.local_funcs[st.name] = LocalFunc(st, self.scope)
+        self.scope.local_funcs[st.name] = LocalFunc(st, self.scope,
+                                                    self.definition_defaults(st))
         return set()
 
     def stmt_Break(self, st):
@@ -916,7 +917,8 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
                 return
         if isinstance(target, gast.Name) and isinstance(value_node, gast.Lambda):
             self.store_name(target.id, target)
-            self.scope.local_funcs[target.id] = LocalFunc(value_node, self.scope)
+            self.scope.local_funcs[target.id] = LocalFunc(value_node, self.scope,
+                                                          self.definition_defaults(value_node))
             return
         if isinstance(target, (gast.Name, gast.Tuple, gast.List)) and \
                 self._denotes_function(value_node):

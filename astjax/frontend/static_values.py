@@ -49,6 +49,10 @@ from astjax.frontend.scopes import LoopCtx, _is_library, _short
 class LocalFunc:
     node: object          # gast.FunctionDef | gast.Lambda
     scope: object         # Scope: the scope it was defined in (its free names resolve there)
+    # parameter -> operand of its default, evaluated where the def or lambda ran (as
+    # Python evaluates defaults once, there); None: evaluated at each call (a lambda
+    # made and called in one expression, where the two are the same)
+    defaults: dict | None = None
 
 
 @dataclass
