@@ -18,7 +18,8 @@ from astjax.frontend.source import get_function_source
 
 MODULES = ["astjax.frontend.passes", "astjax.frontend.passes.augassign",
            "astjax.frontend.passes.boolops", "astjax.frontend.passes.ternary",
-           "astjax.frontend.passes.returns", "astjax.transform_table"]
+           "astjax.frontend.passes.loop_else", "astjax.frontend.passes.returns",
+           "astjax.transform_table"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -33,7 +34,7 @@ def test_doctests(name):
 def test_every_pass_is_in_the_pipeline_and_documented():
     passes.run(get_function_source(early_in_loop).node)      # fills the pipeline
     names = [p.NAME for p in passes.PIPELINE]
-    assert names == ["augassign", "boolops", "ternary", "returns"]
+    assert names == ["augassign", "boolops", "ternary", "loop_else", "returns"]
     for p in passes.PIPELINE:
         assert p.__doc__ and ">>> " in p.__doc__, p.__name__
 
@@ -178,6 +179,43 @@ def early_bare_p(x, p):
     return early_bare(x * p)
 
 
+def search_for_else(x, p):
+    """The first entry over p, else all of x doubled (a break in a nested loop and in
+    a branch; the else of an inner loop, whose break ends the outer one)."""
+    y = x * 1.0
+    for i in range(3):
+        for j in range(2):
+            if j > 5:
+                break
+        if x[i] > p:
+            y = y * x[i]
+            break
+    else:
+        y = y * 2.0
+    k = 0
+    while k < 3:
+        k = k + 1
+        for j in range(2):
+            if x[j] > 10 * p:
+                break
+        else:
+            y = y + x[k - 1]
+            if k > 1:
+                break
+    else:
+        y = y * 3.0
+    return y
+
+
+def early_return_in_for_else(x, p):
+    for i in range(3):
+        if x[i] > p:
+            return x * x[i]
+    else:
+        x = x * 0.5
+    return x + p
+
+
 PROGRAMS = [
     (early_in_loop, 5), (early_in_loop, 2), (early_nested, 4), (early_nested, 1),
     (early_in_branch, 1), (early_in_branch, -1), (early_in_branch, 0), (early_while, 5),
@@ -185,7 +223,9 @@ PROGRAMS = [
     (aug_index_once, 1), (aug_matrix, 2.0), (aug_list, 2.0), (aug_in_place_spelled, 1.0),
     (bool_values, 1.0), (bool_values, 3.0), (bool_values, 0.5), (ternary_values, 2),
     (ternary_values, -1), (ternary_values, 0), (ternary_functions, 1),
-    (ternary_functions, 0), (nested_def, 2.0),
+    (ternary_functions, 0), (nested_def, 2.0), (search_for_else, 0.5),
+    (search_for_else, 2.0), (early_return_in_for_else, 0.5),
+    (early_return_in_for_else, 2.0),
 ]
 
 WEIGHTS = np.array([1.0, 2.0, -1.5])

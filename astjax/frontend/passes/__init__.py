@@ -8,7 +8,9 @@ Normalizer (``astjax/frontend/normalize.py``, Python -> core form) has less to k
    memory another name shares;
 2. ``boolops``    ``x = a and b`` -> ``x = a`` then ``if x: x = b`` (Python's value);
 3. ``ternary``    ``x = a if c else b`` -> an ``if`` statement;
-4. ``returns``    a ``return`` anywhere but at the end -> a result variable, a
+4. ``loop_else``  ``for``/``while`` ... ``else`` -> a ``no_break`` flag cleared by
+   the loop's own ``break``s, the ``else`` block guarded by it;
+5. ``returns``    a ``return`` anywhere but at the end -> a result variable, a
    ``returned`` flag, ``break`` out of loops and the rest guarded by ``if not
    returned``.
 
@@ -160,6 +162,6 @@ def show(module, source) -> str:
 
 
 # the pipeline, in order (imported here, after what the pass modules import from us)
-from astjax.frontend.passes import augassign, boolops, returns, ternary  # noqa: E402
+from astjax.frontend.passes import augassign, boolops, loop_else, returns, ternary  # noqa: E402
 
-PIPELINE: list = [augassign, boolops, ternary, returns]
+PIPELINE: list = [augassign, boolops, ternary, loop_else, returns]
