@@ -59,7 +59,8 @@ def check_plain_arrays(values, what, fname):
     """Refuse ndarray subclasses that change what operators mean (``np.matrix``: ``*``
     is a matrix product; ``np.ma.MaskedArray``: reductions skip masked entries):
     generated code and its derivatives follow ``np.ndarray``'s semantics, so they
-    would compute another function than the one NumPy runs.  ``np.memmap`` is plain."""
+    would compute another function than the one NumPy runs.  ``np.memmap`` and
+    subclasses that only tag arrays are plain (``_own_operators``)."""
     for i, v in enumerate(values):
         bad = _subclass_leaf(v)
         if bad is not None:
@@ -75,7 +76,7 @@ def _subclass_leaf(v, depth=0):
     if t is np.ndarray or t in _PLAIN_LEAVES:
         return None
     if isinstance(v, np.ndarray):
-        return None if isinstance(v, np.memmap) else v
+        return v if _own_operators(t) else None
     if depth < 8 and t in (list, tuple, dict):
         for item in (v.values() if t is dict else v):
             bad = _subclass_leaf(item, depth + 1)
@@ -85,6 +86,23 @@ def _subclass_leaf(v, depth=0):
 
 
 _PLAIN_LEAVES = frozenset({float, int, bool, complex, str, type(None)})
+# what a subclass may redefine to change the function NumPy computes
+_SEMANTIC = ("__mul__", "__rmul__", "__imul__", "__pow__", "__truediv__", "__matmul__",
+             "__getitem__", "__array_ufunc__", "__array_function__", "sum", "mean",
+             "max", "min", "prod", "dot")
+_OWN_OPERATORS: dict = {}
+
+
+def _own_operators(t) -> bool:
+    """Whether ndarray subclass ``t`` redefines an operator, indexing or a reduction
+    (np.matrix, masked arrays); a subclass that only tags arrays, and np.memmap, do
+    not count."""
+    got = _OWN_OPERATORS.get(t)
+    if got is None:
+        got = _OWN_OPERATORS[t] = not issubclass(t, np.memmap) and (
+            issubclass(t, (np.matrix, np.ma.MaskedArray)) or
+            any(getattr(t, m, None) is not getattr(np.ndarray, m) for m in _SEMANTIC))
+    return got
 
 
 # ------------------------------------------------------------ argument binding

@@ -335,8 +335,13 @@ def test_array_subclasses_with_their_own_operators_are_refused(kind, how):
         _SUBCLASS_CALLS[how](f, x)
 
 
-def test_a_memmap_is_a_plain_array(tmp_path):
+class _Tagged(np.ndarray):
+    """A subclass that only tags its arrays: NumPy computes the same function."""
+
+
+def test_a_memmap_and_a_tagging_subclass_are_plain_arrays(tmp_path):
     x = np.memmap(tmp_path / "x.dat", dtype=np.float64, mode="w+", shape=(3,))
     x[:] = [0.4, -0.9, 1.3]
-    np.testing.assert_allclose(astjax.grad(_cube_sum)(x), 3 * x ** 2 + np.cos(x))
-    np.testing.assert_allclose(astjax.jit(_cube_sum)(x), _cube_sum(np.asarray(x)))
+    for v in (x, np.array([0.4, -0.9, 1.3]).view(_Tagged)):
+        np.testing.assert_allclose(astjax.grad(_cube_sum)(v), 3 * v ** 2 + np.cos(v))
+        np.testing.assert_allclose(astjax.jit(_cube_sum)(v), _cube_sum(np.asarray(v)))

@@ -123,14 +123,6 @@ def uses_del(x):
     return np.sum(x)
 
 
-def loop_else(x):
-    for i in range(3):  # @loop_else
-        x = x * 2.0
-    else:
-        x = x + 1.0
-    return np.sum(x)
-
-
 def recursive(x, n=2):
     if n == 0:
         return np.sum(x)
