@@ -37,7 +37,8 @@ import copy as _copy
 
 import gast
 
-__all__ = ["PIPELINE", "Context", "run", "applied", "refusal", "show", "located"]
+__all__ = ["PIPELINE", "Context", "run", "applied", "refusal", "show", "located",
+           "rewrite_statements"]
 
 
 class Context:
@@ -147,6 +148,25 @@ def statement_lists(node):
                 visit(h.body)
     visit(node.body)
     return out
+
+
+def rewrite_statements(ctx, lower) -> bool:
+    """In every statement list of the function and those defined in it, replace each
+    statement for which ``lower(statement, function)`` returns a list by that list (a
+    None leaves it); the new statements are not visited again.  True if any changed."""
+    changed = False
+    for f in ctx.functions:
+        for block in statement_lists(f):
+            k = 0
+            while k < len(block):
+                new = lower(block[k], f)
+                if new is None:
+                    k += 1
+                    continue
+                block[k:k + 1] = new
+                k += len(new)
+                changed = True
+    return changed
 
 
 def show(module, source) -> str:

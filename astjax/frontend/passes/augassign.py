@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import gast
 
-from astjax.frontend.passes import located, statement_lists
+from astjax.frontend.passes import located, rewrite_statements
 
 NAME = "augassign"
 TRIGGERS = (gast.AugAssign,)    # node types without which the pass has nothing to do
@@ -66,21 +66,15 @@ _STORING_METHODS = {"append", "insert", "extend", "setdefault", "update", "add"}
 
 
 def run(fn, ctx) -> bool:
-    changed = False
-    for f in ctx.functions:
-        aliases = _Aliases(f)
-        for block in statement_lists(f):
-            k = 0
-            while k < len(block):
-                st = block[k]
-                if isinstance(st, gast.AugAssign):
-                    new = _lower(st, ctx, aliases)
-                    block[k:k + 1] = new
-                    k += len(new)
-                    changed = True
-                else:
-                    k += 1
-    return changed
+    aliases = {}    # function -> its alias facts, made before any of its statements change
+
+    def lowered(st, function):
+        if id(function) not in aliases:
+            aliases[id(function)] = _Aliases(function)
+        if isinstance(st, gast.AugAssign):
+            return _lower(st, ctx, aliases[id(function)])
+        return None
+    return rewrite_statements(ctx, lowered)
 
 
 def _simple(e) -> bool:

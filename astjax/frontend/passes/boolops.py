@@ -25,28 +25,19 @@ from __future__ import annotations
 
 import gast
 
-from astjax.frontend.passes import located, statement_lists
+from astjax.frontend.passes import located, rewrite_statements
 
 NAME = "boolops"
 TRIGGERS = (gast.BoolOp,)    # node types without which the pass has nothing to do
 
 
 def run(fn, ctx) -> bool:
-    changed = False
-    for f in ctx.functions:
-        for block in statement_lists(f):
-            k = 0
-            while k < len(block):
-                st = block[k]
-                name = _assigned_name(st)
-                if name is not None and isinstance(st.value, gast.BoolOp):
-                    new = [located(s, st) for s in lower(name, st.value)]
-                    block[k:k + 1] = new
-                    k += len(new)
-                    changed = True
-                else:
-                    k += 1
-    return changed
+    def lowered(st, _function):
+        name = _assigned_name(st)
+        if name is not None and isinstance(st.value, gast.BoolOp):
+            return [located(s, st) for s in lower(name, st.value)]
+        return None
+    return rewrite_statements(ctx, lowered)
 
 
 def _assigned_name(st):

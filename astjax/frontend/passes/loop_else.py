@@ -29,27 +29,15 @@ from __future__ import annotations
 
 import gast
 
-from astjax.frontend.passes import located, statement_lists
+from astjax.frontend.passes import located, rewrite_statements
 
 NAME = "loop_else"
 TRIGGERS = (gast.For, gast.While)    # node types without which the pass has nothing to do
 
 
 def run(fn, ctx) -> bool:
-    changed = False
-    for f in ctx.functions:
-        for block in statement_lists(f):
-            k = 0
-            while k < len(block):
-                st = block[k]
-                if isinstance(st, (gast.For, gast.While)) and st.orelse:
-                    new = _lower(st, ctx)
-                    block[k:k + 1] = new
-                    k += len(new)
-                    changed = True
-                else:
-                    k += 1
-    return changed
+    return rewrite_statements(ctx, lambda st, _function: _lower(st, ctx) if isinstance(
+        st, (gast.For, gast.While)) and st.orelse else None)
 
 
 def _lower(loop, ctx):
