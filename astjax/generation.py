@@ -97,23 +97,16 @@ def clear_cache():
 _GUARD = object()   # (_GUARD, key): where the guard of the entry under key is kept
 
 
-def guard_holds(cache: dict, key) -> bool:
-    """Whether what the code under ``key`` read while it was generated still holds
-    (astjax/read_guards.py); a miss or a broken guard asks ``cached`` to regenerate."""
-    guard = cache.get((_GUARD, key))
-    return guard is None or guard.holds()
-
-
 def cached(fun, key, build):
     """The generated code of ``fun`` under ``key``, built once (thread-safe), and built
     again when a value it folded from outside the function has been rebound."""
     cache = cache_for(fun)
     guard_key = (_GUARD, key)
-    entry = cache.get(key)
-    if entry is None or not guard_holds(cache, key):
+    entry, guard = cache.get(key), cache.get(guard_key)
+    if entry is None or guard is not None and not guard.holds():
         with _LOCK:
-            entry = cache.get(key)
-            if entry is None or not guard_holds(cache, key):
+            entry, guard = cache.get(key), cache.get(guard_key)
+            if entry is None or guard is not None and not guard.holds():
                 with read_guards.collecting() as reads:
                     entry = build()
                 guard = reads.guard()
@@ -124,7 +117,7 @@ def cached(fun, key, build):
                     cache.pop(guard_key, None)
                 else:
                     cache[guard_key] = guard
-    read_guards.reused(cache.get(guard_key))   # an enclosing generation relies on it too
+    read_guards.reused(guard)   # an enclosing generation relies on it too
     return entry
 
 

@@ -498,9 +498,6 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
 
     def _loop(self, st, head, mark=None, before=None):
         """Normalize a loop body; returns (body, exit_flags, jumps leaving the loop)."""
-        if st.orelse:
-            self.error(st, "'else' on a loop is not supported",
-                       "use a flag variable set before 'break'")
         ctx = LoopCtx()
         self.loops.append(ctx)
         body: list = []

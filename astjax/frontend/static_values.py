@@ -656,9 +656,6 @@ class StaticValues:
 
     def _for_unrolled(self, st):
         """``for target in <container of functions>``: one copy of the body per element."""
-        if st.orelse:
-            self.error(st, "'else' on a loop is not supported",
-                       "use a flag variable set before 'break'")
         elements, limits = self._static_items(st.iter)
         ctx = LoopCtx()
         self.loops.append(ctx)
