@@ -629,6 +629,38 @@ for _name in ("fftshift", "ifftshift"):
     register(Primitive(_name, getattr(np.fft, _name), f"np.fft.{_name}", ("x", "axes"),
                        {"axes": None}, diff=("x",), kind="shape",
                        sample=lambda r: ((_u(r, (3, 5)),), {"axes": -1})))
+# np.fft's transforms: linear, their rules transform a (co)tangent with the same or the
+# transposed call (helpers: astjax/runtime_fft.py).  The samples cut, pad, reorder
+# axes and cover every norm; tests/test_fft.py checks more combinations end to end.
+_FFT1 = ("a", "n", "axis", "norm", "out")
+_FFT1D = {"n": None, "axis": -1, "norm": None, "out": None}
+_FFTN = ("a", "s", "axes", "norm", "out")
+_FFTND = {"s": None, "axes": None, "norm": None, "out": None}
+for _name, _kwargs, _shape in (
+        ("fft", {"n": 4, "norm": "ortho"}, (3, 5)),
+        ("ifft", {"n": 7, "axis": 0}, (3, 5)),
+        ("rfft", {"n": 5, "norm": "forward"}, (3, 6)),
+        ("irfft", {"n": 8}, (3, 5)),
+        ("hfft", {"axis": 0, "norm": "ortho"}, (4, 5)),
+        ("ihfft", {"n": 7}, (3, 6)),
+        ("fft2", {"s": (4, 3)}, (2, 3, 4)),
+        ("ifft2", {"axes": (1, 0), "norm": "forward"}, (3, 4)),
+        ("rfft2", {"axes": (0, 2)}, (2, 3, 4)),
+        ("irfft2", {"s": (3, 5)}, (3, 4)),
+        ("fftn", {"s": (3, 3), "axes": (0, 2), "norm": "ortho"}, (2, 3, 4)),
+        ("ifftn", {}, (2, 3)),
+        ("rfftn", {"norm": "ortho"}, (2, 3, 4)),
+        ("irfftn", {"s": (2, 6), "axes": (1, 2)}, (2, 3, 4))):
+    _nd = _name.endswith(("2", "n"))
+    _defaults = dict(_FFTND, axes=(-2, -1)) if _name.endswith("2") else \
+        _FFTND if _nd else _FFT1D
+    register(Primitive(_name, getattr(np.fft, _name), f"np.fft.{_name}",
+                       _FFTN if _nd else _FFT1, _defaults, diff=("a",), kind="linalg",
+                       sample=lambda r, _s=_shape, _k=_kwargs: ((_u(r, _s),), dict(_k))))
+for _name in ("fftfreq", "rfftfreq"):
+    register(Primitive(_name, getattr(np.fft, _name), f"np.fft.{_name}", ("n", "d", "device"),
+                       {"d": 1.0, "device": None}, kind="creation",
+                       reason=_ND + "builds a constant array", refuse=("d",)))
 # Piecewise constant for real input (0 or pi): a zero derivative, as jnp.angle.
 register(Primitive("angle", np.angle, "np.angle", ("z", "deg"), {"deg": False}, diff=("z",),
                    kind="elementwise", sample=lambda r: ((_u(r),), {})))
@@ -1106,6 +1138,17 @@ _helper("conv_full_cot", ("t", "a", "v", "mode"), {"mode": "full"}, diff=("t",),
 _helper("conv_full_cut", ("t", "a", "v", "mode"), {"mode": "full"}, diff=("t",),
         sample=lambda r: ((_u(r, (6,)), _u(r, (4,)), _u(r, (3,)), "valid"), {}),
         meta=("a", "v"))
+_helper("fft_fit", ("t", "x", "axes"), diff=("t",), meta=("x",),
+        sample=lambda r: ((_u(r, (3, 5)), _u(r, (4, 3)), (0, 1)), {}))
+_helper("irfft_scale", ("h", "axes", "lengths", "norm"), {"norm": None}, diff=("h",),
+        sample=lambda r: ((_u(r, (3, 4)), (1,), (3, 6), "ortho"), {}))
+for _name in ("fft_axes", "fft_lengths", "swap_norm"):
+    _helper(_name, {"fft_axes": ("a", "s", "axes"),
+                    "fft_lengths": ("a", "s", "axes", "inverse_real"),
+                    "swap_norm": ("norm",)}[_name],
+            {"fft_axes": {"s": None, "axes": None},
+             "fft_lengths": {"inverse_real": False}, "swap_norm": {}}[_name],
+            kind="static", reason=_ND + "a static fact about shapes")
 _helper("median_weights", ("a", "axis", "keepdims"), {"axis": None, "keepdims": False},
         kind="compare", reason=_ND + "a piecewise-constant mask")
 _helper("poly_powers", ("p",), kind="creation", reason=_ND + "builds a constant array")

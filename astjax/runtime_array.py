@@ -24,6 +24,9 @@ import math
 import numpy as np
 
 from astjax.errors import UnsupportedDerivativeError
+# np.fft's rule helpers, spelled ra.<name> in generated code like the others
+from astjax.runtime_fft import (  # noqa: F401
+    fft_axes, fft_fit, fft_lengths, irfft_scale, swap_norm)
 
 # ---------------------------------------------------------------------------
 # Small internals (not primitives: never called from templates)

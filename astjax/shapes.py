@@ -190,6 +190,8 @@ class _Interpreter:
         if s.prim in ("custom_call", "custom_apply", "custom_cotangents"):
             from astjax.transforms.custom import abstract_value   # custom rules
             return abstract_value(s.prim, args)
+        if prim.code.startswith("np.fft.") and s.prim not in ("fftshift", "ifftshift"):
+            return _fft_shape(prim, args, kwargs)
         like = _cotangent_of(s.prim, prim, args)
         if like is not None:
             return like
@@ -198,6 +200,30 @@ class _Interpreter:
             return _to_abstract(out)
         self.error(s, f"no shape rule for {prim.code}()", "eval_shape covers elementwise "
                    "operations, reductions, matrix products and views")
+
+
+_HALF_SPECTRUM = {"rfft", "rfft2", "rfftn", "ihfft"}      # the last axis n // 2 + 1
+_REAL_RESULT = {"irfft", "irfft2", "irfftn", "hfft"}
+
+
+def _fft_shape(prim, args, kwargs):
+    """The result of an np.fft transform: the transformed axes at the call's lengths
+    (without running a transform of that size)."""
+    from astjax import runtime_fft
+    bound = dict(zip(prim.params, args), **kwargs)
+    a, size, axes = bound["a"], bound.get("n", bound.get("s")), bound.get("axis",
+                                                                         bound.get("axes"))
+    a = _to_standin(a)
+    ax = runtime_fft.fft_axes(a, size, axes)
+    lengths = runtime_fft.fft_lengths(a, size, ax, prim.name in _REAL_RESULT)
+    shape = list(a.shape)
+    for axis, n in zip(ax, lengths):
+        shape[axis] = n
+    if prim.name in _HALF_SPECTRUM:
+        shape[ax[-1]] = lengths[-1] // 2 + 1
+    tiny = np.zeros(2, a.dtype)
+    dtype = (np.fft.irfft if prim.name in _REAL_RESULT else np.fft.fft)(tiny).dtype
+    return ShapeDtypeStruct(tuple(shape), dtype)
 
 
 def _at_statement(err, loc):

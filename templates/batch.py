@@ -1025,6 +1025,81 @@ def ifftshift(x, axes=None):
     return np.fft.ifftshift(x, rb.axis(axes, x))
 
 
+# np.fft: the per-example axes, non-negative, keep the batch axis out
+
+
+def fft(a, n=None, axis=-1, norm=None, out=None):
+    return np.fft.fft(a, n, rb.axis(axis, a), norm)
+
+
+def ifft(a, n=None, axis=-1, norm=None, out=None):
+    return np.fft.ifft(a, n, rb.axis(axis, a), norm)
+
+
+def fft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    return np.fft.fft2(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    return np.fft.ifft2(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def fftn(a, s=None, axes=None, norm=None, out=None):
+    return np.fft.fftn(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def ifftn(a, s=None, axes=None, norm=None, out=None):
+    return np.fft.ifftn(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def rfft(a, n=None, axis=-1, norm=None, out=None):
+    return np.fft.rfft(a, n, rb.axis(axis, a), norm)
+
+
+def rfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    return np.fft.rfft2(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def rfftn(a, s=None, axes=None, norm=None, out=None):
+    return np.fft.rfftn(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def irfft(a, n=None, axis=-1, norm=None, out=None):
+    return np.fft.irfft(a, n, rb.axis(axis, a), norm)
+
+
+def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    return np.fft.irfft2(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def irfftn(a, s=None, axes=None, norm=None, out=None):
+    return np.fft.irfftn(a, s, ra.fft_axes(rb.example(a), s, axes), norm)
+
+
+def hfft(a, n=None, axis=-1, norm=None, out=None):
+    return np.fft.hfft(a, n, rb.axis(axis, a), norm)
+
+
+def ihfft(a, n=None, axis=-1, norm=None, out=None):
+    return np.fft.ihfft(a, n, rb.axis(axis, a), norm)
+
+
+def fft_axes(a, s=None, axes=None):
+    return ra.fft_axes(rb.example(a), s, axes)
+
+
+def fft_lengths(a, s, axes, inverse_real=False):
+    return ra.fft_lengths(rb.example(a), s, axes, inverse_real)
+
+
+def fft_fit(t, x, axes):
+    return ra.fft_fit(t, x, axes)
+
+
+def irfft_scale(h, axes, lengths, norm=None):
+    return ra.irfft_scale(h, axes, lengths, norm)
+
+
 def np_select(condlist, choicelist, default=0):
     return np.select(condlist, choicelist, default)
 

@@ -1152,6 +1152,73 @@ def ifftshift(ans, x, axes=None, dx=None):
     return np.fft.ifftshift(dx, axes)
 
 
+# np.fft: linear, the tangent is transformed by the same call
+
+
+def fft(ans, a, n=None, axis=-1, norm=None, out=None, da=None):
+    return np.fft.fft(da, n, axis, norm)
+
+
+def ifft(ans, a, n=None, axis=-1, norm=None, out=None, da=None):
+    return np.fft.ifft(da, n, axis, norm)
+
+
+def fft2(ans, a, s=None, axes=(-2, -1), norm=None, out=None, da=None):
+    return np.fft.fft2(da, s, axes, norm)
+
+
+def ifft2(ans, a, s=None, axes=(-2, -1), norm=None, out=None, da=None):
+    return np.fft.ifft2(da, s, axes, norm)
+
+
+def fftn(ans, a, s=None, axes=None, norm=None, out=None, da=None):
+    return np.fft.fftn(da, s, axes, norm)
+
+
+def ifftn(ans, a, s=None, axes=None, norm=None, out=None, da=None):
+    return np.fft.ifftn(da, s, axes, norm)
+
+
+def rfft(ans, a, n=None, axis=-1, norm=None, out=None, da=None):
+    return np.fft.rfft(da, n, axis, norm)
+
+
+def rfft2(ans, a, s=None, axes=(-2, -1), norm=None, out=None, da=None):
+    return np.fft.rfft2(da, s, axes, norm)
+
+
+def rfftn(ans, a, s=None, axes=None, norm=None, out=None, da=None):
+    return np.fft.rfftn(da, s, axes, norm)
+
+
+def irfft(ans, a, n=None, axis=-1, norm=None, out=None, da=None):
+    return np.fft.irfft(da, n, axis, norm)
+
+
+def irfft2(ans, a, s=None, axes=(-2, -1), norm=None, out=None, da=None):
+    return np.fft.irfft2(da, s, axes, norm)
+
+
+def irfftn(ans, a, s=None, axes=None, norm=None, out=None, da=None):
+    return np.fft.irfftn(da, s, axes, norm)
+
+
+def hfft(ans, a, n=None, axis=-1, norm=None, out=None, da=None):
+    return np.fft.hfft(da, n, axis, norm)
+
+
+def ihfft(ans, a, n=None, axis=-1, norm=None, out=None, da=None):
+    return np.fft.ihfft(da, n, axis, norm)
+
+
+def fft_fit(ans, t, x, axes, dt=None):
+    return ra.fft_fit(dt, x, axes)
+
+
+def irfft_scale(ans, h, axes, lengths, norm=None, dh=None):
+    return ra.irfft_scale(dh, axes, lengths, norm)
+
+
 def angle(ans, z, deg=False, dz=None):
     # Im(dz / z) (real z: 0; at 0 nan, as jnp.angle)
     at_zero = z == 0

@@ -1210,6 +1210,122 @@ def ifftshift(g, ans, x, axes=None):
     return np.fft.fftshift(g, axes)
 
 
+# np.fft (helpers: astjax/runtime_fft.py).  ``ax``: the transformed axes,
+# non-negative; the transposes run on them at the transform's lengths and fit the
+# result back to the operand's (what n/s cut or padded gets zeros).
+
+
+def fft(g, ans, a, n=None, axis=-1, norm=None, out=None):
+    # the DFT matrix is symmetric: its transpose is the same transform
+    ax = ra.fft_axes(a, n, axis)
+    return ra.cast_like(ra.fft_fit(np.fft.fftn(g, None, ax, norm), a, ax), a)
+
+
+def ifft(g, ans, a, n=None, axis=-1, norm=None, out=None):
+    # the DFT matrix is symmetric: its transpose is the same transform
+    ax = ra.fft_axes(a, n, axis)
+    return ra.cast_like(ra.fft_fit(np.fft.ifftn(g, None, ax, norm), a, ax), a)
+
+
+def fft2(g, ans, a, s=None, axes=(-2, -1), norm=None, out=None):
+    # the DFT matrix is symmetric: its transpose is the same transform
+    ax = ra.fft_axes(a, s, axes)
+    return ra.cast_like(ra.fft_fit(np.fft.fftn(g, None, ax, norm), a, ax), a)
+
+
+def ifft2(g, ans, a, s=None, axes=(-2, -1), norm=None, out=None):
+    # the DFT matrix is symmetric: its transpose is the same transform
+    ax = ra.fft_axes(a, s, axes)
+    return ra.cast_like(ra.fft_fit(np.fft.ifftn(g, None, ax, norm), a, ax), a)
+
+
+def fftn(g, ans, a, s=None, axes=None, norm=None, out=None):
+    # the DFT matrix is symmetric: its transpose is the same transform
+    ax = ra.fft_axes(a, s, axes)
+    return ra.cast_like(ra.fft_fit(np.fft.fftn(g, None, ax, norm), a, ax), a)
+
+
+def ifftn(g, ans, a, s=None, axes=None, norm=None, out=None):
+    # the DFT matrix is symmetric: its transpose is the same transform
+    ax = ra.fft_axes(a, s, axes)
+    return ra.cast_like(ra.fft_fit(np.fft.ifftn(g, None, ax, norm), a, ax), a)
+
+
+def rfft(g, ans, a, n=None, axis=-1, norm=None, out=None):
+    # a real operand: the real part of the full transform of the half spectrum
+    # (zero-padded to the transform's length)
+    ax = ra.fft_axes(a, n, axis)
+    full = np.fft.fftn(g, ra.fft_lengths(a, n, ax), ax, norm)
+    return ra.cast_like(np.real(ra.fft_fit(full, a, ax)), a)
+
+
+def rfft2(g, ans, a, s=None, axes=(-2, -1), norm=None, out=None):
+    # a real operand: the real part of the full transform of the half spectrum
+    # (zero-padded to the transform's length)
+    ax = ra.fft_axes(a, s, axes)
+    full = np.fft.fftn(g, ra.fft_lengths(a, s, ax), ax, norm)
+    return ra.cast_like(np.real(ra.fft_fit(full, a, ax)), a)
+
+
+def rfftn(g, ans, a, s=None, axes=None, norm=None, out=None):
+    # a real operand: the real part of the full transform of the half spectrum
+    # (zero-padded to the transform's length)
+    ax = ra.fft_axes(a, s, axes)
+    full = np.fft.fftn(g, ra.fft_lengths(a, s, ax), ax, norm)
+    return ra.cast_like(np.real(ra.fft_fit(full, a, ax)), a)
+
+
+def irfft(g, ans, a, n=None, axis=-1, norm=None, out=None):
+    # irfft reads a Hermitian half spectrum: the conjugated real transform of g with
+    # the bins counted twice weighted 2, and irfft's normalization
+    ax = ra.fft_axes(a, n, axis)
+    h = np.conj(np.fft.rfftn(g, None, ax))
+    h = ra.irfft_scale(h, ax, ra.fft_lengths(a, n, ax, True), norm)
+    return ra.cast_like(ra.fft_fit(h, a, ax), a)
+
+
+def irfft2(g, ans, a, s=None, axes=(-2, -1), norm=None, out=None):
+    # irfft reads a Hermitian half spectrum: the conjugated real transform of g with
+    # the bins counted twice weighted 2, and irfft's normalization
+    ax = ra.fft_axes(a, s, axes)
+    h = np.conj(np.fft.rfftn(g, None, ax))
+    h = ra.irfft_scale(h, ax, ra.fft_lengths(a, s, ax, True), norm)
+    return ra.cast_like(ra.fft_fit(h, a, ax), a)
+
+
+def irfftn(g, ans, a, s=None, axes=None, norm=None, out=None):
+    # irfft reads a Hermitian half spectrum: the conjugated real transform of g with
+    # the bins counted twice weighted 2, and irfft's normalization
+    ax = ra.fft_axes(a, s, axes)
+    h = np.conj(np.fft.rfftn(g, None, ax))
+    h = ra.irfft_scale(h, ax, ra.fft_lengths(a, s, ax, True), norm)
+    return ra.cast_like(ra.fft_fit(h, a, ax), a)
+
+
+def hfft(g, ans, a, n=None, axis=-1, norm=None, out=None):
+    # hfft(a) is irfft(conj(a)) with the norm's direction swapped
+    ax = ra.fft_axes(a, n, axis)
+    h = ra.irfft_scale(np.fft.rfftn(g, None, ax), ax, ra.fft_lengths(a, n, ax, True),
+                       ra.swap_norm(norm))
+    return ra.cast_like(ra.fft_fit(h, a, ax), a)
+
+
+def ihfft(g, ans, a, n=None, axis=-1, norm=None, out=None):
+    # ihfft(a) is conj(rfft(a)) with the norm's direction swapped
+    ax = ra.fft_axes(a, n, axis)
+    full = np.fft.fftn(np.conj(g), ra.fft_lengths(a, n, ax), ax, ra.swap_norm(norm))
+    return ra.cast_like(np.real(ra.fft_fit(full, a, ax)), a)
+
+
+def fft_fit(g, ans, t, x, axes):
+    return ra.cast_like(ra.fft_fit(g, t, axes), t)
+
+
+def irfft_scale(g, ans, h, axes, lengths, norm=None):
+    # a real diagonal scaling: its own transpose
+    return ra.cast_like(ra.irfft_scale(g, axes, lengths, norm), h)
+
+
 def angle(g, ans, z, deg=False):
     # d angle = Im(dz / z): transposed, -1j / z (real z: 0, the angle is 0 or pi;
     # at 0 (the jump) nan, as jnp.angle)

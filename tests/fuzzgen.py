@@ -353,6 +353,12 @@ STRUCTURAL = [
     ("atleast_2d", "np.atleast_2d({a})", (1,)),
     ("vstack", "np.vstack([{a}, {b}])", (1, 1)),
     ("hstack", "np.hstack([{a}, {b}])", (1, 1)),
+    # np.fft (tests/test_fft.py): half spectra, cut and padded lengths, complex steps
+    ("rfft", "np.abs(np.fft.rfft({a}, axis=-1)) ** 2", (1, 2)),
+    ("fft", "np.real(np.fft.ifft(np.fft.fft({a}, n=5) * (1.0 + 0.5j), n=3))", (1,)),
+    ("irfft", "np.fft.irfft(np.fft.rfft({a}) * (0.5 - 1j) + 1.0, n=4)", (1,)),
+    ("fftn", "np.imag(np.fft.fftn({a}, norm='ortho')) + {a}", (2,)),
+    ("hfft", "np.fft.hfft({a} * (1.0 + 2.0j), n=3, axis=0)", (2,)),
 ]
 
 # Constructs around primitives (the Python astjax accepts).  Templates get {v} (the

@@ -136,6 +136,8 @@ EXTRA = {
     "svd_index": (lambda r: ((_u(r, (3,)), 3), {}), ("s",)),
     "argpartition": (lambda r: ((_u(r),), {"kth": 1, "axis": 0}), ("a",)),
     "rollaxis_perm": (lambda r: ((_u(r, (2, 3, 4)), -1), {"start": 1}), ("a",)),
+    "fft_axes": (lambda r: ((_u(r, (2, 3, 4)), None, (-1, 0)), {}), ("a",)),
+    "fft_lengths": (lambda r: ((_u(r, (2, 3, 4)), None, (0, 2), True), {}), ("a",)),
     "median_weights": (lambda r: ((_u(r, (3, 4)),), {"axis": 1}), ("a",)),
     "poly_powers": (lambda r: ((_u(r, (4,)),), {}), ("p",)),
     "power_block_index": (lambda r: ((_u(r, (2, 3, 3)), 1), {}), ("x",)),
@@ -205,7 +207,9 @@ SKIP = {
     # shape-only creation: every argument is a shape, size or dtype (a per-example size
     # would mean a per-example output shape), so no operand is ever batched
     **{n: "creation from shapes and sizes only: no array operand to batch"
-       for n in ("zeros", "ones", "empty", "eye", "identity", "tri", "indices", "range")},
+       for n in ("zeros", "ones", "empty", "eye", "identity", "tri", "indices", "range",
+                 "fftfreq", "rfftfreq")},
+    "swap_norm": "maps a norm's name (a string): no array operand to batch",
     # results that are not arrays
     "dtype": "returns a dtype (not an array); batched operands keep their dtype",
     "keys_list": "dict keys: static structure, never batched",

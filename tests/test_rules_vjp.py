@@ -116,7 +116,8 @@ def axpy(x, v, eps):
 
 def vdot_tree(a, b):
     """Sum of elementwise products over matching float leaves (None counts as zero); a
-    complex leaf pairs as two reals: ``Re(conj(a) b)``."""
+    complex leaf pairs in JAX's convention, ``Re(a * b)`` (a cotangent is the transpose
+    of the tangent map under it: np.fft's transforms of real samples are complex)."""
     if a is None or b is None:
         return 0.0
     if isinstance(b, (list, tuple)):
@@ -127,7 +128,7 @@ def vdot_tree(a, b):
         return builtins.sum(vdot_tree(a.get(k), b[k]) for k in b)
     if isinstance(a, (list, tuple)) and isinstance(b, np.ndarray):
         return vdot_tree(a, list(b))
-    return float(np.real(np.sum(np.conj(_wide(a)) * _wide(b))))
+    return float(np.real(np.sum(_wide(a) * _wide(b))))
 
 
 def diff_quotient(fp, fm, eps):
