@@ -982,6 +982,9 @@ _helper("pack_cots", ("ts", "x"), diff=("ts",),
         sample=lambda r: (([_u(r, (3,)), None, [0.5, 1.5, 2.5]], _u(r, (1, 3, 3))), {}))
 _helper("cast_like", ("t", "x"), diff=("t",),
         sample=lambda r: ((_u(r), _u(r)), {}), meta=("x",))
+for _name in ("zero_if_integer", "none_if_integer"):
+    _helper(_name, ("t", "x"), diff=("t",), sample=lambda r: ((_u(r), _u(r)), {}),
+            meta=("x",))
 _helper("chol_lower", ("x", "upper"), {"upper": False}, diff=("x",),
         sample=lambda r: ((_u(r, (2, 3, 3)), True), {}))
 _helper("getitem_vjp", ("t", "x", "index"), diff=("t",),

@@ -908,6 +908,26 @@ def cast_like(t, x):
     return _as_dtype(t, dtype)
 
 
+def _integer_valued(x) -> bool:
+    """An integer or boolean array or NumPy scalar (not a container, not a float)."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and np.dtype(dtype).kind in "biu"
+
+
+def zero_if_integer(t, x):
+    """A tangent of the value ``x``: zeros shaped like ``x`` where ``x`` is an integer or
+    boolean array (piecewise constant in what it was computed from), else ``t``.
+    Forward code applies it where a dtype is known only at run time
+    (``transforms/activity.py``: ``may_give_integers``)."""
+    return np.zeros(np.shape(x)) if _integer_valued(x) else t
+
+
+def none_if_integer(t, x):
+    """A cotangent of the value ``x``: None (zero) where ``x`` is an integer or boolean
+    array, else ``t`` (reverse code's ``zero_if_integer``)."""
+    return None if _integer_valued(x) else t
+
+
 def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
     """``x.astype(dtype, ...)`` as a function (also ``np.astype``)."""
     return np.asarray(x).astype(dtype, order=order, casting=casting, subok=subok, copy=copy)

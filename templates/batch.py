@@ -397,6 +397,11 @@ def roll(a, shift, axis=None):
     return rb.roll(a, shift, axis)
 
 
+def roll_per_example_shift(a, shift, axis=None):
+    # (transforms/batch.py: _PER_EXAMPLE_OPTIONS) each example rolled by its own shift
+    return rb.per_lane(np.roll, (0, 1), a, shift, axis)
+
+
 def pad(array, pad_width, mode="constant", constant_values=0):
     return ra.pad(array, rb.pad_width(pad_width, array), mode, constant_values)
 
@@ -705,6 +710,14 @@ def real_only(value, x, what):
 
 def cast_like(t, x):
     return ra.cast_like(t, x)
+
+
+def zero_if_integer(t, x):
+    return ra.zero_if_integer(t, x)
+
+
+def none_if_integer(t, x):
+    return ra.none_if_integer(t, x)
 
 
 def cot_or_zeros(t, like):

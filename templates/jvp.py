@@ -850,6 +850,14 @@ def cast_like(ans, t, x, dt=None):
     return ra.cast_like(dt, x)
 
 
+def zero_if_integer(ans, t, x, dt=None):
+    return ra.zero_if_integer(dt, x)
+
+
+def none_if_integer(ans, t, x, dt=None):
+    return ra.none_if_integer(dt, x)
+
+
 def chol_lower(ans, x, upper=False, dx=None):
     return ra.chol_lower(dx, upper)
 

@@ -898,6 +898,14 @@ def cast_like(g, ans, t, x):
     return ra.cast_like(g, t)
 
 
+def zero_if_integer(g, ans, t, x):
+    return ra.zero_if_integer(g, x)
+
+
+def none_if_integer(g, ans, t, x):
+    return ra.none_if_integer(g, x)
+
+
 def chol_lower(g, ans, x, upper=False):
     return ra.chol_lower(g, upper)
 

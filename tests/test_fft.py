@@ -78,7 +78,8 @@ def fd_gradient(loss, x):
     for i in range(flat.size):
         e = np.zeros(flat.shape)
         e[i] = EPS
-        grad[i] = (loss((flat + e).reshape(x.shape)) - loss((flat - e).reshape(x.shape))) / (2 * EPS)
+        grad[i] = (loss((flat + e).reshape(x.shape))
+                   - loss((flat - e).reshape(x.shape))) / (2 * EPS)
         if np.iscomplexobj(x):
             de = 1j * e
             grad[i] -= 1j * (loss((flat + de).reshape(x.shape))
@@ -200,7 +201,8 @@ def test_spectral_derivative_is_exact_and_differentiable():
 
 def test_deconvolution_gradients_in_both_arguments():
     rng = np.random.default_rng(5)
-    signal, kernel, target = rng.standard_normal(12), rng.standard_normal(5), rng.standard_normal(12)
+    signal, kernel = rng.standard_normal(12), rng.standard_normal(5)
+    target = rng.standard_normal(12)
     gs, gk = astjax.grad(deconvolution_loss, argnums=(0, 1))(signal, kernel, target)
     np.testing.assert_allclose(
         gs, fd_gradient(lambda s: deconvolution_loss(s, kernel, target), signal), rtol=1e-6)
@@ -208,7 +210,8 @@ def test_deconvolution_gradients_in_both_arguments():
         gk, fd_gradient(lambda k: deconvolution_loss(signal, k, target), kernel), rtol=1e-6)
     batch = rng.standard_normal((4, 12))
     np.testing.assert_allclose(
-        astjax.vmap(astjax.grad(deconvolution_loss), in_axes=(0, None, None))(batch, kernel, target),
+        astjax.vmap(astjax.grad(deconvolution_loss), in_axes=(0, None, None))(
+            batch, kernel, target),
         [astjax.grad(deconvolution_loss)(b, kernel, target) for b in batch], rtol=1e-12)
 
 
@@ -229,7 +232,8 @@ def test_power_spectrum_and_phase_retrieval():
 
 def test_jit_backends_agree_with_numpy():
     rng = np.random.default_rng(7)
-    signal, kernel, target = rng.standard_normal(64), rng.standard_normal(9), rng.standard_normal(64)
+    signal, kernel = rng.standard_normal(64), rng.standard_normal(9)
+    target = rng.standard_normal(64)
     want = deconvolution_loss(signal, kernel, target)
     for backend, (available, _) in astjax.backends().items():
         if not available or backend == "cuda":

@@ -618,8 +618,10 @@ def test_templates_mirror_their_primitives():
         if not inspect.isfunction(fn) or fn.__module__ != TB.__name__ or \
                 name in _HELPER_TEMPLATES:
             continue
+        from astjax.transforms.batch import _PER_EXAMPLE_OPTIONS
+        options = {rule: prim for (prim, _), rule in _PER_EXAMPLE_OPTIONS.items()}
         base = name[:-len("_per_example_index")] if name.endswith("_per_example_index") \
-            else name
+            else options.get(name, name)
         assert base in P.REGISTRY, f"templates/batch.py: {name} is no primitive's rule"
         assert _template_params(fn) == P.REGISTRY[base].params, (
             f"templates/batch.py: {name}{_template_params(fn)} does not mirror "

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
+
 from astjax import core
 from astjax import primitives as P
-from astjax.core import Copy, External, For, Prim, SetItem, Var
+from astjax.core import Const, Copy, External, For, Prim, SetItem, Var
 from astjax.errors import DifferentiationError
 
 DIFF, ZERO, REFUSE = "diff", "zero", "refuse"
@@ -109,9 +111,12 @@ def statement_edges(s, env=None):
             return out
         if not s.target:
             return out
+        integer = _static_dtype_kind(dict(bound).get("dtype"), env) in ("b", "i", "u")
         for pname, arg in bound:
             kind = DIFF if pname in prim.diff else REFUSE if pname in prim.refuse else (
                 ZERO if prim.diff or constant_output(prim) else REFUSE)
+            if integer and kind == DIFF:
+                kind = ZERO     # x.astype(int), np.sum(x, dtype=int): piecewise constant
             for n in core.atom_vars(list(arg) if isinstance(arg, tuple) else [arg]):
                 out.append((n, s.target, kind))
         return out
@@ -140,6 +145,45 @@ def statement_edges(s, env=None):
     if isinstance(s, For) and not isinstance(s.iter, Prim):
         return [(n, s.target, REFUSE) for n in _names(s.iter)]
     return out
+
+
+def _static_dtype_kind(arg, env=None):
+    """The kind (``np.dtype.kind``) of a dtype argument known while the code is made:
+    a constant, or a name folded to a fixed object (``int``, ``np.int32``); None when
+    absent or known only at run time."""
+    if isinstance(arg, Var) and env is not None:
+        entry = getattr(env, "entries", {}).get(arg.name)
+        arg = Const(entry[1]) if entry is not None and entry[0] == "value" else arg
+    if not isinstance(arg, Const) or arg.value is None:
+        return None
+    try:
+        return np.dtype(arg.value).kind
+    except TypeError:
+        return None
+
+
+# primitives that write into an array of their operand's dtype, whatever the written
+# value's (an integer array keeps integers)
+_WRITES_INTO = frozenset({"setitem", "scatter_add"})
+
+
+def may_give_integers(s, env=None) -> bool:
+    """Whether a statement with floating operands may give an integer or boolean value
+    whose dtype is known only at run time: a cast to a dtype held in a variable
+    (``x.astype(dt)``), a write into an array whose dtype decides (``y[i] = v`` into
+    an integer ``y`` truncates ``v``).  An integer value is piecewise constant in what
+    it was computed from (JAX gives it a float0 tangent): the transformations stop its
+    derivative at run time there (``ra.none_if_integer``, ``ra.zero_if_integer``); a
+    constant integer dtype is stopped here already (ZERO edges)."""
+    if isinstance(s, SetItem) or s.prim in _WRITES_INTO:
+        return True
+    prim = P.REGISTRY[s.prim]
+    if "dtype" not in prim.params:
+        return False
+    arg = dict(zip(prim.params, s.args), **s.kwargs).get("dtype")
+    if isinstance(arg, Const):
+        return False
+    return _static_dtype_kind(arg, env) is None
 
 
 def _may_mutate(obj) -> bool:

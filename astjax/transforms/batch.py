@@ -63,6 +63,13 @@ _PURE_CONTAINERS = {"make_tuple", "make_list", "make_dict", "append", "to_list",
                     "make_dict_from"}
 # index parameters a batching rule accepts per example (the others must be unbatched)
 _BATCHED_INDEX_OK = {"take_along_axis", "take_along_axis_vjp", "clamp_index"}
+# NumPy options a batching rule takes per example: (primitive, parameter) -> the rule
+# in templates/batch.py (any other per-example option is refused)
+_PER_EXAMPLE_OPTIONS = {("roll", "shift"): "roll_per_example_shift"}
+# NumPy functions whose rules take every option lane by lane (``rb.created``: the
+# shapes, sizes and bounds of creation functions)
+_LANE_BY_LANE_OPTIONS = frozenset({"zeros", "ones", "empty", "eye", "identity", "tri",
+                                   "indices", "full", "full_like", "arange"})
 # primitives whose per-example (batched) index goes to the rule
 # ``<primitive>_per_example_index`` in templates/batch.py
 _PER_EXAMPLE_INDEX = {"getitem", "getitem_vjp", "getitem_jvp", "acc_at", "cot_at", "cot_written",
@@ -361,7 +368,8 @@ class Batching:
                 self.error(s, f"vmap: {what} with a per-example index is not supported",
                            "index with an unbatched index, or use np.take_along_axis / "
                            "np.where with a mask")
-        if rule_name != s.prim:
+        rule_name = self.per_example_options(s, prim, rule_name)
+        if rule_name != s.prim and rule_name not in _PER_EXAMPLE_OPTIONS.values():
             k = [p for p in prim.params if p in ("index", "indices")][0]
             k = prim.params.index(k)
             args[k] = self.per_example_index(s, args[k], pre)
@@ -394,6 +402,27 @@ class Batching:
         for st in core.walk(stmts):
             st.loc = loc
         return pre + stmts + [Copy(s.target, results[0], loc=loc)] if s.target else pre + stmts
+
+    def per_example_options(self, s, prim, rule_name):
+        """The rule for a NumPy call with per-example options, or a refusal.
+
+        NumPy's batching rules take their options (an axis, a shift, a count, a
+        ``ddof``) for one example: a per-example one would be applied to every lane as
+        it stands (``np.roll(x, s)`` rolled every row by the batch's shifts) or crash.
+        ``_PER_EXAMPLE_OPTIONS`` names the rules written for per-example options."""
+        if not prim.code.startswith("np.") or s.prim in _LANE_BY_LANE_OPTIONS:
+            return rule_name
+        bound = list(zip(prim.params, s.args)) + list(s.kwargs.items())
+        for pname, arg in bound:
+            name = pname.lstrip("*")
+            if name in _NOT_DATA and name not in ("index", "indices", "out") and \
+                    _vars_of(arg) & self.batched:
+                if (s.prim, name) in _PER_EXAMPLE_OPTIONS:
+                    return _PER_EXAMPLE_OPTIONS[s.prim, name]
+                self.error(s, f"vmap: {prim.code}() with a per-example {name} is not "
+                           "supported (its batching rule takes one value for every example)",
+                           f"pass the same {name} for every example (in_axes=None for it)")
+        return rule_name
 
     def per_example_index(self, s, ix, pre):
         """An index with per-example entries, for the ``*_per_example_index`` rules: its

@@ -143,6 +143,10 @@ class ForwardAD:
             out.extend(self.prim_tangent(s))
         else:
             out.append(self.zero_tangent(target, loc))
+        if isinstance(s, (Prim, SetItem)) and activity.may_give_integers(s, self.fn.env):
+            # an integer result has a zero tangent (a dtype known only at run time)
+            out.append(Prim(self.dot(target), "zero_if_integer", [Var(self.dot(target)),
+                                                                  Var(target)], loc=loc))
         return out
 
     def zero_tangent(self, target, loc):

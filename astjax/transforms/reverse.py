@@ -521,7 +521,7 @@ class ReverseAD:
                                            surely=False))
             out.append(Prim(d_t, "cot_zero_at", [Var(d_t), s.index], loc=loc))
             return out
-        return self.guarded(d_t, body, loc)
+        return self.integer_results_stop(s, d_t, s.target) + self.guarded(d_t, body, loc)
 
     def if_adjoint(self, s: If) -> list:
         null, nonnull = set(self.null), set(self.nonnull)
@@ -784,7 +784,22 @@ class ReverseAD:
             if not self_update and self.reassigned(s.target):
                 out.extend(self.reset(d_y, loc))
             return out
-        return self.guarded(d_y, body, loc)
+        return self.integer_results_stop(s, d_y, ans) + self.guarded(d_y, body, loc)
+
+    def integer_results_stop(self, s, d_y: str, ans: str) -> list:
+        """``d_y = none_if_integer(d_y, y)``: None where ``y`` is an integer array.
+
+        An integer or boolean value is piecewise constant in whatever it was computed
+        from (JAX gives it a float0 tangent).  A cast written with a constant integer
+        dtype is constant already (``activity``); what is left for the run time is a
+        dtype only known then (``x.astype(dt)``) and a write into an array whose dtype
+        decides (``y[i] = v`` with ``y`` an integer array truncates ``v``)."""
+        if d_y in self.null or not activity.may_give_integers(s, self.fn.env):
+            return []
+        target = s.target if isinstance(s, SetItem) else ans
+        self.nonnull.discard(d_y)
+        return self.meta_operands([Prim(d_y, "none_if_integer", [Var(d_y), Var(target)],
+                                        loc=s.loc)])
 
     def append_adjoint(self, s: Prim, wanted, d_y: str) -> list:
         """``x = append(x, item)``: the item's cotangent is the last entry of ``d_x``,
