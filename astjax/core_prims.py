@@ -28,6 +28,12 @@ register(Primitive("append", rt.append, "rt.append", ("lst", "item"), diff=("lst
 register(Primitive("to_list", rt.to_list, "list", ("x",), diff=("x",), kind="structural"),
          callables=(builtins.list, builtins.tuple))
 register(Primitive("keys_list", rt.keys_list, "rt.keys_list", ("x",), kind="static"))
+# ``c[k] op= v`` with an item of ``c`` shared by another name (frontend/passes/augassign):
+# raises where the item is an array NumPy would update in place
+register(Primitive("refuse_item_update", rt.refuse_item_update, "rt.refuse_item_update",
+                   ("container", "item", "message", "hint"), kind="effect",
+                   reason="not differentiable: raises an AliasError where a list or dict item "
+                          "that is an array would be updated in place"))
 register(Primitive("sort_order", rt.sort_order, "rt.sort_order", ("keys", "reverse"),
                    defaults={"reverse": False}, kind="static"))
 register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff=("x",),

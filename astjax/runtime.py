@@ -999,6 +999,20 @@ def attr_of(x, name):
 # --------------------------------------------------------------- forward mode
 
 
+def refuse_item_update(container, item, message, hint):
+    """``container[k] op= v`` where another name shares an item of the container: for
+    an array item NumPy's ``op=`` changes that array in place (every name holding it
+    sees the change), which the lowering ``container[k] = container[k] op v`` does
+    not; raise then (an ``AliasError`` at the user's line).  Numbers (0-d arrays are
+    taken for numbers: under vmap a number is one), and updates of an array's own
+    entries, are what the lowering says."""
+    if isinstance(container, (list, dict)) and np.ndim(item) > 0 and (
+            isinstance(item, np.ndarray) or type(item).__module__.split(".")[0] == "cupy"):
+        from astjax import runtime_array as ra
+        from astjax.transforms.aliasing import AliasError
+        raise AliasError(message, ra.user_line(), hint)
+
+
 def tangent_set(t, index, v_dot, like):
     """Tangent of ``y`` after ``y[index] = v``: a copy of ``t`` with ``v_dot`` there."""
     if isinstance(t, dict):

@@ -712,6 +712,11 @@ def cast_like(t, x):
     return ra.cast_like(t, x)
 
 
+def refuse_item_update(container, item, message, hint):
+    # (one example's item: a number of every example is a batched vector)
+    return rt.refuse_item_update(container, rb.example(item), message, hint)
+
+
 def zero_if_integer(t, x):
     return ra.zero_if_integer(t, x)
 

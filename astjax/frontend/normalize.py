@@ -377,6 +377,15 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
 
     def stmt_Assign(self, st):
         targets = st.targets
+        hazard = getattr(st, "item_update_hazard", None)
+        if hazard is not None:
+            # ``c[k] op= v`` lowered by the augassign pass, another name sharing an
+            # item of ``c``: NumPy updates an array item in place, which the lowering's
+            # new value would not; refused at run time when the item is an array
+            base = self.subscript_base(targets[0])
+            item = self.expr(st.value.left, base + "_item")
+            self.emit(Prim(None, "refuse_item_update", [Var(base), item, Const(hazard[0]),
+                                                        Const(hazard[1])]))
         if len(targets) == 1:
             self.assign(targets[0], st.value)
             return set()

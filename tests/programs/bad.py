@@ -97,8 +97,8 @@ def unknown_method(x):
     return np.sum(y)
 
 
-def unknown_fft(x):
-    y = np.fft.fft(x)  # @fft
+def unknown_numpy_function(x):
+    y = np.unwrap(x)  # @unwrap
     return np.sum(np.abs(y))
 
 

@@ -61,6 +61,10 @@ _VIEW_FUNCTIONS = {"asarray", "asanyarray", "ascontiguousarray", "asfortranarray
                    "expand_dims", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to",
                    "diagonal", "real", "imag", "flip", "fliplr", "flipud", "rot90",
                    "broadcast_arrays", "split", "array_split", "hsplit", "vsplit"}
+# calls that make a new container holding the same items
+_SHALLOW_COPIES = {"list", "tuple", "dict", "set", "sorted", "reversed"}
+# methods of a container that return one of its items (or views of them)
+_ITEM_METHODS = {"get", "values", "items", "pop", "setdefault"}
 # methods that store their argument in the container they are called on
 _STORING_METHODS = {"append", "insert", "extend", "setdefault", "update", "add"}
 
@@ -142,10 +146,32 @@ def _lower(st, ctx, aliases):
         read = gast.Subscript(value, index, gast.Load())
         write = gast.Subscript(_copy(value), _copy(index), gast.Store())
         new = gast.Assign([write], gast.BinOp(read, st.op, st.value), None)
+        other = aliases.item_hazard(_root(t.value), st) if isinstance(t.value, gast.Name) \
+            else None
+        if other is not None:
+            # a list or dict item that is an array is updated in place by NumPy (the
+            # array other names share): the Normalizer checks the item at run time
+            name, line = other
+            sym = _SYMBOLS.get(type(st.op).__name__, "op")
+            text = _source(t)
+            new.item_update_hazard = (
+                f'"{text} {sym}= ..." updates the array {text} holds in place (NumPy\'s '
+                f"{sym}= on an array), and {name} shares that array (line {line}): astjax "
+                "cannot tell which you mean",
+                f'write "{text} = {text} {sym} ..." to store a new array ({name} keeps '
+                "the old one), or make the copy you mean explicit with .copy()")
         return pre + [located(new, st)]
     # ``obj.attr += v``: the Normalizer refuses the assignment to an attribute
     new = gast.Assign([_store(t)], gast.BinOp(_load(t), st.op, st.value), None)
     return [located(new, st)]
+
+
+def _source(e) -> str:
+    import ast
+    try:
+        return ast.unparse(gast.gast_to_ast(_copy(e)))
+    except Exception:  # noqa: BLE001  (a node gast cannot convert back: a generic name)
+        return f"{_root(e) or 'value'}[...]"
 
 
 def _copy(e):
@@ -180,6 +206,7 @@ class _Aliases:
         self.order: dict = {}     # id(statement) -> position in source order
         self.loops: dict = {}     # id(statement) -> ids of the loops around it
         self.events: list = []    # (position, loops, name updated, other name, line)
+        self.reads: list = []     # (position, loops, names the statement reads)
         self._walk(fn.body, ())
 
     def _walk(self, stmts, loops):
@@ -189,6 +216,11 @@ class _Aliases:
             if isinstance(st, gast.FunctionDef):
                 continue
             self._record(st, loops)
+            nodes = _shallow(st) if isinstance(st, (gast.For, gast.While, gast.If)) \
+                else gast.walk(st)
+            self.reads.append((self.order[id(st)], loops, {
+                n.id for n in nodes if isinstance(n, gast.Name) and
+                isinstance(n.ctx, gast.Load)}))
             inner = loops + (id(st),) if isinstance(st, (gast.For, gast.While)) else loops
             for attr in ("body", "orelse", "finalbody"):
                 block = getattr(st, attr, None)
@@ -233,6 +265,27 @@ class _Aliases:
                         if src != holder:
                             self._add(st, loops, src, holder)
 
+    def item_hazard(self, name, st):
+        """(other name, line) of a name that may share an item of the container
+        ``name`` (``w = d["w"]``, ``lst = [y]``, ``old = list(ws)``) before ``st``."""
+        pos = self.order.get(id(st))
+        loops = set(self.loops.get(id(st), ()))
+        for at, around, shared, other, line in self.events:
+            if name not in (shared, other) or shared == other:
+                continue
+            alias = other if shared == name else shared
+            if (at < pos or loops & set(around)) and self.read_after(alias, st):
+                return alias, line
+        return None
+
+    def read_after(self, name, st) -> bool:
+        """Whether ``name`` may be read after ``st`` runs (later in the source, or
+        anywhere in a loop around both)."""
+        pos = self.order.get(id(st))
+        loops = set(self.loops.get(id(st), ()))
+        return any(name in names and (at > pos or loops & set(around))
+                   for at, around, names in self.reads)
+
     def hazard(self, name, st):
         """(other name, line) of an alias of ``name`` made before ``st``, or None."""
         pos = self.order.get(id(st))
@@ -273,7 +326,7 @@ def _aliased_names(e) -> set:
         return set().union(*(_aliased_names(v) for v in e.values))
     if isinstance(e, gast.Call):
         f = e.func
-        if isinstance(f, gast.Attribute) and f.attr in _VIEW_METHODS:
+        if isinstance(f, gast.Attribute) and f.attr in _VIEW_METHODS | _ITEM_METHODS:
             return _aliased_names(f.value)
         if isinstance(f, gast.Attribute) and f.attr in _VIEW_FUNCTIONS and e.args and \
                 isinstance(f.value, gast.Name) and f.value.id in ("np", "numpy"):
@@ -282,11 +335,32 @@ def _aliased_names(e) -> set:
 
 
 def _held_names(e) -> set:
-    """Names a container display ``e`` holds (``[y, (z, w)]``, ``{"k": y}``)."""
+    """Names whose items (or themselves) a new container ``e`` holds: displays
+    (``[y, (z, w)]``, ``{"k": y}``), shallow copies (``list(ws)``, ``dict(d)``,
+    ``d.copy()``) and comprehensions of the items (``[w for w in ws]``)."""
     if isinstance(e, (gast.List, gast.Tuple, gast.Set)):
         items = e.elts
     elif isinstance(e, gast.Dict):
         items = [v for v in e.values if v is not None]
+    elif isinstance(e, gast.Call) and isinstance(e.func, gast.Name) and \
+            e.func.id in _SHALLOW_COPIES:
+        out = set()
+        for a in e.args[:1]:
+            out |= _aliased_names(a) | _element_names(a)
+        for kw in e.keywords:          # dict(a=y)
+            out |= _aliased_names(kw.value) | _held_names(kw.value)
+        return out
+    elif isinstance(e, gast.Call) and isinstance(e.func, gast.Attribute) and \
+            e.func.attr == "copy" and not e.args:
+        return _aliased_names(e.func.value)
+    elif isinstance(e, (gast.ListComp, gast.SetComp, gast.GeneratorExp, gast.DictComp)):
+        bound = {n.id for g in e.generators for n in gast.walk(g.target)
+                 if isinstance(n, gast.Name)}
+        elts = [e.key, e.value] if isinstance(e, gast.DictComp) else [e.elt]
+        if not any(_aliased_names(x) & bound for x in elts):
+            return set()
+        return set().union(*(_aliased_names(g.iter) | _element_names(g.iter)
+                             for g in e.generators))
     else:
         return set()
     out = set()
