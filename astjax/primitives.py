@@ -1044,7 +1044,11 @@ for _name, _params, _defaults in (
     _helper(_name, _params, _defaults, kind="static", reason=_ND + "a static fact about shapes")
 
 # Extra spellings of registered primitives.
-BY_METHOD.setdefault("conjugate", REGISTRY["conj"])
+# x.conj() / x.conjugate(): the method returns x itself for a real array (np.conj
+# makes a new one), which the aliasing analysis must know (transforms/aliasing.py)
+register(Primitive("conj_method", ra.conj_method, "ra.conj_method", ("x",), diff=("x",),
+                   kind="elementwise", sample=lambda r: ((_u(r),), {})))
+BY_METHOD["conj"] = BY_METHOD["conjugate"] = REGISTRY["conj_method"]
 
 _helper("dot_grad_a", ("t", "a", "b"), diff=("t", "b"),
         sample=lambda r: ((_u(r, (3, 2)), _u(r, (3, 4)), _u(r, (4, 2))), {}))

@@ -914,6 +914,11 @@ def _integer_valued(x) -> bool:
     return dtype is not None and np.dtype(dtype).kind in "biu"
 
 
+def conj_method(x):
+    """``x.conj()``: for a real array NumPy's method returns ``x`` itself."""
+    return x.conj() if hasattr(x, "conj") else np.conjugate(x)
+
+
 def zero_if_integer(t, x):
     """A tangent of the value ``x``: zeros shaped like ``x`` where ``x`` is an integer or
     boolean array (piecewise constant in what it was computed from), else ``t``.

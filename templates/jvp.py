@@ -240,6 +240,10 @@ def rad2deg(ans, x, out=None, dx=None):
     return dx * 57.29577951308232
 
 
+def conj_method(ans, x, dx=None):
+    return np.conj(dx)
+
+
 def conj(ans, x, out=None, dx=None):
     return np.conj(dx)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from astjax import core
 from astjax import primitives as P
-from astjax.core import Copy, External, For, If, Prim, SetItem, Var, While
+from astjax.core import Const, Copy, External, For, If, Prim, SetItem, Var, While
 from astjax.errors import DifferentiationError
 from astjax.transforms.activity import Restore
 
@@ -31,7 +31,29 @@ _FRESH_KINDS = frozenset({"elementwise", "reduction", "linalg", "creation", "com
                           "static"})
 # ... except these, which may return their operand itself or a view of it
 _MAY_VIEW = frozenset({"asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
-                       "real", "imag"})
+                       "real", "imag", "real_if_close",
+                       "conj_method"})   # (x.conj() of a real array is x itself)
+# ... and these when their ``copy`` argument allows it (``copy=False``/``None``: the
+# operand itself when no conversion is needed)
+_VIEW_UNLESS_COPIED = frozenset({"astype", "array", "nan_to_num"})
+
+
+def _may_view(s) -> bool:
+    """Whether a primitive of a kind that makes new arrays may return its operand or a
+    view of it here (``_MAY_VIEW``; a ``copy=False``; ``np.einsum`` of one operand,
+    ``'ii->i'`` or ``'ij->ji'``, is a writeable view)."""
+    if s.prim in _MAY_VIEW:
+        return True
+    prim = P.REGISTRY[s.prim]
+    bound = dict(zip(prim.params, s.args), **s.kwargs)
+    if s.prim in _VIEW_UNLESS_COPIED:
+        copy = bound.get("copy")
+        return copy is not None and not (isinstance(copy, Const) and copy.value is True)
+    if s.prim == "einsum":        # (the subscripts are among the operands: constants)
+        operands = bound.get("*operands", ())
+        return not isinstance(operands, tuple) or sum(
+            not isinstance(o, Const) for o in operands) <= 1
+    return False
 # tapes made by reverse mode (and any list used with push/pop): a reference pushed
 # there is read back only after the backward sweep restored the memory it points to
 _TAPES = frozenset({"new_tape"})
@@ -214,7 +236,7 @@ class Aliasing:
             state[s.target] = frozenset({(site, ())})
             self.defs[s.target] = s
             return state
-        if prim.kind in _FRESH_KINDS and s.prim not in _MAY_VIEW:
+        if prim.kind in _FRESH_KINDS and not _may_view(s):
             state[s.target] = frozenset({(site, ())})
             return state
         state[s.target] = frozenset({(site, ())}) | frozenset(
@@ -406,7 +428,7 @@ def _view_definition(s, name) -> bool:
         return core.writes(s) == [name] and isinstance(s.value, Var)
     if isinstance(s, Prim) and s.target == name:
         prim = P.REGISTRY[s.prim]
-        return prim.kind in ("shape", "index") or s.prim in _MAY_VIEW
+        return prim.kind in ("shape", "index") or _may_view(s)
     return False
 
 
