@@ -393,6 +393,12 @@ CONSTRUCTS = [
     ("lambda_default", ["k = {a} * 1.0", "g = lambda y, k=k: y * k + {u}", "k = k + 1.5",
                         "{v} = g({b_like_a}) * k"]),
     # complex intermediates of a real result (JAX's convention: tests/test_complex_rules)
+    # integer values are piecewise constant (tests/test_integer_results.py)
+    ("int_cast", ["k = ({a} * 3.0).astype(int)", "{v} = k * {a} + np.tanh(k * 0.1) + {u}"]),
+    ("int_write", ["w = np.zeros({a}.shape, dtype=np.int64)", "w[...] = {a} * 4.0",
+                   "{v} = w * {a} + {u}"]),
+    # an array written into itself (tests/test_self_writes.py)
+    ("self_write", ["{v} = {u} * 1.0", "{v}[::-1] = {v}", "{v}[...] = {v} * {a}"]),
     ("complex_abs", ["z = {a} * (0.8 - 0.6j) + 1j * {b_like_a}", "{v} = np.abs(z) ** 2 + {a}"]),
     ("complex_conj", ["z = {u} + 1j * {a}", "{v} = np.real(np.conj(z) * z * (0.5 + 1j))"]),
     ("complex_imag", ["z = np.exp(1j * {a}) * ({u} + 0.5j)",

@@ -578,6 +578,8 @@ def _mode(name):
         return "differentiable"
     if p.kind in P.CONSTANT_KINDS or name == "stop_gradient":
         return "constant"
+    if p.kind == "effect":       # no result to differentiate (a check that raises)
+        return "effect"
     if p.kind == BATCH_ONLY:
         return "batch-only"
     if name in REFUSED:

@@ -217,6 +217,8 @@ class ReverseAD:
         self.adj_names: dict[str, str] = {}
         self.trip_vars: set[str] = set()
         self.restore: set[str] = set()
+        # arrays the backward sweep restores in place (``restore_at``)
+        self.updated = {st.target for st in core.walk(fn.body) if isinstance(st, SetItem)}
         self.backward_reads: set[str] = set()
         self.meta_reads: set[str] = set()
         self.meta_of: dict[str, str] = {}
@@ -431,7 +433,7 @@ class ReverseAD:
             # y = f(y, ...): the rule needs the old y, which the tape gives back first
             new = self.names.fresh(f"{s.target}_new")
             out.append(Copy(new, Var(s.target), loc=loc))
-            out.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+            out.extend(self.popped(s.target, loc))
             if s.target in self.activity.active:
                 out.extend(self.prim_adjoint(s, ans=new))
             elif s.target in self.adj_names and self.reassigned(s.target):
@@ -471,7 +473,17 @@ class ReverseAD:
         else:
             for w in core.writes(s):
                 if w in self.restore and w not in self.late_values:
-                    out.append(Prim(w, "pop", [Var(self.tape)], loc=loc))
+                    out.extend(self.popped(w, loc))
+        return out
+
+    def popped(self, name: str, loc) -> list:
+        """``name = pop(tape)``: the value ``name`` had before it was rebound.  A vjp's
+        backward sweep copies an array it will restore in place: the tape holds the
+        residuals' own array, and the sweep may run again (``vjp_fn`` called twice,
+        or vmapped after one call)."""
+        out = [Prim(name, "pop", [Var(self.tape)], loc=loc)]
+        if self.residuals and name in self.updated:
+            out.append(Prim(name, "copy", [Var(name)], loc=loc))
         return out
 
     def tape_adjoint(self, s: Prim) -> list:
@@ -508,6 +520,7 @@ class ReverseAD:
 
         def body():
             out = []
+            contrib = None
             if self.is_active(s.value):
                 part = self.names.fresh(f"{d_t}_part")
                 # (the cotangent of the entries this write kept: ``rt.cot_written``)
@@ -516,10 +529,13 @@ class ReverseAD:
                 shape_of = self.meta_operands([Prim(contrib, "unbroadcast", [Var(part), s.value],
                                                     loc=loc)])
                 out.extend(shape_of)
-                # an entry of a container's cotangent may be None (nothing reached it)
+            out.append(Prim(d_t, "cot_zero_at", [Var(d_t), s.index], loc=loc))
+            if contrib is not None:
+                # after the overwritten entries' cotangent is cleared: the value may be
+                # the array itself (``y[::-1] = y``, ``y[:] = y``), whose cotangent this
+                # adds to; an entry of a container's cotangent may be None
                 out.extend(self.accumulate(self.d(s.value.name), Var(contrib), loc,
                                            surely=False))
-            out.append(Prim(d_t, "cot_zero_at", [Var(d_t), s.index], loc=loc))
             return out
         return self.integer_results_stop(s, d_t, s.target) + self.guarded(d_t, body, loc)
 
@@ -550,10 +566,10 @@ class ReverseAD:
         start_null = set(self.null)
 
         def trip():
-            inner = [Prim(v, "pop", [Var(self.tape)], loc=loc) for v in reversed(late)]
+            inner = [st for v in reversed(late) for st in self.popped(v, loc)]
             inner = inner + self.backward(s.body)
             if isinstance(s, For) and s.target in self.restore:
-                inner.append(Prim(s.target, "pop", [Var(self.tape)], loc=loc))
+                inner.extend(self.popped(s.target, loc))
             return inner
 
         inner = trip()
