@@ -9,7 +9,6 @@ against central differences under grad, jit(grad), jvp, vmap(grad) and hessian.
 import numpy as np
 import pytest
 
-import astjax
 from conftest import check_derivatives
 
 W = np.array([1.0, 2.0, 3.0, -0.5])
