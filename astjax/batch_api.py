@@ -17,7 +17,7 @@ from astjax.binding import (bind_arguments, fun_name, function_arguments, has_va
                             keyword_passed, per_arity, plain_callable, signature_of)
 from astjax.generation import (ASSEMBLED, cache_for, cached, check_callable, load_functions,
                                normalized, normalizer_factory, wrap)
-from astjax.core import Const, Copy, Return, Var
+from astjax.core import Const, Copy, Prim, Return, Var
 from astjax.errors import ArgumentError
 from astjax.transforms.batch import Batching
 from astjax.tree_util import tree_flatten, tree_leaves, tree_unflatten
@@ -31,6 +31,10 @@ def _build(fun, batched_mask, static_functions):
     batched = [p for p, b in zip(fn.params, batched_mask) if b]
     tr = Batching(fn, batched, size, normalizer_factory)
     body = tr.transform([s for s in fn.body if not isinstance(s, Return)])
+    # an argument the same for every example that the code later gives per-example
+    # values (``c = c + x``, ``buf[0] = x[0]``): one copy per lane from the start
+    body = [Prim(p, "broadcast_batch", [Var(p), Var(size)], loc=loc)
+            for p in fn.params if p in tr.batched and p not in batched] + body
     pre = [Copy(v, Const(None), loc=loc) for v in sorted(tr.undefined_ok)
            if v not in fn.params]
     body = pre + body + [Return(Var(result), loc=loc)]

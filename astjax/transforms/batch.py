@@ -153,6 +153,8 @@ class Batching:
                   for w in core.writes(s)}
         self.pop_only = popped - others
         self.lane_tapes: set = set()
+        sharing = _sharing_groups(self.fn)
+        self.sharing_at_update = _sharing_before_updates(self.fn)
         changed = True
         while changed:
             changed = False
@@ -177,7 +179,11 @@ class Batching:
                         set(core.atom_vars([s.value])) & batched:
                     new.add(s.target)
                 elif isinstance(s, SetItem) and set(core.reads(s)) & batched:
-                    new.add(s.target)
+                    # and every name that may share the updated memory (``w = z``, a
+                    # view ``r = z[0]``, a helper's parameter): made batched where it
+                    # is made, so that they stay one array (a per-example write into a
+                    # new batched copy bound to one name left the others unchanged)
+                    new |= sharing.get(s.target, {s.target})
                 elif isinstance(s, If) and set(core.reads(s)) & batched:
                     new |= (core.all_writes(s.body) | core.all_writes(s.orelse)) - uniform
                 elif isinstance(s, While) and (set(core.atom_vars([s.test])) |
@@ -501,8 +507,26 @@ class Batching:
         if self.masks or set(core.atom_vars([s.index])) & self.batched:
             # lanes that skip this code keep the old array (select), and a per-example
             # index goes to its rule: update a copy
-            return self.prim(Prim(s.target, "setitem", [Var(s.target), s.index, s.value],
-                                  loc=loc))
+            stmts = self.prim(Prim(s.target, "setitem", [Var(s.target), s.index, s.value],
+                                   loc=loc))
+            sharing = self.sharing_at_update.get(id(s), {s.target})
+            live = self.live_after.get(id(s))
+            if live is not None:       # (a name nothing reads afterwards cannot tell)
+                sharing = {n for n in sharing if n in live} | {s.target}
+            if len(sharing) < 2:
+                return stmts
+            if self.masks:
+                others = sorted(sharing - {s.target})
+                self.error(s, f"vmap: an in-place update of {s.target} inside a branch "
+                           f"taken per example, while {', '.join(others)} may share its "
+                           "memory", "update one name only (make the others copies), or "
+                           "select the new value with np.where outside the branch")
+            # ... and write it back into the array other names may share (``w = z``)
+            memory = self.names.fresh(f"{s.target}_memory")
+            self.batched.add(memory)
+            return [Copy(memory, Var(s.target), loc=loc)] + stmts + [
+                SetItem(memory, Index((Ellipsis,)), Var(s.target), loc=loc),
+                Copy(s.target, Var(memory), loc=loc)]
         return pre + [SetItem(s.target, _index_for_batch(s.index), value, loc=loc)]
 
     # ------------------------------------------------------------ control flow
@@ -723,6 +747,77 @@ def _counting_loop(stmts, counter, loop=None):
             if found is not None:
                 return found
     return None
+
+
+def _sharing_edge(s):
+    """(name, source) when ``s`` makes ``name`` share ``source``'s memory: a copy, a
+    view (basic indexing, reshapes, transposes...) or a call that may return its
+    operand (``transforms/aliasing.py``); else None."""
+    from astjax.transforms.aliasing import _may_view
+    if isinstance(s, Copy) and isinstance(s.value, Var):
+        return s.target, s.value.name
+    if isinstance(s, Prim) and s.target and s.args and isinstance(s.args[0], Var):
+        if P.REGISTRY[s.prim].kind == "shape" or s.prim == "getitem" or _may_view(s):
+            return s.target, s.args[0].name
+    return None
+
+
+class _Groups:
+    """Union-find of names that may share memory."""
+
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, n):
+        while self.parent.setdefault(n, n) != n:
+            self.parent[n] = self.parent[self.parent[n]]
+            n = self.parent[n]
+        return n
+
+    def join(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
+
+    def members(self, n) -> set:
+        root = self.find(n)
+        return {m for m in list(self.parent) if self.find(m) == root}
+
+
+def _sharing_groups(fn) -> dict:
+    """name -> the names that may share its memory anywhere in ``fn`` (flow-insensitive,
+    transitive)."""
+    groups = _Groups()
+    for s in core.walk(fn.body):
+        edge = _sharing_edge(s)
+        if edge is not None:
+            groups.join(*edge)
+    return {n: groups.members(n) for n in list(groups.parent)}
+
+
+def _sharing_before_updates(fn) -> dict:
+    """id(SetItem) -> the names that may share its target's memory when it runs: made
+    by statements before it, or anywhere in a loop around it (a later iteration)."""
+    out: dict = {}
+
+    def walk(stmts, groups, loop_edges):
+        for s in stmts:
+            if isinstance(s, SetItem):
+                g = _Groups()
+                g.parent = dict(groups.parent)
+                for edge in loop_edges:
+                    g.join(*edge)
+                out[id(s)] = g.members(s.target)
+            edge = _sharing_edge(s)
+            if edge is not None:
+                groups.join(*edge)
+            for block in core.child_blocks(s):
+                inner = loop_edges
+                if isinstance(s, (For, While)):
+                    inner = loop_edges + [e for st in core.walk(block)
+                                          if (e := _sharing_edge(st)) is not None]
+                walk(block, groups, inner)
+
+    walk(fn.body, _Groups(), [])
+    return out
 
 
 def _vars_of(op):
