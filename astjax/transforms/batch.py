@@ -24,6 +24,8 @@ example are refused (the result's size would differ).
 from __future__ import annotations
 
 
+import numpy as np
+
 from astjax import core
 from astjax import primitives as P
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
@@ -457,11 +459,12 @@ class Batching:
         if s.prim in ("make_tuple", "make_list", "make_dict", "append", "acc"):
             pre = []
             args = []
+            batched = s.target in self.batched
             for a in s.args:
                 if isinstance(a, tuple):
-                    a = tuple(self.batch_operand(x, pre, loc) for x in a)
-                elif isinstance(a, Var) and s.prim != "make_dict":
-                    a = self.batch_operand(a, pre, loc)
+                    a = tuple(self.batch_entry(x, pre, loc, batched) for x in a)
+                elif s.prim != "make_dict":
+                    a = self.batch_entry(a, pre, loc, batched)
                 args.append(a)
             return pre + [Prim(s.target, s.prim, args, s.kwargs, loc=loc)]
         return [s]
@@ -488,6 +491,21 @@ class Batching:
         for st in core.walk(stmts):
             st.loc = loc
         return stmts + [Copy(target, results[0], loc=loc)]
+
+    def batch_entry(self, op, out, loc, container_batched):
+        """An entry of a container: a variable batched (``batch_operand``), and a number
+        written in the code too when the container is batched (``ys.append(0.0)`` in a
+        scan step, ``return x, 1.0``): every entry of a batched container carries the
+        batch, or its stacked steps would be read as batched along the wrong axis."""
+        if isinstance(op, Var):
+            return self.batch_operand(op, out, loc)
+        if container_batched and isinstance(op, Const) and isinstance(
+                op.value, (bool, int, float, complex, np.generic)):
+            b = self.names.fresh("constant_batched")
+            out.append(Prim(b, "broadcast_batch", [op, Var(self.size)], loc=loc))
+            self.batched.add(b)
+            return Var(b)
+        return op
 
     def batch_operand(self, op, out, loc):
         if isinstance(op, Var) and not self.is_batched(op):
