@@ -217,6 +217,15 @@ def _assembled(fun):
     return _wrap_plain(fun, jitted, fun._astjax, getattr(fun, "_astjax_jacobian", None))
 
 
+def _typed(value):
+    """A static argument as a cache key: its value and its type, in containers too.
+    ``2``, ``2.0``, ``True`` and ``np.int32(2)`` compare equal, but NumPy's results
+    differ with them (``x // n`` of integers, ``np.full(2, n)``'s dtype)."""
+    if type(value) in (tuple, list):
+        return (type(value), tuple(_typed(v) for v in value))
+    return (type(value), value)
+
+
 def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None,
         fastmath=False):
     """Compile ``fun`` into optimized NumPy code (decorator or function, like jax.jit).
@@ -313,7 +322,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
                     f"{type(value).__name__}; pass arrays as ordinary arguments, or "
                     "convert lists to tuples") from None
         fn_args = function_arguments(dynamic)
-        key = ("jit", tuple(sorted(static.items(), key=lambda kv: kv[0])), fn_args,
+        key = ("jit", tuple(sorted(((k, _typed(v)) for k, v in static.items()),
+                                   key=lambda kv: kv[0])), fn_args,
                _signature(dynamic), _kw_signature(kwargs), donated, chosen_backend.name,
                fastmath)
         kw_dynamic = dict(kwargs)
@@ -351,7 +361,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
             except TypeError:  # general() explains
                 sig = None
         if sig is not None:
-            key = (_FAST, len(args), static_values, static_kw, sig, donated,
+            key = (_FAST, len(args), _typed(static_values), _typed(static_kw), sig, donated,
                    chosen_backend.name, fastmath)
             gen = fun_cache.get(key)
             if gen is None or gen.guard is not None and not gen.guard.holds():
