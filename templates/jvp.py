@@ -1389,7 +1389,7 @@ def quantile(ans, a, q, axis=None, out=None, overwrite_input=False, method="line
 
 def percentile(ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, weights=None, da=None, dq=None):
-    return (ra.quantile_jvp(da, a, q / 100.0, axis, keepdims, method)
+    return (ra.quantile_jvp(da, a, np.asarray(q) / 100.0, axis, keepdims, method)
             + ra.refuse_tangent(dq, "the derivative of np.percentile in q"))
 
 

@@ -1521,7 +1521,7 @@ def quantile(g, ans, a, q, axis=None, out=None, overwrite_input=False, method="l
 
 def percentile(g, ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, weights=None):
-    return (ra.quantile_vjp(g, a, q / 100.0, axis, keepdims, method),
+    return (ra.quantile_vjp(g, a, np.asarray(q) / 100.0, axis, keepdims, method),
             ra.refuse_value("the derivative of np.percentile in q", q))
 
 

@@ -195,7 +195,8 @@ def pad_short(x):
 
 def quantiles(x):
     return np.sum(np.quantile(x, [0.1, 0.5, 0.85], axis=1) * W33) + np.percentile(x, 37.5) \
-        + np.sum(np.quantile(x, 0.3, axis=0, keepdims=True) ** 2)
+        + np.sum(np.quantile(x, 0.3, axis=0, keepdims=True) ** 2) \
+        + np.sum(np.percentile(x, [10, 90], axis=0) * W33[:2])   # (levels in a list)
 
 
 def nan_reductions(x):
