@@ -1153,7 +1153,9 @@ def _list_index(items):
     parts = [_list_index(v) if isinstance(v, list) else np.asarray(v) for v in items]
     if not parts:
         return np.zeros((0,), dtype=np.intp)
-    return np.stack(np.broadcast_arrays(*parts))
+    stacked = np.stack(np.broadcast_arrays(*parts))
+    # numbers only: the same in every lane, a batch axis of one
+    return stacked[..., None] if all(not p.ndim for p in parts) else stacked
 
 
 def uniform_index(index):
@@ -1177,7 +1179,7 @@ def _gather_plan(shape_, index, size_):
     items = _index_items(index)
     nd = len(shape_)
     if any(it is Ellipsis for it in items):
-        k = items.index(Ellipsis)
+        k = next(i for i, it in enumerate(items) if it is Ellipsis)   # (arrays: no ==)
         used = builtins.sum(1 for it in items if it is not None and it is not Ellipsis)
         items = items[:k] + [slice(None)] * (nd - used) + items[k + 1:]
     front, adv, dim, before, adv_nd = [], [], 0, 0, 0
@@ -1201,6 +1203,11 @@ def _gather_plan(shape_, index, size_):
         adv.append(p)
         front.append(it)
         dim += 1
+    # per-example index shapes broadcast as NumPy aligns them, from the right: a lower
+    # rank one gets unit axes after its batch axis (``m[[0, 2], j]``: (2,) with ())
+    front = [np.reshape(it, it.shape[:1] + (1,) * (adv_nd + 1 - it.ndim) + it.shape[1:])
+             if isinstance(it, np.ndarray) and it.ndim and it.ndim - 1 < adv_nd else it
+             for it in front]
     lane = np.arange(size_).reshape((size_,) + (1,) * adv_nd)
     adjacent = adv == list(range(adv[0], adv[0] + len(adv))) if adv else True
     moves = None
