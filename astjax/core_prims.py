@@ -31,7 +31,7 @@ register(Primitive("keys_list", rt.keys_list, "rt.keys_list", ("x",), kind="stat
 # ``c[k] op= v`` with an item of ``c`` shared by another name (frontend/passes/augassign):
 # raises where the item is an array NumPy would update in place
 register(Primitive("refuse_item_update", rt.refuse_item_update, "rt.refuse_item_update",
-                   ("container", "item", "message", "hint"), kind="effect",
+                   ("container", "item", "others", "update"), kind="effect",
                    reason="not differentiable: raises an AliasError where a list or dict item "
                           "that is an array would be updated in place"))
 register(Primitive("sort_order", rt.sort_order, "rt.sort_order", ("keys", "reverse"),
@@ -222,7 +222,8 @@ register(Primitive("leaf_axis_size", rb.leaf_axis_size, "rb.leaf_axis_size", ("x
                    kind="static"))
 for _name, _kind in (("lift", "batch"), ("broadcast_batch", "batch"), ("select", "batch"),
                      ("continue_lanes", "batch"), ("all_lanes_flags", "batch"),
-                     ("any_lane", "batch"), ("all_lanes", "batch"), ("batch_size", "batch")):
+                     ("any_lane", "batch"), ("all_lanes", "batch"), ("batch_size", "batch"),
+                     ("write_back", "batch"), ("refuse_shared_update", "batch")):
     register(Primitive(_name, getattr(rb, _name), f"rb.{_name}", _params(getattr(rb, _name)),
                        kind=_kind))
 for _name in ("shape", "ndim", "size", "length", "axis", "index", "matmul", "dot"):

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from astjax import codegen, read_guards
+from astjax import codegen, core, read_guards
 from astjax import runtime as rt
 from astjax import runtime_array as ra
 from astjax.binding import fun_name
-from astjax.core import Copy, Return, Var
+from astjax.core import Const, Copy, Prim, Return, Var
 from astjax.errors import ArgumentError, DifferentiationError, Location, SourceError
 from astjax.frontend.names import NameGen
 from astjax.frontend.normalize import Normalizer
@@ -139,12 +139,48 @@ def normalizer_factory(names, env):
     return n
 
 
+def prune_item_update_checks(fn) -> None:
+    """Keep a ``c[k] op= v`` check (``rt.refuse_item_update``) only for the names that
+    are read after the update before being assigned again (liveness): a name holding
+    the item but rebound first (``w = params["w"]`` at the top of each step) cannot
+    tell the in-place update from the new value."""
+    from astjax.passes.analysis import liveness
+    live = liveness(fn)
+
+    def prune(block):
+        for s in block:
+            for child in core.child_blocks(s):
+                prune(child)
+        kept = []
+        for i, s in enumerate(block):
+            if isinstance(s, Prim) and s.prim == "refuse_item_update":
+                update = next((t for t in block[i + 1:] if isinstance(t, core.SetItem) and
+                               t.target == s.args[0].name), None)
+                after = live.get(id(update)) if update is not None else None
+                info, others = s.args[3], s.args[2]
+                if after is not None and isinstance(info, Const) and isinstance(others, tuple):
+                    # (generated code read again spells them as tuples it builds: its
+                    # checks were pruned when it was made)
+                    text, sym, names = info.value
+                    keep = [k for k, v in enumerate(others)
+                            if isinstance(v, Var) and v.name in after]
+                    if not keep:
+                        continue
+                    s.args[2] = tuple(others[k] for k in keep)
+                    s.args[3] = Const((text, sym, tuple(names[k] for k in keep)))
+            kept.append(s)
+        block[:] = kept
+
+    prune(fn.body)
+
+
 def normalized(fun, static_functions=None):
     """(names, core function, result variable): ``fun`` in core form, ending in
     ``return <variable>`` so transformations can name its result."""
     names = NameGen()
     fn = Normalizer(names).function(fun, static_functions=static_functions)
     private_arguments(fn)   # the mutation policy: never change the caller's arrays
+    prune_item_update_checks(fn)
     ret = fn.body[-1]
     assert isinstance(ret, Return)
     if not isinstance(ret.value, Var):

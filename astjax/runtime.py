@@ -999,18 +999,42 @@ def attr_of(x, name):
 # --------------------------------------------------------------- forward mode
 
 
-def refuse_item_update(container, item, message, hint):
-    """``container[k] op= v`` where another name shares an item of the container: for
-    an array item NumPy's ``op=`` changes that array in place (every name holding it
-    sees the change), which the lowering ``container[k] = container[k] op v`` does
-    not; raise then (an ``AliasError`` at the user's line).  Numbers (0-d arrays are
-    taken for numbers: under vmap a number is one), and updates of an array's own
-    entries, are what the lowering says."""
-    if isinstance(container, (list, dict)) and np.ndim(item) > 0 and (
+def refuse_item_update(container, item, others, update):
+    """``container[k] op= v`` while other names may hold the item (``update``: the
+    update's text, its operator and those names with their lines).  For an array item
+    NumPy's ``op=`` changes that array in place, so every name holding it sees the
+    change, which the lowering ``container[k] = container[k] op v`` does not: raise
+    then (an ``AliasError`` at the user's line).  Numbers (0-d arrays are taken for
+    numbers: under vmap a number is one), names holding something else (a dict's
+    keys), and updates of an array's own entries are what the lowering says."""
+    if not isinstance(container, (list, dict)) or np.ndim(item) == 0 or not (
             isinstance(item, np.ndarray) or type(item).__module__.split(".")[0] == "cupy"):
-        from astjax import runtime_array as ra
-        from astjax.transforms.aliasing import AliasError
-        raise AliasError(message, ra.user_line(), hint)
+        return
+    text, sym, names = update
+    for value, (name, line) in zip(others, names):
+        if _holds(value, item):
+            from astjax import runtime_array as ra
+            from astjax.transforms.aliasing import AliasError
+            raise AliasError(
+                f'"{text} {sym}= ..." updates the array {text} holds in place (NumPy\'s '
+                f"{sym}= on an array), and {name} shares that array (line {line}): astjax "
+                "cannot tell which you mean", ra.user_line(),
+                f'write "{text} = {text} {sym} ..." to store a new array ({name} keeps the '
+                "old one), or make the copy you mean explicit with .copy()")
+
+
+def _holds(value, item, depth=0) -> bool:
+    """Whether ``value`` is ``item``, shares its memory, or holds it (a list, tuple or
+    dict of them, a few levels deep)."""
+    if value is item:
+        return True
+    if isinstance(value, (list, tuple)) and depth < 4:
+        return any(_holds(v, item, depth + 1) for v in value)
+    if isinstance(value, dict) and depth < 4:
+        return any(_holds(v, item, depth + 1) for v in value.values())
+    if isinstance(value, np.ndarray) and isinstance(item, np.ndarray):
+        return np.shares_memory(value, item)
+    return False
 
 
 def tangent_set(t, index, v_dot, like):

@@ -114,6 +114,24 @@ def lift(x):
     return x
 
 
+def refuse_shared_update(x, message):
+    """An update of an array inside a per-example branch while other names may share
+    its memory (transforms/batch.py): refused where it runs; a list or dict passes."""
+    if isinstance(x, np.ndarray):
+        refuse_here(message, "update one name only (make the others copies), or select "
+                    "the new value with np.where outside the branch")
+
+
+def write_back(memory, new):
+    """An array updated as a new value (a per-example index) written back into the
+    memory other names share, which it returns; a list or dict is the new one."""
+    if isinstance(memory, np.ndarray) and isinstance(new, np.ndarray) and \
+            memory.shape == new.shape:
+        memory[...] = new
+        return memory
+    return new
+
+
 def broadcast_batch(x, size):
     """An unbatched value assigned to a batched variable: one copy per lane."""
     if isinstance(x, (list, tuple)):

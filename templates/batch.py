@@ -712,9 +712,9 @@ def cast_like(t, x):
     return ra.cast_like(t, x)
 
 
-def refuse_item_update(container, item, message, hint):
+def refuse_item_update(container, item, others, update):
     # (one example's item: a number of every example is a batched vector)
-    return rt.refuse_item_update(container, rb.example(item), message, hint)
+    return rt.refuse_item_update(container, rb.example(item), rb.example(others), update)
 
 
 def zero_if_integer(t, x):

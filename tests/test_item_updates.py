@@ -59,9 +59,9 @@ def shallow_copy_of_list(x):
 
 def item_read_in_loop(x):
     params = {"w": x * 1.0}
+    w = params["w"]
     total = 0.0
     for _ in range(2):
-        w = params.get("w")
         total = total + np.sum(w * x)
         params["w"] -= 0.25 * x
     return total
@@ -121,7 +121,26 @@ def array_entries(x):
     return np.sum(z * x)
 
 
-KEEP = [sgd_step, number_items, unshared_list, array_entries]
+def fetched_each_step(x):
+    params = {"w": x * 1.0}
+    total = 0.0
+    for _ in range(2):
+        w = params.get("w")               # rebound before it is read again
+        total = total + np.sum(w * x)
+        params["w"] -= 0.25 * x
+    return total
+
+
+def sgd_over_keys(x):
+    params = {"a": x * 1.0, "b": x * 2.0}
+    grads = {"a": np.cos(x), "b": x * x}
+    for k in params:                      # the keys: strings, not the arrays
+        params[k] -= 0.1 * grads[k]
+    return np.sum(params["a"] * params["b"])
+
+
+KEEP = [sgd_step, number_items, unshared_list, array_entries, fetched_each_step,
+        sgd_over_keys]
 
 
 @pytest.mark.parametrize("f", KEEP, ids=[f.__name__ for f in KEEP])

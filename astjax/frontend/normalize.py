@@ -379,13 +379,18 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         targets = st.targets
         hazard = getattr(st, "item_update_hazard", None)
         if hazard is not None:
-            # ``c[k] op= v`` lowered by the augassign pass, another name sharing an
+            # ``c[k] op= v`` lowered by the augassign pass, other names that may hold an
             # item of ``c``: NumPy updates an array item in place, which the lowering's
-            # new value would not; refused at run time when the item is an array
-            base = self.subscript_base(targets[0])
-            item = self.expr(st.value.left, base + "_item")
-            self.emit(Prim(None, "refuse_item_update", [Var(base), item, Const(hazard[0]),
-                                                        Const(hazard[1])]))
+            # new value would not; refused at run time when one of them holds it
+            text, sym, others = hazard
+            bound = [(n, line) for n, line in others
+                     if isinstance(self.scope.rename.get(n), Var)]
+            if bound:
+                base = self.subscript_base(targets[0])
+                item = self.expr(st.value.left, base + "_item")
+                held = tuple(self.load_name(n, st) for n, _ in bound)
+                self.emit(Prim(None, "refuse_item_update",
+                               [Var(base), item, held, Const((text, sym, tuple(bound)))]))
         if len(targets) == 1:
             self.assign(targets[0], st.value)
             return set()

@@ -40,6 +40,8 @@ EFFECTFUL = frozenset({
     "leaf_axis_size", "from_last",
     # these walk their argument, which may be an iterator (consumed on the way)
     "as_sequence", "to_list", "keys_list", "py_sum", "py_max", "py_min",
+    # writes its second argument into its first (vmap: memory other names share)
+    "write_back", "refuse_shared_update",
 })
 
 # Primitives that mutate the container passed as their first argument.

@@ -78,6 +78,7 @@ class Aliasing:
         self.defs: dict = {}       # name -> a statement that last made it share memory
         self.contents: dict = {}   # container base -> {key: paths of its items}
         self.containers: set = set()  # bases that are lists, tuples or dicts built here
+        self.dicts: set = set()       # ... of them, the dicts (iterating one gives keys)
         for _ in range(4):         # item facts only grow: rerun until they settle
             before = {b: dict(c) for b, c in self.contents.items()}
             self.sharing: dict = {}    # update (by id) -> names sharing its memory there
@@ -214,6 +215,8 @@ class Aliasing:
             items = s.args[1] if s.prim == "make_dict" else s.args[0]
             slot = self.contents.setdefault(site, {})
             self.containers.add(site)
+            if s.prim == "make_dict":
+                self.dicts.add(site)
             for k, item in zip(keys, items):
                 slot[k] = frozenset(slot.get(k, frozenset()) | self._ids(
                     state, core.atom_vars([item])))
@@ -227,12 +230,19 @@ class Aliasing:
             return state
         if s.prim == "append":
             return state
+        if s.prim == "as_sequence":
+            source = self._ids(state, core.atom_vars(s.args[:1]))
+            if source and all(not keys and base in self.dicts for base, keys in source):
+                state[s.target] = frozenset({(site, ())})   # a dict's keys: new strings
+                return state
         if s.prim == "detach":
             # a deep copy: shares nothing; a list or dict copied is a list or dict
             source = self._ids(state, core.atom_vars(s.args[:1]))
             if source and all(not keys and base in self.containers for base, keys in source):
                 self.containers.add(site)
                 self.contents.setdefault(site, {})
+                if all(base in self.dicts for base, _ in source):
+                    self.dicts.add(site)
             state[s.target] = frozenset({(site, ())})
             self.defs[s.target] = s
             return state

@@ -534,17 +534,19 @@ class Batching:
             if len(sharing) < 2:
                 return stmts
             if self.masks:
+                # (a list or dict is updated as a new container: names holding its
+                # items are not concerned; an array is refused when it runs)
                 others = sorted(sharing - {s.target})
-                self.error(s, f"vmap: an in-place update of {s.target} inside a branch "
-                           f"taken per example, while {', '.join(others)} may share its "
-                           "memory", "update one name only (make the others copies), or "
-                           "select the new value with np.where outside the branch")
+                return [Prim(None, "refuse_shared_update", [
+                    Var(s.target), Const(f"vmap: an in-place update of {s.target} inside "
+                                         f"a branch taken per example, while "
+                                         f"{', '.join(others)} may share its memory")],
+                    loc=loc)] + stmts
             # ... and write it back into the array other names may share (``w = z``)
             memory = self.names.fresh(f"{s.target}_memory")
             self.batched.add(memory)
             return [Copy(memory, Var(s.target), loc=loc)] + stmts + [
-                SetItem(memory, Index((Ellipsis,)), Var(s.target), loc=loc),
-                Copy(s.target, Var(memory), loc=loc)]
+                Prim(s.target, "write_back", [Var(memory), Var(s.target)], loc=loc)]
         return pre + [SetItem(s.target, _index_for_batch(s.index), value, loc=loc)]
 
     # ------------------------------------------------------------ control flow

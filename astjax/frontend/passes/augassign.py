@@ -146,20 +146,14 @@ def _lower(st, ctx, aliases):
         read = gast.Subscript(value, index, gast.Load())
         write = gast.Subscript(_copy(value), _copy(index), gast.Store())
         new = gast.Assign([write], gast.BinOp(read, st.op, st.value), None)
-        other = aliases.item_hazard(_root(t.value), st) if isinstance(t.value, gast.Name) \
-            else None
-        if other is not None:
+        others = aliases.item_hazards(_root(t.value), st) if isinstance(t.value, gast.Name) \
+            else []
+        if others:
             # a list or dict item that is an array is updated in place by NumPy (the
-            # array other names share): the Normalizer checks the item at run time
-            name, line = other
-            sym = _SYMBOLS.get(type(st.op).__name__, "op")
-            text = _source(t)
-            new.item_update_hazard = (
-                f'"{text} {sym}= ..." updates the array {text} holds in place (NumPy\'s '
-                f"{sym}= on an array), and {name} shares that array (line {line}): astjax "
-                "cannot tell which you mean",
-                f'write "{text} = {text} {sym} ..." to store a new array ({name} keeps '
-                "the old one), or make the copy you mean explicit with .copy()")
+            # array other names may hold): the Normalizer checks at run time whether
+            # one of them holds the item (``rt.refuse_item_update``)
+            new.item_update_hazard = (_source(t), _SYMBOLS.get(type(st.op).__name__, "op"),
+                                      tuple(others))
         return pre + [located(new, st)]
     # ``obj.attr += v``: the Normalizer refuses the assignment to an attribute
     new = gast.Assign([_store(t)], gast.BinOp(_load(t), st.op, st.value), None)
@@ -239,7 +233,9 @@ class _Aliases:
             targets, value = [st.target], st.value
         elif isinstance(st, gast.For):
             targets, value = [st.target], st.iter
-        names = {n.id for t in targets for n in gast.walk(t) if isinstance(n, gast.Name)}
+        # the names bound (an item target ``y[i] = s`` binds into ``y`` only: its index
+        # names are read, not given ``s``)
+        names = {n.id for t in targets for n in _bound_nodes(t)}
         if value is not None:
             direct = _aliased_names(value) if not isinstance(st, gast.For) else \
                 _aliased_names(value) | _element_names(value)
@@ -265,18 +261,21 @@ class _Aliases:
                         if src != holder:
                             self._add(st, loops, src, holder)
 
-    def item_hazard(self, name, st):
-        """(other name, line) of a name that may share an item of the container
-        ``name`` (``w = d["w"]``, ``lst = [y]``, ``old = list(ws)``) before ``st``."""
+    def item_hazards(self, name, st) -> list:
+        """[(other name, line)] of the names that may hold an item of the container
+        ``name`` (``w = d["w"]``, ``lst = [y]``, ``old = list(ws)``), made before ``st``
+        (or in a loop around it) and read after it."""
         pos = self.order.get(id(st))
         loops = set(self.loops.get(id(st), ()))
+        out = []
         for at, around, shared, other, line in self.events:
             if name not in (shared, other) or shared == other:
                 continue
             alias = other if shared == name else shared
-            if (at < pos or loops & set(around)) and self.read_after(alias, st):
-                return alias, line
-        return None
+            if (at < pos or loops & set(around)) and self.read_after(alias, st) and \
+                    alias not in [o for o, _ in out]:
+                out.append((alias, line))
+        return out
 
     def read_after(self, name, st) -> bool:
         """Whether ``name`` may be read after ``st`` runs (later in the source, or
@@ -296,6 +295,22 @@ class _Aliases:
             if at < pos or loops & set(around):
                 return other, line
         return None
+
+
+def _bound_nodes(t):
+    """The Name nodes an assignment target binds or stores into."""
+    if isinstance(t, gast.Name):
+        return [t]
+    if isinstance(t, (gast.Tuple, gast.List)):
+        return [n for e in t.elts for n in _bound_nodes(e)]
+    if isinstance(t, gast.Starred):
+        return _bound_nodes(t.value)
+    if isinstance(t, (gast.Subscript, gast.Attribute)):
+        root = t
+        while isinstance(root, (gast.Subscript, gast.Attribute)):
+            root = root.value
+        return [root] if isinstance(root, gast.Name) else []
+    return []
 
 
 def _shallow(st):
