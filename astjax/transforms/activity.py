@@ -39,6 +39,11 @@ DIFF, ZERO, REFUSE = "diff", "zero", "refuse"
 # primitives whose output is constant although they take any value: the derivative
 # is zero by design, not by omission
 _ZERO_BY_DESIGN = frozenset({"stop_gradient"})
+# piecewise-constant functions: their rules give a zero derivative (None); known here,
+# what they feed is not differentiated at all, as JAX's symbolic zeros do (the 2-norm
+# of rint(x) at 0 gets a zero tangent, not 0 / 0)
+_PIECEWISE_CONSTANT = frozenset({"floor", "ceil", "trunc", "rint", "fix", "round",
+                                 "py_round", "floor_divide"})
 # primitives that store their other operands into the first one; reverse mode mirrors
 # both (a tape of cotangents for push/pop, an in-place update for restore_at).  Other
 # tape primitives (save_at, pop) have rules; those without (replay...) refuse.
@@ -111,12 +116,15 @@ def statement_edges(s, env=None):
             return out
         if not s.target:
             return out
-        integer = _static_dtype_kind(dict(bound).get("dtype"), env) in ("b", "i", "u")
+        integer = _static_dtype_kind(dict(bound).get("dtype"), env) in ("b", "i", "u") \
+            or s.prim in _PIECEWISE_CONSTANT
         for pname, arg in bound:
             kind = DIFF if pname in prim.diff else REFUSE if pname in prim.refuse else (
                 ZERO if prim.diff or constant_output(prim) else REFUSE)
             if integer and kind == DIFF:
-                kind = ZERO     # x.astype(int), np.sum(x, dtype=int): piecewise constant
+                # x.astype(int), np.sum(x, dtype=int), np.floor(x): piecewise constant,
+                # a zero derivative known here (no rule runs: no 0 * inf downstream)
+                kind = ZERO
             for n in core.atom_vars(list(arg) if isinstance(arg, tuple) else [arg]):
                 out.append((n, s.target, kind))
         return out
