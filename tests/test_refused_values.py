@@ -27,6 +27,14 @@ def arange_length(x):
     return np.sum(np.arange(n) * x)
 
 
+def fftfreq_spacing(x):     # the frequencies of a grid of spacing d: k / (n d)
+    return np.sum(np.fft.fftfreq(4, d=x[0]) * x[1])
+
+
+def rfftfreq_spacing(x):
+    return np.sum(np.fft.rfftfreq(5, x[0]) * x[1])
+
+
 import astjax  # noqa: E402
 from astjax import lax  # noqa: E402
 SCALED = astjax.pmap(lambda v, k: lax.psum(v * k, "d"), axis_name="d",
@@ -37,7 +45,8 @@ def pmap_static(x):         # a pmap's static argument: its plan (shard_map_call
     return np.sum(SCALED(np.ones(1), x[0]))
 '''
 
-REFUSED = {"arange": ["arange_start", "arange_step"], "shard_map_call": ["pmap_static"]}
+REFUSED = {"arange": ["arange_start", "arange_step"], "shard_map_call": ["pmap_static"],
+           "fftfreq": ["fftfreq_spacing"], "rfftfreq": ["rfftfreq_spacing"]}
 X = np.array([0.5, 1.3])
 TRANSFORMS = {
     "grad": lambda f: astjax.grad(f)(X),
