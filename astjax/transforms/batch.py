@@ -801,6 +801,13 @@ class _Groups:
         root = self.find(n)
         return {m for m in list(self.parent) if self.find(m) == root}
 
+    def all_groups(self) -> dict:
+        """name -> its group, in one pass over the names."""
+        groups: dict = {}
+        for m in list(self.parent):
+            groups.setdefault(self.find(m), set()).add(m)
+        return {m: groups[self.find(m)] for m in self.parent}
+
 
 def _sharing_groups(fn) -> dict:
     """name -> the names that may share its memory anywhere in ``fn`` (flow-insensitive,
@@ -810,7 +817,7 @@ def _sharing_groups(fn) -> dict:
         edge = _sharing_edge(s)
         if edge is not None:
             groups.join(*edge)
-    return {n: groups.members(n) for n in list(groups.parent)}
+    return groups.all_groups()
 
 
 def _sharing_before_updates(fn) -> dict:
