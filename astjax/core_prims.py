@@ -34,6 +34,12 @@ register(Primitive("refuse_item_update", rt.refuse_item_update, "rt.refuse_item_
                    ("container", "item", "others", "update"), kind="effect",
                    reason="not differentiable: raises an AliasError where a list or dict item "
                           "that is an array would be updated in place"))
+# ``y op= v`` lowered to ``y = y op v`` while names it cannot see may share ``y``'s array
+# (a helper's parameter and its caller): raises where NumPy would update in place
+register(Primitive("refuse_rebinding_update", rt.refuse_rebinding_update,
+                   "rt.refuse_rebinding_update", ("value", "others", "update"), kind="effect",
+                   reason="not differentiable: raises an AliasError where an array another "
+                          "name holds would be updated in place"))
 register(Primitive("sort_order", rt.sort_order, "rt.sort_order", ("keys", "reverse"),
                    defaults={"reverse": False}, kind="static"))
 register(Primitive("as_sequence", rt.as_sequence, "rt.as_sequence", ("x",), diff=("x",),

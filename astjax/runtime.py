@@ -1023,6 +1023,32 @@ def refuse_item_update(container, item, others, update):
                 "old one), or make the copy you mean explicit with .copy()")
 
 
+def refuse_rebinding_update(value, others, update):
+    """``y op= v`` lowered to ``y = y op v`` while ``others`` (names read afterwards that
+    the aliasing analysis says may share ``y``'s memory: a helper's caller, ``z =
+    ident(y)``) may hold the array.  NumPy's ``op=`` on an array changes it in place,
+    so those names would see the change the new value does not give them: raise then
+    (an ``AliasError`` at the user's line).  Numbers (0-d arrays are taken for numbers,
+    as a number is one under vmap) and names holding other memory are what the
+    lowering says; ``+=`` on a list (``|=`` on a dict or set) is in place too."""
+    if not isinstance(value, (list, dict, set)) and (np.ndim(value) == 0 or not (
+            isinstance(value, np.ndarray) or type(value).__module__.split(".")[0] == "cupy")):
+        return
+    text, sym, names = update
+    for other, (name, line) in zip(others, names):
+        if _holds(other, value):
+            from astjax import runtime_array as ra
+            from astjax.transforms.aliasing import AliasError
+            where = f"line {line}" if line else "where it was bound"
+            raise AliasError(
+                f'"{text} {sym}= ..." updates the array {text} in place (NumPy\'s {sym}= on '
+                f"an array), and {name}, read afterwards, shares that array ({where}): "
+                "astjax cannot tell which you mean", ra.user_line(),
+                f'write "{text} = {text} {sym} ..." for a new array ({name} keeps the old '
+                f'one), or "{text}[...] {sym}= ..." to update it in place, which every '
+                "transformation follows")
+
+
 def _holds(value, item, depth=0) -> bool:
     """Whether ``value`` is ``item``, shares its memory, or holds it (a list, tuple or
     dict of them, a few levels deep)."""

@@ -409,9 +409,12 @@ def _sizes(*xs):
 
 
 def _as_batched(x):
-    """A batch-last array for any operand (a Python scalar: one per-example scalar)."""
+    """A batch-last array for any operand (a Python scalar: one per-example scalar; a
+    list or tuple holds batch-last items, as every operand of batched code does)."""
     if isinstance(x, np.ndarray) and x.ndim:
         return x
+    if isinstance(x, (list, tuple)):
+        return _asarray_tree(x)
     return np.asarray(x)[..., None]
 
 
@@ -432,6 +435,9 @@ def _common_batch(arrays):
 def _unbatch(x):
     """(value, batched): a batch-last operand as itself when it differs per example,
     else as its one example (no batch axis)."""
+    if isinstance(x, (list, tuple)) and any(isinstance(v, (np.ndarray, list, tuple))
+                                            for v in x):
+        x = _asarray_tree(x)      # (a list of batch-last items; a shape stays a shape)
     if isinstance(x, np.ndarray) and x.ndim and x.shape[-1] != 1:
         return x, True
     if isinstance(x, np.ndarray) and x.ndim:

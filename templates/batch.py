@@ -717,6 +717,11 @@ def refuse_item_update(container, item, others, update):
     return rt.refuse_item_update(container, rb.example(item), rb.example(others), update)
 
 
+def refuse_rebinding_update(value, others, update):
+    # (one example's value: a number of every example is a batched vector)
+    return rt.refuse_rebinding_update(rb.example(value), rb.example(others), update)
+
+
 def zero_if_integer(t, x):
     return ra.zero_if_integer(t, x)
 

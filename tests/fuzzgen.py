@@ -399,6 +399,15 @@ CONSTRUCTS = [
                    "{v} = w * {a} + {u}"]),
     # an array written into itself (tests/test_self_writes.py)
     ("self_write", ["{v} = {u} * 1.0", "{v}[::-1] = {v}", "{v}[...] = {v} * {a}"]),
+    # a helper's op= on its parameter updates the caller's array in place: fine where the
+    # caller rebinds its name to the result, or the helper made a new array first, or it
+    # is a number (tests/test_rebinding_updates.py)
+    ("helper_inplace", ["def {v}_step(w, d):", "    w -= 0.25 * d", "    w *= 1.5",
+                        "    return w", "{v} = {a} * 1.0", "{v} = {v}_step({v}, {u})"]),
+    ("helper_rebound", ["def {v}_sc(p, s):", "    p = p * s", "    p += 1.0", "    return p",
+                        "{v} = {v}_sc({a}, {b}) * {a}"]),
+    ("helper_number", ["def {v}_acc(t, d):", "    t += d", "    return t",
+                       "{v}_t = {v}_acc(0.5, np.sum({a}))", "{v} = {v}_acc({v}_t, {u}) * {v}_t"]),
     ("complex_abs", ["z = {a} * (0.8 - 0.6j) + 1j * {b_like_a}", "{v} = np.abs(z) ** 2 + {a}"]),
     ("complex_conj", ["z = {u} + 1j * {a}", "{v} = np.real(np.conj(z) * z * (0.5 + 1j))"]),
     ("complex_imag", ["z = np.exp(1j * {a}) * ({u} + 0.5j)",

@@ -222,6 +222,8 @@ SKIP = {
     "refuse_tangent": "raises for a non-zero tangent by design; None otherwise (no data)",
     "refuse_item_update": "raises for a shared array item by design (no result): "
                           "tests/test_item_updates.py checks it under vmap",
+    "refuse_rebinding_update": "raises for a shared array by design (no result): "
+                               "tests/test_rebinding_updates.py checks it under vmap",
     **{n: "einsum plans are static objects, not arguments vmap takes; vmap of np.einsum's "
           "rules is checked in test_surface and test_registry_orders"
        for n in ("einsum_multi", "einsum_plan", "einsum_plans_t", "einsum_plans_j",

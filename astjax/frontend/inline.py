@@ -27,7 +27,7 @@ import types
 
 import gast
 
-from astjax import primitives as P, read_guards
+from astjax import numpy_definitions, primitives as P, read_guards
 from astjax.core import Const, Copy, Index, Prim, Var
 from astjax.errors import TransformError, UnsupportedSyntaxError
 from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
@@ -316,9 +316,8 @@ class Inliner:
                                 code=id(value.node))
         prim = P.lookup_callable(value)
         if prim is not None:
-            out = self._out(target, hint, _short(prim.name))
-            self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
-            return Var(out)
+            return self.prim_call(prim, args, kwargs, node, hint, target)
+        value = numpy_definitions.definition(value) or value   # (np.trapezoid: in NumPy)
         func, pargs, pkwargs = unwrap_callable(value)
         if _is_library(func):
             self.error(node, f"{getattr(func, '__qualname__', func)} cannot be inlined here",

@@ -43,7 +43,7 @@ import numpy as np
 
 from astjax import codegen, core, read_guards
 from astjax import primitives as P
-from astjax import transform_table
+from astjax import masked_reductions, numpy_definitions, transform_table
 from astjax.core import (Assert, Const, Copy, External, For, If, Index, Prim, Raise, Return,
                          SetItem, SliceAtom, Var, While)
 from astjax.errors import Location, TransformError, UnsupportedSyntaxError
@@ -391,6 +391,12 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
                 held = tuple(self.load_name(n, st) for n, _ in bound)
                 self.emit(Prim(None, "refuse_item_update",
                                [Var(base), item, held, Const((text, sym, tuple(bound)))]))
+        rebinding = getattr(st, "rebinding_update", None)
+        if rebinding is not None and isinstance(self.scope.rename.get(rebinding[0]), Var):
+            # ``y op= v`` lowered to ``y = y op v``: which names may still hold the old
+            # array is known only after inlining (``generation.prune_rebinding_checks``)
+            self.emit(Prim(None, "refuse_rebinding_update",
+                           [self.scope.rename[rebinding[0]], (), Const(rebinding + ((),))]))
         if len(targets) == 1:
             self.assign(targets[0], st.value)
             return set()
@@ -1301,6 +1307,10 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
 
     def _compare(self, op, left, comp_node, hint, target, node):
         right = self.expr(comp_node, hint)
+        if type(op).__name__ in ("Is", "IsNot") and isinstance(left, Const) and \
+                isinstance(right, Const) and right.value is None and target is None:
+            # ``initial is not None`` of a constant: known now (a branch on it folds)
+            return Const((left.value is None) == (type(op).__name__ == "Is"))
         out = self._out(target, hint, _OP_NAMES.get(type(op).__name__, "cmp"))
         self._compare_values(op, left, right, out, node)
         return Var(out)
@@ -1756,6 +1766,8 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         special = SPECIAL_CALLS.get(id(obj))
         if special is not None:
             return special(self, node, hint, target)
+        if numpy_definitions.definition(obj) is not None:   # np.trapezoid, np.unwrap...
+            return self.inline_callable(obj, node, hint, target)
         scatter = _UFUNC_AT.get(id(getattr(obj, "__self__", None))) \
             if getattr(obj, "__name__", None) == "at" else None
         if scatter is not None:            # (f = np.add.at; f(x, i, v))
@@ -1797,10 +1809,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
                 # a tuple of operands (a rule's ``*items``) has a static length: reading
                 # the items would make reverse mode keep every one of them
                 return Const(len(args[0]))
-            name = prim.name if prim.name not in ("getitem",) else "item"
-            out = self._out(target, hint, _short(name))
-            self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node)))
-            return Var(out)
+            return self.prim_call(prim, args, kwargs, node, hint, target)
         if isinstance(obj, functools.partial) or (isinstance(obj, types.MethodType) and not
                                                   _is_library(obj.__func__)) or (
                 isinstance(obj, types.FunctionType) and not _is_library(obj)) or getattr(
@@ -1921,9 +1930,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             tup = self.tmp(rhint, prim.method_pack)
             self.emit(Prim(tup, "make_tuple", [tuple(args)]))
             args = [Var(tup)]
-        out = self._out(target, rhint, _short(prim.name))
-        self.emit(Prim(out, prim.name, self.bind(prim, [receiver, *args], kwargs, node)))
-        return Var(out)
+        return self.prim_call(prim, [receiver, *args], kwargs, node, rhint, target)
 
     def _container_method(self, node, func, hint, target):
         """Dict and list methods whose values must keep their derivatives.
@@ -2064,6 +2071,28 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
             self.emit(For(idx, Prim(None, "range", [Const(0), n, Const(None)]), body))
             return Const(None)
         return None
+
+    def prim_call(self, prim, args, kwargs, node, hint, target):
+        """``prim(*args, **kwargs)`` on evaluated operands: one primitive, or for a
+        reduction with ``where=``/``initial=`` its NumPy definition inlined
+        (``astjax/masked_reductions.py``)."""
+        masked = masked_reductions.replacement(prim, kwargs)
+        if masked is not None:
+            if prim.name in masked_reductions.NEEDS_INITIAL and "where" in kwargs and \
+                    "initial" not in kwargs:
+                self.error(node, f"{prim.code}() with where= needs initial=: the reduction "
+                                 "has no identity to give the entries the mask leaves out "
+                                 "(NumPy's rule)", "pass initial=-np.inf (max) or "
+                                 "initial=np.inf (min), or a value of your data's range",
+                           cls=TransformError)
+            return self.call_function_ref(("object", masked), args, kwargs, node, hint,
+                                          target)
+        name = prim.name if prim.name not in ("getitem",) else "item"
+        out = self._out(target, hint, _short(name))
+        call = Prim(out, prim.name, self.bind(prim, args, kwargs, node))
+        call.written_as_call = True   # (not an operator: ``+`` of lists concatenates)
+        self.emit(call)
+        return Var(out)
 
     def bind(self, prim, args, kwargs, node) -> list:
         """Match call operands to a primitive's parameters (NumPy's order and names)."""

@@ -193,6 +193,13 @@ class Aliasing:
     def _prim(self, s, state):
         prim = P.REGISTRY[s.prim]
         site = ("site", id(s))
+        if s.prim == "refuse_rebinding_update" and isinstance(s.args[0], Var):
+            # the names that may hold the array ``y op= v`` would update in place
+            name = s.args[0].name
+            value = state.get(name, frozenset({(("outside", name), ())}))
+            self.sharing.setdefault(id(s), set()).update(
+                n for n, ids in state.items() if n != name and _overlap(self.reach(ids), value))
+            return state
         if s.prim in _TAPES and s.target:
             self.tapes.add(s.target)
         if s.prim in ("push", "pop", "pop_tangent") and s.args and isinstance(s.args[0], Var):

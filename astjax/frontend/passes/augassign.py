@@ -20,7 +20,10 @@ that memory (``z = y``, ``z = y[0]``, ``z = y.T``, ``[y]``, ``for row in y``, or
 itself a view of another name).  Where the function makes such an alias before the
 update, the statement is refused (by the Normalizer, at the user's line) with the two
 spellings that say which meaning is wanted: ``y = y + v`` (a new value) or
-``y[...] += v`` (in place, which every transformation honours).
+``y[...] += v`` (in place, which every transformation honours).  An alias this
+function cannot see (its parameter and the caller's name, ``z = ident(y)``) is
+checked at run time, where the aliasing analysis after inlining says a name read
+afterwards may hold the array (``generation.prune_rebinding_checks``).
 
 >>> print(show(augassign, '''
 ... def f(x):
@@ -118,6 +121,10 @@ def _lower(st, ctx, aliases):
         load = gast.Name(t.id, gast.Load(), None, None)
         new = gast.Assign([gast.Name(t.id, gast.Store(), None, None)],
                           gast.BinOp(load, st.op, st.value), None)
+        # names this function cannot see may share the array too (a helper's parameter
+        # and its caller's name, ``z = ident(y)``): the Normalizer checks at run time
+        # (``rt.refuse_rebinding_update``, kept where such a name is read afterwards)
+        new.rebinding_update = (t.id, _SYMBOLS.get(type(st.op).__name__, "op"))
         return [located(new, st)]
     if isinstance(t, gast.Subscript):
         pre = []
