@@ -50,18 +50,34 @@ def _same_const(a, b):
         return a is b
 
 
+def _bound_tightly(a) -> str:
+    """An operand where only an atom binds (the base of ``**``, before ``.attr``): a
+    constant spelled with a sign or a number literal gets parentheses (``-1 ** k`` is
+    ``-(1 ** k)``, ``1.real`` does not parse)."""
+    text = format_operand(a)
+    if isinstance(a, Const) and not (text.isidentifier() or text.startswith("(")):
+        return f"({text})"
+    return text
+
+
 def format_expr(s: Prim) -> str:
     """The right-hand side of a Prim statement."""
     prim = _spell(s.prim)
     a = s.args
     if s.prim == "getitem":
-        return f"{format_operand(a[0])}[{format_operand(a[1], in_subscript=True)}]"
+        return f"{_bound_tightly(a[0])}[{format_operand(a[1], in_subscript=True)}]"
+    if prim.operator and s.written_as_call:
+        # ``np.power(m, 2)`` is not ``m ** 2`` (a bool array squares to int8 there),
+        # nor ``np.add(a, b)`` ``a + b`` (two Python numbers give a Python number)
+        return f"{prim.code}({_call_args(prim, a, s.kwargs)})"
     if prim.operator and prim.unary:
         return f"{prim.operator}{format_operand(a[0])}"
     if prim.operator:
-        return f"{format_operand(a[0])} {prim.operator} {format_operand(a[1])}"
-    if prim.attribute and len(a) == 1:
-        return f"{format_operand(a[0])}.{prim.attribute}"
+        left = _bound_tightly(a[0]) if prim.operator == "**" else format_operand(a[0])
+        return f"{left} {prim.operator} {format_operand(a[1])}"
+    if prim.attribute and len(a) == 1 and isinstance(a[0], Var) and not s.written_as_call:
+        # (``np.ndim(b)`` stays a call: a Python number has no ``.ndim``)
+        return f"{a[0].name}.{prim.attribute}"
     from astjax.core_prims import PRINTERS
     special = PRINTERS.get(s.prim)
     if special is not None:

@@ -16,6 +16,10 @@ code can point back at it.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
@@ -107,6 +111,9 @@ class Prim(Stmt):
     prim: str
     args: list
     kwargs: dict = field(default_factory=dict)
+    # written as a call (``np.ndim(b)``, ``np.add(a, b)``), not an operator or attribute:
+    # printed as one, and its list operands are NumPy's to convert
+    written_as_call: bool = field(default=False, kw_only=True, compare=False, repr=False)
 
 
 @dataclass
@@ -285,12 +292,21 @@ def all_reads(stmts) -> set[str]:
 
 # --------------------------------------------------------------------------- printing
 
+def _reads_back(z: complex) -> bool:
+    """Whether ``repr(z)`` evaluates to ``z`` itself, the signs of its zeros included."""
+    parts = (z.real, z.imag)
+    return all(math.isfinite(p) and (p != 0.0 or math.copysign(1.0, p) > 0) for p in parts)
+
+
 def format_const(v) -> str:
     if v is Ellipsis:
         return "..."
-    if isinstance(v, float):
+    if isinstance(v, float) and not isinstance(v, np.generic):
         r = repr(v)
         return r if r not in ("inf", "-inf", "nan") else f"float({r!r})"
+    if isinstance(v, complex) and not isinstance(v, np.generic) and not _reads_back(v):
+        # (``-1j`` is complex(-0.0, -1.0), and its repr ``(-0-1j)`` reads back as +0.0)
+        return f"complex({format_const(v.real)}, {format_const(v.imag)})"
     if isinstance(v, slice):
         return f"slice({format_const(v.start)}, {format_const(v.stop)}, {format_const(v.step)})"
     if isinstance(v, tuple):
@@ -299,7 +315,7 @@ def format_const(v) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(format_const(x) for x in v) + "]"
     if hasattr(v, "dtype") and hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
-        return f"np.{v.dtype.name}({v.item()!r})"
+        return f"np.{v.dtype.name}({format_const(v.item())})"
     if isinstance(v, type) and v.__module__ == "numpy":
         return f"np.{v.__name__}"
     if isinstance(v, type) and v.__module__ == "builtins":

@@ -1028,6 +1028,9 @@ _helper("extremum_weights", ("a", "ans", "axis", "keepdims"), {"axis": None, "ke
         kind="compare", reason=_ND + "a piecewise-constant mask")
 _helper("max_weight", ("x", "y", "like"), {"like": None}, kind="compare",
         reason=_ND + "a piecewise-constant mask")
+for _name in ("fmax_weight", "fmin_weight"):
+    _helper(_name, ("x", "y", "like"), {"like": None}, kind="compare",
+            reason=_ND + "a piecewise-constant mask")
 _helper("eye_last", ("x",), kind="creation", reason=_ND + "builds a constant array")
 for _name, _params, _defaults in (
         ("reduced_size", ("x", "axis"), {"axis": None}),
@@ -1173,12 +1176,10 @@ _helper("group2", ("a", "b"), diff=("a", "b"), kind="structural",
         sample=lambda r: ((_u(r), [_u(r, (2,)), None]), {}))
 _helper("quantile_vjp", ("t", "a", "q", "axis", "keepdims", "method"),
         {"axis": None, "keepdims": False, "method": "linear"}, diff=("t",),
-        sample=lambda r: ((_u(r, (2, 3)), _u(r, (3, 5)), np.array([0.2, 0.7]), 1), {}),
-        meta=("a",))
+        sample=lambda r: ((_u(r, (2, 3)), _u(r, (3, 5)), np.array([0.2, 0.7]), 1), {}))
 _helper("quantile_jvp", ("t", "a", "q", "axis", "keepdims", "method"),
         {"axis": None, "keepdims": False, "method": "linear"}, diff=("t",),
-        sample=lambda r: ((_u(r, (3, 5)), _u(r, (3, 5)), 0.4), {"keepdims": True}),
-        meta=("a",))
+        sample=lambda r: ((_u(r, (3, 5)), _u(r, (3, 5)), 0.4), {"keepdims": True}))
 _helper("refuse_value", ("what", "x"), kind="other",
         reason=_ND + "raises UnsupportedDerivativeError for a differentiated argument")
 _helper("refuse_tangent", ("t", "what"), kind="other",

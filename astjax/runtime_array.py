@@ -186,6 +186,23 @@ def max_weight(x, y, like=None):
     return np.greater(x, y).astype(dtype) + np.equal(x, y).astype(dtype) * 0.5
 
 
+def fmax_weight(x, y, like=None):
+    """The weight of ``x`` in ``np.fmax(x, y)``: ``max_weight``'s, and all of it where
+    ``y`` is NaN (fmax skips a NaN operand, as JAX's ``where(isnan(y), x, ...)``), none
+    where ``x`` is."""
+    return _nan_skipped(max_weight(x, y, like), x, y)
+
+
+def fmin_weight(x, y, like=None):
+    """The weight of ``x`` in ``np.fmin(x, y)`` (NaN skipped as in ``fmax_weight``)."""
+    return _nan_skipped(max_weight(y, x, like), x, y)
+
+
+def _nan_skipped(weight, x, y):
+    return np.where(np.isnan(y), 1.0, np.where(np.isnan(x), 0.0, weight)).astype(
+        weight.dtype, copy=False)
+
+
 def clip_part(t, a, a_min=None, a_max=None, min=None, max=None, which=0):
     """The part of the cotangent ``t`` of ``clip`` that goes to ``a`` (which=0), to the
     lower bound (1) or to the upper bound (2), before unbroadcasting.

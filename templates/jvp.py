@@ -90,11 +90,17 @@ def minimum(ans, x, y, out=None, dx=None, dy=None):
 
 
 def fmax(ans, x, y, out=None, dx=None, dy=None):
-    return dx * ra.max_weight(x, y, ans) + dy * ra.max_weight(y, x, ans)
+    # (an operand fmax skips is NaN, and so may its tangent be: selected out, not
+    # multiplied by a zero weight)
+    wx = ra.fmax_weight(x, y, ans)
+    wy = ra.fmax_weight(y, x, ans)
+    return np.where(wx == 0, 0.0, dx * wx) + np.where(wy == 0, 0.0, dy * wy)
 
 
 def fmin(ans, x, y, out=None, dx=None, dy=None):
-    return dx * ra.max_weight(y, x, ans) + dy * ra.max_weight(x, y, ans)
+    wx = ra.fmin_weight(x, y, ans)
+    wy = ra.fmin_weight(y, x, ans)
+    return np.where(wx == 0, 0.0, dx * wx) + np.where(wy == 0, 0.0, dy * wy)
 
 
 def arctan2(ans, x, y, out=None, dx=None, dy=None):
@@ -340,10 +346,13 @@ def min(ans, a, axis=None, out=None, keepdims=False, da=None):
 
 
 def nanmax(ans, a, axis=None, out=None, keepdims=False, da=None):
+    # (the entries nanmax skips are NaN, and so may their tangents be: selected out)
+    da = np.where(np.isnan(a), 0.0, da)
     return np.sum(da * ra.extremum_weights(a, ans, axis, keepdims), axis=axis, keepdims=keepdims)
 
 
 def nanmin(ans, a, axis=None, out=None, keepdims=False, da=None):
+    da = np.where(np.isnan(a), 0.0, da)
     return np.sum(da * ra.extremum_weights(a, ans, axis, keepdims), axis=axis, keepdims=keepdims)
 
 
@@ -1359,6 +1368,7 @@ def group2(ans, a, b, da=None, db=None):
 def nanvar(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
     d = np.conj(np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True)))
     n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=keepdims)
+    da = np.where(np.isnan(a), 0.0, da)   # (skipped entries' tangents may be NaN)
     return ra.tangent_like(np.real(np.sum(d * da, axis=axis, keepdims=keepdims)) * 2.0 / (
         n - ddof), ans)
 
@@ -1366,6 +1376,7 @@ def nanvar(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=N
 def nanstd(ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, da=None):
     d = np.conj(np.where(np.isnan(a), 0.0, a - np.nanmean(a, axis=axis, keepdims=True)))
     n = np.sum(np.logical_not(np.isnan(a)), axis=axis, keepdims=keepdims)
+    da = np.where(np.isnan(a), 0.0, da)   # (skipped entries' tangents may be NaN)
     return ra.tangent_like(np.real(np.sum(d * da, axis=axis, keepdims=keepdims)) / (
         ans * (n - ddof)), ans)
 

@@ -94,13 +94,13 @@ def minimum(g, ans, x, y, out=None):
 
 
 def fmax(g, ans, x, y, out=None):
-    return (ra.unbroadcast(g * ra.max_weight(x, y, g), x),
-            ra.unbroadcast(g * ra.max_weight(y, x, g), y))
+    return (ra.unbroadcast(g * ra.fmax_weight(x, y, g), x),
+            ra.unbroadcast(g * ra.fmax_weight(y, x, g), y))
 
 
 def fmin(g, ans, x, y, out=None):
-    return (ra.unbroadcast(g * ra.max_weight(y, x, g), x),
-            ra.unbroadcast(g * ra.max_weight(x, y, g), y))
+    return (ra.unbroadcast(g * ra.fmin_weight(x, y, g), x),
+            ra.unbroadcast(g * ra.fmin_weight(y, x, g), y))
 
 
 def arctan2(g, ans, x, y, out=None):

@@ -31,7 +31,7 @@ from astjax import numpy_definitions, primitives as P, read_guards
 from astjax.core import Const, Copy, Index, Prim, Var
 from astjax.errors import TransformError, UnsupportedSyntaxError
 from astjax.frontend.scopes import Scope, _assigned_names, _is_library, _params_of, \
-    _rebound_names, _short
+    _rebound_names
 from astjax.frontend.source import get_function_source, unwrap_callable
 from astjax.frontend.static_values import (_STATIC_FUNCS, FuncArg, LocalFunc, ObjFunc,
                                            StaticSeq, _Mixed, FuncChoice, Bound)

@@ -2089,9 +2089,9 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
                                           target)
         name = prim.name if prim.name not in ("getitem",) else "item"
         out = self._out(target, hint, _short(name))
-        call = Prim(out, prim.name, self.bind(prim, args, kwargs, node))
-        call.written_as_call = True   # (not an operator: ``+`` of lists concatenates)
-        self.emit(call)
+        # (not an operator: ``+`` of lists concatenates)
+        self.emit(Prim(out, prim.name, self.bind(prim, args, kwargs, node),
+                       written_as_call=True))
         return Var(out)
 
     def bind(self, prim, args, kwargs, node) -> list:

@@ -401,7 +401,8 @@ class Batching:
                            "select with np.where(condition, x, y), or reduce with a mask: "
                            "np.sum(np.where(condition, x, 0.0))")
             if prim.kind in ("elementwise", "compare") or s.prim == "getitem":
-                return pre + [Prim(s.target, s.prim, args, s.kwargs, loc=loc)]
+                return pre + [Prim(s.target, s.prim, args, s.kwargs, loc=loc,
+                                     written_as_call=s.written_as_call)]
             self.error(s, f"vmap has no batching rule for {prim.code}()",
                        "add one to templates/batch.py")
         bindings = {pname.lstrip("*"): a for pname, a in zip(prim.params, args)}

@@ -300,4 +300,5 @@ def _replace_zero(st, is_zero, value):
             return tuple(fix(x) for x in a)
         return value if is_zero(a) else a
     return Prim(st.target, st.prim, [fix(a) for a in st.args],
-                {k: fix(v) for k, v in st.kwargs.items()}, loc=st.loc)
+                {k: fix(v) for k, v in st.kwargs.items()}, loc=st.loc,
+                written_as_call=st.written_as_call)

@@ -1,0 +1,211 @@
+"""Facts of the core form fixed once after normalization, before any transformation.
+
+Each function here takes the core function the Normalizer made (helpers inlined) and
+rewrites it in place so that an invariant every transformation relies on holds:
+
+* ``prune_item_update_checks`` / ``prune_rebinding_checks``: the run-time refusals of
+  an in-place ``op=`` NumPy would apply to memory another live name holds
+  (``frontend/passes/augassign.py``) are kept only where such a name may exist;
+* ``convert_list_operands``: a list given to a NumPy function as array data is an
+  array before the call, as NumPy makes it (so every rule sees what NumPy sees);
+* ``snapshot_branch_tests``: the test of an ``if`` is a name its branches do not
+  assign (reverse mode reads the test again in the backward sweep, where a value the
+  branch changed would choose the wrong branch).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from astjax import core
+from astjax import primitives as P
+from astjax.core import Const, Copy, If, Prim, Var
+
+
+def run(fn, names) -> None:
+    prune_item_update_checks(fn)
+    prune_rebinding_checks(fn)
+    convert_list_operands(fn, names)
+    snapshot_branch_tests(fn, names)
+
+
+def prune_item_update_checks(fn) -> None:
+    """Keep a ``c[k] op= v`` check (``rt.refuse_item_update``) only for the names that
+    are read after the update before being assigned again (liveness): a name holding
+    the item but rebound first (``w = params["w"]`` at the top of each step) cannot
+    tell the in-place update from the new value."""
+    from astjax.passes.analysis import liveness
+    live = liveness(fn)
+
+    def prune(block):
+        for s in block:
+            for child in core.child_blocks(s):
+                prune(child)
+        kept = []
+        for i, s in enumerate(block):
+            if isinstance(s, Prim) and s.prim == "refuse_item_update":
+                update = next((t for t in block[i + 1:] if isinstance(t, core.SetItem) and
+                               t.target == s.args[0].name), None)
+                after = live.get(id(update)) if update is not None else None
+                info, others = s.args[3], s.args[2]
+                if after is not None and isinstance(info, Const) and isinstance(others, tuple):
+                    # (generated code read again spells them as tuples it builds: its
+                    # checks were pruned when it was made)
+                    text, sym, names = info.value
+                    keep = [k for k, v in enumerate(others)
+                            if isinstance(v, Var) and v.name in after]
+                    if not keep:
+                        continue
+                    s.args[2] = tuple(others[k] for k in keep)
+                    s.args[3] = Const((text, sym, tuple(names[k] for k in keep)))
+            kept.append(s)
+        block[:] = kept
+
+    prune(fn.body)
+
+
+def prune_rebinding_checks(fn) -> None:
+    """Keep a ``y op= v`` check (``rt.refuse_rebinding_update``) only with the names
+    that may share ``y``'s memory there (``transforms/aliasing.py``, after inlining:
+    a helper's parameter and its caller's name are one array) and are read after the
+    update before being assigned again; drop it where there are none."""
+    checks = [s for s in core.walk(fn.body)
+              if isinstance(s, Prim) and s.prim == "refuse_rebinding_update"]
+    if not checks:
+        return
+    from astjax.passes.analysis import liveness
+    from astjax.transforms.aliasing import Aliasing
+    aliasing = Aliasing(fn)
+    live = liveness(fn)
+
+    def prune(block):
+        for s in block:
+            for child in core.child_blocks(s):
+                prune(child)
+        kept = []
+        for i, s in enumerate(block):
+            if isinstance(s, Prim) and s.prim == "refuse_rebinding_update" and \
+                    s.args[1] == () and isinstance(s.args[0], Var):
+                # (generated code read again spells its checks with tuples it builds:
+                # they were pruned when it was made)
+                name = s.args[0].name
+                update = next((t for t in block[i + 1:]
+                               if getattr(t, "target", None) == name), s)
+                after = live.get(id(update), frozenset())
+                others = sorted(n for n in aliasing.sharing.get(id(s), ())
+                                if n in after and n != name)
+                if not others:
+                    continue
+                text, sym, _ = s.args[2].value
+                # (the line where the two came to share: the other name's, else the
+                # updated name's, e.g. the call binding a helper's parameter)
+                lines = tuple((n, _line_of(aliasing.defs.get(n) or aliasing.defs.get(name)))
+                              for n in others)
+                s.args[1] = tuple(Var(n) for n in others)
+                s.args[2] = Const((text, sym, lines))
+            kept.append(s)
+        block[:] = kept
+
+    prune(fn.body)
+
+
+# primitives that make containers: a name every assignment of which is one of them
+# holds a list or tuple
+_CONTAINER_MAKERS = frozenset({"make_list", "make_tuple", "append", "to_list"})
+# parameters that take a sequence of arrays (each item is converted by NumPy itself)
+_SEQUENCE_PARAMS = frozenset({"arrays", "tup", "condlist", "choicelist", "xs", "funclist"})
+# ... and those that take a list as it is (np.array_split counts a list's items, not its
+# axis: NumPy's answer differs from that of the array)
+_AS_GIVEN = frozenset({"asarray", "array", "asanyarray", "array_split", "split", "hsplit",
+                       "vsplit", "dsplit"})
+
+
+def _numpy_function(prim) -> bool:
+    impl = prim.impl
+    return isinstance(impl, np.ufunc) or (
+        getattr(impl, "__module__", None) or "").split(".")[0] == "numpy"
+
+
+def convert_list_operands(fn, names) -> None:
+    """A list or tuple given to a NumPy function as array data, as an array first.
+
+    Only calls (``np.add(a, b)``), never operators: ``a + b`` of lists concatenates.
+
+    NumPy converts an array-like operand with ``np.asarray`` on entry; doing so in the
+    code makes every rule see the array NumPy sees (a batching rule read a list of
+    per-example items as one unbatched array; ``np.negative(lst)`` printed as ``-lst``
+    failed).  Names holding a list at run time that the code cannot see (a pytree
+    argument) are converted by the batching rules (``runtime_batch._as_batched``)."""
+    made: dict = {}
+    for s in core.walk(fn.body):
+        target = getattr(s, "target", None)
+        if target:
+            made[target] = made.get(target, True) and isinstance(s, Prim) and \
+                s.prim in _CONTAINER_MAKERS
+    lists = {n for n, always in made.items() if always}
+    if not lists:
+        return
+    from astjax.transforms.batch import _NOT_DATA   # (shapes, axes, options: not data)
+
+    def converted(arg, pre, loc):
+        if not (isinstance(arg, Var) and arg.name in lists):
+            return arg
+        out = names.fresh(f"{arg.name}_array")
+        pre.append(Prim(out, "asarray", [arg, Const(None), Const(None), Const(None)], loc=loc))
+        return Var(out)
+
+    def rewrite(block):
+        new = []
+        for s in block:
+            for child in core.child_blocks(s):
+                rewrite(child)
+            if isinstance(s, Prim) and s.written_as_call and s.prim not in _AS_GIVEN:
+                prim = P.REGISTRY[s.prim]
+                if _numpy_function(prim) and prim.kind != "structural":
+                    pre: list = []
+                    for i, (pname, arg) in enumerate(zip(prim.params, s.args)):
+                        if pname.lstrip("*") in _SEQUENCE_PARAMS | _NOT_DATA or (
+                                pname not in prim.diff and i > 0):
+                            continue
+                        if pname.startswith("*") and isinstance(arg, tuple):
+                            s.args[i] = tuple(converted(a, pre, s.loc) for a in arg)
+                        else:
+                            s.args[i] = converted(arg, pre, s.loc)
+                    new.extend(pre)
+            new.append(s)
+        block[:] = new
+
+    rewrite(fn.body)
+
+
+def _line_of(s):
+    loc = getattr(s, "loc", None)
+    return loc.lineno if loc is not None else None
+
+
+def snapshot_branch_tests(fn, names) -> None:
+    """``if t: ... t = ...``: the test read into a name of its own before the branch.
+
+    The backward sweep of reverse mode chooses the branch again from the test's
+    variable; a branch that assigns that variable (``a and b`` lowers to ``c = a; if
+    c: c = b``; a user's ``if done: done = ...``) left it holding the new value there,
+    and the sweep took the other branch: a misaligned tape, wrong cotangents.  A test
+    whose variables no branch assigns is left as it is."""
+    def rewrite(block):
+        new = []
+        for s in block:
+            for child in core.child_blocks(s):
+                rewrite(child)
+            if isinstance(s, If):
+                test_reads = set(core.reads(s))
+                if test_reads & core.all_writes(s.body + s.orelse):
+                    held = names.fresh("branch_taken")
+                    if isinstance(s.test, Prim):
+                        s.test.target = held
+                        new.append(s.test)
+                    else:
+                        new.append(Copy(held, s.test, loc=s.loc))
+                    s.test = Var(held)
+            new.append(s)
+        block[:] = new
+
+    rewrite(fn.body)
