@@ -408,6 +408,24 @@ CONSTRUCTS = [
                         "{v} = {v}_sc({a}, {b}) * {a}"]),
     ("helper_number", ["def {v}_acc(t, d):", "    t += d", "    return t",
                        "{v}_t = {v}_acc(0.5, np.sum({a}))", "{v} = {v}_acc({v}_t, {u}) * {v}_t"]),
+    # an if-test its branch reassigns: ``a and b`` true then false (reverse mode read
+    # the test again: tests/test_branch_tests_reassigned.py)
+    ("if_and", ["{v} = {a} * 1.0", "k = 1", "if {a}.shape[-1] > 0 and k > 1:",
+                "    {v} = {v} * 2.0", "{v} = {v} * {u}"]),
+    # negative constant bases (printed bare, ``-1 ** k`` was ``-(1 ** k)``)
+    ("neg_pow", ["{v} = (-1.5) ** 2 * {a} + (-2.0) ** np.arange({a}.shape[-1]) * {u}"]),
+    # NaN-skipping reductions with NaN data (forward rules: tests/test_nan_skipping_tangents)
+    # (NaN entries made by np.where: a NaN factor of a differentiated value gives NaN
+    # cotangents by the chain rule, in JAX too, where differences are finite)
+    ("nan_skip", ["w = np.where({a} > 0.3, np.nan, {a} * 2.0)",
+                  "{v} = np.nanmax(w, axis=-1, keepdims=True) * {u} + np.fmax(w, 0.1)"
+                  " + np.nanstd(w, axis=-1, keepdims=True)"]),
+    # reductions with where= and initial= (tests/test_masked_reductions.py)
+    ("masked_reduce", ["{v} = np.sum({u} * {a}, where={a} > {c}) + np.max({a}, initial=0.5)"
+                       " + np.mean({a}, axis=-1, keepdims=True, where={a} < 5.0)"]),
+    # a list of values given to NumPy (tests/test_vmap_list_operands.py)
+    ("list_operand", ["{v} = {a} * np.sum(np.diff(np.atleast_1d([np.sum({a}), np.max({u}),"
+                      " 1.5])))"]),
     ("complex_abs", ["z = {a} * (0.8 - 0.6j) + 1j * {b_like_a}", "{v} = np.abs(z) ** 2 + {a}"]),
     ("complex_conj", ["z = {u} + 1j * {a}", "{v} = np.real(np.conj(z) * z * (0.5 + 1j))"]),
     ("complex_imag", ["z = np.exp(1j * {a}) * ({u} + 0.5j)",

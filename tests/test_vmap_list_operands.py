@@ -9,7 +9,7 @@ own, so ``np.atleast_1d``, ``np.diff``, ``np.reshape``, ``np.ravel``, ``np.outer
 ``np.einsum``, ``np.matmul`` crashed; ``np.negative(lst)`` printed as ``-lst`` failed
 in every transformation).  A list or tuple the code makes and gives to a NumPy
 function as array data is now converted with ``np.asarray`` first, as NumPy does on
-entry (``generation.convert_list_operands``), and a list reaching a batching rule
+entry (``frontend/core_fixups.convert_list_operands``), and a list reaching a batching rule
 otherwise (a pytree argument) is stacked along the example axes
 (``runtime_batch._as_batched``/``_unbatch``).
 

@@ -28,6 +28,19 @@ def run(fn, names) -> None:
     snapshot_branch_tests(fn, names)
 
 
+def _filter_checks(fn, prim_name, keep) -> None:
+    """Drop each ``prim_name`` statement (in every block) for which ``keep(statement,
+    the statements after it)`` is false; ``keep`` may rewrite the ones it keeps."""
+    def walk(block):
+        for s in block:
+            for child in core.child_blocks(s):
+                walk(child)
+        block[:] = [s for i, s in enumerate(block)
+                    if not (isinstance(s, Prim) and s.prim == prim_name) or keep(s, block[i + 1:])]
+
+    walk(fn.body)
+
+
 def prune_item_update_checks(fn) -> None:
     """Keep a ``c[k] op= v`` check (``rt.refuse_item_update``) only for the names that
     are read after the update before being assigned again (liveness): a name holding
@@ -36,31 +49,22 @@ def prune_item_update_checks(fn) -> None:
     from astjax.passes.analysis import liveness
     live = liveness(fn)
 
-    def prune(block):
-        for s in block:
-            for child in core.child_blocks(s):
-                prune(child)
-        kept = []
-        for i, s in enumerate(block):
-            if isinstance(s, Prim) and s.prim == "refuse_item_update":
-                update = next((t for t in block[i + 1:] if isinstance(t, core.SetItem) and
-                               t.target == s.args[0].name), None)
-                after = live.get(id(update)) if update is not None else None
-                info, others = s.args[3], s.args[2]
-                if after is not None and isinstance(info, Const) and isinstance(others, tuple):
-                    # (generated code read again spells them as tuples it builds: its
-                    # checks were pruned when it was made)
-                    text, sym, names = info.value
-                    keep = [k for k, v in enumerate(others)
-                            if isinstance(v, Var) and v.name in after]
-                    if not keep:
-                        continue
-                    s.args[2] = tuple(others[k] for k in keep)
-                    s.args[3] = Const((text, sym, tuple(names[k] for k in keep)))
-            kept.append(s)
-        block[:] = kept
+    def keep(s, rest):
+        update = next((t for t in rest if isinstance(t, core.SetItem) and
+                       t.target == s.args[0].name), None)
+        after = live.get(id(update)) if update is not None else None
+        info, others = s.args[3], s.args[2]
+        if after is None or not isinstance(info, Const) or not isinstance(others, tuple):
+            # (generated code read again spells them as tuples it builds: its checks
+            # were pruned when it was made)
+            return True
+        text, sym, names = info.value
+        kept = [k for k, v in enumerate(others) if isinstance(v, Var) and v.name in after]
+        s.args[2] = tuple(others[k] for k in kept)
+        s.args[3] = Const((text, sym, tuple(names[k] for k in kept)))
+        return bool(kept)
 
-    prune(fn.body)
+    _filter_checks(fn, "refuse_item_update", keep)
 
 
 def prune_rebinding_checks(fn) -> None:
@@ -68,44 +72,33 @@ def prune_rebinding_checks(fn) -> None:
     that may share ``y``'s memory there (``transforms/aliasing.py``, after inlining:
     a helper's parameter and its caller's name are one array) and are read after the
     update before being assigned again; drop it where there are none."""
-    checks = [s for s in core.walk(fn.body)
-              if isinstance(s, Prim) and s.prim == "refuse_rebinding_update"]
-    if not checks:
+    if not any(isinstance(s, Prim) and s.prim == "refuse_rebinding_update"
+               for s in core.walk(fn.body)):
         return
     from astjax.passes.analysis import liveness
     from astjax.transforms.aliasing import Aliasing
     aliasing = Aliasing(fn)
     live = liveness(fn)
 
-    def prune(block):
-        for s in block:
-            for child in core.child_blocks(s):
-                prune(child)
-        kept = []
-        for i, s in enumerate(block):
-            if isinstance(s, Prim) and s.prim == "refuse_rebinding_update" and \
-                    s.args[1] == () and isinstance(s.args[0], Var):
-                # (generated code read again spells its checks with tuples it builds:
-                # they were pruned when it was made)
-                name = s.args[0].name
-                update = next((t for t in block[i + 1:]
-                               if getattr(t, "target", None) == name), s)
-                after = live.get(id(update), frozenset())
-                others = sorted(n for n in aliasing.sharing.get(id(s), ())
-                                if n in after and n != name)
-                if not others:
-                    continue
-                text, sym, _ = s.args[2].value
-                # (the line where the two came to share: the other name's, else the
-                # updated name's, e.g. the call binding a helper's parameter)
-                lines = tuple((n, _line_of(aliasing.defs.get(n) or aliasing.defs.get(name)))
-                              for n in others)
-                s.args[1] = tuple(Var(n) for n in others)
-                s.args[2] = Const((text, sym, lines))
-            kept.append(s)
-        block[:] = kept
+    def keep(s, rest):
+        if s.args[1] != () or not isinstance(s.args[0], Var):
+            # (generated code read again spells its checks with tuples it builds: they
+            # were pruned when it was made)
+            return True
+        name = s.args[0].name
+        update = next((t for t in rest if getattr(t, "target", None) == name), s)
+        after = live.get(id(update), frozenset())
+        others = sorted(n for n in aliasing.sharing.get(id(s), ()) if n in after and n != name)
+        text, sym, _ = s.args[2].value
+        # (the line where the two came to share: the other name's, else the updated
+        # name's, e.g. the call binding a helper's parameter)
+        lines = tuple((n, _line_of(aliasing.defs.get(n) or aliasing.defs.get(name)))
+                      for n in others)
+        s.args[1] = tuple(Var(n) for n in others)
+        s.args[2] = Const((text, sym, lines))
+        return bool(others)
 
-    prune(fn.body)
+    _filter_checks(fn, "refuse_rebinding_update", keep)
 
 
 # primitives that make containers: a name every assignment of which is one of them
@@ -128,13 +121,12 @@ def _numpy_function(prim) -> bool:
 def convert_list_operands(fn, names) -> None:
     """A list or tuple given to a NumPy function as array data, as an array first.
 
-    Only calls (``np.add(a, b)``), never operators: ``a + b`` of lists concatenates.
-
     NumPy converts an array-like operand with ``np.asarray`` on entry; doing so in the
     code makes every rule see the array NumPy sees (a batching rule read a list of
     per-example items as one unbatched array; ``np.negative(lst)`` printed as ``-lst``
-    failed).  Names holding a list at run time that the code cannot see (a pytree
-    argument) are converted by the batching rules (``runtime_batch._as_batched``)."""
+    failed).  Only calls (``np.add(a, b)``), never operators: ``a + b`` of lists
+    concatenates.  A name holding a list the code cannot see being made (a pytree
+    argument) is converted by the batching rules (``runtime_batch._as_batched``)."""
     made: dict = {}
     for s in core.walk(fn.body):
         target = getattr(s, "target", None)

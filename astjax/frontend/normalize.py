@@ -394,7 +394,7 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         rebinding = getattr(st, "rebinding_update", None)
         if rebinding is not None and isinstance(self.scope.rename.get(rebinding[0]), Var):
             # ``y op= v`` lowered to ``y = y op v``: which names may still hold the old
-            # array is known only after inlining (``generation.prune_rebinding_checks``)
+            # array is known only after inlining (``core_fixups.prune_rebinding_checks``)
             self.emit(Prim(None, "refuse_rebinding_update",
                            [self.scope.rename[rebinding[0]], (), Const(rebinding + ((),))]))
         if len(targets) == 1:

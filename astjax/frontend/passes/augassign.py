@@ -23,7 +23,7 @@ spellings that say which meaning is wanted: ``y = y + v`` (a new value) or
 ``y[...] += v`` (in place, which every transformation honours).  An alias this
 function cannot see (its parameter and the caller's name, ``z = ident(y)``) is
 checked at run time, where the aliasing analysis after inlining says a name read
-afterwards may hold the array (``generation.prune_rebinding_checks``).
+afterwards may hold the array (``core_fixups.prune_rebinding_checks``).
 
 >>> print(show(augassign, '''
 ... def f(x):
