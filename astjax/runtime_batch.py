@@ -1520,6 +1520,7 @@ def broadcast_like(t, x):
 def unreduce(t, x, axis, keepdims):
     if t is None:
         return None
+    t = _as_batched(t)     # (a constant cotangent: one number for every example)
     nd = _nd(x)
     if axis is not None and not keepdims:
         ax = axis_all(axis, nd)

@@ -94,6 +94,11 @@ def _lifted_params(prim):
     return {p for p in prim.params if p.lstrip("*") not in _NOT_DATA} | set(prim.diff)
 
 
+# runtime helpers that hand an operand back as a batched result: an unbatched one is
+# lifted first (the unbatched tangent of a batched sequence, split into its rows by
+# the loop over it, gave rows without the batch axis: wrong broadcasting)
+_LIFTED_RT = frozenset({"as_sequence_cotangent", "list_tangent"})
+
 # a pop of a tangent tape (forward code of reverse code) is a pop
 _POPS = ("pop", "pop_tangent")
 
@@ -393,6 +398,9 @@ class Batching:
         src = batch_rule(rule_name)
         if src is None and prim.code.startswith("rt."):
             # the runtime's container and cotangent helpers work on batch-last arrays
+            # (tapes and accumulators among them: their operands are used as they are)
+            if s.prim in _LIFTED_RT:
+                return pre + [Prim(s.target, s.prim, args, s.kwargs, loc=loc)]
             return [s]
         if src is None:
             if s.prim == "where" and not _where_has_values(args, s.kwargs):
