@@ -139,6 +139,20 @@ class Env:
 
 # -------------------------------------------------------------------------- normalizer
 
+def _static_truth(test):
+    """True or False for an ``if`` test known when the code is generated (a constant
+    Python number, bool, string, None or container of them), else None."""
+    if not isinstance(test, Const):
+        return None
+    value = test.value
+    if value is None or isinstance(value, (bool, int, float, complex, str, tuple)):
+        try:
+            return bool(value)
+        except Exception:  # noqa: BLE001  (a value with no truth: decided at run time)
+            return None
+    return None
+
+
 class Normalizer(StaticValues, NestedTransforms, Inliner):
     """Builds one core Function; inlined callees share its names and emission."""
 
@@ -428,7 +442,14 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         return set()
 
     def stmt_If(self, st):
-        test = self.condition(st.test)
+        taken = self._static_flag(st.test)
+        test = self.condition(st.test) if taken is None else Const(taken)
+        taken = _static_truth(test)
+        if taken is not None:
+            # a test known now (a configuration flag, ``x is None`` of a default): only
+            # the branch Python takes is code, as when JAX traces it (the other may
+            # call what no transformation supports); the flag's read is guarded
+            return self.stmt_list(st.body if taken else st.orelse)
         body: list = []
         orelse: list = []
         funcs = self.scope.local_funcs
@@ -478,6 +499,27 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
 
     def condition(self, node):
         return self.expr(node, "cond")
+
+    def _static_flag(self, node):
+        """The truth of a test that names a global or module attribute holding a Python
+        bool or number (``if DEBUG:``, ``if config.USE_BIAS:``), else None; its read is
+        guarded (``read_guards``): rebinding it makes the code again."""
+        if not isinstance(node, (gast.Name, gast.Attribute)) or (
+                isinstance(node, gast.Name) and self._is_local(node.id)):
+            return None
+        value = self.static_value(node)
+        if isinstance(value, (bool, np.bool_, int, float)):
+            read_guards.capture(value)   # folded: the same value, or the code again
+            return bool(value)
+        return None
+
+    def _is_local(self, name):
+        scope = self.scope
+        while scope is not None:
+            if name in scope.local_names or name in scope.local_funcs:
+                return True
+            scope = scope.parent
+        return False
 
     def stmt_Assert(self, st):
         test = self.expr(st.test, "check")
@@ -1347,8 +1389,12 @@ class Normalizer(StaticValues, NestedTransforms, Inliner):
         self.emit(Prim(out, prim.name, self.bind(prim, [left, right], {}, node)))
 
     def expr_IfExp(self, node, hint, target):
+        taken = self._static_flag(node.test)
+        test = self.condition(node.test) if taken is None else Const(taken)
+        taken = _static_truth(test)
+        if taken is not None:      # (as in stmt_If)
+            return self.expr(node.body if taken else node.orelse, hint, target=target)
         out = self._out(target, hint, "choice")
-        test = self.condition(node.test)
         body: list = []
         orelse: list = []
         with self.emitting(body):
