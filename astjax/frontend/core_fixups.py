@@ -181,7 +181,10 @@ def snapshot_branch_tests(fn, names) -> None:
     variable; a branch that assigns that variable (``a and b`` lowers to ``c = a; if
     c: c = b``; a user's ``if done: done = ...``) left it holding the new value there,
     and the sweep took the other branch: a misaligned tape, wrong cotangents.  A test
-    whose variables no branch assigns is left as it is."""
+    whose variables no branch assigns is left as it is.  (The Normalizer's own
+    ``_protect_test`` does this for ``if`` statements and expressions as it writes
+    them, rule templates included; this pass holds the invariant for every ``if`` of
+    the function, the ones lowered from ``and``/``or`` and chained comparisons too.)"""
     def rewrite(block):
         new = []
         for s in block:
